@@ -1,0 +1,70 @@
+//! The one error type of the filesystem core: every failure carries the errno the FUSE
+//! adapter replies with (SPEC §6) and a one-line human reason.
+
+use std::fmt;
+
+/// A failed filesystem operation.
+///
+/// `errno` is a positive `libc` errno value (e.g. `libc::ESTALE`); `reason` is the one-line
+/// explanation recorded in provenance and shown in logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    /// Positive errno value the FUSE reply carries.
+    pub errno: i32,
+    /// One line: what failed and why.
+    pub reason: String,
+}
+
+/// Result alias for the core.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// An error with the given errno and reason.
+    pub fn new(errno: i32, reason: impl Into<String>) -> Self {
+        Error {
+            errno,
+            reason: reason.into(),
+        }
+    }
+    /// `ENOENT`: no such file or directory.
+    pub fn not_found(what: impl fmt::Display) -> Self {
+        Self::new(libc::ENOENT, format!("{what}: no such file or directory"))
+    }
+    /// `EIO` from a storage failure (SPEC §6 "database full or failed"); `ENOSPC` when the
+    /// underlying SQLite error says the disk is full.
+    pub fn store(e: impl fmt::Display) -> Self {
+        let text = e.to_string();
+        let errno = if text.contains("database or disk is full") {
+            libc::ENOSPC
+        } else {
+            libc::EIO
+        };
+        Self::new(errno, format!("store: {text}"))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({})",
+            self.reason,
+            std::io::Error::from_raw_os_error(self.errno)
+        )
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::store(e)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        let errno = e.raw_os_error().unwrap_or(libc::EIO);
+        Error::new(errno, format!("io: {e}"))
+    }
+}

@@ -1,0 +1,294 @@
+//! Open file handles. A read handle reads the version that was current at open (a
+//! snapshot). A write handle works on a private copy (SPEC §4): the bytes it writes go to
+//! a [`Spill`] buffer at their file offsets, and the ranges written are tracked, so the
+//! private copy of a large file costs only what was written, never the whole file.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::identity::Caller;
+use crate::store::ContentRef;
+
+/// Bytes kept in memory before a write handle spills to an unlinked temporary file.
+pub const SPILL_THRESHOLD: u64 = 1 << 20;
+
+/// Bytes written through a handle, addressed by offset: in memory while small, then in an
+/// unlinked temporary file (sparse, so a write at a large offset costs only its bytes).
+pub enum Spill {
+    /// `data[i]` is the byte at offset `i`.
+    Mem(Vec<u8>),
+    /// Temporary file in the spill directory (never under the mount, FUSE-TRAPS §16).
+    File(File),
+}
+
+impl Spill {
+    fn write_at(&mut self, dir: &Path, offset: u64, data: &[u8]) -> Result<()> {
+        let end = offset + data.len() as u64;
+        if let Spill::Mem(v) = self {
+            if end <= SPILL_THRESHOLD {
+                if v.len() < end as usize {
+                    v.resize(end as usize, 0);
+                }
+                v[offset as usize..end as usize].copy_from_slice(data);
+                return Ok(());
+            }
+            let f = tempfile::tempfile_in(dir)?;
+            f.write_all_at(v, 0)?;
+            *self = Spill::File(f);
+        }
+        if let Spill::File(f) = self {
+            f.write_all_at(data, offset)?;
+        }
+        Ok(())
+    }
+
+    /// Fills `buf` with the bytes at `offset` (zeros where nothing was written).
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        match self {
+            Spill::Mem(v) => {
+                let start = (offset as usize).min(v.len());
+                let end = (offset as usize + buf.len()).min(v.len());
+                buf[..end - start].copy_from_slice(&v[start..end]);
+                buf[end - start..].fill(0);
+                Ok(())
+            }
+            Spill::File(f) => {
+                let mut done = 0;
+                while done < buf.len() {
+                    let n = f.read_at(&mut buf[done..], offset + done as u64)?;
+                    if n == 0 {
+                        buf[done..].fill(0);
+                        break;
+                    }
+                    done += n;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn truncate(&mut self, size: u64) -> Result<()> {
+        match self {
+            Spill::Mem(v) => v.truncate(size as usize),
+            Spill::File(f) => f.set_len(size)?,
+        }
+        Ok(())
+    }
+}
+
+/// Sorted, disjoint, non-adjacent `[start, end)` ranges.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RangeSet(pub Vec<(u64, u64)>);
+
+impl RangeSet {
+    /// Adds `[start, end)`, merging with overlapping or adjacent ranges.
+    pub fn insert(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
+        }
+        let (mut s, mut e) = (start, end);
+        let mut out = Vec::with_capacity(self.0.len() + 1);
+        let mut placed = false;
+        for &(a, b) in &self.0 {
+            if b < s {
+                out.push((a, b));
+            } else if a > e {
+                if !placed {
+                    out.push((s, e));
+                    placed = true;
+                }
+                out.push((a, b));
+            } else {
+                s = s.min(a);
+                e = e.max(b);
+            }
+        }
+        if !placed {
+            out.push((s, e));
+        }
+        self.0 = out;
+    }
+
+    /// Drops everything at or past `size`.
+    pub fn clip(&mut self, size: u64) {
+        self.0.retain(|&(s, _)| s < size);
+        if let Some(last) = self.0.last_mut() {
+            last.1 = last.1.min(size);
+        }
+    }
+
+    /// Whether `offset` is inside a range, and the end of that range, or else the start
+    /// of the next range (`u64::MAX` if none).
+    pub fn locate(&self, offset: u64) -> (bool, u64) {
+        for &(s, e) in &self.0 {
+            if offset < s {
+                return (false, s);
+            }
+            if offset < e {
+                return (true, e);
+            }
+        }
+        (false, u64::MAX)
+    }
+}
+
+/// The private copy of a write handle.
+pub struct WriteState {
+    /// Opened with `O_APPEND`: the pending bytes go after whatever is current at commit.
+    pub append: bool,
+    /// Version id the copy is based on (the lost-update check, SPEC §4).
+    pub base_version: i64,
+    /// Content of that version.
+    pub base: ContentRef,
+    /// Bytes of `base` still visible (lowered by truncation).
+    pub base_limit: u64,
+    /// Size of the private copy in bytes (for append handles: pending bytes).
+    pub size: u64,
+    /// Ranges written since the last commit (file offsets; pending offsets when appending).
+    pub dirty: RangeSet,
+    /// The written bytes.
+    pub spill: Spill,
+    /// Anything to commit?
+    pub modified: bool,
+    /// Has the handle read or written anything? An untouched handle may be rebased
+    /// silently when another commit lands, since it cannot have based anything on the
+    /// old content.
+    pub touched: bool,
+    /// Op name for the next version: `write`, `append` or `truncate`.
+    pub op: &'static str,
+}
+
+impl WriteState {
+    /// A fresh private copy of `base` (version id `base_version`).
+    pub fn new(append: bool, base_version: i64, base: ContentRef) -> Self {
+        WriteState {
+            append,
+            base_version,
+            base,
+            base_limit: base.len,
+            size: if append { 0 } else { base.len },
+            dirty: RangeSet::default(),
+            spill: Spill::Mem(Vec::new()),
+            modified: false,
+            touched: false,
+            op: if append { "append" } else { "write" },
+        }
+    }
+
+    /// Writes `data` at `offset` (ignored for append handles, which append in order).
+    /// Returns the size of the private copy afterwards.
+    pub fn write(&mut self, spill_dir: &Path, offset: u64, data: &[u8]) -> Result<u64> {
+        let at = if self.append { self.size } else { offset };
+        self.spill.write_at(spill_dir, at, data)?;
+        let end = at + data.len() as u64;
+        self.dirty.insert(at, end);
+        self.size = self.size.max(end);
+        self.modified = true;
+        self.touched = true;
+        if !self.append && self.op != "truncate" {
+            self.op = "write";
+        }
+        Ok(self.size)
+    }
+
+    /// Truncates (or extends with zeros) the private copy to `size` bytes (ftruncate,
+    /// or the setattr that follows an `O_TRUNC` open, FUSE-TRAPS §4).
+    pub fn truncate(&mut self, size: u64) -> Result<()> {
+        if self.append {
+            // ftruncate on an O_APPEND handle truncates the file itself; model it as the
+            // base limit so that the commit drops the tail.
+            self.append = false;
+            self.size = self.base.len;
+            self.dirty = RangeSet::default();
+            self.spill = Spill::Mem(Vec::new());
+        }
+        self.dirty.clip(size);
+        self.spill.truncate(size)?;
+        self.base_limit = self.base_limit.min(size);
+        self.size = size;
+        self.modified = true;
+        self.touched = true;
+        self.op = "truncate";
+        Ok(())
+    }
+
+    /// After a successful commit: the new version is the base and nothing is pending.
+    pub fn committed(&mut self, version: i64, content: ContentRef) {
+        *self = WriteState::new(self.append, version, content);
+        self.touched = true;
+    }
+}
+
+/// What a handle is for.
+pub enum HandleKind {
+    /// Reads the snapshot taken at open.
+    Read(ContentRef),
+    /// A private copy that commits on flush, fsync and release.
+    Write(WriteState),
+}
+
+/// An open file handle (FUSE `fh`).
+pub struct Handle {
+    /// The inode it was opened on (handles follow renames, FUSE-TRAPS §7).
+    pub ino: u64,
+    /// Who opened it: provenance is taken at open (SPEC §4).
+    pub caller: Arc<Caller>,
+    /// Read snapshot or private copy.
+    pub kind: HandleKind,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rangeset_merges_and_clips() {
+        let mut r = RangeSet::default();
+        r.insert(10, 20);
+        r.insert(30, 40);
+        r.insert(20, 25);
+        assert_eq!(r.0, vec![(10, 25), (30, 40)]);
+        r.insert(5, 35);
+        assert_eq!(r.0, vec![(5, 40)]);
+        r.clip(12);
+        assert_eq!(r.0, vec![(5, 12)]);
+        assert_eq!(r.locate(0), (false, 5));
+        assert_eq!(r.locate(6), (true, 12));
+        assert_eq!(r.locate(12), (false, u64::MAX));
+    }
+
+    #[test]
+    fn spill_moves_to_a_file_past_the_threshold() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Spill::Mem(Vec::new());
+        s.write_at(dir.path(), 0, b"abc").unwrap();
+        assert!(matches!(s, Spill::Mem(_)));
+        s.write_at(dir.path(), SPILL_THRESHOLD * 3, b"xyz").unwrap();
+        assert!(matches!(s, Spill::File(_)));
+        let mut buf = [1u8; 3];
+        s.read_at(0, &mut buf).unwrap();
+        assert_eq!(&buf, b"abc");
+        s.read_at(SPILL_THRESHOLD * 3, &mut buf).unwrap();
+        assert_eq!(&buf, b"xyz");
+        s.read_at(100, &mut buf).unwrap();
+        assert_eq!(buf, [0, 0, 0]);
+    }
+
+    #[test]
+    fn truncate_then_extend_reads_zeros_not_old_bytes() {
+        let mut w = WriteState::new(false, 1, ContentRef { stream: 1, len: 100 });
+        let dir = tempfile::tempdir().unwrap();
+        w.write(dir.path(), 50, b"hello").unwrap();
+        w.truncate(52).unwrap();
+        assert_eq!(w.base_limit, 52);
+        assert_eq!(w.dirty.0, vec![(50, 52)]);
+        w.write(dir.path(), 60, b"x").unwrap();
+        assert_eq!(w.size, 61);
+        let mut b = [9u8; 3];
+        w.spill.read_at(52, &mut b).unwrap();
+        assert_eq!(b, [0, 0, 0]);
+    }
+}

@@ -1,0 +1,1014 @@
+//! The filesystem core: inodes, handles, the commit path, readdir cookies. It knows
+//! nothing of fuser; every operation returns [`crate::error::Result`], whose error carries
+//! the errno the adapter replies with. The adapter (`crate::fuse`) only translates.
+//!
+//! Commit path (SPEC §4): a write handle's private copy ([`handle::WriteState`]) becomes a
+//! version on flush/fsync when modified, and at release for any leftover; the store
+//! checks for a lost update (`ESTALE`) in the same transaction; then the in-memory inode
+//! is updated and the kernel's cached attributes are invalidated through the notifier
+//! thread before the flush is answered, so an open or stat after `close()` sees the
+//! new size at once.
+
+pub mod handle;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+use crate::identity::{Caller, Resolver};
+use crate::store::{
+    Attrs, Build, CommitRequest, Committed, Kind, NodeRecord, RenameRequest, Store,
+    VersionInfo,
+};
+use crate::sync::{Mutex, RwLock};
+use handle::{Handle, HandleKind, WriteState};
+
+/// Inode number of the root directory (FUSE protocol `FUSE_ROOT_ID`).
+pub const ROOT: u64 = 1;
+/// Longest name, in bytes (SPEC §8).
+pub const NAME_MAX: usize = 255;
+
+/// The caller of a request as the FUSE header gives it.
+#[derive(Debug, Clone, Copy)]
+pub struct Ctx {
+    /// Request pid (a thread id, may be 0).
+    pub pid: u32,
+    /// fsuid.
+    pub uid: u32,
+    /// fsgid.
+    pub gid: u32,
+}
+
+/// Attributes as replied to `lookup`/`getattr` (the adapter turns them into `FileAttr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attr {
+    /// Inode number.
+    pub ino: u64,
+    /// File or directory.
+    pub kind: Kind,
+    /// Size in bytes (a dirty handle's pending size while one is open, FUSE-TRAPS §3).
+    pub size: u64,
+    /// Permissions, uid, gid and times (ns).
+    pub attrs: Attrs,
+    /// Link count: 1 for files, 2 + subdirectories for directories.
+    pub nlink: u32,
+    /// Attributes that may change without the kernel knowing (pending writes): reply
+    /// with a zero TTL.
+    pub volatile: bool,
+}
+
+/// How an open handle must be served (FUSE `FOPEN_*` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenFlags {
+    /// `FOPEN_DIRECT_IO`: reads and writes bypass the page cache (write handles: their
+    /// private copy must not leak into the shared page cache, FUSE-TRAPS §3).
+    pub direct_io: bool,
+    /// `FOPEN_KEEP_CACHE`: the page cache still holds this exact version.
+    pub keep_cache: bool,
+}
+
+/// One directory entry from [`Fs::readdir`].
+#[derive(Debug, Clone)]
+pub struct DirEntry {
+    /// Inode.
+    pub ino: u64,
+    /// Cookie to resume after this entry (stable across changes, FUSE-TRAPS §8).
+    pub next_offset: u64,
+    /// Kind.
+    pub kind: Kind,
+    /// Name.
+    pub name: Vec<u8>,
+}
+
+/// Figures for `statfs` (FUSE-TRAPS §10).
+#[derive(Debug, Clone, Copy)]
+pub struct StatFs {
+    /// Blocks of `bsize` bytes in all, free, and free for unprivileged users.
+    pub blocks: u64,
+    /// Free blocks.
+    pub bfree: u64,
+    /// Free blocks for unprivileged users.
+    pub bavail: u64,
+    /// Inodes in all.
+    pub files: u64,
+    /// Free inodes.
+    pub ffree: u64,
+    /// Block size in bytes.
+    pub bsize: u32,
+    /// Longest name in bytes.
+    pub namelen: u32,
+}
+
+/// A request to invalidate kernel caches, sent by the adapter's notifier thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalidation {
+    /// Cached attributes of an inode (attribute-only: never waits on page locks).
+    Attr(u64),
+}
+
+/// Called (with no lock held) to have the kernel drop cached state; returns once sent.
+pub type Invalidator = Box<dyn Fn(Invalidation) + Send + Sync>;
+
+/// New attributes for `setattr`; `None` leaves a field as it is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    /// New permission bits.
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size (truncate).
+    pub size: Option<u64>,
+    /// New atime, ns.
+    pub atime_ns: Option<i64>,
+    /// New mtime, ns.
+    pub mtime_ns: Option<i64>,
+}
+
+struct Node {
+    parent: u64,
+    name: Vec<u8>,
+    kind: Kind,
+    attrs: Attrs,
+    file_id: Option<i64>,
+    head: Option<VersionInfo>,
+    /// Kernel lookup count (FUSE protocol: lookup/create/mkdir add, forget subtracts).
+    nlookup: u64,
+    open_handles: u32,
+    /// Pending size of the most recent write through a handle, until it commits.
+    pending_size: Option<u64>,
+    /// Version whose bytes the kernel page cache may hold (decides `FOPEN_KEEP_CACHE`).
+    cached_version: i64,
+    /// Children by name, and their inodes in cookie order (directories only).
+    children: HashMap<Vec<u8>, u64>,
+    cookies: BTreeSet<u64>,
+    subdirs: u32,
+    /// Unlinked (or replaced by a rename) but still referenced by the kernel or a handle.
+    orphan: bool,
+}
+
+impl Node {
+    fn from_record(r: NodeRecord) -> Node {
+        Node {
+            parent: r.parent,
+            name: r.name,
+            kind: r.kind,
+            attrs: r.attrs,
+            file_id: r.file_id,
+            head: r.head,
+            nlookup: 0,
+            open_handles: 0,
+            pending_size: None,
+            cached_version: 0,
+            children: HashMap::new(),
+            cookies: BTreeSet::new(),
+            subdirs: 0,
+            orphan: false,
+        }
+    }
+    fn size(&self) -> u64 {
+        self.pending_size
+            .or(self.head.as_ref().map(|h| h.content.len))
+            .unwrap_or(0)
+    }
+}
+
+#[derive(Default)]
+struct Tree {
+    nodes: HashMap<u64, Node>,
+}
+
+impl Tree {
+    fn get(&self, ino: u64) -> Result<&Node> {
+        self.nodes
+            .get(&ino)
+            .ok_or_else(|| Error::new(libc::ENOENT, format!("inode {ino}: not found")))
+    }
+    fn get_mut(&mut self, ino: u64) -> Result<&mut Node> {
+        self.nodes
+            .get_mut(&ino)
+            .ok_or_else(|| Error::new(libc::ENOENT, format!("inode {ino}: not found")))
+    }
+    fn dir(&self, ino: u64) -> Result<&Node> {
+        let n = self.get(ino)?;
+        if n.kind != Kind::Dir {
+            return Err(Error::new(libc::ENOTDIR, format!("inode {ino}: not a directory")));
+        }
+        Ok(n)
+    }
+    fn child(&self, parent: u64, name: &[u8]) -> Result<Option<u64>> {
+        Ok(self.dir(parent)?.children.get(name).copied())
+    }
+    /// Path from the root, `/`-separated, no leading slash (lossy UTF-8 for display).
+    fn path(&self, ino: u64) -> String {
+        let mut parts = Vec::new();
+        let mut at = ino;
+        while at != ROOT {
+            let Some(n) = self.nodes.get(&at) else { break };
+            parts.push(String::from_utf8_lossy(&n.name).into_owned());
+            if n.orphan {
+                break;
+            }
+            at = n.parent;
+        }
+        parts.reverse();
+        parts.join("/")
+    }
+    fn child_path(&self, parent: u64, name: &[u8]) -> String {
+        let p = self.path(parent);
+        let n = String::from_utf8_lossy(name);
+        if p.is_empty() {
+            n.into_owned()
+        } else {
+            format!("{p}/{n}")
+        }
+    }
+    fn attach(&mut self, parent: u64, ino: u64, name: &[u8], kind: Kind) {
+        if let Some(p) = self.nodes.get_mut(&parent) {
+            p.children.insert(name.to_vec(), ino);
+            p.cookies.insert(ino);
+            if kind == Kind::Dir {
+                p.subdirs += 1;
+            }
+        }
+    }
+    fn detach(&mut self, parent: u64, ino: u64, name: &[u8], kind: Kind) {
+        if let Some(p) = self.nodes.get_mut(&parent) {
+            p.children.remove(name);
+            p.cookies.remove(&ino);
+            if kind == Kind::Dir {
+                p.subdirs = p.subdirs.saturating_sub(1);
+            }
+        }
+    }
+    /// Drops an orphan once neither the kernel nor a handle refers to it.
+    fn reap(&mut self, ino: u64) {
+        if let Some(n) = self.nodes.get(&ino) {
+            if n.orphan && n.nlookup == 0 && n.open_handles == 0 {
+                self.nodes.remove(&ino);
+            }
+        }
+    }
+    fn attr(&self, ino: u64) -> Result<Attr> {
+        let n = self.get(ino)?;
+        Ok(Attr {
+            ino,
+            kind: n.kind,
+            size: n.size(),
+            attrs: n.attrs,
+            nlink: match n.kind {
+                Kind::Dir => 2 + n.subdirs,
+                Kind::File if n.orphan => 0,
+                Kind::File => 1,
+            },
+            volatile: n.pending_size.is_some(),
+        })
+    }
+}
+
+fn now_ns() -> i64 {
+    crate::store::sqlite_now_ns()
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return Err(Error::new(libc::ENAMETOOLONG, "name longer than 255 bytes"));
+    }
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
+        return Err(Error::new(libc::EINVAL, "invalid name"));
+    }
+    Ok(())
+}
+
+/// The mounted filesystem's state.
+pub struct Fs {
+    store: Arc<dyn Store>,
+    tree: RwLock<Tree>,
+    handles: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
+    next_fh: AtomicU64,
+    resolver: Resolver,
+    spill_dir: PathBuf,
+    /// blake3 state after each file's latest version, so appends hash only what they add.
+    hashers: Mutex<HashMap<i64, (i64, blake3::Hasher)>>,
+    invalidator: RwLock<Option<Invalidator>>,
+}
+
+/// Hasher states kept (about 2 KiB each).
+const HASHER_CACHE: usize = 256;
+
+impl Fs {
+    /// Loads the tree from `store`. Write handles spill into `spill_dir`, which must not be
+    /// under the mount (FUSE-TRAPS §16).
+    pub fn new(store: Arc<dyn Store>, spill_dir: PathBuf) -> Result<Fs> {
+        let mut tree = Tree::default();
+        for r in store.load()? {
+            let (ino, parent, name, kind) = (r.ino, r.parent, r.name.clone(), r.kind);
+            tree.nodes.insert(ino, Node::from_record(r));
+            if ino != ROOT {
+                tree.attach(parent, ino, &name, kind);
+            }
+        }
+        if !tree.nodes.contains_key(&ROOT) {
+            return Err(Error::new(libc::EIO, "store has no root directory"));
+        }
+        Ok(Fs {
+            store,
+            tree: RwLock::new(tree),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            resolver: Resolver::new(),
+            spill_dir,
+            hashers: Mutex::new(HashMap::new()),
+            invalidator: RwLock::new(None),
+        })
+    }
+
+    /// Installs the function that asks the kernel to drop cached state.
+    pub fn set_invalidator(&self, f: Invalidator) {
+        *self.invalidator.write() = Some(f);
+    }
+
+    fn invalidate(&self, inv: Invalidation) {
+        if let Some(f) = self.invalidator.read().as_ref() {
+            f(inv);
+        }
+    }
+
+    fn caller(&self, ctx: Ctx) -> Arc<Caller> {
+        self.resolver.resolve(ctx.pid, ctx.uid, ctx.gid)
+    }
+
+    /// The store behind this filesystem.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// `lookup`: the child `name` of `parent`; counts one kernel reference.
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+        let mut tree = self.tree.write();
+        let ino = tree.child(parent, name)?.ok_or_else(|| {
+            Error::new(
+                libc::ENOENT,
+                format!("{}: no such file or directory", tree.child_path(parent, name)),
+            )
+        })?;
+        tree.get_mut(ino)?.nlookup += 1;
+        tree.attr(ino)
+    }
+
+    /// `forget`: the kernel dropped `n` references.
+    pub fn forget(&self, ino: u64, n: u64) {
+        let mut tree = self.tree.write();
+        if let Some(node) = tree.nodes.get_mut(&ino) {
+            node.nlookup = node.nlookup.saturating_sub(n);
+        }
+        tree.reap(ino);
+    }
+
+    /// `getattr`.
+    pub fn getattr(&self, ino: u64) -> Result<Attr> {
+        self.tree.read().attr(ino)
+    }
+
+    /// `setattr` (chmod, chown, truncate, utimens). A size change through a write handle
+    /// `fh` truncates its private copy; without one it commits a `truncate` version at once.
+    pub fn setattr(&self, ino: u64, set: SetAttr, fh: Option<u64>, ctx: Ctx) -> Result<Attr> {
+        if let Some(size) = set.size {
+            let handle = fh.and_then(|fh| self.handles.lock().get(&fh).cloned());
+            let mut done = false;
+            if let Some(h) = handle {
+                let mut h = h.lock();
+                if let HandleKind::Write(w) = &mut h.kind {
+                    self.rebase_if_untouched(ino, w)?;
+                    w.truncate(size)?;
+                    let pending = w.size;
+                    self.tree.write().get_mut(ino)?.pending_size = Some(pending);
+                    done = true;
+                }
+            }
+            if !done {
+                if self.tree.read().get(ino)?.kind == Kind::Dir {
+                    return Err(Error::new(libc::EISDIR, "truncate of a directory"));
+                }
+                let caller = self.caller(ctx);
+                let mut none = |_: u64, _: &mut [u8]| Ok(());
+                self.commit(ino, "truncate", None, Build::Truncate { size }, &mut none, &caller, false)?;
+            }
+        }
+        if set.mode.is_some()
+            || set.uid.is_some()
+            || set.gid.is_some()
+            || set.atime_ns.is_some()
+            || set.mtime_ns.is_some()
+        {
+            let caller = self.caller(ctx);
+            let mut tree = self.tree.write();
+            let path = tree.path(ino);
+            let node = tree.get_mut(ino)?;
+            let mut a = node.attrs;
+            if let Some(m) = set.mode {
+                a.mode = m & 0o7777;
+            }
+            if let Some(u) = set.uid {
+                a.uid = u;
+            }
+            if let Some(g) = set.gid {
+                a.gid = g;
+            }
+            if let Some(t) = set.atime_ns {
+                a.atime_ns = t;
+            }
+            if let Some(t) = set.mtime_ns {
+                a.mtime_ns = t;
+            }
+            a.ctime_ns = now_ns();
+            self.store.set_attrs(ino, a, &path, &caller)?;
+            tree.get_mut(ino)?.attrs = a;
+        }
+        self.getattr(ino)
+    }
+
+    fn new_attrs(&self, ctx: Ctx, mode: u32, umask: u32, parent: &Node) -> Attrs {
+        let now = now_ns();
+        // BSD group semantics are not used; a setgid parent directory passes its group on.
+        let gid = if parent.attrs.mode & 0o2000 != 0 {
+            parent.attrs.gid
+        } else {
+            ctx.gid
+        };
+        Attrs {
+            mode: mode & !umask & 0o7777,
+            uid: ctx.uid,
+            gid,
+            atime_ns: now,
+            mtime_ns: now,
+            ctime_ns: now,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn make(
+        &self,
+        parent: u64,
+        name: &[u8],
+        kind: Kind,
+        mode: u32,
+        umask: u32,
+        ctx: Ctx,
+        caller: &Caller,
+    ) -> Result<Attr> {
+        check_name(name)?;
+        let mut tree = self.tree.write();
+        let pnode = tree.dir(parent)?;
+        if pnode.orphan {
+            return Err(Error::new(libc::ENOENT, "parent directory was removed"));
+        }
+        if pnode.children.contains_key(name) {
+            return Err(Error::new(
+                libc::EEXIST,
+                format!("{}: file exists", tree.child_path(parent, name)),
+            ));
+        }
+        let attrs = self.new_attrs(ctx, mode, umask, pnode);
+        let path = tree.child_path(parent, name);
+        let rec = self.store.create(parent, name, &path, kind, attrs, caller)?;
+        let ino = rec.ino;
+        let mut node = Node::from_record(rec);
+        node.nlookup = 1;
+        tree.nodes.insert(ino, node);
+        tree.attach(parent, ino, name, kind);
+        tree.attr(ino)
+    }
+
+    /// `mkdir`.
+    pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, umask: u32, ctx: Ctx) -> Result<Attr> {
+        self.make(parent, name, Kind::Dir, mode, umask, ctx, &self.caller(ctx))
+    }
+
+    /// `create`: a new empty file (version 1, op `create`) and an open handle on it.
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        ctx: Ctx,
+    ) -> Result<(Attr, u64, OpenFlags)> {
+        let attr = self.make(parent, name, Kind::File, mode, umask, ctx, &self.caller(ctx))?;
+        match self.open(attr.ino, flags, ctx) {
+            Ok((fh, of)) => Ok((attr, fh, of)),
+            Err(e) => {
+                self.forget(attr.ino, 1);
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates the default layout of a new scratchpad (SPEC §3) as the internal writer
+    /// `scratchfs`, owned by `owner` (uid, gid): each `(name, content)` becomes a file
+    /// with mode 0644 and two versions (`create`, then `write` when non-empty).
+    pub fn seed(&self, files: &[(&str, &[u8])], owner: (u32, u32)) -> Result<()> {
+        let caller = Caller::internal("scratchfs");
+        let ctx = Ctx {
+            pid: 0,
+            uid: owner.0,
+            gid: owner.1,
+        };
+        for (name, content) in files {
+            let a = self.make(ROOT, name.as_bytes(), Kind::File, 0o644, 0, ctx, &caller)?;
+            self.forget(a.ino, 1);
+            if !content.is_empty() {
+                let mut src = |off: u64, buf: &mut [u8]| {
+                    buf.copy_from_slice(&content[off as usize..off as usize + buf.len()]);
+                    Ok(())
+                };
+                let build = Build::Append {
+                    len: content.len() as u64,
+                };
+                self.commit(a.ino, "write", None, build, &mut src, &caller, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `open`. Write handles get a private copy and direct I/O; read handles a snapshot of
+    /// the current version, keeping the page cache while that version is unchanged.
+    pub fn open(&self, ino: u64, flags: i32, ctx: Ctx) -> Result<(u64, OpenFlags)> {
+        let acc = flags & libc::O_ACCMODE;
+        let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
+        let caller = if writable {
+            self.caller(ctx)
+        } else {
+            Arc::new(Caller {
+                pid: ctx.pid,
+                uid: ctx.uid,
+                gid: ctx.gid,
+                ..Default::default()
+            })
+        };
+        let mut tree = self.tree.write();
+        let node = tree.get_mut(ino)?;
+        if node.kind == Kind::Dir {
+            return Err(Error::new(libc::EISDIR, "is a directory"));
+        }
+        let head = node
+            .head
+            .clone()
+            .ok_or_else(|| Error::new(libc::EIO, format!("inode {ino} has no version")))?;
+        let (kind, of) = if writable {
+            (
+                HandleKind::Write(WriteState::new(
+                    flags & libc::O_APPEND != 0,
+                    head.id,
+                    head.content,
+                )),
+                OpenFlags {
+                    direct_io: true,
+                    keep_cache: false,
+                },
+            )
+        } else {
+            let keep = node.cached_version == head.id;
+            node.cached_version = head.id;
+            (
+                HandleKind::Read(head.content),
+                OpenFlags {
+                    direct_io: false,
+                    keep_cache: keep,
+                },
+            )
+        };
+        node.open_handles += 1;
+        drop(tree);
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles
+            .lock()
+            .insert(fh, Arc::new(Mutex::new(Handle { ino, caller, kind })));
+        Ok((fh, of))
+    }
+
+    fn handle(&self, fh: u64) -> Result<Arc<Mutex<Handle>>> {
+        self.handles
+            .lock()
+            .get(&fh)
+            .cloned()
+            .ok_or_else(|| Error::new(libc::EBADF, format!("no open handle {fh}")))
+    }
+
+    /// A write handle that has neither read nor written follows the current version, so
+    /// that e.g. a `truncate(2)` between its open and first write is not a lost update.
+    fn rebase_if_untouched(&self, ino: u64, w: &mut WriteState) -> Result<()> {
+        if w.touched {
+            return Ok(());
+        }
+        let tree = self.tree.read();
+        if let Some(head) = &tree.get(ino)?.head {
+            if head.id != w.base_version {
+                *w = WriteState::new(w.append, head.id, head.content);
+            }
+        }
+        Ok(())
+    }
+
+    /// `read`: up to `size` bytes at `offset` (short at EOF).
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let h = self.handle(fh)?;
+        let mut h = h.lock();
+        let ino = h.ino;
+        match &mut h.kind {
+            HandleKind::Read(content) => {
+                let mut buf = vec![0u8; (size as u64).min(content.len.saturating_sub(offset)) as usize];
+                let n = self.store.read(*content, offset, &mut buf)?;
+                buf.truncate(n);
+                Ok(buf)
+            }
+            HandleKind::Write(w) => {
+                self.rebase_if_untouched(ino, w)?;
+                w.touched = true;
+                self.read_private(w, offset, size)
+            }
+        }
+    }
+
+    fn read_private(&self, w: &WriteState, offset: u64, size: u32) -> Result<Vec<u8>> {
+        // An append handle sees its base followed by its pending bytes.
+        let (total, pending_at) = if w.append {
+            (w.base.len + w.size, w.base.len)
+        } else {
+            (w.size, 0)
+        };
+        let end = total.min(offset + size as u64);
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        let mut buf = vec![0u8; (end - offset) as usize];
+        let mut at = offset;
+        while at < end {
+            let i = (at - offset) as usize;
+            if at < pending_at {
+                let n = (pending_at.min(end) - at) as usize;
+                self.store.read(w.base, at, &mut buf[i..i + n])?;
+                at += n as u64;
+                continue;
+            }
+            let rel = at - pending_at;
+            let (inside, bound) = w.dirty.locate(rel);
+            let seg_end = end.min(bound.saturating_add(pending_at));
+            let n = (seg_end - at) as usize;
+            if inside {
+                w.spill.read_at(rel, &mut buf[i..i + n])?;
+            } else if rel < w.base_limit && !w.append {
+                let m = n.min((w.base_limit - rel) as usize);
+                self.store.read(w.base, rel, &mut buf[i..i + m])?;
+            }
+            at += n as u64;
+        }
+        Ok(buf)
+    }
+
+    /// `write`: into the handle's private copy. Returns the bytes accepted.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        let h = self.handle(fh)?;
+        let mut h = h.lock();
+        let ino = h.ino;
+        let HandleKind::Write(w) = &mut h.kind else {
+            return Err(Error::new(libc::EBADF, "handle not open for writing"));
+        };
+        self.rebase_if_untouched(ino, w)?;
+        let size = w.write(&self.spill_dir, offset, data)?;
+        let pending = if w.append { w.base.len + size } else { size };
+        self.tree.write().get_mut(ino)?.pending_size = Some(pending);
+        Ok(data.len() as u32)
+    }
+
+    /// `flush` (each `close()` of a descriptor): commits if modified; idempotent.
+    pub fn flush(&self, fh: u64) -> Result<()> {
+        self.commit_handle(fh, false)
+    }
+
+    /// `fsync`: commits if modified and makes the store durable.
+    pub fn fsync(&self, fh: u64) -> Result<()> {
+        self.commit_handle(fh, true)
+    }
+
+    /// `release`: commits any leftover (errors cannot reach the application any more, so
+    /// they are only logged and recorded) and drops the handle.
+    pub fn release(&self, fh: u64) -> Result<()> {
+        let result = self.commit_handle(fh, false);
+        let h = self.handles.lock().remove(&fh);
+        if let Some(h) = h {
+            let ino = h.lock().ino;
+            let mut tree = self.tree.write();
+            if let Some(n) = tree.nodes.get_mut(&ino) {
+                n.open_handles = n.open_handles.saturating_sub(1);
+                if n.open_handles == 0 {
+                    n.pending_size = None;
+                }
+            }
+            tree.reap(ino);
+        }
+        result
+    }
+
+    fn commit_handle(&self, fh: u64, durable: bool) -> Result<()> {
+        let h = self.handle(fh)?;
+        let mut guard = h.lock();
+        let h = &mut *guard;
+        let HandleKind::Write(w) = &mut h.kind else {
+            return Ok(());
+        };
+        if !w.modified {
+            return Ok(());
+        }
+        let spill = &w.spill;
+        let mut source = |off: u64, buf: &mut [u8]| spill.read_at(off, buf);
+        let (build, expect, op) = if w.append {
+            (Build::Append { len: w.size }, None, "append")
+        } else {
+            (
+                Build::Overlay {
+                    base: w.base,
+                    base_limit: w.base_limit,
+                    size: w.size,
+                    dirty: &w.dirty.0,
+                },
+                Some(w.base_version),
+                w.op,
+            )
+        };
+        let result = self.commit(h.ino, op, expect, build, &mut source, &h.caller, durable);
+        match result {
+            Ok(v) => {
+                w.committed(v.id, v.content);
+                Ok(())
+            }
+            Err(e) => {
+                // Refused or failed: the private copy is dropped (the store kept the
+                // refused content with the reason); the handle goes on from the current
+                // version so that repeated flushes do not repeat the refusal.
+                if let Some(head) = self.tree.read().nodes.get(&h.ino).and_then(|n| n.head.clone()) {
+                    w.committed(head.id, head.content);
+                }
+                self.tree.write().nodes.get_mut(&h.ino).map(|n| n.pending_size = None);
+                log::warn!("commit refused: {e}");
+                Err(e)
+            }
+        }
+    }
+
+    /// The commit path: one store transaction, then the inode and the kernel's caches.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &self,
+        ino: u64,
+        op: &str,
+        expect_head: Option<i64>,
+        build: Build<'_>,
+        source: &mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
+        caller: &Caller,
+        durable: bool,
+    ) -> Result<VersionInfo> {
+        let (path, file_id) = {
+            let tree = self.tree.read();
+            (tree.path(ino), tree.get(ino)?.file_id)
+        };
+        let prefix_hasher = file_id.and_then(|f| self.hashers.lock().get(&f).cloned());
+        let Committed {
+            file_id,
+            version,
+            hasher,
+        } = self.store.commit(CommitRequest {
+            ino,
+            path: &path,
+            op,
+            expect_head,
+            build,
+            source,
+            prefix_hasher,
+            caller,
+            time_ns: now_ns(),
+            durable,
+        })?;
+        {
+            let mut hashers = self.hashers.lock();
+            if hashers.len() >= HASHER_CACHE {
+                hashers.clear();
+            }
+            hashers.insert(file_id, (version.id, hasher));
+        }
+        {
+            let mut tree = self.tree.write();
+            if let Some(n) = tree.nodes.get_mut(&ino) {
+                if n.head.as_ref().is_none_or(|h| h.id < version.id) {
+                    n.head = Some(version.clone());
+                    n.attrs.mtime_ns = version.time_ns;
+                    n.attrs.ctime_ns = version.time_ns;
+                }
+                n.pending_size = None;
+            }
+        }
+        self.invalidate(Invalidation::Attr(ino));
+        Ok(version)
+    }
+
+    /// `unlink` (files) and `rmdir` (empty directories, else `ENOTEMPTY`). Every version
+    /// is kept; the node stays while the kernel or a handle refers to it.
+    pub fn remove(&self, parent: u64, name: &[u8], dir: bool, ctx: Ctx) -> Result<()> {
+        let caller = self.caller(ctx);
+        let mut tree = self.tree.write();
+        let path = tree.child_path(parent, name);
+        let ino = tree
+            .child(parent, name)?
+            .ok_or_else(|| Error::not_found(&path))?;
+        let node = tree.get(ino)?;
+        match (dir, node.kind) {
+            (true, Kind::File) => return Err(Error::new(libc::ENOTDIR, format!("{path}: not a directory"))),
+            (false, Kind::Dir) => return Err(Error::new(libc::EISDIR, format!("{path}: is a directory"))),
+            (true, Kind::Dir) if !node.children.is_empty() => {
+                return Err(Error::new(libc::ENOTEMPTY, format!("{path}: directory not empty")));
+            }
+            _ => {}
+        }
+        let (kind, file_id) = (node.kind, node.file_id);
+        self.store.unlink(ino, file_id, &path, &caller, now_ns())?;
+        tree.detach(parent, ino, name, kind);
+        let n = tree.get_mut(ino)?;
+        n.orphan = true;
+        n.attrs.ctime_ns = now_ns();
+        tree.reap(ino);
+        Ok(())
+    }
+
+    /// `rename`. `flags` are renameat2 flags: `RENAME_NOREPLACE` is honoured,
+    /// `RENAME_EXCHANGE` and others get `EINVAL`. Replacing a file gives the target path a
+    /// new version (op `rename`) on the target's lineage.
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        new_parent: u64,
+        new_name: &[u8],
+        flags: u32,
+        ctx: Ctx,
+    ) -> Result<()> {
+        const NOREPLACE: u32 = libc::RENAME_NOREPLACE;
+        if flags & !NOREPLACE != 0 {
+            return Err(Error::new(libc::EINVAL, "rename flags other than RENAME_NOREPLACE are not supported"));
+        }
+        check_name(new_name)?;
+        let caller = self.caller(ctx);
+        let mut tree = self.tree.write();
+        let old_path = tree.child_path(parent, name);
+        let new_path = tree.child_path(new_parent, new_name);
+        let ino = tree
+            .child(parent, name)?
+            .ok_or_else(|| Error::not_found(&old_path))?;
+        let (kind, file_id) = {
+            let n = tree.get(ino)?;
+            (n.kind, n.file_id)
+        };
+        let existing = tree.child(new_parent, new_name)?;
+        if existing == Some(ino) {
+            return Ok(());
+        }
+        if kind == Kind::Dir {
+            // A directory may not move below itself.
+            let mut at = new_parent;
+            while at != ROOT {
+                if at == ino {
+                    return Err(Error::new(libc::EINVAL, format!("{old_path}: cannot move a directory into itself")));
+                }
+                at = tree.get(at)?.parent;
+            }
+        }
+        let mut replaced = None;
+        if let Some(old) = existing {
+            if flags & NOREPLACE != 0 {
+                return Err(Error::new(libc::EEXIST, format!("{new_path}: file exists")));
+            }
+            let o = tree.get(old)?;
+            match (kind, o.kind) {
+                (Kind::File, Kind::Dir) => return Err(Error::new(libc::EISDIR, format!("{new_path}: is a directory"))),
+                (Kind::Dir, Kind::File) => return Err(Error::new(libc::ENOTDIR, format!("{new_path}: not a directory"))),
+                (Kind::Dir, Kind::Dir) if !o.children.is_empty() => {
+                    return Err(Error::new(libc::ENOTEMPTY, format!("{new_path}: directory not empty")));
+                }
+                _ => {}
+            }
+            replaced = Some((old, o.file_id));
+        }
+        let mut moved_files = Vec::new();
+        if kind == Kind::Dir {
+            let mut stack = vec![(ino, new_path.clone())];
+            while let Some((d, p)) = stack.pop() {
+                for (cname, &c) in &tree.get(d)?.children {
+                    let cp = format!("{p}/{}", String::from_utf8_lossy(cname));
+                    let cn = tree.get(c)?;
+                    match cn.kind {
+                        Kind::Dir => stack.push((c, cp)),
+                        Kind::File => {
+                            if let Some(f) = cn.file_id {
+                                moved_files.push((f, cp));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let t = now_ns();
+        let version = self.store.rename(RenameRequest {
+            ino,
+            kind,
+            file_id,
+            new_parent,
+            new_name,
+            old_path: &old_path,
+            new_path: &new_path,
+            replaced,
+            moved_files,
+            caller: &caller,
+            time_ns: t,
+        })?;
+        if let Some((old, old_fid)) = replaced {
+            let okind = tree.get(old)?.kind;
+            tree.detach(new_parent, old, new_name, okind);
+            let o = tree.get_mut(old)?;
+            o.orphan = true;
+            o.file_id = None;
+            tree.reap(old);
+            if kind == Kind::File {
+                tree.get_mut(ino)?.file_id = old_fid;
+            }
+        }
+        tree.detach(parent, ino, name, kind);
+        tree.attach(new_parent, ino, new_name, kind);
+        let n = tree.get_mut(ino)?;
+        n.parent = new_parent;
+        n.name = new_name.to_vec();
+        n.attrs.ctime_ns = t;
+        if let Some(v) = version {
+            if n.head.as_ref().is_none_or(|h| h.id < v.id) {
+                n.head = Some(v);
+            }
+        }
+        drop(tree);
+        self.invalidate(Invalidation::Attr(ino));
+        Ok(())
+    }
+
+    /// `opendir`: checks that `ino` is a directory.
+    pub fn opendir(&self, ino: u64) -> Result<()> {
+        self.tree.read().dir(ino).map(|_| ())
+    }
+
+    /// `readdir`: entries after cookie `offset` (0 = start). `.` and `..` come first with
+    /// cookies 1 and 2; a child's cookie is its inode number + 2, which never changes while
+    /// it exists, so removals between calls skip nothing (FUSE-TRAPS §8).
+    pub fn readdir(&self, ino: u64, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
+        let tree = self.tree.read();
+        let dir = tree.dir(ino)?;
+        let mut out = Vec::new();
+        if offset < 1 {
+            out.push(DirEntry { ino, next_offset: 1, kind: Kind::Dir, name: b".".to_vec() });
+        }
+        if offset < 2 {
+            let parent = if ino == ROOT { ROOT } else { dir.parent };
+            out.push(DirEntry { ino: parent, next_offset: 2, kind: Kind::Dir, name: b"..".to_vec() });
+        }
+        let after = offset.saturating_sub(2);
+        for &c in dir.cookies.range(after + 1..) {
+            if out.len() >= max {
+                break;
+            }
+            let n = tree.get(c)?;
+            out.push(DirEntry { ino: c, next_offset: c + 2, kind: n.kind, name: n.name.clone() });
+        }
+        Ok(out)
+    }
+
+    /// `statfs`: the space of the filesystem holding the database, and the node count.
+    pub fn statfs(&self) -> Result<StatFs> {
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        let dir = std::ffi::CString::new(self.spill_dir.as_os_str().as_encoded_bytes())
+            .map_err(|_| Error::new(libc::EIO, "spill directory path has a NUL byte"))?;
+        if unsafe { libc::statvfs(dir.as_ptr(), &mut s) } != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        let files = self.tree.read().nodes.len() as u64;
+        let scale = (s.f_frsize as u64).max(1) as f64 / 4096.0;
+        let blocks = |b: u64| (b as f64 * scale) as u64;
+        Ok(StatFs {
+            blocks: blocks(s.f_blocks as u64).max(1),
+            bfree: blocks(s.f_bfree as u64),
+            bavail: blocks(s.f_bavail as u64),
+            files: files + 1_000_000,
+            ffree: 1_000_000,
+            bsize: 4096,
+            namelen: NAME_MAX as u32,
+        })
+    }
+}

@@ -1,0 +1,417 @@
+//! The FUSE adapter: implements `fuser::Filesystem` over [`crate::fs::Fs`]. It translates
+//! types, logs, catches panics (replying `EIO`, FUSE-TRAPS §15) and replies; it makes no
+//! decision of its own.
+
+mod notifier;
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, TimeOrNow, WriteFlags,
+};
+
+pub use notifier::spawn_notifier;
+
+use crate::error::Error;
+use crate::fs::{Attr, Ctx, Fs, SetAttr};
+use crate::store::Kind;
+
+/// How long the kernel may cache entries and attributes of nodes. Commits invalidate the
+/// attributes explicitly, so this only bounds what a change behind the kernel's back
+/// (none today) could leave stale.
+const TTL: Duration = Duration::from_secs(1);
+
+/// The `fuser::Filesystem` implementation.
+pub struct Adapter {
+    fs: Arc<Fs>,
+}
+
+impl Adapter {
+    /// Wraps the core.
+    pub fn new(fs: Arc<Fs>) -> Self {
+        Adapter { fs }
+    }
+}
+
+fn ctx(req: &Request) -> Ctx {
+    Ctx {
+        pid: req.pid(),
+        uid: req.uid(),
+        gid: req.gid(),
+    }
+}
+
+fn errno(e: &Error) -> Errno {
+    Errno::from_i32(e.errno)
+}
+
+fn time(ns: i64) -> SystemTime {
+    if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH
+    }
+}
+
+fn ns(t: TimeOrNow) -> i64 {
+    let t = match t {
+        TimeOrNow::SpecificTime(t) => t,
+        TimeOrNow::Now => SystemTime::now(),
+    };
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i64,
+        Err(e) => -(e.duration().as_nanos() as i64),
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.size.div_ceil(512),
+        atime: time(a.attrs.atime_ns),
+        mtime: time(a.attrs.mtime_ns),
+        ctime: time(a.attrs.ctime_ns),
+        crtime: time(a.attrs.ctime_ns),
+        kind: match a.kind {
+            Kind::Dir => FileType::Directory,
+            Kind::File => FileType::RegularFile,
+        },
+        perm: a.attrs.mode as u16,
+        nlink: a.nlink,
+        uid: a.attrs.uid,
+        gid: a.attrs.gid,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+fn ttl(a: &Attr) -> Duration {
+    if a.volatile { Duration::ZERO } else { TTL }
+}
+
+fn fopen(of: crate::fs::OpenFlags) -> FopenFlags {
+    let mut f = FopenFlags::empty();
+    if of.direct_io {
+        f |= FopenFlags::FOPEN_DIRECT_IO;
+    }
+    if of.keep_cache {
+        f |= FopenFlags::FOPEN_KEEP_CACHE;
+    }
+    f
+}
+
+/// Runs `f`, turning a panic into `EIO` so that one bad request cannot wedge the mount.
+fn guard<T>(op: &str, f: impl FnOnce() -> crate::error::Result<T>) -> crate::error::Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => {
+            log::debug!("{op}: {e}");
+            Err(e)
+        }
+        Err(_) => {
+            log::error!("{op}: panicked; replying EIO");
+            Err(Error::new(libc::EIO, format!("{op}: internal error")))
+        }
+    }
+}
+
+impl Filesystem for Adapter {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Shared mmap on direct-I/O (write) handles; not fatal on older kernels.
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match guard("lookup", || self.fs.lookup(parent.0, name.as_bytes())) {
+            Ok(a) => reply.entry_with_ttls(&ttl(&a), &TTL, &file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _ = guard("forget", || {
+            self.fs.forget(ino.0, nlookup);
+            Ok(())
+        });
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match guard("getattr", || self.fs.getattr(ino.0)) {
+            Ok(a) => reply.attr(&ttl(&a), &file_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime_ns: atime.map(ns),
+            mtime_ns: mtime.map(ns),
+        };
+        match guard("setattr", || self.fs.setattr(ino.0, set, fh.map(|f| f.0), ctx(req))) {
+            Ok(a) => reply.attr(&ttl(&a), &file_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // SPEC §3: device nodes and FIFOs are refused (regular files come through create).
+        reply.error(Errno::EPERM);
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        match guard("mkdir", || {
+            self.fs.mkdir(parent.0, name.as_bytes(), mode, umask, ctx(req))
+        }) {
+            Ok(a) => reply.entry_with_ttls(&ttl(&a), &TTL, &file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match guard("unlink", || self.fs.remove(parent.0, name.as_bytes(), false, ctx(req))) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match guard("rmdir", || self.fs.remove(parent.0, name.as_bytes(), true, ctx(req))) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        match guard("rename", || {
+            self.fs.rename(
+                parent.0,
+                name.as_bytes(),
+                newparent.0,
+                newname.as_bytes(),
+                flags.bits(),
+                ctx(req),
+            )
+        }) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match guard("open", || self.fs.open(ino.0, flags.0, ctx(req))) {
+            Ok((fh, of)) => reply.opened(FileHandle(fh), fopen(of)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match guard("read", || self.fs.read(fh.0, offset, size)) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match guard("write", || self.fs.write(fh.0, offset, data)) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        match guard("flush", || self.fs.flush(fh.0)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match guard("release", || self.fs.release(fh.0)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match guard("fsync", || self.fs.fsync(fh.0)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match guard("opendir", || self.fs.opendir(ino.0)) {
+            Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        match guard("readdir", || self.fs.readdir(ino.0, offset, 4096)) {
+            Ok(entries) => {
+                for e in entries {
+                    let kind = match e.kind {
+                        Kind::Dir => FileType::Directory,
+                        Kind::File => FileType::RegularFile,
+                    };
+                    if reply.add(INodeNo(e.ino), e.next_offset, kind, OsStr::from_bytes(&e.name)) {
+                        break;
+                    }
+                }
+                reply.ok();
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Every directory change is already its own committed transaction.
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match guard("statfs", || self.fs.statfs()) {
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match guard("create", || {
+            self.fs
+                .create(parent.0, name.as_bytes(), mode, umask, flags, ctx(req))
+        }) {
+            Ok((a, fh, of)) => {
+                reply.created(&ttl(&a), &file_attr(&a), Generation(0), FileHandle(fh), fopen(of))
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}

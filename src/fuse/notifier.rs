@@ -1,0 +1,42 @@
+//! The invalidation notifier: a dedicated thread that sends `FUSE_NOTIFY_INVAL_*` to the
+//! kernel while no filesystem lock is held (FUSE-TRAPS §2). Only attribute-only
+//! invalidations (negative offset) are sent, which never wait on page locks, so the
+//! committing handler may wait for the send to finish: a `stat` after `close()` returns
+//! then always sees the committed size.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::fs::{Invalidation, Invalidator};
+
+/// How long a committing handler waits for its invalidation to be sent.
+const WAIT: Duration = Duration::from_millis(500);
+
+type Job = (Invalidation, mpsc::SyncSender<()>);
+
+/// Starts the notifier thread over `notifier` and returns the function the core calls.
+pub fn spawn_notifier(notifier: fuser::Notifier) -> Invalidator {
+    let (tx, rx) = mpsc::channel::<Job>();
+    std::thread::Builder::new()
+        .name("scratchfs-notify".into())
+        .spawn(move || {
+            for (inv, done) in rx {
+                match inv {
+                    Invalidation::Attr(ino) => {
+                        // ENOENT: the kernel does not know the inode; nothing to drop.
+                        let _ = notifier.inval_inode(fuser::INodeNo(ino), -1, 0);
+                    }
+                }
+                let _ = done.try_send(());
+            }
+        })
+        .expect("spawn notifier thread");
+    let tx = std::sync::Mutex::new(tx);
+    Box::new(move |inv| {
+        let (done_tx, done_rx) = mpsc::sync_channel(1);
+        let sent = tx.lock().map(|t| t.send((inv, done_tx)).is_ok()).unwrap_or(false);
+        if sent {
+            let _ = done_rx.recv_timeout(WAIT);
+        }
+    })
+}

@@ -1,0 +1,189 @@
+//! Who is calling: the facts of the process behind a FUSE request, read from `/proc`.
+//!
+//! The request pid (FUSE protocol `fuse_in_header.pid`) is a *thread* id, may be 0 (requests
+//! the kernel makes on its own, or callers in another pid namespace) and can be reused, so
+//! it is only a hint (FUSE-TRAPS §17). It is mapped to its thread group id through
+//! `/proc/<pid>/status` (`Tgid:`), and the process is identified by `(tgid, start time)`,
+//! the start time being field 22 of `/proc/<tgid>/stat` (clock ticks since boot, proc(5)).
+//! uid and gid come from the request header (the kernel's fsuid/fsgid, not forgeable);
+//! `exe`, `argv` and the environment come from `/proc/<tgid>/{exe,cmdline,environ}`.
+//! `SCRATCHFS_WRITER` and `SCRATCHFS_STEP` are read from the environment the process was
+//! started with (later `setenv` calls are invisible), and are cooperative claims.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::sync::Mutex;
+
+/// Environment variable naming the writer a process claims (SPEC §5, cooperative).
+pub const WRITER_ENV: &str = "SCRATCHFS_WRITER";
+/// Environment variable carrying the agent step, an integer (SPEC §5).
+pub const STEP_ENV: &str = "SCRATCHFS_STEP";
+
+/// The facts about one calling process, as recorded in provenance.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Caller {
+    /// Resolved writer name (SPEC §5): without writer rules, the `SCRATCHFS_WRITER` tag if
+    /// set, else `anonymous`.
+    pub writer: String,
+    /// The request's pid (a thread id; 0 when the kernel sent the request on its own).
+    pub pid: u32,
+    /// Thread group id (the process id) of `pid`; 0 when unknown.
+    pub tgid: u32,
+    /// Process start time, in clock ticks since boot (proc(5) `stat` field 22); 0 if unknown.
+    pub start_time: u64,
+    /// fsuid of the request.
+    pub uid: u32,
+    /// fsgid of the request.
+    pub gid: u32,
+    /// Absolute path of the executable, empty when unreadable.
+    pub exe: String,
+    /// Command line, one element per argument.
+    pub argv: Vec<String>,
+    /// Value of `SCRATCHFS_WRITER` in the process environment.
+    pub env_writer: Option<String>,
+    /// Value of `SCRATCHFS_STEP`, when it parses as an integer.
+    pub step: Option<i64>,
+}
+
+impl Caller {
+    /// The caller used for work the daemon or a CLI command does on its own behalf.
+    pub fn internal(writer: &str) -> Caller {
+        let pid = std::process::id();
+        Caller {
+            writer: writer.to_string(),
+            pid,
+            tgid: pid,
+            uid: unsafe { libc::geteuid() },
+            gid: unsafe { libc::getegid() },
+            exe: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            argv: std::env::args().collect(),
+            env_writer: std::env::var(WRITER_ENV).ok(),
+            step: std::env::var(STEP_ENV).ok().and_then(|s| s.parse().ok()),
+            ..Default::default()
+        }
+    }
+}
+
+/// Resolves request pids to [`Caller`]s, caching per process and re-checking the start
+/// time so that a reused pid is never mistaken for the earlier process.
+#[derive(Default)]
+pub struct Resolver {
+    cache: Mutex<HashMap<u32, Arc<Caller>>>,
+}
+
+/// Entries kept before the cache is cleared (bounded memory under pid churn).
+const CACHE_LIMIT: usize = 4096;
+
+impl Resolver {
+    /// A resolver with an empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The caller behind a request with header `pid`, `uid`, `gid`. Never fails: facts that
+    /// cannot be read (process already gone, pid 0) are left empty.
+    pub fn resolve(&self, pid: u32, uid: u32, gid: u32) -> Arc<Caller> {
+        let tgid = if pid == 0 { 0 } else { tgid_of(pid).unwrap_or(pid) };
+        let start_time = if tgid == 0 { 0 } else { start_time_of(tgid).unwrap_or(0) };
+        if tgid != 0 && start_time != 0 {
+            if let Some(c) = self.cache.lock().get(&tgid) {
+                if c.start_time == start_time && c.uid == uid && c.gid == gid {
+                    if c.pid == pid {
+                        return c.clone();
+                    }
+                    let mut c2 = (**c).clone();
+                    c2.pid = pid;
+                    return Arc::new(c2);
+                }
+            }
+        }
+        let mut c = Caller {
+            pid,
+            tgid,
+            start_time,
+            uid,
+            gid,
+            ..Default::default()
+        };
+        if tgid != 0 {
+            c.exe = std::fs::read_link(format!("/proc/{tgid}/exe"))
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            c.argv = read_nul_list(&format!("/proc/{tgid}/cmdline"));
+            for kv in read_nul_list(&format!("/proc/{tgid}/environ")) {
+                if let Some(v) = kv.strip_prefix("SCRATCHFS_WRITER=") {
+                    c.env_writer = Some(v.to_string());
+                } else if let Some(v) = kv.strip_prefix("SCRATCHFS_STEP=") {
+                    c.step = v.trim().parse().ok();
+                }
+            }
+        }
+        c.writer = c
+            .env_writer
+            .clone()
+            .filter(|w| !w.is_empty())
+            .unwrap_or_else(|| "anonymous".to_string());
+        let c = Arc::new(c);
+        if tgid != 0 && start_time != 0 {
+            let mut cache = self.cache.lock();
+            if cache.len() >= CACHE_LIMIT {
+                cache.clear();
+            }
+            cache.insert(tgid, c.clone());
+        }
+        c
+    }
+}
+
+fn tgid_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Field 22 of `/proc/<pid>/stat`; the command name (field 2) may contain spaces and
+/// parentheses, so fields are counted after its closing parenthesis.
+fn start_time_of(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn read_nul_list(path: &str) -> Vec<String> {
+    std::fs::read(path)
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_own_process() {
+        let r = Resolver::new();
+        let me = std::process::id();
+        let c = r.resolve(me, 0, 0);
+        assert_eq!(c.tgid, me);
+        assert!(c.start_time > 0);
+        assert!(c.exe.contains("scratchfs"), "exe {}", c.exe);
+        assert!(!c.argv.is_empty());
+    }
+
+    #[test]
+    fn pid_zero_is_unknown_not_an_error() {
+        let c = Resolver::new().resolve(0, 5, 6);
+        assert_eq!((c.tgid, c.uid, c.gid), (0, 5, 6));
+        assert_eq!(c.writer, "anonymous");
+    }
+}

@@ -1,0 +1,19 @@
+//! scratchfs: a FUSE filesystem that gives an AI agent an external working memory, where
+//! every committed write is a version with provenance in one SQLite file.
+//!
+//! Where things are:
+//! - [`fs`]: the filesystem core (inodes, handles, the commit path), no fuser types;
+//! - [`fuse`]: the thin `fuser::Filesystem` adapter and the invalidation notifier;
+//! - [`store`]: the `Store` trait and its SQLite implementation (schema in docs/schema.md);
+//! - [`identity`]: who is calling, from `/proc`;
+//! - [`mount`]: mounting, unmounting and stale-mount recovery;
+//! - [`sync`]: every lock, and the lock order;
+//! - [`error`]: the one error type, carrying an errno.
+
+pub mod error;
+pub mod fs;
+pub mod fuse;
+pub mod identity;
+pub mod mount;
+pub mod store;
+pub mod sync;

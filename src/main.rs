@@ -1,0 +1,203 @@
+//! The `scratchfs` command line (SPEC §2): parse and dispatch, nothing else.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use scratchfs::mount::{self, MountSpec};
+
+#[derive(Parser)]
+#[command(name = "scratchfs", version, about = "A versioned FUSE scratchpad for AI agents")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Args, Clone)]
+struct DbArg {
+    /// Database file (default: $SCRATCHFS_DB, else ./scratchpad.db).
+    #[arg(long, env = "SCRATCHFS_DB", default_value = "scratchpad.db")]
+    db: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Mount a scratchpad (creating the database if missing); foreground until unmounted.
+    Mount {
+        /// Directory to mount on.
+        mountpoint: PathBuf,
+        #[command(flatten)]
+        db: DbArg,
+        /// Let other users (sandboxed tools) use the mount.
+        #[arg(long)]
+        allow_other: bool,
+        /// Owner of the root and the default layout, UID[:GID] (default: the mounting user).
+        /// An owner other than the mounting user implies --allow-other.
+        #[arg(long, value_parser = parse_owner)]
+        owner: Option<(u32, u32)>,
+        /// Return once the mount answers, leaving the daemon running.
+        #[arg(long)]
+        background: bool,
+    },
+    /// Unmount (plain `umount` works too).
+    Unmount {
+        /// The mountpoint.
+        mountpoint: PathBuf,
+    },
+    /// Mount on a fresh temporary directory, run CMD there with SCRATCHFS_MOUNT set,
+    /// unmount, and exit with CMD's status.
+    Run {
+        #[command(flatten)]
+        db: DbArg,
+        /// The command and its arguments.
+        #[arg(required = true, last = true)]
+        cmd: Vec<String>,
+    },
+}
+
+fn parse_owner(s: &str) -> Result<(u32, u32), String> {
+    let (u, g) = match s.split_once(':') {
+        Some((u, g)) => (u, Some(g)),
+        None => (s, None),
+    };
+    let uid: u32 = u.parse().map_err(|_| format!("bad uid {u:?}"))?;
+    let gid = match g {
+        Some(g) => g.parse().map_err(|_| format!("bad gid {g:?}"))?,
+        None => {
+            // The user's primary group, if known.
+            let pw = unsafe { libc::getpwuid(uid) };
+            if pw.is_null() { uid } else { unsafe { (*pw).pw_gid } }
+        }
+    };
+    Ok((uid, gid))
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn,fuser=error")).init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Mount {
+            mountpoint,
+            db,
+            allow_other,
+            owner,
+            background,
+        } => {
+            let me = unsafe { (libc::getuid(), libc::getgid()) };
+            let owner = owner.unwrap_or(me);
+            let spec = MountSpec {
+                mountpoint,
+                db: db.db,
+                owner,
+                allow_other: allow_other || owner.0 != me.0,
+            };
+            if background {
+                background_mount(&spec)
+            } else {
+                mount::run_foreground(&spec)
+            }
+        }
+        Command::Unmount { mountpoint } => mount::unmount(&mountpoint),
+        Command::Run { db, cmd } => return run(db.db, cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("scratchfs: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Re-runs this binary in the foreground as a detached daemon and waits until the mount
+/// answers (or the daemon fails, whose message is then printed).
+fn background_mount(spec: &MountSpec) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
+    let db = mount::absolute(&spec.db)?;
+    let mp = mount::absolute(&spec.mountpoint)?;
+    let log = tempfile::NamedTempFile::new().map_err(|e| format!("log file: {e}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("mount")
+        .arg(&mp)
+        .arg("--db")
+        .arg(&db)
+        .arg("--owner")
+        .arg(format!("{}:{}", spec.owner.0, spec.owner.1))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log.reopen().map_err(|e| format!("log file: {e}"))?);
+    if spec.allow_other {
+        cmd.arg("--allow-other");
+    }
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("spawn daemon: {e}"))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if mount::is_mounted(&mp) && std::fs::metadata(&mp).is_ok() {
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            let msg = std::fs::read_to_string(log.path()).unwrap_or_default();
+            let msg = msg.trim().trim_start_matches("scratchfs: ");
+            return Err(if msg.is_empty() {
+                format!("daemon exited with {status}")
+            } else {
+                msg.to_string()
+            });
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            return Err(format!("mount {}: no answer within 60 s", mp.display()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn run(db: PathBuf, cmd: Vec<String>) -> ExitCode {
+    let dir = match tempfile::Builder::new().prefix("scratchfs-").tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("scratchfs: temporary mountpoint: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let me = unsafe { (libc::getuid(), libc::getgid()) };
+    let spec = MountSpec {
+        mountpoint: dir.path().to_path_buf(),
+        db,
+        owner: me,
+        allow_other: false,
+    };
+    let bg = match mount::Background::start(&spec) {
+        Ok(b) => b,
+        Err(msg) => {
+            eprintln!("scratchfs: {msg}");
+            return ExitCode::from(1);
+        }
+    };
+    let status = std::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .current_dir(dir.path())
+        .env("SCRATCHFS_MOUNT", dir.path())
+        .status();
+    let stopped = bg.stop();
+    let code = match status {
+        Ok(s) => s.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&s).unwrap_or(0)),
+        Err(e) => {
+            eprintln!("scratchfs: {}: {e}", cmd[0]);
+            127
+        }
+    };
+    if let Err(msg) = stopped {
+        eprintln!("scratchfs: {msg}");
+        return ExitCode::from(1);
+    }
+    ExitCode::from(code.clamp(0, 255) as u8)
+}

@@ -1,0 +1,237 @@
+//! Mounting a scratchpad: open the store, seed a new one, start the FUSE session with the
+//! notifier thread, and unmount cleanly on SIGINT/SIGTERM/SIGHUP. Also the recovery of a
+//! stale mount left by a killed daemon (FUSE-TRAPS §15) and the check that the database is
+//! not under the mount (FUSE-TRAPS §16).
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fuser::{Config, MountOption, SessionACL};
+
+use crate::fs::Fs;
+use crate::fuse::{Adapter, spawn_notifier};
+use crate::store::{Sqlite, Store};
+
+/// What a mount needs.
+#[derive(Debug, Clone)]
+pub struct MountSpec {
+    /// Directory to mount on.
+    pub mountpoint: PathBuf,
+    /// Database file (created if missing).
+    pub db: PathBuf,
+    /// Owner (uid, gid) of the root and of the default layout of a new database.
+    pub owner: (u32, u32),
+    /// Let users other than the mounting one in (FUSE `allow_other`).
+    pub allow_other: bool,
+}
+
+/// A runtime failure with a one-line message (exit status 1).
+pub type Failure = String;
+
+/// The files of a new scratchpad (SPEC §3).
+pub const DEFAULT_LAYOUT: &[(&str, &[u8])] = &[
+    ("plan.md", b""),
+    ("findings.md", b""),
+    ("state.json", b"{}\n"),
+];
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap_or_default()
+}
+
+/// Clears a stale FUSE mount ("Transport endpoint is not connected") at `mountpoint` with a
+/// lazy unmount. Returns whether one was found.
+pub fn clear_stale(mountpoint: &Path) -> bool {
+    match std::fs::metadata(mountpoint) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            let c = cstr(mountpoint);
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            if std::fs::metadata(mountpoint).is_err() {
+                let _ = std::process::Command::new("fusermount3")
+                    .args(["-u", "-z"])
+                    .arg(mountpoint)
+                    .status();
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Unmounts `mountpoint`: a plain unmount, lazily if it is busy; falls back to
+/// `fusermount3 -u` when not privileged.
+pub fn unmount(mountpoint: &Path) -> Result<(), Failure> {
+    let c = cstr(mountpoint);
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EBUSY) => {
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+                return Ok(());
+            }
+            Err(format!(
+                "unmount {}: {}",
+                mountpoint.display(),
+                std::io::Error::last_os_error()
+            ))
+        }
+        Some(libc::EPERM) => {
+            let st = std::process::Command::new("fusermount3")
+                .arg("-u")
+                .arg(mountpoint)
+                .status()
+                .map_err(|e| format!("fusermount3: {e}"))?;
+            if st.success() {
+                Ok(())
+            } else {
+                Err(format!("unmount {}: fusermount3 failed", mountpoint.display()))
+            }
+        }
+        _ => Err(format!("unmount {}: {err}", mountpoint.display())),
+    }
+}
+
+/// Whether `mountpoint` is currently a scratchfs mount (per /proc/self/mountinfo).
+pub fn is_mounted(mountpoint: &Path) -> bool {
+    let Ok(canon) = std::fs::canonicalize(mountpoint) else {
+        return false;
+    };
+    let want = canon.to_string_lossy().replace(' ', "\\040");
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|m| {
+            m.lines().any(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                let tail: Vec<&str> = l.split(" - ").nth(1).unwrap_or("").split(' ').collect();
+                f.len() > 4
+                    && f[4] == want
+                    && tail.len() > 1
+                    && tail[0].starts_with("fuse")
+                    && tail[1] == "scratchfs"
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Validates the spec, opens (or creates) the store and builds the core.
+pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
+    clear_stale(&spec.mountpoint);
+    let mp = std::fs::canonicalize(&spec.mountpoint)
+        .map_err(|e| format!("mountpoint {}: {e}", spec.mountpoint.display()))?;
+    if !mp.is_dir() {
+        return Err(format!("mountpoint {}: not a directory", mp.display()));
+    }
+    let db = absolute(&spec.db)?;
+    let db_dir = db.parent().map(Path::to_path_buf).unwrap_or_else(|| "/".into());
+    std::fs::create_dir_all(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
+    let db_dir = std::fs::canonicalize(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
+    if db_dir.starts_with(&mp) {
+        return Err(format!(
+            "database {} is under the mountpoint {}: it must live outside the mount",
+            db.display(),
+            mp.display()
+        ));
+    }
+    let (store, fresh) =
+        Sqlite::open(&db, spec.owner).map_err(|e| format!("database {}: {e}", db.display()))?;
+    let store: Arc<dyn Store> = Arc::new(store);
+    let fs = Fs::new(store, db_dir).map_err(|e| format!("database {}: {e}", db.display()))?;
+    if fresh {
+        fs.seed(DEFAULT_LAYOUT, spec.owner)
+            .map_err(|e| format!("database {}: {e}", db.display()))?;
+    }
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName("scratchfs".into()),
+        MountOption::Subtype("scratchfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::RW,
+    ];
+    if spec.allow_other {
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(4);
+    config.clone_fd = true;
+    Ok((Arc::new(fs), config))
+}
+
+/// Absolute form of `p` (relative to the current directory), without resolving links.
+pub fn absolute(p: &Path) -> Result<PathBuf, Failure> {
+    std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// Mounts and serves in the foreground until unmounted or signalled.
+pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
+    let (fs, config) = prepare(spec)?;
+    let session = fuser::Session::new(Adapter::new(fs.clone()), &spec.mountpoint, &config)
+        .map_err(|e| format!("mount {}: {e}", spec.mountpoint.display()))?;
+    fs.set_invalidator(spawn_notifier(session.notifier()));
+    let mp = spec.mountpoint.clone();
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ])
+    .map_err(|e| format!("signals: {e}"))?;
+    std::thread::Builder::new()
+        .name("scratchfs-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                log::info!("signal {sig}: unmounting {}", mp.display());
+                if let Err(e) = unmount(&mp) {
+                    log::error!("{e}");
+                }
+            }
+        })
+        .map_err(|e| format!("signal thread: {e}"))?;
+    session
+        .run()
+        .map_err(|e| format!("session {}: {e}", spec.mountpoint.display()))
+}
+
+/// A mount served by background threads of this process (for `scratchfs run` and tests).
+pub struct Background {
+    session: Option<fuser::BackgroundSession>,
+    mountpoint: PathBuf,
+}
+
+impl Background {
+    /// Mounts `spec` and serves it from background threads.
+    pub fn start(spec: &MountSpec) -> Result<Background, Failure> {
+        let (fs, config) = prepare(spec)?;
+        let session = fuser::Session::new(Adapter::new(fs.clone()), &spec.mountpoint, &config)
+            .map_err(|e| format!("mount {}: {e}", spec.mountpoint.display()))?;
+        fs.set_invalidator(spawn_notifier(session.notifier()));
+        let session = session
+            .spawn()
+            .map_err(|e| format!("mount {}: {e}", spec.mountpoint.display()))?;
+        Ok(Background {
+            session: Some(session),
+            mountpoint: spec.mountpoint.clone(),
+        })
+    }
+
+    /// Unmounts and waits for the session to end.
+    pub fn stop(mut self) -> Result<(), Failure> {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> Result<(), Failure> {
+        if let Some(s) = self.session.take() {
+            unmount(&self.mountpoint)?;
+            s.join().map_err(|e| format!("session: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.stop_inner();
+    }
+}

@@ -1,0 +1,227 @@
+//! The store: everything scratchfs persists, behind one narrow trait (SPEC §8) so that a
+//! second backend (a shared PostgreSQL server) is a new file, not a rewrite.
+//!
+//! Content model (docs/schema.md): blobs of at most [`CHUNK`] bytes are deduplicated by
+//! blake3; a *stream* is an append-only list of extents (slices of blobs); a version's
+//! content is the first `len` bytes of one stream ([`ContentRef`]). An append extends the
+//! stream of the version it appends to, so it stores only the bytes it adds; a truncation
+//! to a shorter length is a new `len` on the same stream and stores nothing; any other
+//! change writes a new stream whose unchanged chunks dedupe against existing blobs.
+
+mod sqlite;
+
+use std::io;
+
+pub use sqlite::Sqlite;
+
+use crate::error::Result;
+use crate::identity::Caller;
+
+/// Largest blob, in bytes.
+pub const CHUNK: usize = 64 * 1024;
+
+/// Where a version's bytes are: the first `len` bytes of stream `stream`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ContentRef {
+    /// Stream id (`streams.id`).
+    pub stream: i64,
+    /// Content length in bytes.
+    pub len: u64,
+}
+
+/// A committed version as the filesystem needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionInfo {
+    /// `versions.id`, unique across the store.
+    pub id: i64,
+    /// 1-based version number within its file's lineage.
+    pub number: i64,
+    /// The content.
+    pub content: ContentRef,
+    /// Commit time, ns since the Unix epoch.
+    pub time_ns: i64,
+}
+
+/// Node kinds the filesystem supports (SPEC §3: no symlinks, hard links or devices).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Regular file.
+    File,
+    /// Directory.
+    Dir,
+}
+
+/// POSIX attributes kept per node. Times are ns since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attrs {
+    /// Permission bits (no file type bits).
+    pub mode: u32,
+    /// Owner uid.
+    pub uid: u32,
+    /// Owner gid.
+    pub gid: u32,
+    /// Access time, ns.
+    pub atime_ns: i64,
+    /// Modification time, ns.
+    pub mtime_ns: i64,
+    /// Change time, ns.
+    pub ctime_ns: i64,
+}
+
+/// One live node as loaded at mount.
+#[derive(Debug, Clone)]
+pub struct NodeRecord {
+    /// Inode number (`nodes.ino`); the root is 1.
+    pub ino: u64,
+    /// Parent inode, 0 for the root.
+    pub parent: u64,
+    /// Name in the parent, raw bytes.
+    pub name: Vec<u8>,
+    /// File or directory.
+    pub kind: Kind,
+    /// Attributes.
+    pub attrs: Attrs,
+    /// The file's lineage (`files.id`); `None` for directories.
+    pub file_id: Option<i64>,
+    /// The file's current version; `None` for directories.
+    pub head: Option<VersionInfo>,
+}
+
+/// How the bytes of a new version are built.
+pub enum Build<'a> {
+    /// The content of `base` up to `base_limit`, overlaid with the `dirty` ranges (sorted,
+    /// disjoint, `[start, end)` file offsets) read from `source(file_offset, buf)`, zeros
+    /// elsewhere, `size` bytes in all.
+    Overlay {
+        /// What the writer started from.
+        base: ContentRef,
+        /// Bytes of `base` still visible (≤ `base.len`; lower after a truncation).
+        base_limit: u64,
+        /// Final size in bytes.
+        size: u64,
+        /// Byte ranges written since open.
+        dirty: &'a [(u64, u64)],
+    },
+    /// `len` bytes read from `source(offset_in_pending, buf)` appended to whatever the
+    /// file's current version is at commit time (SPEC §4, O_APPEND).
+    Append {
+        /// Pending bytes.
+        len: u64,
+    },
+    /// The current version cut (or zero-extended) to `size` bytes: `truncate(2)` outside
+    /// any handle commits at once (SPEC §4).
+    Truncate {
+        /// New size in bytes.
+        size: u64,
+    },
+}
+
+/// A request to commit one version (SPEC §4): one SQLite transaction.
+pub struct CommitRequest<'a> {
+    /// Inode committed to; its lineage is read from the store in the same transaction
+    /// (an inode replaced by a rename has none any more: `ESTALE`).
+    pub ino: u64,
+    /// Path at commit time, for the version row.
+    pub path: &'a str,
+    /// `write`, `append`, `truncate`, `rename`, `restore`, ...
+    pub op: &'a str,
+    /// Lost-update check: the commit is refused with `ESTALE` unless the lineage's head
+    /// is this version id (SPEC §6). `None` skips the check.
+    pub expect_head: Option<i64>,
+    /// How the content is built.
+    pub build: Build<'a>,
+    /// Supplies the written bytes.
+    pub source: &'a mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
+    /// Hasher state after the base's bytes, when the caller has it (makes appends O(added)).
+    pub prefix_hasher: Option<(i64, blake3::Hasher)>,
+    /// Who commits.
+    pub caller: &'a Caller,
+    /// New mtime/ctime of the node, ns.
+    pub time_ns: i64,
+    /// fsync: make the commit durable against power loss before returning.
+    pub durable: bool,
+}
+
+/// What a successful commit returns: the version and the hasher state after its bytes.
+pub struct Committed {
+    /// The lineage the version was added to.
+    pub file_id: i64,
+    /// The new version.
+    pub version: VersionInfo,
+    /// blake3 state after all the version's bytes (cache it for the next append).
+    pub hasher: blake3::Hasher,
+}
+
+/// A rename as the store records it.
+pub struct RenameRequest<'a> {
+    /// The node that moves.
+    pub ino: u64,
+    /// Its kind.
+    pub kind: Kind,
+    /// Its lineage before the rename (files only); the content renamed is that lineage's
+    /// current version, read in the same transaction.
+    pub file_id: Option<i64>,
+    /// New parent inode.
+    pub new_parent: u64,
+    /// New name.
+    pub new_name: &'a [u8],
+    /// Old and new path, for the record.
+    pub old_path: &'a str,
+    /// New path.
+    pub new_path: &'a str,
+    /// The node replaced at the target: `(ino, lineage)`; `None` if the target was free.
+    pub replaced: Option<(u64, Option<i64>)>,
+    /// Lineages of files below a renamed directory, with their new paths.
+    pub moved_files: Vec<(i64, String)>,
+    /// Who renames.
+    pub caller: &'a Caller,
+    /// Time, ns.
+    pub time_ns: i64,
+}
+
+/// The persistent state of a scratchpad. Every method is one transaction; errors carry an
+/// errno (`EIO`, `ENOSPC`, `ESTALE`; see [`crate::error::Error`]).
+pub trait Store: Send + Sync {
+    /// All live nodes, parents before children.
+    fn load(&self) -> Result<Vec<NodeRecord>>;
+    /// Creates a node; a file gets a lineage and version 1 (op `create`, empty).
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &self,
+        parent: u64,
+        name: &[u8],
+        path: &str,
+        kind: Kind,
+        attrs: Attrs,
+        caller: &Caller,
+    ) -> Result<NodeRecord>;
+    /// Commits a version. On a lost update the content is still stored, with a refusal
+    /// event, and `ESTALE` is returned.
+    fn commit(&self, req: CommitRequest<'_>) -> Result<Committed>;
+    /// Reads up to `buf.len()` bytes at `offset`; returns the count (0 at or past EOF).
+    fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize>;
+    /// Stores new attributes for a node and records a `setattr` event.
+    fn set_attrs(&self, ino: u64, attrs: Attrs, path: &str, caller: &Caller) -> Result<()>;
+    /// Unlinks a node (file or empty directory): its row and every version stay.
+    fn unlink(
+        &self,
+        ino: u64,
+        file_id: Option<i64>,
+        path: &str,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<()>;
+    /// Renames; a file renamed gets a version with op `rename` on the lineage it lands in.
+    /// Returns that version (files only).
+    fn rename(&self, req: RenameRequest<'_>) -> Result<Option<VersionInfo>>;
+    /// Records an event that has no other effect (e.g. a refusal).
+    fn record(&self, op: &str, path: &str, errno: i32, reason: &str, caller: &Caller)
+    -> Result<()>;
+    /// Number of live nodes (for statfs).
+    fn node_count(&self) -> Result<u64>;
+}
+
+/// Current time in ns since the Unix epoch.
+pub fn sqlite_now_ns() -> i64 {
+    sqlite::now_ns()
+}

@@ -1,0 +1,100 @@
+-- scratchfs store schema, version 1. Documented in docs/schema.md.
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+-- Inodes. A live node has a parent (the root has ino 1 and no parent); an unlinked node
+-- keeps its row with parent NULL and unlinked_ns set.
+CREATE TABLE IF NOT EXISTS nodes (
+    ino         INTEGER PRIMARY KEY AUTOINCREMENT,
+    parent      INTEGER,
+    name        BLOB NOT NULL,
+    kind        TEXT NOT NULL CHECK (kind IN ('file', 'dir')),
+    mode        INTEGER NOT NULL,
+    uid         INTEGER NOT NULL,
+    gid         INTEGER NOT NULL,
+    atime_ns    INTEGER NOT NULL,
+    mtime_ns    INTEGER NOT NULL,
+    ctime_ns    INTEGER NOT NULL,
+    file_id     INTEGER,
+    unlinked_ns INTEGER
+);
+CREATE UNIQUE INDEX IF NOT EXISTS nodes_by_name ON nodes(parent, name) WHERE parent IS NOT NULL;
+-- A file's history: the lineage its versions belong to. It follows the file through
+-- renames; a rename over an existing file continues the target's lineage.
+CREATE TABLE IF NOT EXISTS files (
+    id         INTEGER PRIMARY KEY,
+    path       TEXT NOT NULL,
+    head       INTEGER,
+    deleted_ns INTEGER
+);
+-- Content: blobs are deduplicated by blake3; a stream is an append-only sequence of
+-- extents; a version's content is the first `size` bytes of its stream.
+CREATE TABLE IF NOT EXISTS blobs (
+    id    INTEGER PRIMARY KEY,
+    hash  BLOB NOT NULL UNIQUE,
+    size  INTEGER NOT NULL,
+    data  BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS streams (
+    id  INTEGER PRIMARY KEY,
+    len INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS extents (
+    stream   INTEGER NOT NULL,
+    offset   INTEGER NOT NULL,
+    len      INTEGER NOT NULL,
+    blob     INTEGER NOT NULL,
+    blob_off INTEGER NOT NULL,
+    PRIMARY KEY (stream, offset)
+) WITHOUT ROWID;
+-- One row per committed version, with its provenance.
+CREATE TABLE IF NOT EXISTS versions (
+    id         INTEGER PRIMARY KEY,
+    file_id    INTEGER NOT NULL,
+    version    INTEGER NOT NULL,
+    path       TEXT NOT NULL,
+    op         TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    blake3     TEXT NOT NULL,
+    stream     INTEGER NOT NULL,
+    writer     TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    tgid       INTEGER NOT NULL,
+    start_time INTEGER NOT NULL,
+    uid        INTEGER NOT NULL,
+    gid        INTEGER NOT NULL,
+    exe        TEXT NOT NULL,
+    argv       TEXT NOT NULL,
+    env_writer TEXT,
+    step       INTEGER,
+    time_ns    INTEGER NOT NULL,
+    UNIQUE (file_id, version)
+);
+CREATE INDEX IF NOT EXISTS versions_by_path ON versions(path);
+-- Everything that is not a version: namespace operations, attribute changes and refusals.
+-- A refused commit keeps its content in (stream, size, blake3).
+CREATE TABLE IF NOT EXISTS events (
+    id         INTEGER PRIMARY KEY,
+    time_ns    INTEGER NOT NULL,
+    op         TEXT NOT NULL,
+    path       TEXT NOT NULL,
+    new_path   TEXT,
+    file_id    INTEGER,
+    version_id INTEGER,
+    errno      INTEGER,
+    reason     TEXT,
+    stream     INTEGER,
+    size       INTEGER,
+    blake3     TEXT,
+    writer     TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    tgid       INTEGER NOT NULL,
+    start_time INTEGER NOT NULL,
+    uid        INTEGER NOT NULL,
+    gid        INTEGER NOT NULL,
+    exe        TEXT NOT NULL,
+    argv       TEXT NOT NULL,
+    env_writer TEXT,
+    step       INTEGER
+);

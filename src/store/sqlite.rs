@@ -1,0 +1,973 @@
+//! The embedded SQLite store: one file in WAL mode (SPEC §8), one writer connection and a
+//! few reader connections (WAL readers never block the writer).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::{
+    Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, Kind, NodeRecord, RenameRequest,
+    Store, VersionInfo,
+};
+use crate::error::{Error, Result};
+use crate::identity::Caller;
+use crate::sync::Mutex;
+
+const SCHEMA: &str = include_str!("schema.sql");
+/// Schema version written to `meta.schema_version`.
+pub const SCHEMA_VERSION: &str = "1";
+const READERS: usize = 3;
+
+/// The SQLite implementation of [`Store`].
+pub struct Sqlite {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+}
+
+/// Current time in ns since the Unix epoch.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+fn open_conn(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "cache_size", -4096)?;
+    Ok(conn)
+}
+
+impl Sqlite {
+    /// Opens (creating if missing) the database at `path`. A new database gets the schema
+    /// and a root directory owned by `owner` (uid, gid) with mode 0755.
+    pub fn open(path: &Path, owner: (u32, u32)) -> Result<(Sqlite, bool)> {
+        let conn = open_conn(path)?;
+        conn.execute_batch(SCHEMA)?;
+        let fresh: bool = conn
+            .query_row("SELECT COUNT(*) FROM nodes", [], |r| r.get::<_, i64>(0))?
+            == 0;
+        if fresh {
+            let now = now_ns();
+            conn.execute(
+                "INSERT INTO nodes(ino, parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns)
+                 VALUES (1, NULL, x'', 'dir', 493, ?1, ?2, ?3, ?3, ?3)",
+                params![owner.0, owner.1, now],
+            )?;
+            conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?1)",
+                [SCHEMA_VERSION],
+            )?;
+        }
+        let mut readers = Vec::new();
+        for _ in 0..READERS {
+            readers.push(Mutex::new(open_conn(path)?));
+        }
+        Ok((
+            Sqlite {
+                path: path.to_path_buf(),
+                writer: Mutex::new(conn),
+                readers,
+                next_reader: AtomicUsize::new(0),
+            },
+            fresh,
+        ))
+    }
+
+    /// Path of the database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn reader(&self) -> crate::sync::MutexGuard<'_, Connection> {
+        for r in &self.readers {
+            if let Some(g) = r.try_lock() {
+                return g;
+            }
+        }
+        let i = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+        self.readers[i].lock()
+    }
+}
+
+/// Reads `buf.len()` bytes (or fewer at EOF) of `content` at `offset` through `conn`.
+fn read_at(conn: &Connection, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    if offset >= content.len || buf.is_empty() {
+        return Ok(0);
+    }
+    let end = content.len.min(offset + buf.len() as u64);
+    let first: Option<i64> = conn
+        .prepare_cached(
+            "SELECT offset FROM extents WHERE stream = ?1 AND offset <= ?2 ORDER BY offset DESC LIMIT 1",
+        )?
+        .query_row(params![content.stream, offset as i64], |r| r.get(0))
+        .optional()?;
+    let from = first.unwrap_or(0);
+    let mut stmt = conn.prepare_cached(
+        "SELECT e.offset, e.len, e.blob_off, b.data FROM extents e JOIN blobs b ON b.id = e.blob
+         WHERE e.stream = ?1 AND e.offset >= ?2 AND e.offset < ?3 ORDER BY e.offset",
+    )?;
+    let mut rows = stmt.query(params![content.stream, from, end as i64])?;
+    let mut covered = offset;
+    while let Some(row) = rows.next()? {
+        let e_off = row.get::<_, i64>(0)? as u64;
+        let e_len = row.get::<_, i64>(1)? as u64;
+        let b_off = row.get::<_, i64>(2)? as u64;
+        let data = row.get_ref(3)?.as_blob().map_err(Error::store)?;
+        let lo = e_off.max(offset);
+        let hi = (e_off + e_len).min(end);
+        if lo >= hi {
+            continue;
+        }
+        if lo > covered {
+            buf[(covered - offset) as usize..(lo - offset) as usize].fill(0);
+        }
+        let src = (b_off + lo - e_off) as usize..(b_off + hi - e_off) as usize;
+        let src = data
+            .get(src)
+            .ok_or_else(|| Error::new(libc::EIO, "store: extent points past its blob"))?;
+        buf[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(src);
+        covered = hi;
+    }
+    if covered < end {
+        buf[(covered - offset) as usize..(end - offset) as usize].fill(0);
+    }
+    Ok((end - offset) as usize)
+}
+
+/// Stores one chunk as a blob (deduplicated) and returns its id.
+fn put_blob(tx: &Transaction<'_>, data: &[u8]) -> Result<i64> {
+    let hash = blake3::hash(data);
+    let id: Option<i64> = tx
+        .prepare_cached("SELECT id FROM blobs WHERE hash = ?1")?
+        .query_row([hash.as_bytes().as_slice()], |r| r.get(0))
+        .optional()?;
+    if let Some(id) = id {
+        return Ok(id);
+    }
+    tx.prepare_cached("INSERT INTO blobs(hash, size, data) VALUES (?1, ?2, ?3)")?
+        .execute(params![hash.as_bytes().as_slice(), data.len() as i64, data])?;
+    Ok(tx.last_insert_rowid())
+}
+
+fn new_stream(tx: &Transaction<'_>) -> Result<i64> {
+    tx.prepare_cached("INSERT INTO streams(len) VALUES (0)")?
+        .execute([])?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// Appends bytes `[from, to)` of the new content to `stream` at stream offset `from`,
+/// in chunks of at most [`CHUNK`], feeding `hasher`. `fill(offset, buf)` supplies bytes.
+fn write_range(
+    tx: &Transaction<'_>,
+    stream: i64,
+    from: u64,
+    to: u64,
+    hasher: &mut blake3::Hasher,
+    fill: &mut dyn FnMut(u64, &mut [u8]) -> Result<()>,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
+    let mut at = from;
+    while at < to {
+        let n = ((to - at) as usize).min(CHUNK);
+        buf.resize(n, 0);
+        fill(at, &mut buf[..n])?;
+        hasher.update(&buf[..n]);
+        let blob = put_blob(tx, &buf[..n])?;
+        tx.prepare_cached(
+            "INSERT INTO extents(stream, offset, len, blob, blob_off) VALUES (?1, ?2, ?3, ?4, 0)",
+        )?
+        .execute(params![stream, at as i64, n as i64, blob])?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInfo>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT v.id, v.version, v.stream, v.size, v.time_ns FROM files f
+             JOIN versions v ON v.id = f.head WHERE f.id = ?1",
+        )?
+        .query_row([file_id], |r| {
+            Ok(VersionInfo {
+                id: r.get(0)?,
+                number: r.get(1)?,
+                content: ContentRef {
+                    stream: r.get(2)?,
+                    len: r.get::<_, i64>(3)? as u64,
+                },
+                time_ns: r.get(4)?,
+            })
+        })
+        .optional()?)
+}
+
+fn argv_json(c: &Caller) -> String {
+    serde_json::to_string(&c.argv).unwrap_or_else(|_| "[]".into())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn insert_version(
+    tx: &Transaction<'_>,
+    file_id: i64,
+    path: &str,
+    op: &str,
+    content: ContentRef,
+    hash: &blake3::Hash,
+    c: &Caller,
+    time_ns: i64,
+) -> Result<VersionInfo> {
+    let number: i64 = tx
+        .prepare_cached("SELECT COALESCE(MAX(version), 0) + 1 FROM versions WHERE file_id = ?1")?
+        .query_row([file_id], |r| r.get(0))?;
+    tx.prepare_cached(
+        "INSERT INTO versions(file_id, version, path, op, size, blake3, stream, writer, pid, tgid,
+            start_time, uid, gid, exe, argv, env_writer, step, time_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+    )?
+    .execute(params![
+        file_id,
+        number,
+        path,
+        op,
+        content.len as i64,
+        hash.to_hex().as_str(),
+        content.stream,
+        c.writer,
+        c.pid,
+        c.tgid,
+        c.start_time as i64,
+        c.uid,
+        c.gid,
+        c.exe,
+        argv_json(c),
+        c.env_writer,
+        c.step,
+        time_ns
+    ])?;
+    let id = tx.last_insert_rowid();
+    tx.prepare_cached("UPDATE files SET head = ?1, path = ?2 WHERE id = ?3")?
+        .execute(params![id, path, file_id])?;
+    Ok(VersionInfo {
+        id,
+        number,
+        content,
+        time_ns,
+    })
+}
+
+/// An event row. `extra` = (new_path, file_id, version_id, errno, reason, content+hash).
+#[allow(clippy::too_many_arguments)]
+fn insert_event(
+    tx: &Connection,
+    op: &str,
+    path: &str,
+    new_path: Option<&str>,
+    file_id: Option<i64>,
+    version_id: Option<i64>,
+    errno: Option<i32>,
+    reason: Option<&str>,
+    content: Option<(ContentRef, &blake3::Hash)>,
+    c: &Caller,
+    time_ns: i64,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO events(time_ns, op, path, new_path, file_id, version_id, errno, reason, stream,
+            size, blake3, writer, pid, tgid, start_time, uid, gid, exe, argv, env_writer, step)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+            ?19, ?20, ?21)",
+    )?
+    .execute(params![
+        time_ns,
+        op,
+        path,
+        new_path,
+        file_id,
+        version_id,
+        errno,
+        reason,
+        content.map(|(r, _)| r.stream),
+        content.map(|(r, _)| r.len as i64),
+        content.map(|(_, h)| h.to_hex().to_string()),
+        c.writer,
+        c.pid,
+        c.tgid,
+        c.start_time as i64,
+        c.uid,
+        c.gid,
+        c.exe,
+        argv_json(c),
+        c.env_writer,
+        c.step
+    ])?;
+    Ok(())
+}
+
+fn node_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord> {
+    let kind: String = r.get(3)?;
+    let head_id: Option<i64> = r.get(11)?;
+    Ok(NodeRecord {
+        ino: r.get::<_, i64>(0)? as u64,
+        parent: r.get::<_, Option<i64>>(1)?.unwrap_or(0) as u64,
+        name: r.get(2)?,
+        kind: if kind == "dir" { Kind::Dir } else { Kind::File },
+        attrs: Attrs {
+            mode: r.get(4)?,
+            uid: r.get(5)?,
+            gid: r.get(6)?,
+            atime_ns: r.get(7)?,
+            mtime_ns: r.get(8)?,
+            ctime_ns: r.get(9)?,
+        },
+        file_id: r.get(10)?,
+        head: match head_id {
+            Some(id) => Some(VersionInfo {
+                id,
+                number: r.get(12)?,
+                content: ContentRef {
+                    stream: r.get(13)?,
+                    len: r.get::<_, i64>(14)? as u64,
+                },
+                time_ns: r.get(15)?,
+            }),
+            None => None,
+        },
+    })
+}
+
+impl Store for Sqlite {
+    fn load(&self) -> Result<Vec<NodeRecord>> {
+        let conn = self.writer.lock();
+        let mut stmt = conn.prepare(
+            "WITH RECURSIVE tree(ino, depth) AS (
+                SELECT 1, 0
+                UNION ALL
+                SELECT n.ino, t.depth + 1 FROM nodes n JOIN tree t ON n.parent = t.ino
+             )
+             SELECT n.ino, n.parent, n.name, n.kind, n.mode, n.uid, n.gid, n.atime_ns, n.mtime_ns,
+                    n.ctime_ns, n.file_id, v.id, v.version, v.stream, v.size, v.time_ns
+             FROM tree t JOIN nodes n ON n.ino = t.ino
+             LEFT JOIN files f ON f.id = n.file_id
+             LEFT JOIN versions v ON v.id = f.head
+             ORDER BY t.depth, n.ino",
+        )?;
+        let rows = stmt.query_map([], node_from_row)?;
+        let mut out = Vec::new();
+        for r in rows {
+            out.push(r?);
+        }
+        Ok(out)
+    }
+
+    fn create(
+        &self,
+        parent: u64,
+        name: &[u8],
+        path: &str,
+        kind: Kind,
+        attrs: Attrs,
+        caller: &Caller,
+    ) -> Result<NodeRecord> {
+        let mut conn = self.writer.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut file_id = None;
+        let mut head = None;
+        if kind == Kind::File {
+            tx.prepare_cached("INSERT INTO files(path) VALUES (?1)")?
+                .execute([path])?;
+            let fid = tx.last_insert_rowid();
+            let stream = new_stream(&tx)?;
+            let v = insert_version(
+                &tx,
+                fid,
+                path,
+                "create",
+                ContentRef { stream, len: 0 },
+                &blake3::hash(b""),
+                caller,
+                attrs.mtime_ns,
+            )?;
+            file_id = Some(fid);
+            head = Some(v);
+        }
+        tx.prepare_cached(
+            "INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns, file_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )?
+        .execute(params![
+            parent as i64,
+            name,
+            if kind == Kind::Dir { "dir" } else { "file" },
+            attrs.mode,
+            attrs.uid,
+            attrs.gid,
+            attrs.atime_ns,
+            attrs.mtime_ns,
+            attrs.ctime_ns,
+            file_id
+        ])?;
+        let ino = tx.last_insert_rowid() as u64;
+        if kind == Kind::Dir {
+            insert_event(
+                &tx,
+                "mkdir",
+                path,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                caller,
+                attrs.ctime_ns,
+            )?;
+        }
+        tx.commit()?;
+        Ok(NodeRecord {
+            ino,
+            parent,
+            name: name.to_vec(),
+            kind,
+            attrs,
+            file_id,
+            head,
+        })
+    }
+
+    fn commit(&self, req: CommitRequest<'_>) -> Result<Committed> {
+        let CommitRequest {
+            ino,
+            path,
+            op,
+            expect_head,
+            build,
+            source,
+            prefix_hasher,
+            caller,
+            time_ns,
+            durable,
+        } = req;
+        let mut conn = self.writer.lock();
+        if durable {
+            conn.pragma_update(None, "synchronous", "FULL")?;
+        }
+        let result = (|| -> Result<Committed> {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let file_id: i64 = tx
+                .prepare_cached("SELECT file_id FROM nodes WHERE ino = ?1")?
+                .query_row([ino as i64], |r| r.get::<_, Option<i64>>(0))
+                .optional()?
+                .flatten()
+                .ok_or_else(|| {
+                    Error::new(
+                        libc::ESTALE,
+                        format!("{path}: the file was replaced by a rename while open"),
+                    )
+                })?;
+            let head = head_of(&tx, file_id)?
+                .ok_or_else(|| Error::new(libc::EIO, format!("store: {path} has no version")))?;
+            let stale = expect_head.is_some_and(|e| e != head.id);
+            // Normalise both builds to: base, base_limit, size, dirty ranges, source shift.
+            let (base, base_limit, size, dirty, shift): (ContentRef, u64, u64, Vec<(u64, u64)>, u64) =
+                match build {
+                    Build::Overlay {
+                        base,
+                        base_limit,
+                        size,
+                        dirty,
+                    } => (base, base_limit.min(base.len), size, dirty.to_vec(), 0),
+                    Build::Append { len } => (
+                        head.content,
+                        head.content.len,
+                        head.content.len + len,
+                        vec![(head.content.len, head.content.len + len)],
+                        head.content.len,
+                    ),
+                    Build::Truncate { size } => {
+                        (head.content, head.content.len.min(size), size, Vec::new(), 0)
+                    }
+                };
+            let stream_len: i64 = tx
+                .prepare_cached("SELECT len FROM streams WHERE id = ?1")?
+                .query_row([base.stream], |r| r.get(0))?;
+            let extends = base_limit == base.len
+                && base.len == stream_len as u64
+                && dirty.iter().all(|&(s, _)| s >= base.len)
+                && size >= base.len;
+            // Source of byte `off` of the new content: dirty → source; base → stored; else 0.
+            let mut fill = |off: u64, buf: &mut [u8]| -> Result<()> {
+                let mut pos = 0usize;
+                while pos < buf.len() {
+                    let at = off + pos as u64;
+                    let remaining = buf.len() - pos;
+                    if let Some(&(_, e)) = dirty.iter().find(|&&(s, e)| s <= at && at < e) {
+                        let n = ((e - at) as usize).min(remaining);
+                        source(at - shift, &mut buf[pos..pos + n])?;
+                        pos += n;
+                        continue;
+                    }
+                    let next_dirty = dirty
+                        .iter()
+                        .map(|&(s, _)| s)
+                        .filter(|&s| s > at)
+                        .min()
+                        .unwrap_or(u64::MAX);
+                    let limit = ((next_dirty - at).min(remaining as u64)) as usize;
+                    if at < base_limit {
+                        let n = limit.min((base_limit - at) as usize);
+                        let got = read_at(&tx, base, at, &mut buf[pos..pos + n])?;
+                        buf[pos + got..pos + n].fill(0);
+                        pos += n;
+                    } else {
+                        buf[pos..pos + limit].fill(0);
+                        pos += limit;
+                    }
+                }
+                Ok(())
+            };
+            let mut scratch = Vec::with_capacity(CHUNK);
+            let (content, hasher) = if extends {
+                let mut hasher = match prefix_hasher {
+                    Some((vid, h)) if vid == head.id && base == head.content => h,
+                    _ => hash_prefix(&tx, base, base.len)?,
+                };
+                write_range(&tx, base.stream, base.len, size, &mut hasher, &mut fill, &mut scratch)?;
+                if size > base.len {
+                    tx.prepare_cached("UPDATE streams SET len = ?1 WHERE id = ?2")?
+                        .execute(params![size as i64, base.stream])?;
+                }
+                (
+                    ContentRef {
+                        stream: base.stream,
+                        len: size,
+                    },
+                    hasher,
+                )
+            } else if dirty.is_empty() && size <= base_limit {
+                // A pure truncation: a shorter view of the same stream stores nothing.
+                (
+                    ContentRef {
+                        stream: base.stream,
+                        len: size,
+                    },
+                    hash_prefix(&tx, base, size)?,
+                )
+            } else {
+                let stream = new_stream(&tx)?;
+                let mut hasher = blake3::Hasher::new();
+                write_range(&tx, stream, 0, size, &mut hasher, &mut fill, &mut scratch)?;
+                tx.prepare_cached("UPDATE streams SET len = ?1 WHERE id = ?2")?
+                    .execute(params![size as i64, stream])?;
+                (ContentRef { stream, len: size }, hasher)
+            };
+            let hash = hasher.finalize();
+            if stale {
+                let reason = format!(
+                    "{path}: lost update: written from version {}, but the current version is {} (on_conflict: refuse)",
+                    expect_head.unwrap_or_default(),
+                    head.number
+                );
+                let base_number: Option<i64> = tx
+                    .query_row(
+                        "SELECT version FROM versions WHERE id = ?1",
+                        [expect_head.unwrap_or_default()],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let reason = match base_number {
+                    Some(n) => reason.replace(
+                        &format!("from version {}", expect_head.unwrap_or_default()),
+                        &format!("from version {n}"),
+                    ),
+                    None => reason,
+                };
+                insert_event(
+                    &tx,
+                    "rejected",
+                    path,
+                    None,
+                    Some(file_id),
+                    None,
+                    Some(libc::ESTALE),
+                    Some(&reason),
+                    Some((content, &hash)),
+                    caller,
+                    time_ns,
+                )?;
+                tx.commit()?;
+                return Err(Error::new(libc::ESTALE, reason));
+            }
+            let version = insert_version(&tx, file_id, path, op, content, &hash, caller, time_ns)?;
+            tx.prepare_cached("UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1 WHERE ino = ?2")?
+                .execute(params![time_ns, ino as i64])?;
+            tx.commit()?;
+            Ok(Committed {
+                file_id,
+                version,
+                hasher,
+            })
+        })();
+        if durable {
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+        }
+        result
+    }
+
+    fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let conn = self.reader();
+        read_at(&conn, content, offset, buf)
+    }
+
+    fn set_attrs(&self, ino: u64, a: Attrs, path: &str, caller: &Caller) -> Result<()> {
+        let mut conn = self.writer.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached(
+            "UPDATE nodes SET mode = ?1, uid = ?2, gid = ?3, atime_ns = ?4, mtime_ns = ?5, ctime_ns = ?6
+             WHERE ino = ?7",
+        )?
+        .execute(params![
+            a.mode,
+            a.uid,
+            a.gid,
+            a.atime_ns,
+            a.mtime_ns,
+            a.ctime_ns,
+            ino as i64
+        ])?;
+        insert_event(
+            &tx, "setattr", path, None, None, None, None, None, None, caller, a.ctime_ns,
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn unlink(
+        &self,
+        ino: u64,
+        file_id: Option<i64>,
+        path: &str,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<()> {
+        let mut conn = self.writer.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached("UPDATE nodes SET parent = NULL, unlinked_ns = ?1 WHERE ino = ?2")?
+            .execute(params![time_ns, ino as i64])?;
+        let mut version_id = None;
+        if let Some(fid) = file_id {
+            tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
+                .execute(params![time_ns, fid])?;
+            version_id = head_of(&tx, fid)?.map(|v| v.id);
+        }
+        let op = if file_id.is_some() { "unlink" } else { "rmdir" };
+        insert_event(
+            &tx, op, path, None, file_id, version_id, None, None, None, caller, time_ns,
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn rename(&self, req: RenameRequest<'_>) -> Result<Option<VersionInfo>> {
+        let mut conn = self.writer.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let t = req.time_ns;
+        if let Some((old_ino, old_fid)) = req.replaced {
+            tx.prepare_cached("UPDATE nodes SET parent = NULL, unlinked_ns = ?1, file_id = NULL WHERE ino = ?2")?
+                .execute(params![t, old_ino as i64])?;
+            if old_fid.is_none() {
+                insert_event(
+                    &tx, "rmdir", req.new_path, None, None, None, None, None, None, req.caller, t,
+                )?;
+            }
+        }
+        // The lineage the moving file lands in: the replaced file's, or its own.
+        let target_fid = match (req.kind, req.replaced) {
+            (Kind::File, Some((_, Some(fid)))) => Some(fid),
+            (Kind::File, _) => req.file_id,
+            (Kind::Dir, _) => None,
+        };
+        tx.prepare_cached(
+            "UPDATE nodes SET parent = ?1, name = ?2, ctime_ns = ?3, file_id = COALESCE(?4, file_id)
+             WHERE ino = ?5",
+        )?
+        .execute(params![
+            req.new_parent as i64,
+            req.new_name,
+            t,
+            target_fid,
+            req.ino as i64
+        ])?;
+        for (fid, p) in &req.moved_files {
+            tx.prepare_cached("UPDATE files SET path = ?1 WHERE id = ?2")?
+                .execute(params![p, fid])?;
+        }
+        let mut version = None;
+        let content = match req.file_id {
+            Some(src) => head_of(&tx, src)?.map(|v| v.content),
+            None => None,
+        };
+        if let (Some(fid), Some(content)) = (target_fid, content) {
+            if req.file_id != Some(fid) {
+                // The source lineage ends here; its history stays under its old path.
+                if let Some(src) = req.file_id {
+                    tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
+                        .execute(params![t, src])?;
+                }
+            }
+            let hash: String = tx
+                .prepare_cached("SELECT blake3 FROM versions WHERE stream = ?1 AND size = ?2 LIMIT 1")?
+                .query_row(params![content.stream, content.len as i64], |r| r.get(0))
+                .optional()?
+                .unwrap_or_default();
+            let hash = if hash.is_empty() {
+                hash_prefix(&tx, content, content.len)?.finalize()
+            } else {
+                blake3::Hash::from_hex(&hash).map_err(Error::store)?
+            };
+            let v = insert_version(&tx, fid, req.new_path, "rename", content, &hash, req.caller, t)?;
+            version = Some(v);
+        }
+        insert_event(
+            &tx,
+            "rename",
+            req.old_path,
+            Some(req.new_path),
+            target_fid,
+            version.as_ref().map(|v| v.id),
+            None,
+            None,
+            None,
+            req.caller,
+            t,
+        )?;
+        tx.commit()?;
+        Ok(version)
+    }
+
+    fn record(
+        &self,
+        op: &str,
+        path: &str,
+        errno: i32,
+        reason: &str,
+        caller: &Caller,
+    ) -> Result<()> {
+        let conn = self.writer.lock();
+        insert_event(
+            &conn,
+            op,
+            path,
+            None,
+            None,
+            None,
+            Some(errno),
+            Some(reason),
+            None,
+            caller,
+            now_ns(),
+        )
+    }
+
+    fn node_count(&self) -> Result<u64> {
+        let conn = self.reader();
+        Ok(conn.query_row("SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL", [], |r| {
+            r.get::<_, i64>(0)
+        })? as u64)
+    }
+}
+
+/// blake3 state after the first `len` bytes of `content`.
+fn hash_prefix(conn: &Connection, content: ContentRef, len: u64) -> Result<blake3::Hasher> {
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    let view = ContentRef {
+        stream: content.stream,
+        len: len.min(content.len),
+    };
+    while at < view.len {
+        let n = read_at(conn, view, at, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(hasher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Sqlite) {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, fresh) = Sqlite::open(&dir.path().join("t.db"), (0, 0)).unwrap();
+        assert!(fresh);
+        (dir, s)
+    }
+
+    fn file(s: &Sqlite, name: &str) -> NodeRecord {
+        let a = Attrs {
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            atime_ns: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+        };
+        s.create(1, name.as_bytes(), name, Kind::File, a, &Caller::default())
+            .unwrap()
+    }
+
+    fn read_all(s: &Sqlite, c: ContentRef) -> Vec<u8> {
+        let mut buf = vec![0u8; c.len as usize];
+        let n = s.read(c, 0, &mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    fn append(s: &Sqlite, n: &NodeRecord, data: &[u8]) -> Committed {
+        let mut src = |off: u64, buf: &mut [u8]| {
+            buf.copy_from_slice(&data[off as usize..off as usize + buf.len()]);
+            Ok(())
+        };
+        s.commit(CommitRequest {
+            ino: n.ino,
+            path: "f",
+            op: "append",
+            expect_head: None,
+            build: Build::Append {
+                len: data.len() as u64,
+            },
+            source: &mut src,
+            prefix_hasher: None,
+            caller: &Caller::default(),
+            time_ns: 1,
+            durable: false,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn appends_extend_one_stream_and_hash_matches() {
+        let (_d, s) = store();
+        let n = file(&s, "f");
+        let mut expect = Vec::new();
+        let mut last = None;
+        for i in 0..50 {
+            let line = format!("line {i}\n");
+            expect.extend_from_slice(line.as_bytes());
+            let c = append(&s, &n, line.as_bytes());
+            assert_eq!(c.version.content.stream, n.head.as_ref().unwrap().content.stream);
+            assert_eq!(c.hasher.finalize(), blake3::hash(&expect));
+            last = Some(c.version);
+        }
+        assert_eq!(read_all(&s, last.unwrap().content), expect);
+    }
+
+    #[test]
+    fn overlay_rewrites_middle_and_truncation_is_free() {
+        let (_d, s) = store();
+        let n = file(&s, "f");
+        let data = vec![7u8; 200_000];
+        let v1 = append(&s, &n, &data).version;
+        let patch = b"XYZ";
+        let mut src = |off: u64, buf: &mut [u8]| {
+            let o = (off - 100_000) as usize;
+            buf.copy_from_slice(&patch[o..o + buf.len()]);
+            Ok(())
+        };
+        let c = s
+            .commit(CommitRequest {
+                ino: n.ino,
+                path: "f",
+                op: "write",
+                expect_head: Some(v1.id),
+                build: Build::Overlay {
+                    base: v1.content,
+                    base_limit: v1.content.len,
+                    size: 200_000,
+                    dirty: &[(100_000, 100_003)],
+                },
+                source: &mut src,
+                prefix_hasher: None,
+                caller: &Caller::default(),
+                time_ns: 2,
+                durable: false,
+            })
+            .unwrap();
+        let mut expect = data.clone();
+        expect[100_000..100_003].copy_from_slice(patch);
+        assert_eq!(read_all(&s, c.version.content), expect);
+        assert_eq!(c.hasher.finalize(), blake3::hash(&expect));
+        // Stale base: refused with ESTALE, head unchanged.
+        let mut none = |_: u64, _: &mut [u8]| Ok(());
+        let err = s
+            .commit(CommitRequest {
+                ino: n.ino,
+                path: "f",
+                op: "truncate",
+                expect_head: Some(v1.id),
+                build: Build::Overlay {
+                    base: v1.content,
+                    base_limit: 10,
+                    size: 10,
+                    dirty: &[],
+                },
+                source: &mut none,
+                prefix_hasher: None,
+                caller: &Caller::default(),
+                time_ns: 3,
+                durable: false,
+            })
+            .err()
+            .unwrap();
+        assert_eq!(err.errno, libc::ESTALE);
+        let t = s
+            .commit(CommitRequest {
+                ino: n.ino,
+                path: "f",
+                op: "truncate",
+                expect_head: Some(c.version.id),
+                build: Build::Overlay {
+                    base: c.version.content,
+                    base_limit: 10,
+                    size: 10,
+                    dirty: &[],
+                },
+                source: &mut none,
+                prefix_hasher: None,
+                caller: &Caller::default(),
+                time_ns: 4,
+                durable: false,
+            })
+            .unwrap();
+        assert_eq!(t.version.content.stream, c.version.content.stream);
+        assert_eq!(read_all(&s, t.version.content), vec![7u8; 10]);
+        assert_eq!(t.version.number, 4);
+    }
+
+    #[test]
+    fn ten_thousand_small_appends_stay_small() {
+        let (d, s) = store();
+        let n = file(&s, "f");
+        let line = [b'a'; 100];
+        for _ in 0..10_000 {
+            append(&s, &n, &line);
+        }
+        drop(s);
+        let size = std::fs::metadata(d.path().join("t.db")).unwrap().len()
+            + std::fs::metadata(d.path().join("t.db-wal"))
+                .map(|m| m.len())
+                .unwrap_or(0);
+        assert!(size < 10 << 20, "database is {size} bytes");
+    }
+}
