@@ -140,6 +140,9 @@ struct Node {
     open_handles: u32,
     /// Pending size of the most recent write through a handle, until it commits.
     pending_size: Option<u64>,
+    /// mtime was set explicitly (utimens) after the last write: a commit keeps it, so
+    /// that `cp -a` and `touch -d` on an open file are not overridden at close.
+    mtime_pinned: bool,
     /// Version whose bytes the kernel page cache may hold (decides `FOPEN_KEEP_CACHE`).
     cached_version: i64,
     /// Children by name, and their inodes in cookie order (directories only).
@@ -162,6 +165,7 @@ impl Node {
             nlookup: 0,
             open_handles: 0,
             pending_size: None,
+            mtime_pinned: false,
             cached_version: 0,
             children: HashMap::new(),
             cookies: BTreeSet::new(),
@@ -426,7 +430,11 @@ impl Fs {
             }
             a.ctime_ns = now_ns();
             self.store.set_attrs(ino, a, &path, &caller)?;
-            tree.get_mut(ino)?.attrs = a;
+            let node = tree.get_mut(ino)?;
+            node.attrs = a;
+            if set.mtime_ns.is_some() {
+                node.mtime_pinned = true;
+            }
         }
         self.getattr(ino)
     }
@@ -681,7 +689,10 @@ impl Fs {
         self.rebase_if_untouched(ino, w)?;
         let size = w.write(&self.spill_dir, offset, data)?;
         let pending = if w.append { w.base.len + size } else { size };
-        self.tree.write().get_mut(ino)?.pending_size = Some(pending);
+        let mut tree = self.tree.write();
+        let node = tree.get_mut(ino)?;
+        node.pending_size = Some(pending);
+        node.mtime_pinned = false;
         Ok(data.len() as u32)
     }
 
@@ -772,9 +783,10 @@ impl Fs {
         caller: &Caller,
         durable: bool,
     ) -> Result<VersionInfo> {
-        let (path, file_id) = {
+        let (path, file_id, pinned) = {
             let tree = self.tree.read();
-            (tree.path(ino), tree.get(ino)?.file_id)
+            let n = tree.get(ino)?;
+            (tree.path(ino), n.file_id, n.mtime_pinned)
         };
         let prefix_hasher = file_id.and_then(|f| self.hashers.lock().get(&f).cloned());
         let Committed {
@@ -791,6 +803,7 @@ impl Fs {
             prefix_hasher,
             caller,
             time_ns: now_ns(),
+            set_mtime: !pinned,
             durable,
         })?;
         {
@@ -805,7 +818,9 @@ impl Fs {
             if let Some(n) = tree.nodes.get_mut(&ino) {
                 if n.head.as_ref().is_none_or(|h| h.id < version.id) {
                     n.head = Some(version.clone());
-                    n.attrs.mtime_ns = version.time_ns;
+                    if !pinned {
+                        n.attrs.mtime_ns = version.time_ns;
+                    }
                     n.attrs.ctime_ns = version.time_ns;
                 }
                 n.pending_size = None;

@@ -136,8 +136,10 @@ pub struct CommitRequest<'a> {
     pub prefix_hasher: Option<(i64, blake3::Hasher)>,
     /// Who commits.
     pub caller: &'a Caller,
-    /// New mtime/ctime of the node, ns.
+    /// Commit time, ns: the version's time and the node's new ctime.
     pub time_ns: i64,
+    /// Also set the node's mtime to `time_ns` (false when an explicit mtime must stay).
+    pub set_mtime: bool,
     /// fsync: make the commit durable against power loss before returning.
     pub durable: bool,
 }

@@ -452,6 +452,7 @@ impl Store for Sqlite {
             prefix_hasher,
             caller,
             time_ns,
+            set_mtime,
             durable,
         } = req;
         let mut conn = self.writer.lock();
@@ -605,8 +606,11 @@ impl Store for Sqlite {
                 return Err(Error::new(libc::ESTALE, reason));
             }
             let version = insert_version(&tx, file_id, path, op, content, &hash, caller, time_ns)?;
-            tx.prepare_cached("UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1 WHERE ino = ?2")?
-                .execute(params![time_ns, ino as i64])?;
+            tx.prepare_cached(
+                "UPDATE nodes SET mtime_ns = CASE WHEN ?3 THEN ?1 ELSE mtime_ns END, ctime_ns = ?1
+                 WHERE ino = ?2",
+            )?
+            .execute(params![time_ns, ino as i64, set_mtime])?;
             tx.commit()?;
             Ok(Committed {
                 file_id,
@@ -851,6 +855,7 @@ mod tests {
             prefix_hasher: None,
             caller: &Caller::default(),
             time_ns: 1,
+            set_mtime: true,
             durable: false,
         })
         .unwrap()
@@ -901,6 +906,7 @@ mod tests {
                 prefix_hasher: None,
                 caller: &Caller::default(),
                 time_ns: 2,
+                set_mtime: true,
                 durable: false,
             })
             .unwrap();
@@ -926,6 +932,7 @@ mod tests {
                 prefix_hasher: None,
                 caller: &Caller::default(),
                 time_ns: 3,
+                set_mtime: true,
                 durable: false,
             })
             .err()
@@ -947,6 +954,7 @@ mod tests {
                 prefix_hasher: None,
                 caller: &Caller::default(),
                 time_ns: 4,
+                set_mtime: true,
                 durable: false,
             })
             .unwrap();
