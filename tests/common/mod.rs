@@ -183,6 +183,14 @@ impl Mount {
         }
     }
 
+    /// Waits for a daemon that was told to stop (signal) to exit.
+    pub fn unmount_after_exit(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let st = c.wait().unwrap();
+            assert!(st.success(), "daemon exited with {st}");
+        }
+    }
+
     /// Pid of the daemon.
     pub fn daemon_pid(&self) -> u32 {
         self.child.as_ref().expect("daemon running").id()

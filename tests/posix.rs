@@ -1,0 +1,271 @@
+//! Per-operation POSIX tests on a real mount (SPEC §3 and §4).
+
+mod common;
+use common::*;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, PermissionsExt};
+
+#[test]
+fn new_database_has_the_default_layout() {
+    let m = Mount::new();
+    let out = m.sh_ok("ls");
+    assert_eq!(out, "findings.md\nplan.md\nstate.json\n");
+    assert_eq!(read(m.path("state.json")).trim(), "{}");
+    assert_eq!(m.sql("SELECT writer FROM versions WHERE path = 'state.json' ORDER BY id DESC LIMIT 1"), "scratchfs");
+    let me = unsafe { libc::getuid() };
+    assert_eq!(m.sh_ok("stat -c %u plan.md .").trim(), format!("{me}\n{me}"));
+}
+
+#[test]
+fn create_write_read_and_provenance() {
+    let m = Mount::new();
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg("printf 'hello' > notes.txt")
+        .current_dir(&m.mnt)
+        .env("SCRATCHFS_WRITER", "tool-x")
+        .env("SCRATCHFS_STEP", "7")
+        .status()
+        .unwrap();
+    assert!(out.success());
+    assert_eq!(read(m.path("notes.txt")), "hello");
+    let row = m.sql(
+        "SELECT version, op, size, writer, env_writer, step, uid, exe, tgid > 0, start_time > 0, blake3
+         FROM versions WHERE path = 'notes.txt' ORDER BY id DESC LIMIT 1",
+    );
+    let f: Vec<&str> = row.split('|').collect();
+    assert_eq!(&f[..8], ["2", "write", "5", "tool-x", "tool-x", "7", &unsafe { libc::getuid() }.to_string(), "/usr/bin/bash"]);
+    assert_eq!(&f[8..10], ["1", "1"]);
+    assert_eq!(f[10], blake3::hash(b"hello").to_hex().as_str());
+}
+
+#[test]
+fn partial_overwrite_and_read_at_offsets() {
+    let m = Mount::new();
+    let p = m.path("f");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    fs::write(&p, &data).unwrap();
+    let f = fs::OpenOptions::new().read(true).write(true).open(&p).unwrap();
+    f.write_all_at(b"PATCH", 150_000).unwrap();
+    let mut buf = [0u8; 5];
+    f.read_exact_at(&mut buf, 150_000).unwrap();
+    assert_eq!(&buf, b"PATCH", "a write handle reads its own writes");
+    // Another opener does not see uncommitted bytes.
+    let mut other = vec![0u8; 5];
+    fs::File::open(&p).unwrap().read_exact_at(&mut other, 150_000).unwrap();
+    assert_eq!(other, data[150_000..150_005]);
+    drop(f);
+    let mut expect = data.clone();
+    expect[150_000..150_005].copy_from_slice(b"PATCH");
+    assert_eq!(fs::read(&p).unwrap(), expect);
+    assert_eq!(m.head_hash("f"), blake3::hash(&expect).to_hex().as_str());
+    let mut r = fs::File::open(&p).unwrap();
+    r.seek(SeekFrom::Start(299_990)).unwrap();
+    let mut tail = Vec::new();
+    r.read_to_end(&mut tail).unwrap();
+    assert_eq!(tail, expect[299_990..]);
+}
+
+#[test]
+fn ftruncate_and_truncate() {
+    let m = Mount::new();
+    let p = m.path("f");
+    fs::write(&p, "0123456789").unwrap();
+    let f = fs::OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len(4).unwrap();
+    f.set_len(6).unwrap();
+    drop(f);
+    assert_eq!(fs::read(&p).unwrap(), b"0123\0\0");
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::truncate(c.as_ptr(), 2) }, 0);
+    assert_eq!(fs::read(&p).unwrap(), b"01");
+    let v = m.versions("f");
+    assert_eq!(v.last().unwrap().1, "truncate");
+    assert_eq!(v.last().unwrap().2, 2);
+}
+
+#[test]
+fn fsync_commits_before_close() {
+    let m = Mount::new();
+    let p = m.path("f");
+    let mut f = fs::File::create(&p).unwrap();
+    f.write_all(b"durable").unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(m.versions("f").last().unwrap().2, 7, "fsync committed a version");
+    assert_eq!(read(&p), "durable");
+    f.write_all(b"!").unwrap();
+    drop(f);
+    assert_eq!(read(&p), "durable!");
+    let n = m.versions("f").len();
+    assert_eq!(n, 3, "create, fsync, close");
+}
+
+#[test]
+fn repeated_flushes_commit_once() {
+    let m = Mount::new();
+    m.sh_ok("exec 3>f; printf a >&3; exec 4>&3; exec 4>&-; exec 5>&3; exec 5>&-; exec 3>&-");
+    let v = m.versions("f");
+    assert_eq!(v.len(), 2, "{v:?}");
+}
+
+#[test]
+fn o_append_handles_append_at_commit_time() {
+    let m = Mount::new();
+    let p = m.path("log");
+    fs::write(&p, "start\n").unwrap();
+    let mut a = fs::OpenOptions::new().append(true).open(&p).unwrap();
+    let mut b = fs::OpenOptions::new().append(true).open(&p).unwrap();
+    a.write_all(b"from a\n").unwrap();
+    b.write_all(b"from b\n").unwrap();
+    drop(b);
+    drop(a);
+    assert_eq!(read(&p), "start\nfrom b\nfrom a\n");
+    let ops: Vec<String> = m.versions("log").into_iter().map(|v| v.1).collect();
+    assert_eq!(ops, ["create", "write", "append", "append"]);
+}
+
+#[test]
+fn lost_update_is_estale_and_keeps_the_refused_content() {
+    let m = Mount::new();
+    let p = m.path("f");
+    fs::write(&p, "base").unwrap();
+    let mut a = fs::OpenOptions::new().read(true).write(true).open(&p).unwrap();
+    let mut b = fs::OpenOptions::new().read(true).write(true).open(&p).unwrap();
+    let mut s = String::new();
+    a.read_to_string(&mut s).unwrap();
+    b.read_to_string(&mut String::new()).unwrap();
+    a.write_all(b"+a").unwrap();
+    b.write_all(b"+b").unwrap();
+    drop(a);
+    let err = b.sync_all().unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ESTALE), "{err}");
+    drop(b);
+    assert_eq!(read(&p), "base+a");
+    let row = m.sql("SELECT op, errno, size, blake3 FROM events WHERE op = 'rejected'");
+    assert_eq!(
+        row,
+        format!("rejected|{}|6|{}", libc::ESTALE, blake3::hash(b"base+b").to_hex())
+    );
+    let reason = m.sql("SELECT reason FROM events WHERE op = 'rejected'");
+    assert!(reason.contains("lost update"), "{reason}");
+}
+
+#[test]
+fn rename_of_directories_and_open_files() {
+    let m = Mount::new();
+    m.sh_ok("mkdir -p a/b && printf x > a/b/f && printf y > a/g");
+    let mut open = fs::OpenOptions::new().append(true).open(m.path("a/b/f")).unwrap();
+    m.sh_ok("mv a z");
+    open.write_all(b"z").unwrap();
+    drop(open);
+    assert_eq!(read(m.path("z/b/f")), "xz");
+    assert_eq!(m.sql("SELECT path FROM files WHERE id = (SELECT file_id FROM versions WHERE path = 'z/b/f' LIMIT 1)"), "z/b/f");
+    // rename over an existing file gives the target a new version on its own lineage
+    m.sh_ok("printf new > t && mv t z/g");
+    let v = m.versions("z/g");
+    assert_eq!(v.last().unwrap().1, "rename");
+    let lineage = m.sql("SELECT COUNT(DISTINCT file_id) FROM versions WHERE path IN ('a/g', 'z/g')");
+    assert_eq!(lineage, "1", "history follows the renames of a/g");
+    let e = m.sh("mkdir -p q/r && mv q q/r/s");
+    assert!(!e.status.success());
+    let e = m.sh("mkdir -p d1/x d2 && mv -T d2 d1");
+    assert!(String::from_utf8_lossy(&e.stderr).contains("not empty"), "{}", String::from_utf8_lossy(&e.stderr));
+}
+
+#[test]
+fn unlink_keeps_every_version() {
+    let m = Mount::new();
+    m.sh_ok("printf 1 > f; printf 22 > f; rm f");
+    assert!(!m.path("f").exists());
+    // The shell flushes the O_TRUNC handle before writing: the truncation is a version.
+    let ops: Vec<String> = m.versions("f").into_iter().map(|v| v.1).collect();
+    assert_eq!(ops, ["create", "write", "truncate", "write"]);
+    assert_eq!(m.sql("SELECT deleted_ns IS NOT NULL FROM files WHERE path = 'f'"), "1");
+    // unlink of an open file: the reader keeps reading
+    let out = m.sh_ok("printf keep > g; exec 3<g; rm g; cat <&3");
+    assert_eq!(out, "keep");
+}
+
+#[test]
+fn mkdir_rmdir_and_enotempty() {
+    let m = Mount::new();
+    m.sh_ok("mkdir -p d/e");
+    let e = m.sh("rmdir d");
+    assert!(String::from_utf8_lossy(&e.stderr).contains("Directory not empty"));
+    m.sh_ok("rmdir d/e d");
+    assert!(!m.path("d").exists());
+    let e = m.sh("mkdir plan.md");
+    assert!(String::from_utf8_lossy(&e.stderr).contains("File exists"));
+}
+
+#[test]
+fn readdir_lists_every_entry_once() {
+    let m = Mount::new();
+    m.sh_ok("mkdir d && cd d && for i in $(seq 1 3000); do : > f$i; done");
+    let mut names: Vec<String> = fs::read_dir(m.path("d"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let mut expect: Vec<String> = (1..=3000).map(|i| format!("f{i}")).collect();
+    expect.sort();
+    assert_eq!(names, expect);
+}
+
+#[test]
+fn getattr_and_setattr_mode_times_owner() {
+    let m = Mount::new();
+    m.sh_ok("printf x > f && chmod 600 f && touch -m -d '2020-05-05 00:00:00 UTC' f");
+    let meta = fs::metadata(m.path("f")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+    assert_eq!(m.sh_ok("date -u -r f +%F"), "2020-05-05\n");
+    m.sh_ok("chown 1234:1234 f");
+    assert_eq!(m.sh_ok("stat -c '%u:%g' f"), "1234:1234\n");
+    assert_eq!(m.sql("SELECT mode, uid FROM nodes WHERE name = CAST('f' AS BLOB)"), "384|1234");
+    // a non-owner is refused by the kernel (default_permissions)
+    let e = m.sh("setpriv --reuid 4321 --regid 4321 --clear-groups cat f");
+    assert!(!e.status.success());
+}
+
+#[test]
+fn symlink_link_and_mknod_are_refused_with_eperm() {
+    let m = Mount::new();
+    m.sh_ok("printf x > f");
+    for cmd in ["ln -s f l", "ln f h", "mkfifo p", "mknod n c 1 3"] {
+        let e = m.sh(cmd);
+        assert!(!e.status.success(), "{cmd} succeeded");
+        let err = String::from_utf8_lossy(&e.stderr);
+        assert!(err.contains("Operation not permitted"), "{cmd}: {err}");
+    }
+}
+
+#[test]
+fn names_up_to_255_bytes_and_non_utf8() {
+    let m = Mount::new();
+    let long = "n".repeat(255);
+    fs::write(m.path(&long), "x").unwrap();
+    assert_eq!(read(m.path(&long)), "x");
+    let too_long = "n".repeat(256);
+    assert!(fs::write(m.path(&too_long), "x").is_err());
+    use std::os::unix::ffi::OsStrExt;
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    fs::write(m.mnt.join(odd), "y").unwrap();
+    assert_eq!(fs::read(m.mnt.join(odd)).unwrap(), b"y");
+}
+
+#[test]
+fn sigterm_unmounts_cleanly_and_data_survives_remount() {
+    let mut m = Mount::new();
+    m.sh_ok("printf keep > f");
+    let pid = m.daemon_pid();
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while m.sh("mountpoint -q $MNT").status.success() {
+        assert!(std::time::Instant::now() < deadline, "still mounted after SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    m.unmount_after_exit();
+    m.start();
+    assert_eq!(read(m.path("f")), "keep");
+}
