@@ -197,6 +197,11 @@ impl WriteState {
     /// Truncates (or extends with zeros) the private copy to `size` bytes (ftruncate,
     /// or the setattr that follows an `O_TRUNC` open, FUSE-TRAPS §4).
     pub fn truncate(&mut self, size: u64) -> Result<()> {
+        if !self.append && size == self.size && self.dirty.0.is_empty() && self.base_limit == size {
+            // Nothing changes (e.g. O_TRUNC of an empty file): not a modification.
+            self.touched = true;
+            return Ok(());
+        }
         if self.append {
             // ftruncate on an O_APPEND handle truncates the file itself; model it as the
             // base limit so that the commit drops the tail.
