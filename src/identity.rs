@@ -86,19 +86,29 @@ impl Resolver {
     /// The caller behind a request with header `pid`, `uid`, `gid`. Never fails: facts that
     /// cannot be read (process already gone, pid 0) are left empty.
     pub fn resolve(&self, pid: u32, uid: u32, gid: u32) -> Arc<Caller> {
-        let tgid = if pid == 0 { 0 } else { tgid_of(pid).unwrap_or(pid) };
-        let start_time = if tgid == 0 { 0 } else { start_time_of(tgid).unwrap_or(0) };
-        if tgid != 0 && start_time != 0 {
-            if let Some(c) = self.cache.lock().get(&tgid) {
-                if c.start_time == start_time && c.uid == uid && c.gid == gid {
-                    if c.pid == pid {
-                        return c.clone();
-                    }
-                    let mut c2 = (**c).clone();
-                    c2.pid = pid;
-                    return Arc::new(c2);
-                }
+        let tgid = if pid == 0 {
+            0
+        } else {
+            tgid_of(pid).unwrap_or(pid)
+        };
+        let start_time = if tgid == 0 {
+            0
+        } else {
+            start_time_of(tgid).unwrap_or(0)
+        };
+        if tgid != 0
+            && start_time != 0
+            && let Some(c) = self.cache.lock().get(&tgid)
+            && c.start_time == start_time
+            && c.uid == uid
+            && c.gid == gid
+        {
+            if c.pid == pid {
+                return c.clone();
             }
+            let mut c2 = (**c).clone();
+            c2.pid = pid;
+            return Arc::new(c2);
         }
         let mut c = Caller {
             pid,

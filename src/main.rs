@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 use scratchfs::mount::{self, MountSpec};
 
 #[derive(Parser)]
-#[command(name = "scratchfs", version, about = "A versioned FUSE scratchpad for AI agents")]
+#[command(
+    name = "scratchfs",
+    version,
+    about = "A versioned FUSE scratchpad for AI agents"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -67,14 +71,19 @@ fn parse_owner(s: &str) -> Result<(u32, u32), String> {
         None => {
             // The user's primary group, if known.
             let pw = unsafe { libc::getpwuid(uid) };
-            if pw.is_null() { uid } else { unsafe { (*pw).pw_gid } }
+            if pw.is_null() {
+                uid
+            } else {
+                unsafe { (*pw).pw_gid }
+            }
         }
     };
     Ok((uid, gid))
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn,fuser=error")).init();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn,fuser=error"))
+        .init();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Mount {
@@ -189,7 +198,9 @@ fn run(db: PathBuf, cmd: Vec<String>) -> ExitCode {
         .status();
     let stopped = bg.stop();
     let code = match status {
-        Ok(s) => s.code().unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&s).unwrap_or(0)),
+        Ok(s) => s
+            .code()
+            .unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&s).unwrap_or(0)),
         Err(e) => {
             eprintln!("scratchfs: {}: {e}", cmd[0]);
             127

@@ -88,7 +88,10 @@ pub fn unmount(mountpoint: &Path) -> Result<(), Failure> {
             if st.success() {
                 Ok(())
             } else {
-                Err(format!("unmount {}: fusermount3 failed", mountpoint.display()))
+                Err(format!(
+                    "unmount {}: fusermount3 failed",
+                    mountpoint.display()
+                ))
             }
         }
         _ => Err(format!("unmount {}: {err}", mountpoint.display())),
@@ -125,9 +128,13 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
         return Err(format!("mountpoint {}: not a directory", mp.display()));
     }
     let db = absolute(&spec.db)?;
-    let db_dir = db.parent().map(Path::to_path_buf).unwrap_or_else(|| "/".into());
+    let db_dir = db
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| "/".into());
     std::fs::create_dir_all(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
-    let db_dir = std::fs::canonicalize(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
+    let db_dir =
+        std::fs::canonicalize(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
     if db_dir.starts_with(&mp) {
         return Err(format!(
             "database {} is under the mountpoint {}: it must live outside the mount",

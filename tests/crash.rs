@@ -79,12 +79,18 @@ while True:
             *per_writer.entry(p.to_string()).or_default() += 1;
         }
     }
-    assert!(files > 20 && appends > 20, "storm too small: {files} files, {appends} appends");
+    assert!(
+        files > 20 && appends > 20,
+        "storm too small: {files} files, {appends} appends"
+    );
     assert_eq!(per_writer.len(), 4);
     // Every acknowledged file has its version recorded.
     let recorded: usize = m
         .sql("SELECT COUNT(DISTINCT path) FROM versions WHERE path LIKE 'w%' AND op = 'write'")
         .parse()
         .unwrap();
-    assert!(recorded >= files, "{recorded} recorded < {files} acknowledged");
+    assert!(
+        recorded >= files,
+        "{recorded} recorded < {files} acknowledged"
+    );
 }

@@ -70,8 +70,12 @@ fn apply(root: &Path, op: &Op) -> Result<Vec<u8>, i32> {
             .and_then(|f| f.set_len(*n as u64))
             .map(|_| vec![])
             .map_err(e),
-        Op::Rename(a, b) => fs::rename(p(FILES[*a]), p(FILES[*b])).map(|_| vec![]).map_err(e),
-        Op::RenameDir(a, b) => fs::rename(p(DIRS[*a]), p(DIRS[*b])).map(|_| vec![]).map_err(e),
+        Op::Rename(a, b) => fs::rename(p(FILES[*a]), p(FILES[*b]))
+            .map(|_| vec![])
+            .map_err(e),
+        Op::RenameDir(a, b) => fs::rename(p(DIRS[*a]), p(DIRS[*b]))
+            .map(|_| vec![])
+            .map_err(e),
         Op::Unlink(i) => fs::remove_file(p(FILES[*i])).map(|_| vec![]).map_err(e),
         Op::Mkdir(i) => fs::create_dir(p(DIRS[*i])).map(|_| vec![]).map_err(e),
         Op::Rmdir(i) => fs::remove_dir(p(DIRS[*i])).map(|_| vec![]).map_err(e),

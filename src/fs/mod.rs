@@ -19,8 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::{Error, Result};
 use crate::identity::{Caller, Resolver};
 use crate::store::{
-    Attrs, Build, CommitRequest, Committed, Kind, NodeRecord, RenameRequest, Store,
-    VersionInfo,
+    Attrs, Build, CommitRequest, Committed, Kind, NodeRecord, RenameRequest, Store, VersionInfo,
 };
 use crate::sync::{Mutex, RwLock};
 use handle::{Handle, HandleKind, WriteState};
@@ -143,6 +142,9 @@ struct Node {
     /// mtime was set explicitly (utimens) after the last write: a commit keeps it, so
     /// that `cp -a` and `touch -d` on an open file are not overridden at close.
     mtime_pinned: bool,
+    /// A handle whose `O_TRUNC`-only change was flushed but not yet committed: the next
+    /// open of this inode, or the handle's release, commits it first.
+    owed_by: Option<u64>,
     /// Version whose bytes the kernel page cache may hold (decides `FOPEN_KEEP_CACHE`).
     cached_version: i64,
     /// Children by name, and their inodes in cookie order (directories only).
@@ -166,6 +168,7 @@ impl Node {
             open_handles: 0,
             pending_size: None,
             mtime_pinned: false,
+            owed_by: None,
             cached_version: 0,
             children: HashMap::new(),
             cookies: BTreeSet::new(),
@@ -199,7 +202,10 @@ impl Tree {
     fn dir(&self, ino: u64) -> Result<&Node> {
         let n = self.get(ino)?;
         if n.kind != Kind::Dir {
-            return Err(Error::new(libc::ENOTDIR, format!("inode {ino}: not a directory")));
+            return Err(Error::new(
+                libc::ENOTDIR,
+                format!("inode {ino}: not a directory"),
+            ));
         }
         Ok(n)
     }
@@ -250,10 +256,12 @@ impl Tree {
     }
     /// Drops an orphan once neither the kernel nor a handle refers to it.
     fn reap(&mut self, ino: u64) {
-        if let Some(n) = self.nodes.get(&ino) {
-            if n.orphan && n.nlookup == 0 && n.open_handles == 0 {
-                self.nodes.remove(&ino);
-            }
+        if let Some(n) = self.nodes.get(&ino)
+            && n.orphan
+            && n.nlookup == 0
+            && n.open_handles == 0
+        {
+            self.nodes.remove(&ino);
         }
     }
     fn attr(&self, ino: u64) -> Result<Attr> {
@@ -356,7 +364,10 @@ impl Fs {
         let ino = tree.child(parent, name)?.ok_or_else(|| {
             Error::new(
                 libc::ENOENT,
-                format!("{}: no such file or directory", tree.child_path(parent, name)),
+                format!(
+                    "{}: no such file or directory",
+                    tree.child_path(parent, name)
+                ),
             )
         })?;
         tree.get_mut(ino)?.nlookup += 1;
@@ -409,7 +420,15 @@ impl Fs {
             if !done {
                 let caller = self.caller(ctx);
                 let mut none = |_: u64, _: &mut [u8]| Ok(());
-                self.commit(ino, "truncate", None, Build::Truncate { size }, &mut none, &caller, false)?;
+                self.commit(
+                    ino,
+                    "truncate",
+                    None,
+                    Build::Truncate { size },
+                    &mut none,
+                    &caller,
+                    false,
+                )?;
             }
         }
         if set.mode.is_some()
@@ -492,7 +511,9 @@ impl Fs {
         }
         let attrs = self.new_attrs(ctx, mode, umask, pnode);
         let path = tree.child_path(parent, name);
-        let rec = self.store.create(parent, name, &path, kind, attrs, caller)?;
+        let rec = self
+            .store
+            .create(parent, name, &path, kind, attrs, caller)?;
         let ino = rec.ino;
         let mut node = Node::from_record(rec);
         node.nlookup = 1;
@@ -516,7 +537,15 @@ impl Fs {
         flags: i32,
         ctx: Ctx,
     ) -> Result<(Attr, u64, OpenFlags)> {
-        let attr = self.make(parent, name, Kind::File, mode, umask, ctx, &self.caller(ctx))?;
+        let attr = self.make(
+            parent,
+            name,
+            Kind::File,
+            mode,
+            umask,
+            ctx,
+            &self.caller(ctx),
+        )?;
         match self.open(attr.ino, flags, ctx) {
             Ok((fh, of)) => Ok((attr, fh, of)),
             Err(e) => {
@@ -568,6 +597,24 @@ impl Fs {
                 ..Default::default()
             })
         };
+        // A truncation another handle owes becomes visible before anyone opens the file.
+        let owed = self.tree.read().get(ino)?.owed_by;
+        if let Some(ofh) = owed {
+            let _ = self.commit_handle(ofh, false, true);
+        }
+        let trunc = flags & libc::O_TRUNC != 0;
+        if trunc && !writable {
+            // O_RDONLY|O_TRUNC truncates on Linux: commit it at once.
+            self.setattr(
+                ino,
+                SetAttr {
+                    size: Some(0),
+                    ..Default::default()
+                },
+                None,
+                ctx,
+            )?;
+        }
         let mut tree = self.tree.write();
         let node = tree.get_mut(ino)?;
         if node.kind == Kind::Dir {
@@ -578,24 +625,34 @@ impl Fs {
             .clone()
             .ok_or_else(|| Error::new(libc::EIO, format!("inode {ino} has no version")))?;
         let (kind, of) = if writable {
+            let w = if trunc {
+                WriteState::new_truncated(head.id, head.content)
+            } else {
+                WriteState::new(flags & libc::O_APPEND != 0, head.id, head.content)
+            };
+            if w.open_trunc_only {
+                node.pending_size = Some(0);
+            }
             (
-                HandleKind::Write(WriteState::new(
-                    flags & libc::O_APPEND != 0,
-                    head.id,
-                    head.content,
-                )),
+                HandleKind::Write(w),
                 OpenFlags {
                     direct_io: true,
                     keep_cache: false,
                 },
             )
         } else {
-            let keep = node.cached_version == head.id;
-            node.cached_version = head.id;
+            // While a write handle holds uncommitted changes the kernel's i_size is the
+            // writer's (FUSE-TRAPS §3); a reader then bypasses the page cache so that it
+            // reads the committed version whole (SPEC §4).
+            let pending = node.pending_size.is_some();
+            let keep = !pending && node.cached_version == head.id;
+            if !pending {
+                node.cached_version = head.id;
+            }
             (
                 HandleKind::Read(head.content),
                 OpenFlags {
-                    direct_io: false,
+                    direct_io: pending,
                     keep_cache: keep,
                 },
             )
@@ -624,10 +681,10 @@ impl Fs {
             return Ok(());
         }
         let tree = self.tree.read();
-        if let Some(head) = &tree.get(ino)?.head {
-            if head.id != w.base_version {
-                *w = WriteState::new(w.append, head.id, head.content);
-            }
+        if let Some(head) = &tree.get(ino)?.head
+            && head.id != w.base_version
+        {
+            *w = WriteState::new(w.append, head.id, head.content);
         }
         Ok(())
     }
@@ -639,7 +696,8 @@ impl Fs {
         let ino = h.ino;
         match &mut h.kind {
             HandleKind::Read(content) => {
-                let mut buf = vec![0u8; (size as u64).min(content.len.saturating_sub(offset)) as usize];
+                let mut buf =
+                    vec![0u8; (size as u64).min(content.len.saturating_sub(offset)) as usize];
                 let n = self.store.read(*content, offset, &mut buf)?;
                 buf.truncate(n);
                 Ok(buf)
@@ -707,19 +765,25 @@ impl Fs {
     }
 
     /// `flush` (each `close()` of a descriptor): commits if modified; idempotent.
+    ///
+    /// One exception: a handle whose only change is the `O_TRUNC` of its open owes the
+    /// truncation instead of committing it, because the shell flushes `echo x > f` (its
+    /// dup2) before writing. The owed truncation is committed by the handle's next flush
+    /// after a write, by its release, or before anyone else opens the file, so no other
+    /// process can observe the difference: the file reads as empty (stat size 0) meanwhile.
     pub fn flush(&self, fh: u64) -> Result<()> {
-        self.commit_handle(fh, false)
+        self.commit_handle(fh, false, false)
     }
 
     /// `fsync`: commits if modified and makes the store durable.
     pub fn fsync(&self, fh: u64) -> Result<()> {
-        self.commit_handle(fh, true)
+        self.commit_handle(fh, true, true)
     }
 
     /// `release`: commits any leftover (errors cannot reach the application any more, so
     /// they are only logged and recorded) and drops the handle.
     pub fn release(&self, fh: u64) -> Result<()> {
-        let result = self.commit_handle(fh, false);
+        let result = self.commit_handle(fh, false, true);
         let h = self.handles.lock().remove(&fh);
         if let Some(h) = h {
             let ino = h.lock().ino;
@@ -735,15 +799,34 @@ impl Fs {
         result
     }
 
-    fn commit_handle(&self, fh: u64, durable: bool) -> Result<()> {
-        let h = self.handle(fh)?;
+    /// Commits a write handle's private copy if modified. `force`: also an owed
+    /// `O_TRUNC`-only truncation (see [`Fs::flush`]).
+    fn commit_handle(&self, fh: u64, durable: bool, force: bool) -> Result<()> {
+        let h = match self.handle(fh) {
+            Ok(h) => h,
+            Err(e) if force => {
+                log::debug!("{e}");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         let mut guard = h.lock();
         let h = &mut *guard;
+        let ino = h.ino;
         let HandleKind::Write(w) = &mut h.kind else {
             return Ok(());
         };
         if !w.modified {
             return Ok(());
+        }
+        if w.open_trunc_only && !force {
+            self.tree.write().get_mut(ino)?.owed_by = Some(fh);
+            return Ok(());
+        }
+        if let Some(n) = self.tree.write().nodes.get_mut(&ino)
+            && n.owed_by == Some(fh)
+        {
+            n.owed_by = None;
         }
         let spill = &w.spill;
         let mut source = |off: u64, buf: &mut [u8]| spill.read_at(off, buf);
@@ -761,20 +844,42 @@ impl Fs {
                 w.op,
             )
         };
+        // The size the kernel believes (it updates i_size as direct-I/O writes extend the
+        // file): when the commit lands elsewhere (an append onto a newer version, or a
+        // refusal), its cached attributes must go.
+        let kernel_size = if w.append {
+            w.base.len + w.size
+        } else {
+            w.size
+        };
         let result = self.commit(h.ino, op, expect, build, &mut source, &h.caller, durable);
         match result {
             Ok(v) => {
                 w.committed(v.id, v.content);
+                drop(guard);
+                if v.content.len != kernel_size {
+                    self.invalidate(Invalidation::Attr(ino));
+                }
                 Ok(())
             }
             Err(e) => {
                 // Refused or failed: the private copy is dropped (the store kept the
                 // refused content with the reason); the handle goes on from the current
                 // version so that repeated flushes do not repeat the refusal.
-                if let Some(head) = self.tree.read().nodes.get(&h.ino).and_then(|n| n.head.clone()) {
+                if let Some(head) = self
+                    .tree
+                    .read()
+                    .nodes
+                    .get(&h.ino)
+                    .and_then(|n| n.head.clone())
+                {
                     w.committed(head.id, head.content);
                 }
-                self.tree.write().nodes.get_mut(&h.ino).map(|n| n.pending_size = None);
+                if let Some(n) = self.tree.write().nodes.get_mut(&h.ino) {
+                    n.pending_size = None;
+                }
+                drop(guard);
+                self.invalidate(Invalidation::Attr(ino));
                 log::warn!("commit refused: {e}");
                 Err(e)
             }
@@ -836,7 +941,6 @@ impl Fs {
                 n.pending_size = None;
             }
         }
-        self.invalidate(Invalidation::Attr(ino));
         Ok(version)
     }
 
@@ -851,10 +955,20 @@ impl Fs {
             .ok_or_else(|| Error::not_found(&path))?;
         let node = tree.get(ino)?;
         match (dir, node.kind) {
-            (true, Kind::File) => return Err(Error::new(libc::ENOTDIR, format!("{path}: not a directory"))),
-            (false, Kind::Dir) => return Err(Error::new(libc::EISDIR, format!("{path}: is a directory"))),
+            (true, Kind::File) => {
+                return Err(Error::new(
+                    libc::ENOTDIR,
+                    format!("{path}: not a directory"),
+                ));
+            }
+            (false, Kind::Dir) => {
+                return Err(Error::new(libc::EISDIR, format!("{path}: is a directory")));
+            }
             (true, Kind::Dir) if !node.children.is_empty() => {
-                return Err(Error::new(libc::ENOTEMPTY, format!("{path}: directory not empty")));
+                return Err(Error::new(
+                    libc::ENOTEMPTY,
+                    format!("{path}: directory not empty"),
+                ));
             }
             _ => {}
         }
@@ -882,7 +996,10 @@ impl Fs {
     ) -> Result<()> {
         const NOREPLACE: u32 = libc::RENAME_NOREPLACE;
         if flags & !NOREPLACE != 0 {
-            return Err(Error::new(libc::EINVAL, "rename flags other than RENAME_NOREPLACE are not supported"));
+            return Err(Error::new(
+                libc::EINVAL,
+                "rename flags other than RENAME_NOREPLACE are not supported",
+            ));
         }
         check_name(new_name)?;
         let caller = self.caller(ctx);
@@ -905,7 +1022,10 @@ impl Fs {
             let mut at = new_parent;
             while at != ROOT {
                 if at == ino {
-                    return Err(Error::new(libc::EINVAL, format!("{old_path}: cannot move a directory into itself")));
+                    return Err(Error::new(
+                        libc::EINVAL,
+                        format!("{old_path}: cannot move a directory into itself"),
+                    ));
                 }
                 at = tree.get(at)?.parent;
             }
@@ -917,10 +1037,23 @@ impl Fs {
             }
             let o = tree.get(old)?;
             match (kind, o.kind) {
-                (Kind::File, Kind::Dir) => return Err(Error::new(libc::EISDIR, format!("{new_path}: is a directory"))),
-                (Kind::Dir, Kind::File) => return Err(Error::new(libc::ENOTDIR, format!("{new_path}: not a directory"))),
+                (Kind::File, Kind::Dir) => {
+                    return Err(Error::new(
+                        libc::EISDIR,
+                        format!("{new_path}: is a directory"),
+                    ));
+                }
+                (Kind::Dir, Kind::File) => {
+                    return Err(Error::new(
+                        libc::ENOTDIR,
+                        format!("{new_path}: not a directory"),
+                    ));
+                }
                 (Kind::Dir, Kind::Dir) if !o.children.is_empty() => {
-                    return Err(Error::new(libc::ENOTEMPTY, format!("{new_path}: directory not empty")));
+                    return Err(Error::new(
+                        libc::ENOTEMPTY,
+                        format!("{new_path}: directory not empty"),
+                    ));
                 }
                 _ => {}
             }
@@ -975,13 +1108,11 @@ impl Fs {
         n.parent = new_parent;
         n.name = new_name.to_vec();
         n.attrs.ctime_ns = t;
-        if let Some(v) = version {
-            if n.head.as_ref().is_none_or(|h| h.id < v.id) {
-                n.head = Some(v);
-            }
+        if let Some(v) = version
+            && n.head.as_ref().is_none_or(|h| h.id < v.id)
+        {
+            n.head = Some(v);
         }
-        drop(tree);
-        self.invalidate(Invalidation::Attr(ino));
         Ok(())
     }
 
@@ -998,11 +1129,21 @@ impl Fs {
         let dir = tree.dir(ino)?;
         let mut out = Vec::new();
         if offset < 1 {
-            out.push(DirEntry { ino, next_offset: 1, kind: Kind::Dir, name: b".".to_vec() });
+            out.push(DirEntry {
+                ino,
+                next_offset: 1,
+                kind: Kind::Dir,
+                name: b".".to_vec(),
+            });
         }
         if offset < 2 {
             let parent = if ino == ROOT { ROOT } else { dir.parent };
-            out.push(DirEntry { ino: parent, next_offset: 2, kind: Kind::Dir, name: b"..".to_vec() });
+            out.push(DirEntry {
+                ino: parent,
+                next_offset: 2,
+                kind: Kind::Dir,
+                name: b"..".to_vec(),
+            });
         }
         let after = offset.saturating_sub(2);
         for &c in dir.cookies.range(after + 1..) {
@@ -1010,7 +1151,12 @@ impl Fs {
                 break;
             }
             let n = tree.get(c)?;
-            out.push(DirEntry { ino: c, next_offset: c + 2, kind: n.kind, name: n.name.clone() });
+            out.push(DirEntry {
+                ino: c,
+                next_offset: c + 2,
+                kind: n.kind,
+                name: n.name.clone(),
+            });
         }
         Ok(out)
     }

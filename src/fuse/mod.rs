@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    WriteFlags,
 };
 
 pub use notifier::spawn_notifier;
@@ -129,6 +129,9 @@ impl Filesystem for Adapter {
         // Shared mmap on direct-I/O (write) handles; not fatal on older kernels.
         let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // O_TRUNC arrives with the open instead of as a separate setattr without a handle
+        // (FUSE-TRAPS §4), so the truncation belongs to the handle's private copy.
+        let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC);
         Ok(())
     }
 
@@ -179,7 +182,9 @@ impl Filesystem for Adapter {
             atime_ns: atime.map(ns),
             mtime_ns: mtime.map(ns),
         };
-        match guard("setattr", || self.fs.setattr(ino.0, set, fh.map(|f| f.0), ctx(req))) {
+        match guard("setattr", || {
+            self.fs.setattr(ino.0, set, fh.map(|f| f.0), ctx(req))
+        }) {
             Ok(a) => reply.attr(&ttl(&a), &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -209,7 +214,8 @@ impl Filesystem for Adapter {
         reply: ReplyEntry,
     ) {
         match guard("mkdir", || {
-            self.fs.mkdir(parent.0, name.as_bytes(), mode, umask, ctx(req))
+            self.fs
+                .mkdir(parent.0, name.as_bytes(), mode, umask, ctx(req))
         }) {
             Ok(a) => reply.entry_with_ttls(&ttl(&a), &TTL, &file_attr(&a), Generation(0)),
             Err(e) => reply.error(errno(&e)),
@@ -217,14 +223,18 @@ impl Filesystem for Adapter {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match guard("unlink", || self.fs.remove(parent.0, name.as_bytes(), false, ctx(req))) {
+        match guard("unlink", || {
+            self.fs.remove(parent.0, name.as_bytes(), false, ctx(req))
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match guard("rmdir", || self.fs.remove(parent.0, name.as_bytes(), true, ctx(req))) {
+        match guard("rmdir", || {
+            self.fs.remove(parent.0, name.as_bytes(), true, ctx(req))
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -363,7 +373,12 @@ impl Filesystem for Adapter {
                         Kind::Dir => FileType::Directory,
                         Kind::File => FileType::RegularFile,
                     };
-                    if reply.add(INodeNo(e.ino), e.next_offset, kind, OsStr::from_bytes(&e.name)) {
+                    if reply.add(
+                        INodeNo(e.ino),
+                        e.next_offset,
+                        kind,
+                        OsStr::from_bytes(&e.name),
+                    ) {
                         break;
                     }
                 }
@@ -408,9 +423,13 @@ impl Filesystem for Adapter {
             self.fs
                 .create(parent.0, name.as_bytes(), mode, umask, flags, ctx(req))
         }) {
-            Ok((a, fh, of)) => {
-                reply.created(&ttl(&a), &file_attr(&a), Generation(0), FileHandle(fh), fopen(of))
-            }
+            Ok((a, fh, of)) => reply.created(
+                &ttl(&a),
+                &file_attr(&a),
+                Generation(0),
+                FileHandle(fh),
+                fopen(of),
+            ),
             Err(e) => reply.error(errno(&e)),
         }
     }

@@ -34,7 +34,10 @@ pub fn spawn_notifier(notifier: fuser::Notifier) -> Invalidator {
     let tx = std::sync::Mutex::new(tx);
     Box::new(move |inv| {
         let (done_tx, done_rx) = mpsc::sync_channel(1);
-        let sent = tx.lock().map(|t| t.send((inv, done_tx)).is_ok()).unwrap_or(false);
+        let sent = tx
+            .lock()
+            .map(|t| t.send((inv, done_tx)).is_ok())
+            .unwrap_or(false);
         if sent {
             let _ = done_rx.recv_timeout(WAIT);
         }

@@ -50,9 +50,8 @@ impl Sqlite {
     pub fn open(path: &Path, owner: (u32, u32)) -> Result<(Sqlite, bool)> {
         let conn = open_conn(path)?;
         conn.execute_batch(SCHEMA)?;
-        let fresh: bool = conn
-            .query_row("SELECT COUNT(*) FROM nodes", [], |r| r.get::<_, i64>(0))?
-            == 0;
+        let fresh: bool =
+            conn.query_row("SELECT COUNT(*) FROM nodes", [], |r| r.get::<_, i64>(0))? == 0;
         if fresh {
             let now = now_ns();
             conn.execute(
@@ -476,25 +475,34 @@ impl Store for Sqlite {
                 .ok_or_else(|| Error::new(libc::EIO, format!("store: {path} has no version")))?;
             let stale = expect_head.is_some_and(|e| e != head.id);
             // Normalise both builds to: base, base_limit, size, dirty ranges, source shift.
-            let (base, base_limit, size, dirty, shift): (ContentRef, u64, u64, Vec<(u64, u64)>, u64) =
-                match build {
-                    Build::Overlay {
-                        base,
-                        base_limit,
-                        size,
-                        dirty,
-                    } => (base, base_limit.min(base.len), size, dirty.to_vec(), 0),
-                    Build::Append { len } => (
-                        head.content,
-                        head.content.len,
-                        head.content.len + len,
-                        vec![(head.content.len, head.content.len + len)],
-                        head.content.len,
-                    ),
-                    Build::Truncate { size } => {
-                        (head.content, head.content.len.min(size), size, Vec::new(), 0)
-                    }
-                };
+            let (base, base_limit, size, dirty, shift): (
+                ContentRef,
+                u64,
+                u64,
+                Vec<(u64, u64)>,
+                u64,
+            ) = match build {
+                Build::Overlay {
+                    base,
+                    base_limit,
+                    size,
+                    dirty,
+                } => (base, base_limit.min(base.len), size, dirty.to_vec(), 0),
+                Build::Append { len } => (
+                    head.content,
+                    head.content.len,
+                    head.content.len + len,
+                    vec![(head.content.len, head.content.len + len)],
+                    head.content.len,
+                ),
+                Build::Truncate { size } => (
+                    head.content,
+                    head.content.len.min(size),
+                    size,
+                    Vec::new(),
+                    0,
+                ),
+            };
             let stream_len: i64 = tx
                 .prepare_cached("SELECT len FROM streams WHERE id = ?1")?
                 .query_row([base.stream], |r| r.get(0))?;
@@ -539,7 +547,15 @@ impl Store for Sqlite {
                     Some((vid, h)) if vid == head.id && base == head.content => h,
                     _ => hash_prefix(&tx, base, base.len)?,
                 };
-                write_range(&tx, base.stream, base.len, size, &mut hasher, &mut fill, &mut scratch)?;
+                write_range(
+                    &tx,
+                    base.stream,
+                    base.len,
+                    size,
+                    &mut hasher,
+                    &mut fill,
+                    &mut scratch,
+                )?;
                 if size > base.len {
                     tx.prepare_cached("UPDATE streams SET len = ?1 WHERE id = ?2")?
                         .execute(params![size as i64, base.stream])?;
@@ -683,11 +699,23 @@ impl Store for Sqlite {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let t = req.time_ns;
         if let Some((old_ino, old_fid)) = req.replaced {
-            tx.prepare_cached("UPDATE nodes SET parent = NULL, unlinked_ns = ?1, file_id = NULL WHERE ino = ?2")?
-                .execute(params![t, old_ino as i64])?;
+            tx.prepare_cached(
+                "UPDATE nodes SET parent = NULL, unlinked_ns = ?1, file_id = NULL WHERE ino = ?2",
+            )?
+            .execute(params![t, old_ino as i64])?;
             if old_fid.is_none() {
                 insert_event(
-                    &tx, "rmdir", req.new_path, None, None, None, None, None, None, req.caller, t,
+                    &tx,
+                    "rmdir",
+                    req.new_path,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    req.caller,
+                    t,
                 )?;
             }
         }
@@ -726,7 +754,9 @@ impl Store for Sqlite {
                 }
             }
             let hash: String = tx
-                .prepare_cached("SELECT blake3 FROM versions WHERE stream = ?1 AND size = ?2 LIMIT 1")?
+                .prepare_cached(
+                    "SELECT blake3 FROM versions WHERE stream = ?1 AND size = ?2 LIMIT 1",
+                )?
                 .query_row(params![content.stream, content.len as i64], |r| r.get(0))
                 .optional()?
                 .unwrap_or_default();
@@ -735,7 +765,16 @@ impl Store for Sqlite {
             } else {
                 blake3::Hash::from_hex(&hash).map_err(Error::store)?
             };
-            let v = insert_version(&tx, fid, req.new_path, "rename", content, &hash, req.caller, t)?;
+            let v = insert_version(
+                &tx,
+                fid,
+                req.new_path,
+                "rename",
+                content,
+                &hash,
+                req.caller,
+                t,
+            )?;
             version = Some(v);
         }
         insert_event(
@@ -781,9 +820,11 @@ impl Store for Sqlite {
 
     fn node_count(&self) -> Result<u64> {
         let conn = self.reader();
-        Ok(conn.query_row("SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL", [], |r| {
-            r.get::<_, i64>(0)
-        })? as u64)
+        Ok(conn.query_row(
+            "SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL",
+            [],
+            |r| r.get::<_, i64>(0),
+        )? as u64)
     }
 }
 
@@ -839,6 +880,15 @@ mod tests {
     }
 
     fn append(s: &Sqlite, n: &NodeRecord, data: &[u8]) -> Committed {
+        append_with(s, n, data, None)
+    }
+
+    fn append_with(
+        s: &Sqlite,
+        n: &NodeRecord,
+        data: &[u8],
+        prefix_hasher: Option<(i64, blake3::Hasher)>,
+    ) -> Committed {
         let mut src = |off: u64, buf: &mut [u8]| {
             buf.copy_from_slice(&data[off as usize..off as usize + buf.len()]);
             Ok(())
@@ -852,7 +902,7 @@ mod tests {
                 len: data.len() as u64,
             },
             source: &mut src,
-            prefix_hasher: None,
+            prefix_hasher,
             caller: &Caller::default(),
             time_ns: 1,
             set_mtime: true,
@@ -871,7 +921,10 @@ mod tests {
             let line = format!("line {i}\n");
             expect.extend_from_slice(line.as_bytes());
             let c = append(&s, &n, line.as_bytes());
-            assert_eq!(c.version.content.stream, n.head.as_ref().unwrap().content.stream);
+            assert_eq!(
+                c.version.content.stream,
+                n.head.as_ref().unwrap().content.stream
+            );
             assert_eq!(c.hasher.finalize(), blake3::hash(&expect));
             last = Some(c.version);
         }
@@ -968,9 +1021,13 @@ mod tests {
         let (d, s) = store();
         let n = file(&s, "f");
         let line = [b'a'; 100];
+        let mut prev = None;
         for _ in 0..10_000 {
-            append(&s, &n, &line);
+            let c = append_with(&s, &n, &line, prev);
+            prev = Some((c.version.id, c.hasher));
         }
+        let expect = vec![b'a'; 1_000_000];
+        assert_eq!(prev.unwrap().1.finalize(), blake3::hash(&expect));
         drop(s);
         let size = std::fs::metadata(d.path().join("t.db")).unwrap().len()
             + std::fs::metadata(d.path().join("t.db-wal"))

@@ -42,7 +42,10 @@ impl Mount {
             Path::new("/dev/fuse").exists(),
             "cannot mount: /dev/fuse does not exist on this machine"
         );
-        let dir = tempfile::Builder::new().prefix("scratchfs-test-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("scratchfs-test-")
+            .tempdir()
+            .unwrap();
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
         let db = dir.path().join("scratch.db");
@@ -146,7 +149,11 @@ impl Mount {
             .filter(|l| !l.is_empty())
             .map(|l| {
                 let f: Vec<&str> = l.split('|').collect();
-                (f[0].parse().unwrap(), f[1].to_string(), f[2].parse().unwrap())
+                (
+                    f[0].parse().unwrap(),
+                    f[1].to_string(),
+                    f[2].parse().unwrap(),
+                )
             })
             .collect()
     }
@@ -170,7 +177,11 @@ impl Mount {
 
     /// Unmounts cleanly and waits for the daemon to exit; returns its exit status code.
     pub fn unmount(&mut self) -> Option<i32> {
-        let st = Command::new(BIN).arg("unmount").arg(&self.mnt).status().unwrap();
+        let st = Command::new(BIN)
+            .arg("unmount")
+            .arg(&self.mnt)
+            .status()
+            .unwrap();
         assert!(st.success(), "scratchfs unmount failed");
         let mut c = self.child.take()?;
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -178,7 +189,10 @@ impl Mount {
             if let Some(st) = c.try_wait().unwrap() {
                 return st.code();
             }
-            assert!(Instant::now() < deadline, "daemon did not exit after unmount");
+            assert!(
+                Instant::now() < deadline,
+                "daemon did not exit after unmount"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }

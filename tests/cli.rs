@@ -1,0 +1,140 @@
+//! The command line (SPEC §2): mount options, run, unmount, exit statuses.
+
+mod common;
+use common::*;
+use std::process::Command;
+
+#[test]
+fn run_mounts_runs_and_unmounts_with_the_commands_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let out = Command::new(BIN)
+        .args(["run", "--db"])
+        .arg(&db)
+        .args(["--", "bash", "-c", "echo hi > note && cat plan.md && test \"$PWD\" = \"$SCRATCHFS_MOUNT\" && ls && echo $PWD >&2; exit 7"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "findings.md\nnote\nplan.md\nstate.json\n"
+    );
+    let n = Command::new("sqlite3")
+        .arg(&db)
+        .arg("SELECT size FROM versions WHERE path = 'note' ORDER BY id DESC LIMIT 1")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&n.stdout).trim(), "3");
+    let mnt = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert!(mnt.contains("scratchfs-"), "{mnt}");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(&format!(" {mnt} ")),
+        "run left a mount behind:\n{mounts}"
+    );
+    assert!(
+        !std::path::Path::new(&mnt).exists(),
+        "run left its mountpoint behind"
+    );
+}
+
+#[test]
+fn background_returns_once_the_mount_answers_and_unmount_ends_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    let st = Command::new(BIN)
+        .arg("mount")
+        .arg(&mnt)
+        .arg("--db")
+        .arg(dir.path().join("s.db"))
+        .arg("--background")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // Answers at once: no sleep between the command and the first access.
+    assert_eq!(read(mnt.join("state.json")).trim(), "{}");
+    let st = Command::new(BIN).arg("unmount").arg(&mnt).status().unwrap();
+    assert!(st.success());
+    assert!(
+        std::fs::read_dir(&mnt).unwrap().next().is_none(),
+        "still mounted"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_and_runtime_failures_exit_1_with_one_line() {
+    let o = Command::new(BIN).args(["mount"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let o = Command::new(BIN).args(["frobnicate"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .arg("mount")
+        .arg(dir.path().join("missing"))
+        .arg("--db")
+        .arg(dir.path().join("s.db"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("missing"), "{err}");
+}
+
+#[test]
+fn database_under_the_mountpoint_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .arg("mount")
+        .arg(dir.path())
+        .arg("--db")
+        .arg(dir.path().join("inside.db"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("outside the mount"));
+    assert!(!dir.path().join("inside.db").exists());
+}
+
+#[test]
+fn owner_hands_the_scratchpad_to_another_uid() {
+    let m = Mount::with_args(&["--owner", "4242:4242"]);
+    assert_eq!(
+        m.sh_ok("stat -c '%u:%g' . plan.md state.json"),
+        "4242:4242\n4242:4242\n4242:4242\n"
+    );
+    // The agent's uid writes its files and creates new ones, which belong to it.
+    m.sh_ok("setpriv --reuid 4242 --regid 4242 --clear-groups bash -c 'echo step > plan.md && echo n > mine'");
+    assert_eq!(m.sh_ok("stat -c '%u' mine"), "4242\n");
+    assert_eq!(
+        m.sql("SELECT uid FROM versions WHERE path = 'mine' ORDER BY id DESC LIMIT 1"),
+        "4242"
+    );
+    // Another uid may read (allow_other is implied) but the kernel refuses its writes.
+    assert_eq!(
+        m.sh_ok("setpriv --reuid 5000 --regid 5000 --clear-groups cat plan.md"),
+        "step\n"
+    );
+    let o = m.sh("setpriv --reuid 5000 --regid 5000 --clear-groups bash -c 'echo x > plan.md'");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Permission denied"));
+    assert_eq!(read(m.path("plan.md")), "step\n");
+}
+
+#[test]
+fn a_new_database_holds_the_default_layout_once() {
+    let mut m = Mount::new();
+    m.sh_ok("rm findings.md");
+    m.unmount();
+    m.start();
+    assert_eq!(
+        m.sh_ok("ls"),
+        "plan.md\nstate.json\n",
+        "remount must not re-create the layout"
+    );
+}
