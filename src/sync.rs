@@ -2,9 +2,14 @@
 //! loom) can swap the implementation in one place.
 //!
 //! Lock order, outermost first (never take an outer lock while holding an inner one):
-//! 1. the store's writer connection (`store::Sqlite::writer`),
-//! 2. the inode table (`fs::Fs::tree`),
-//! 3. one write handle (`fs::handle::Handle`),
-//! 4. leaf maps (handle table, identity cache, hasher cache).
+//! 1. one open handle (`fs::handle::Handle`, held across its commit),
+//! 2. the inode table (`fs::Fs::tree`; namespace operations hold it across their store
+//!    transaction; a commit takes it only before and after its transaction),
+//! 3. the store's connections (`store::Sqlite` writer and readers),
+//! 4. leaf maps, taken and released without calling out (handle table, identity cache,
+//!    hasher cache, the notifier's queue).
+//!
+//! Kernel invalidations are sent by the notifier thread while the requesting handler
+//! holds none of these (FUSE-TRAPS §2).
 
 pub use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};

@@ -3,11 +3,13 @@
 //! the errno the adapter replies with. The adapter (`crate::fuse`) only translates.
 //!
 //! Commit path (SPEC §4): a write handle's private copy ([`handle::WriteState`]) becomes a
-//! version on flush/fsync when modified, and at release for any leftover; the store
-//! checks for a lost update (`ESTALE`) in the same transaction; then the in-memory inode
-//! is updated and the kernel's cached attributes are invalidated through the notifier
-//! thread before the flush is answered, so an open or stat after `close()` sees the
-//! new size at once.
+//! version on flush/fsync when modified, and at release for any leftover
+//! ([`Fs::flush`] → `commit_handle` → `commit` → [`Store::commit`]). The store checks for
+//! a lost update (`ESTALE`) in the same transaction; then the in-memory inode is updated.
+//! The kernel already knows the size a handle wrote (direct-I/O writes update its
+//! `i_size`); when the committed size differs (an append landing on a newer version, a
+//! refusal) the kernel's cached attributes are invalidated through the notifier thread
+//! before the flush is answered, so a stat after `close()` is right at once.
 
 pub mod handle;
 
