@@ -111,7 +111,10 @@ fn fopen(of: crate::fs::OpenFlags) -> FopenFlags {
 
 /// Runs `f`, turning a panic into `EIO` so that one bad request cannot wedge the mount.
 fn guard<T>(op: &str, f: impl FnOnce() -> crate::error::Result<T>) -> crate::error::Result<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    let t0 = std::time::Instant::now();
+    let r = catch_unwind(AssertUnwindSafe(f));
+    log::trace!("{op} took {} us", t0.elapsed().as_micros());
+    match r {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => {
             log::debug!("{op}: {e}");

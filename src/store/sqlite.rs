@@ -753,17 +753,19 @@ impl Store for Sqlite {
                         .execute(params![t, src])?;
                 }
             }
-            let hash: String = tx
-                .prepare_cached(
-                    "SELECT blake3 FROM versions WHERE stream = ?1 AND size = ?2 LIMIT 1",
-                )?
-                .query_row(params![content.stream, content.len as i64], |r| r.get(0))
-                .optional()?
-                .unwrap_or_default();
-            let hash = if hash.is_empty() {
-                hash_prefix(&tx, content, content.len)?.finalize()
-            } else {
-                blake3::Hash::from_hex(&hash).map_err(Error::store)?
+            // The content renamed is the source's current version, whose hash is known.
+            let hash: Option<String> = match req.file_id {
+                Some(src) => tx
+                    .prepare_cached(
+                        "SELECT v.blake3 FROM files f JOIN versions v ON v.id = f.head WHERE f.id = ?1",
+                    )?
+                    .query_row([src], |r| r.get(0))
+                    .optional()?,
+                None => None,
+            };
+            let hash = match hash {
+                Some(h) => blake3::Hash::from_hex(&h).map_err(Error::store)?,
+                None => hash_prefix(&tx, content, content.len)?.finalize(),
             };
             let v = insert_version(
                 &tx,
