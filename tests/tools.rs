@@ -37,8 +37,8 @@ fn v(version: i64, op: &str, size: u64) -> (i64, String, u64) {
 /// The head version of a live path: (versions.id, op, size, blake3, file_id).
 fn head_row(m: &Mount, path: &str) -> (i64, String, u64, String, i64) {
     let out = m.sql(&format!(
-        "SELECT v.id, v.op, v.size, v.blake3, f.id FROM files f JOIN versions v ON v.id = f.head
-         WHERE f.path = '{}' AND f.deleted_ns IS NULL",
+        "SELECT id, op, size, blake3, file_id FROM heads
+         WHERE current_path = '{}' AND deleted_ns IS NULL",
         q(path)
     ));
     let lines: Vec<&str> = out.lines().collect();
@@ -65,8 +65,8 @@ fn version_bytes(m: &Mount, vid: i64) -> Vec<u8> {
         .parse()
         .unwrap();
     let out = m.sql(&format!(
-        "SELECT e.offset, e.len, hex(substr(b.data, e.blob_off + 1, e.len))
-         FROM versions v JOIN extents e ON e.stream = v.stream JOIN blobs b ON b.id = e.blob
+        "SELECT e.offset, e.len, hex(substr(COALESCE(e.data, b.data), e.blob_off + 1, e.len))
+         FROM versions v JOIN extents e ON e.stream = v.stream LEFT JOIN blobs b ON b.id = e.blob
          WHERE v.id = {vid} AND e.offset < v.size ORDER BY e.offset"
     ));
     let mut buf = vec![0u8; size];
@@ -1275,7 +1275,7 @@ n"#
     assert_eq!(
         count(
             &m,
-            "SELECT count(*) FROM versions v JOIN files f ON f.head = v.id WHERE f.path = 'live.txt' AND v.version = 4"
+            "SELECT count(*) FROM heads WHERE current_path = 'live.txt' AND version = 4"
         ),
         1
     );

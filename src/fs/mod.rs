@@ -169,7 +169,7 @@ impl Node {
             nlookup: 0,
             open_handles: 0,
             pending_size: None,
-            mtime_pinned: false,
+            mtime_pinned: r.mtime_pinned,
             owed_by: None,
             cached_version: 0,
             children: HashMap::new(),
@@ -460,7 +460,8 @@ impl Fs {
                 a.mtime_ns = t;
             }
             a.ctime_ns = now_ns();
-            self.store.set_attrs(ino, a, &path, &caller)?;
+            let pinned = set.mtime_ns.is_some() || node.mtime_pinned;
+            self.store.set_attrs(ino, a, pinned, &path, &caller)?;
             let node = tree.get_mut(ino)?;
             node.attrs = a;
             if set.mtime_ns.is_some() {

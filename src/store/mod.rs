@@ -85,6 +85,8 @@ pub struct NodeRecord {
     pub file_id: Option<i64>,
     /// The file's current version; `None` for directories.
     pub head: Option<VersionInfo>,
+    /// mtime was set explicitly after the last commit (SPEC §3 utimens).
+    pub mtime_pinned: bool,
 }
 
 /// How the bytes of a new version are built.
@@ -202,8 +204,16 @@ pub trait Store: Send + Sync {
     fn commit(&self, req: CommitRequest<'_>) -> Result<Committed>;
     /// Reads up to `buf.len()` bytes at `offset`; returns the count (0 at or past EOF).
     fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize>;
-    /// Stores new attributes for a node and records a `setattr` event.
-    fn set_attrs(&self, ino: u64, attrs: Attrs, path: &str, caller: &Caller) -> Result<()>;
+    /// Stores new attributes for a node and records a `setattr` event. `mtime_pinned`:
+    /// the mtime was set explicitly and outlives commits until the next write.
+    fn set_attrs(
+        &self,
+        ino: u64,
+        attrs: Attrs,
+        mtime_pinned: bool,
+        path: &str,
+        caller: &Caller,
+    ) -> Result<()>;
     /// Unlinks a node (file or empty directory): its row and every version stay.
     fn unlink(
         &self,

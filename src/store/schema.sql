@@ -6,7 +6,7 @@ CREATE TABLE IF NOT EXISTS meta (
 -- Inodes. A live node has a parent (the root has ino 1 and no parent); an unlinked node
 -- keeps its row with parent NULL and unlinked_ns set.
 CREATE TABLE IF NOT EXISTS nodes (
-    ino         INTEGER PRIMARY KEY AUTOINCREMENT,
+    ino         INTEGER PRIMARY KEY,
     parent      INTEGER,
     name        BLOB NOT NULL,
     kind        TEXT NOT NULL CHECK (kind IN ('file', 'dir')),
@@ -17,19 +17,25 @@ CREATE TABLE IF NOT EXISTS nodes (
     mtime_ns    INTEGER NOT NULL,
     ctime_ns    INTEGER NOT NULL,
     file_id     INTEGER,
-    unlinked_ns INTEGER
+    unlinked_ns INTEGER,
+    -- 1 when mtime_ns was set explicitly (utimensat) after the last commit; otherwise a
+    -- file's mtime and ctime are the later of these columns and its current version's
+    -- time_ns (commits do not rewrite the node row).
+    mtime_pinned INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX IF NOT EXISTS nodes_by_name ON nodes(parent, name) WHERE parent IS NOT NULL;
 -- A file's history: the lineage its versions belong to. It follows the file through
--- renames; a rename over an existing file continues the target's lineage.
+-- renames; a rename over an existing file continues the target's lineage. The current
+-- version is the one with the highest number (view `heads`).
 CREATE TABLE IF NOT EXISTS files (
     id         INTEGER PRIMARY KEY,
     path       TEXT NOT NULL,
-    head       INTEGER,
     deleted_ns INTEGER
 );
 -- Content: blobs are deduplicated by blake3; a stream is an append-only sequence of
--- extents; a version's content is the first `size` bytes of its stream.
+-- extents; a version's content is the first `size` bytes of its stream. Stream 0 is the
+-- empty stream and never grows. An extent either points into a blob or, for a piece
+-- under 4 KiB, holds its bytes inline (`blob` NULL, `data`).
 CREATE TABLE IF NOT EXISTS blobs (
     id    INTEGER PRIMARY KEY,
     hash  BLOB NOT NULL UNIQUE,
@@ -37,15 +43,15 @@ CREATE TABLE IF NOT EXISTS blobs (
     data  BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS streams (
-    id  INTEGER PRIMARY KEY,
-    len INTEGER NOT NULL
+    id INTEGER PRIMARY KEY
 );
 CREATE TABLE IF NOT EXISTS extents (
     stream   INTEGER NOT NULL,
     offset   INTEGER NOT NULL,
     len      INTEGER NOT NULL,
-    blob     INTEGER NOT NULL,
+    blob     INTEGER,
     blob_off INTEGER NOT NULL,
+    data     BLOB,
     PRIMARY KEY (stream, offset)
 ) WITHOUT ROWID;
 -- One row per committed version, with its provenance.
@@ -71,7 +77,11 @@ CREATE TABLE IF NOT EXISTS versions (
     time_ns    INTEGER NOT NULL,
     UNIQUE (file_id, version)
 );
-CREATE INDEX IF NOT EXISTS versions_by_path ON versions(path);
+-- The current version of every file.
+CREATE VIEW IF NOT EXISTS heads AS
+    SELECT f.id AS file_id, f.path AS current_path, f.deleted_ns, v.*
+    FROM files f JOIN versions v ON v.file_id = f.id
+    WHERE v.version = (SELECT MAX(version) FROM versions WHERE file_id = f.id);
 -- Everything that is not a version: namespace operations, attribute changes and refusals.
 -- A refused commit keeps its content in (stream, size, blake3).
 CREATE TABLE IF NOT EXISTS events (

@@ -109,7 +109,8 @@ fn read_at(conn: &Connection, content: ContentRef, offset: u64, buf: &mut [u8]) 
         .optional()?;
     let from = first.unwrap_or(0);
     let mut stmt = conn.prepare_cached(
-        "SELECT e.offset, e.len, e.blob_off, b.data FROM extents e JOIN blobs b ON b.id = e.blob
+        "SELECT e.offset, e.len, e.blob_off, COALESCE(e.data, b.data) FROM extents e
+         LEFT JOIN blobs b ON b.id = e.blob
          WHERE e.stream = ?1 AND e.offset >= ?2 AND e.offset < ?3 ORDER BY e.offset",
     )?;
     let mut rows = stmt.query(params![content.stream, from, end as i64])?;
@@ -155,10 +156,28 @@ fn put_blob(tx: &Transaction<'_>, data: &[u8]) -> Result<i64> {
     Ok(tx.last_insert_rowid())
 }
 
+/// Pieces smaller than this are stored inline in their extent, not as a blob: deduplicating
+/// them would cost more than it saves (and a small append then dirties fewer pages).
+const INLINE_MAX: usize = 4096;
+
+/// The empty stream, shared by every empty version; it never grows.
+const EMPTY_STREAM: i64 = 0;
+
 fn new_stream(tx: &Transaction<'_>) -> Result<i64> {
-    tx.prepare_cached("INSERT INTO streams(len) VALUES (0)")?
+    tx.prepare_cached("INSERT INTO streams DEFAULT VALUES")?
         .execute([])?;
     Ok(tx.last_insert_rowid())
+}
+
+/// Length of a stream: the end of its last extent.
+fn stream_end(tx: &Connection, stream: i64) -> Result<u64> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT offset + len FROM extents WHERE stream = ?1 ORDER BY offset DESC LIMIT 1",
+        )?
+        .query_row([stream], |r| r.get::<_, i64>(0))
+        .optional()?
+        .unwrap_or(0) as u64)
 }
 
 /// Appends bytes `[from, to)` of the new content to `stream` at stream offset `from`,
@@ -178,11 +197,19 @@ fn write_range(
         buf.resize(n, 0);
         fill(at, &mut buf[..n])?;
         hasher.update(&buf[..n]);
-        let blob = put_blob(tx, &buf[..n])?;
-        tx.prepare_cached(
-            "INSERT INTO extents(stream, offset, len, blob, blob_off) VALUES (?1, ?2, ?3, ?4, 0)",
-        )?
-        .execute(params![stream, at as i64, n as i64, blob])?;
+        if n < INLINE_MAX {
+            tx.prepare_cached(
+                "INSERT INTO extents(stream, offset, len, blob, blob_off, data)
+                 VALUES (?1, ?2, ?3, NULL, 0, ?4)",
+            )?
+            .execute(params![stream, at as i64, n as i64, &buf[..n]])?;
+        } else {
+            let blob = put_blob(tx, &buf[..n])?;
+            tx.prepare_cached(
+                "INSERT INTO extents(stream, offset, len, blob, blob_off) VALUES (?1, ?2, ?3, ?4, 0)",
+            )?
+            .execute(params![stream, at as i64, n as i64, blob])?;
+        }
         at += n as u64;
     }
     Ok(())
@@ -191,8 +218,8 @@ fn write_range(
 fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInfo>> {
     Ok(tx
         .prepare_cached(
-            "SELECT v.id, v.version, v.stream, v.size, v.time_ns FROM files f
-             JOIN versions v ON v.id = f.head WHERE f.id = ?1",
+            "SELECT id, version, stream, size, time_ns FROM versions WHERE file_id = ?1
+             ORDER BY version DESC LIMIT 1",
         )?
         .query_row([file_id], |r| {
             Ok(VersionInfo {
@@ -252,8 +279,6 @@ fn insert_version(
         time_ns
     ])?;
     let id = tx.last_insert_rowid();
-    tx.prepare_cached("UPDATE files SET head = ?1, path = ?2 WHERE id = ?3")?
-        .execute(params![id, path, file_id])?;
     Ok(VersionInfo {
         id,
         number,
@@ -310,6 +335,19 @@ fn insert_event(
 }
 
 fn node_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord> {
+    let mut n = node_columns(r)?;
+    // Commits do not rewrite the node row: mtime and ctime follow the current version
+    // unless mtime was set explicitly since.
+    if let Some(h) = &n.head {
+        if !n.mtime_pinned {
+            n.attrs.mtime_ns = n.attrs.mtime_ns.max(h.time_ns);
+        }
+        n.attrs.ctime_ns = n.attrs.ctime_ns.max(h.time_ns);
+    }
+    Ok(n)
+}
+
+fn node_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord> {
     let kind: String = r.get(3)?;
     let head_id: Option<i64> = r.get(11)?;
     Ok(NodeRecord {
@@ -326,6 +364,7 @@ fn node_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord> {
             ctime_ns: r.get(9)?,
         },
         file_id: r.get(10)?,
+        mtime_pinned: r.get::<_, i64>(16)? != 0,
         head: match head_id {
             Some(id) => Some(VersionInfo {
                 id,
@@ -351,10 +390,11 @@ impl Store for Sqlite {
                 SELECT n.ino, t.depth + 1 FROM nodes n JOIN tree t ON n.parent = t.ino
              )
              SELECT n.ino, n.parent, n.name, n.kind, n.mode, n.uid, n.gid, n.atime_ns, n.mtime_ns,
-                    n.ctime_ns, n.file_id, v.id, v.version, v.stream, v.size, v.time_ns
+                    n.ctime_ns, n.file_id, v.id, v.version, v.stream, v.size, v.time_ns,
+                    n.mtime_pinned
              FROM tree t JOIN nodes n ON n.ino = t.ino
-             LEFT JOIN files f ON f.id = n.file_id
-             LEFT JOIN versions v ON v.id = f.head
+             LEFT JOIN versions v ON v.file_id = n.file_id
+                 AND v.version = (SELECT MAX(version) FROM versions WHERE file_id = n.file_id)
              ORDER BY t.depth, n.ino",
         )?;
         let rows = stmt.query_map([], node_from_row)?;
@@ -382,13 +422,15 @@ impl Store for Sqlite {
             tx.prepare_cached("INSERT INTO files(path) VALUES (?1)")?
                 .execute([path])?;
             let fid = tx.last_insert_rowid();
-            let stream = new_stream(&tx)?;
             let v = insert_version(
                 &tx,
                 fid,
                 path,
                 "create",
-                ContentRef { stream, len: 0 },
+                ContentRef {
+                    stream: EMPTY_STREAM,
+                    len: 0,
+                },
                 &blake3::hash(b""),
                 caller,
                 attrs.mtime_ns,
@@ -437,6 +479,7 @@ impl Store for Sqlite {
             attrs,
             file_id,
             head,
+            mtime_pinned: false,
         })
     }
 
@@ -503,11 +546,9 @@ impl Store for Sqlite {
                     0,
                 ),
             };
-            let stream_len: i64 = tx
-                .prepare_cached("SELECT len FROM streams WHERE id = ?1")?
-                .query_row([base.stream], |r| r.get(0))?;
-            let extends = base_limit == base.len
-                && base.len == stream_len as u64
+            let extends = base.stream != EMPTY_STREAM
+                && base_limit == base.len
+                && base.len == stream_end(&tx, base.stream)?
                 && dirty.iter().all(|&(s, _)| s >= base.len)
                 && size >= base.len;
             // Source of byte `off` of the new content: dirty → source; base → stored; else 0.
@@ -556,10 +597,6 @@ impl Store for Sqlite {
                     &mut fill,
                     &mut scratch,
                 )?;
-                if size > base.len {
-                    tx.prepare_cached("UPDATE streams SET len = ?1 WHERE id = ?2")?
-                        .execute(params![size as i64, base.stream])?;
-                }
                 (
                     ContentRef {
                         stream: base.stream,
@@ -571,7 +608,7 @@ impl Store for Sqlite {
                 // A pure truncation: a shorter view of the same stream stores nothing.
                 (
                     ContentRef {
-                        stream: base.stream,
+                        stream: if size == 0 { EMPTY_STREAM } else { base.stream },
                         len: size,
                     },
                     hash_prefix(&tx, base, size)?,
@@ -580,8 +617,6 @@ impl Store for Sqlite {
                 let stream = new_stream(&tx)?;
                 let mut hasher = blake3::Hasher::new();
                 write_range(&tx, stream, 0, size, &mut hasher, &mut fill, &mut scratch)?;
-                tx.prepare_cached("UPDATE streams SET len = ?1 WHERE id = ?2")?
-                    .execute(params![size as i64, stream])?;
                 (ContentRef { stream, len: size }, hasher)
             };
             let hash = hasher.finalize();
@@ -622,11 +657,14 @@ impl Store for Sqlite {
                 return Err(Error::new(libc::ESTALE, reason));
             }
             let version = insert_version(&tx, file_id, path, op, content, &hash, caller, time_ns)?;
-            tx.prepare_cached(
-                "UPDATE nodes SET mtime_ns = CASE WHEN ?3 THEN ?1 ELSE mtime_ns END, ctime_ns = ?1
-                 WHERE ino = ?2",
-            )?
-            .execute(params![time_ns, ino as i64, set_mtime])?;
+            // The node row is not rewritten: its mtime and ctime follow the current version
+            // (see `node_from_row`), except for an explicit mtime, which a write unpins.
+            if set_mtime {
+                tx.prepare_cached(
+                    "UPDATE nodes SET mtime_ns = ?1, mtime_pinned = 0 WHERE ino = ?2 AND mtime_pinned = 1",
+                )?
+                .execute(params![time_ns, ino as i64])?;
+            }
             tx.commit()?;
             Ok(Committed {
                 file_id,
@@ -645,12 +683,20 @@ impl Store for Sqlite {
         read_at(&conn, content, offset, buf)
     }
 
-    fn set_attrs(&self, ino: u64, a: Attrs, path: &str, caller: &Caller) -> Result<()> {
+    fn set_attrs(
+        &self,
+        ino: u64,
+        a: Attrs,
+        mtime_pinned: bool,
+        path: &str,
+        caller: &Caller,
+    ) -> Result<()> {
         let mut conn = self.writer.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.prepare_cached(
-            "UPDATE nodes SET mode = ?1, uid = ?2, gid = ?3, atime_ns = ?4, mtime_ns = ?5, ctime_ns = ?6
-             WHERE ino = ?7",
+            "UPDATE nodes SET mode = ?1, uid = ?2, gid = ?3, atime_ns = ?4, mtime_ns = ?5, ctime_ns = ?6,
+                 mtime_pinned = ?7
+             WHERE ino = ?8",
         )?
         .execute(params![
             a.mode,
@@ -659,6 +705,7 @@ impl Store for Sqlite {
             a.atime_ns,
             a.mtime_ns,
             a.ctime_ns,
+            mtime_pinned,
             ino as i64
         ])?;
         insert_event(
@@ -736,6 +783,10 @@ impl Store for Sqlite {
             target_fid,
             req.ino as i64
         ])?;
+        if let Some(fid) = target_fid {
+            tx.prepare_cached("UPDATE files SET path = ?1 WHERE id = ?2")?
+                .execute(params![req.new_path, fid])?;
+        }
         for (fid, p) in &req.moved_files {
             tx.prepare_cached("UPDATE files SET path = ?1 WHERE id = ?2")?
                 .execute(params![p, fid])?;
@@ -757,7 +808,7 @@ impl Store for Sqlite {
             let hash: Option<String> = match req.file_id {
                 Some(src) => tx
                     .prepare_cached(
-                        "SELECT v.blake3 FROM files f JOIN versions v ON v.id = f.head WHERE f.id = ?1",
+                        "SELECT blake3 FROM versions WHERE file_id = ?1 ORDER BY version DESC LIMIT 1",
                     )?
                     .query_row([src], |r| r.get(0))
                     .optional()?,
@@ -918,15 +969,16 @@ mod tests {
         let (_d, s) = store();
         let n = file(&s, "f");
         let mut expect = Vec::new();
-        let mut last = None;
+        let mut last: Option<VersionInfo> = None;
         for i in 0..50 {
             let line = format!("line {i}\n");
             expect.extend_from_slice(line.as_bytes());
             let c = append(&s, &n, line.as_bytes());
-            assert_eq!(
-                c.version.content.stream,
-                n.head.as_ref().unwrap().content.stream
-            );
+            // The first append leaves the shared empty stream; the others extend its stream.
+            match &last {
+                None => assert_ne!(c.version.content.stream, EMPTY_STREAM),
+                Some(l) => assert_eq!(c.version.content.stream, l.content.stream),
+            }
             assert_eq!(c.hasher.finalize(), blake3::hash(&expect));
             last = Some(c.version);
         }

@@ -161,8 +161,7 @@ impl Mount {
     /// The blake3 (hex) of the current version of `path`.
     pub fn head_hash(&self, path: &str) -> String {
         self.sql(&format!(
-            "SELECT v.blake3 FROM files f JOIN versions v ON v.id = f.head
-             WHERE f.path = '{}' AND f.deleted_ns IS NULL",
+            "SELECT blake3 FROM heads WHERE current_path = '{}' AND deleted_ns IS NULL",
             path.replace('\'', "''")
         ))
     }
