@@ -71,7 +71,8 @@ impl Caller {
 /// time so that a reused pid is never mistaken for the earlier process.
 #[derive(Default)]
 pub struct Resolver {
-    cache: Mutex<HashMap<u32, Arc<Caller>>>,
+    /// pid → ((thread start time, stack start), caller).
+    cache: Mutex<HashMap<u32, ((u64, u64), Arc<Caller>)>>,
 }
 
 /// Entries kept before the cache is cleared (bounded memory under pid churn).
@@ -85,35 +86,46 @@ impl Resolver {
 
     /// The caller behind a request with header `pid`, `uid`, `gid`. Never fails: facts that
     /// cannot be read (process already gone, pid 0) are left empty.
+    ///
+    /// A cache hit costs one read of `/proc/<pid>/stat`: the entry for `pid` is reused only
+    /// if that thread's start time and its address space's stack start (proc(5) fields 22
+    /// and 28; the latter changes at every `execve`, so a process that forks and then
+    /// execs is resolved afresh) and the request's uid and gid are unchanged.
     pub fn resolve(&self, pid: u32, uid: u32, gid: u32) -> Arc<Caller> {
+        let Some(key) = (pid != 0).then(|| stat_key(pid)).flatten() else {
+            return Arc::new(Self::lookup(pid, uid, gid));
+        };
+        if let Some((k, c)) = self.cache.lock().get(&pid)
+            && *k == key
+            && c.uid == uid
+            && c.gid == gid
+        {
+            return c.clone();
+        }
+        let c = Arc::new(Self::lookup(pid, uid, gid));
+        let mut cache = self.cache.lock();
+        if cache.len() >= CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(pid, (key, c.clone()));
+        c
+    }
+
+    /// Reads every fact of the caller from `/proc`.
+    fn lookup(pid: u32, uid: u32, gid: u32) -> Caller {
         let tgid = if pid == 0 {
             0
         } else {
             tgid_of(pid).unwrap_or(pid)
         };
-        let start_time = if tgid == 0 {
-            0
-        } else {
-            start_time_of(tgid).unwrap_or(0)
-        };
-        if tgid != 0
-            && start_time != 0
-            && let Some(c) = self.cache.lock().get(&tgid)
-            && c.start_time == start_time
-            && c.uid == uid
-            && c.gid == gid
-        {
-            if c.pid == pid {
-                return c.clone();
-            }
-            let mut c2 = (**c).clone();
-            c2.pid = pid;
-            return Arc::new(c2);
-        }
         let mut c = Caller {
             pid,
             tgid,
-            start_time,
+            start_time: if tgid == 0 {
+                0
+            } else {
+                stat_key(tgid).map(|k| k.0).unwrap_or(0)
+            },
             uid,
             gid,
             ..Default::default()
@@ -136,14 +148,6 @@ impl Resolver {
             .clone()
             .filter(|w| !w.is_empty())
             .unwrap_or_else(|| "anonymous".to_string());
-        let c = Arc::new(c);
-        if tgid != 0 && start_time != 0 {
-            let mut cache = self.cache.lock();
-            if cache.len() >= CACHE_LIMIT {
-                cache.clear();
-            }
-            cache.insert(tgid, c.clone());
-        }
         c
     }
 }
@@ -156,12 +160,15 @@ fn tgid_of(pid: u32) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Field 22 of `/proc/<pid>/stat`; the command name (field 2) may contain spaces and
-/// parentheses, so fields are counted after its closing parenthesis.
-fn start_time_of(pid: u32) -> Option<u64> {
+/// Fields 22 (start time, clock ticks since boot) and 28 (start of the stack) of
+/// `/proc/<pid>/stat`. The command name (field 2) may contain spaces and parentheses, so
+/// fields are counted after its closing parenthesis.
+fn stat_key(pid: u32) -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let start = rest.nth(19)?.parse().ok()?;
+    let stack = rest.nth(5)?.parse().ok()?;
+    Some((start, stack))
 }
 
 fn read_nul_list(path: &str) -> Vec<String> {
@@ -188,6 +195,30 @@ mod tests {
         assert!(c.start_time > 0);
         assert!(c.exe.contains("scratchfs"), "exe {}", c.exe);
         assert!(!c.argv.is_empty());
+    }
+
+    #[test]
+    fn exec_in_the_same_process_is_a_new_caller() {
+        // A shell that opens a file, then execs another program under the same pid.
+        let r = Resolver::new();
+        let mut child = std::process::Command::new("bash")
+            .arg("-c")
+            .arg("read -r _; exec env SCRATCHFS_WRITER=after sleep 5")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let before = r.resolve(child.id(), 0, 0);
+        assert!(before.exe.ends_with("bash"), "{}", before.exe);
+        use std::io::Write;
+        child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let after = r.resolve(child.id(), 0, 0);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(after.exe.ends_with("sleep"), "{}", after.exe);
+        assert_eq!(after.env_writer.as_deref(), Some("after"));
+        assert_eq!(after.start_time, before.start_time);
     }
 
     #[test]

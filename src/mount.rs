@@ -162,7 +162,15 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     if spec.allow_other {
         config.acl = SessionACL::All;
     }
-    config.n_threads = Some(4);
+    // Worker threads serving /dev/fuse (each with its own cloned fd).
+    // `SCRATCHFS_THREADS` overrides the default of 4.
+    config.n_threads = Some(
+        std::env::var("SCRATCHFS_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(4),
+    );
     config.clone_fd = true;
     Ok((Arc::new(fs), config))
 }

@@ -326,3 +326,31 @@ fn sigterm_unmounts_cleanly_and_data_survives_remount() {
     m.start();
     assert_eq!(read(m.path("f")), "keep");
 }
+
+#[test]
+fn directory_mtime_follows_its_entries_and_survives_remount() {
+    let mut m = Mount::new();
+    m.sh_ok("mkdir d && touch -d '2000-01-01' d");
+    assert_eq!(m.sh_ok("date -u -r d +%Y"), "2000\n");
+    m.sh_ok("touch d/f");
+    let after_create = m.sh_ok("date -u -r d +%Y");
+    assert_ne!(after_create, "2000\n", "create updates the parent's mtime");
+    m.sh_ok("touch -d '2001-01-01' d && rm d/f");
+    assert_ne!(
+        m.sh_ok("date -u -r d +%Y"),
+        "2001\n",
+        "unlink updates the parent's mtime"
+    );
+    m.sh_ok("touch -d '2002-01-01' d && touch e && mv e d/e");
+    assert_ne!(
+        m.sh_ok("date -u -r d +%Y"),
+        "2002\n",
+        "rename updates the parent's mtime"
+    );
+    // A listing cached by the kernel shows new entries at once.
+    assert_eq!(m.sh_ok("ls d; touch d/g; ls d"), "e\ne\ng\n");
+    let before = m.sh_ok("stat -c %Y d");
+    m.unmount();
+    m.start();
+    assert_eq!(m.sh_ok("stat -c %Y d"), before);
+}

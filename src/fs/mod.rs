@@ -68,6 +68,11 @@ pub struct OpenFlags {
     pub direct_io: bool,
     /// `FOPEN_KEEP_CACHE`: the page cache still holds this exact version.
     pub keep_cache: bool,
+    /// `FOPEN_NOFLUSH`: closing needs no `flush` (read handles have nothing to commit).
+    pub noflush: bool,
+    /// `FOPEN_CACHE_DIR`: the kernel may cache this directory's listing (it drops the
+    /// cache itself when the directory changes through the mount).
+    pub cache_dir: bool,
 }
 
 /// One directory entry from [`Fs::readdir`].
@@ -238,7 +243,18 @@ impl Tree {
             format!("{p}/{n}")
         }
     }
+    /// Links `ino` into `parent` (updating the parent's mtime and ctime, POSIX).
     fn attach(&mut self, parent: u64, ino: u64, name: &[u8], kind: Kind) {
+        if let Some(p) = self.nodes.get_mut(&parent) {
+            let now = now_ns();
+            p.attrs.mtime_ns = now;
+            p.attrs.ctime_ns = now;
+        }
+        self.link(parent, ino, name, kind);
+    }
+
+    /// Links `ino` into `parent`'s listing, times untouched (loading the tree).
+    fn link(&mut self, parent: u64, ino: u64, name: &[u8], kind: Kind) {
         if let Some(p) = self.nodes.get_mut(&parent) {
             p.children.insert(name.to_vec(), ino);
             p.cookies.insert(ino);
@@ -247,8 +263,12 @@ impl Tree {
             }
         }
     }
+    /// Unlinks `ino` from `parent` (updating the parent's mtime and ctime, POSIX).
     fn detach(&mut self, parent: u64, ino: u64, name: &[u8], kind: Kind) {
         if let Some(p) = self.nodes.get_mut(&parent) {
+            let now = now_ns();
+            p.attrs.mtime_ns = now;
+            p.attrs.ctime_ns = now;
             p.children.remove(name);
             p.cookies.remove(&ino);
             if kind == Kind::Dir {
@@ -322,7 +342,7 @@ impl Fs {
             let (ino, parent, name, kind) = (r.ino, r.parent, r.name.clone(), r.kind);
             tree.nodes.insert(ino, Node::from_record(r));
             if ino != ROOT {
-                tree.attach(parent, ino, &name, kind);
+                tree.link(parent, ino, &name, kind);
             }
         }
         if !tree.nodes.contains_key(&ROOT) {
@@ -641,6 +661,8 @@ impl Fs {
                 OpenFlags {
                     direct_io: true,
                     keep_cache: false,
+                    noflush: false,
+                    cache_dir: false,
                 },
             )
         } else {
@@ -657,6 +679,8 @@ impl Fs {
                 OpenFlags {
                     direct_io: pending,
                     keep_cache: keep,
+                    noflush: true,
+                    cache_dir: false,
                 },
             )
         };
@@ -1119,9 +1143,16 @@ impl Fs {
         Ok(())
     }
 
-    /// `opendir`: checks that `ino` is a directory.
-    pub fn opendir(&self, ino: u64) -> Result<()> {
-        self.tree.read().dir(ino).map(|_| ())
+    /// `opendir`: checks that `ino` is a directory; its listing may be cached by the
+    /// kernel, which invalidates it on every change made through the mount.
+    pub fn opendir(&self, ino: u64) -> Result<OpenFlags> {
+        self.tree.read().dir(ino)?;
+        Ok(OpenFlags {
+            direct_io: false,
+            keep_cache: true,
+            noflush: true,
+            cache_dir: true,
+        })
     }
 
     /// `readdir`: entries after cookie `offset` (0 = start). `.` and `..` come first with

@@ -106,6 +106,12 @@ fn fopen(of: crate::fs::OpenFlags) -> FopenFlags {
     if of.keep_cache {
         f |= FopenFlags::FOPEN_KEEP_CACHE;
     }
+    if of.noflush {
+        f |= FopenFlags::FOPEN_NOFLUSH;
+    }
+    if of.cache_dir {
+        f |= FopenFlags::FOPEN_CACHE_DIR;
+    }
     f
 }
 
@@ -356,7 +362,7 @@ impl Filesystem for Adapter {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match guard("opendir", || self.fs.opendir(ino.0)) {
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(of) => reply.opened(FileHandle(0), fopen(of)),
             Err(e) => reply.error(errno(&e)),
         }
     }

@@ -235,6 +235,13 @@ fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInfo>> {
         .optional()?)
 }
 
+/// A directory's entries changed: its mtime and ctime become `time_ns` (POSIX).
+fn touch_dir(tx: &Connection, dir: u64, time_ns: i64) -> Result<()> {
+    tx.prepare_cached("UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1 WHERE ino = ?2")?
+        .execute(params![time_ns, dir as i64])?;
+    Ok(())
+}
+
 fn argv_json(c: &Caller) -> String {
     serde_json::to_string(&c.argv).unwrap_or_else(|_| "[]".into())
 }
@@ -455,6 +462,7 @@ impl Store for Sqlite {
             file_id
         ])?;
         let ino = tx.last_insert_rowid() as u64;
+        touch_dir(&tx, parent, attrs.ctime_ns)?;
         if kind == Kind::Dir {
             insert_event(
                 &tx,
@@ -725,6 +733,11 @@ impl Store for Sqlite {
     ) -> Result<()> {
         let mut conn = self.writer.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached(
+            "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
+             WHERE ino = (SELECT parent FROM nodes WHERE ino = ?2)",
+        )?
+        .execute(params![time_ns, ino as i64])?;
         tx.prepare_cached("UPDATE nodes SET parent = NULL, unlinked_ns = ?1 WHERE ino = ?2")?
             .execute(params![time_ns, ino as i64])?;
         let mut version_id = None;
@@ -745,6 +758,12 @@ impl Store for Sqlite {
         let mut conn = self.writer.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let t = req.time_ns;
+        tx.prepare_cached(
+            "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
+             WHERE ino = (SELECT parent FROM nodes WHERE ino = ?2)",
+        )?
+        .execute(params![t, req.ino as i64])?;
+        touch_dir(&tx, req.new_parent, t)?;
         if let Some((old_ino, old_fid)) = req.replaced {
             tx.prepare_cached(
                 "UPDATE nodes SET parent = NULL, unlinked_ns = ?1, file_id = NULL WHERE ino = ?2",
