@@ -71,9 +71,11 @@ impl Caller {
 /// time so that a reused pid is never mistaken for the earlier process.
 #[derive(Default)]
 pub struct Resolver {
-    /// pid → ((thread start time, stack start), caller).
-    cache: Mutex<HashMap<u32, ((u64, u64), Arc<Caller>)>>,
+    cache: Mutex<HashMap<u32, (StatKey, Arc<Caller>)>>,
 }
+
+/// What makes a cached caller still valid for a pid: (thread start time, stack start).
+type StatKey = (u64, u64);
 
 /// Entries kept before the cache is cleared (bounded memory under pid churn).
 const CACHE_LIMIT: usize = 4096;
@@ -163,7 +165,7 @@ fn tgid_of(pid: u32) -> Option<u32> {
 /// Fields 22 (start time, clock ticks since boot) and 28 (start of the stack) of
 /// `/proc/<pid>/stat`. The command name (field 2) may contain spaces and parentheses, so
 /// fields are counted after its closing parenthesis.
-fn stat_key(pid: u32) -> Option<(u64, u64)> {
+fn stat_key(pid: u32) -> Option<StatKey> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
     let start = rest.nth(19)?.parse().ok()?;
