@@ -57,9 +57,9 @@ echo "== provenance of every version (sqlite3 $db)"
 sqlite3 -header -column "$db" "
   SELECT version AS v, path, op, size, writer, step, replace(exe, rtrim(exe, replace(exe, '/', '')), '') AS exe,
          substr(blake3, 1, 12) AS blake3
-  FROM versions ORDER BY id"
+  FROM version_log ORDER BY id"
 echo
 echo "== other events"
 sqlite3 -header -column "$db" "
-  SELECT op, path, COALESCE(new_path, '') AS new_path, writer, step FROM events
+  SELECT op, path, COALESCE(new_path, '') AS new_path, writer, step FROM event_log
   WHERE op <> 'setattr' ORDER BY id"

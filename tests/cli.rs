@@ -113,7 +113,7 @@ fn owner_hands_the_scratchpad_to_another_uid() {
     m.sh_ok("setpriv --reuid 4242 --regid 4242 --clear-groups bash -c 'echo step > plan.md && echo n > mine'");
     assert_eq!(m.sh_ok("stat -c '%u' mine"), "4242\n");
     assert_eq!(
-        m.sql("SELECT uid FROM versions WHERE path = 'mine' ORDER BY id DESC LIMIT 1"),
+        m.sql("SELECT uid FROM version_log WHERE path = 'mine' ORDER BY id DESC LIMIT 1"),
         "4242"
     );
     // Another uid may read (allow_other is implied) but the kernel refuses its writes.

@@ -38,7 +38,7 @@ fn create_write_read_and_provenance() {
     assert_eq!(read(m.path("notes.txt")), "hello");
     let row = m.sql(
         "SELECT version, op, size, writer, env_writer, step, uid, exe, tgid > 0, start_time > 0, blake3
-         FROM versions WHERE path = 'notes.txt' ORDER BY id DESC LIMIT 1",
+         FROM version_log WHERE path = 'notes.txt' ORDER BY id DESC LIMIT 1",
     );
     let f: Vec<&str> = row.split('|').collect();
     assert_eq!(

@@ -203,7 +203,7 @@ fn shell_echo_redirect_creates_and_double_redirect_appends() {
         vec![v(1, "create", 0), v(2, "append", 6)]
     );
     // Provenance: the shell wrote it.
-    let exe = m.sql("SELECT exe FROM versions WHERE path = 'e.txt' AND version = 3");
+    let exe = m.sql("SELECT exe FROM version_log WHERE path = 'e.txt' AND version = 3");
     assert!(exe.ends_with("bash"), "exe of the append: {exe:?}");
 }
 
@@ -316,7 +316,7 @@ fn tee_writes_and_passes_through() {
         m.versions("t.txt"),
         vec![v(1, "create", 0), v(2, "write", 8)]
     );
-    let exe = m.sql("SELECT exe FROM versions WHERE path = 't.txt' AND version = 2");
+    let exe = m.sql("SELECT exe FROM version_log WHERE path = 't.txt' AND version = 2");
     assert!(exe.ends_with("/tee"), "exe of tee's version: {exe:?}");
 }
 
@@ -741,7 +741,7 @@ fn sed_i_replaces_the_file_as_a_new_version_of_its_path() {
     );
     let tmp = m.sql("SELECT DISTINCT path FROM versions WHERE path LIKE 'sed%'");
     assert_eq!(tmp.lines().count(), 1, "sed's temporary: {tmp:?}");
-    let exe = m.sql("SELECT exe FROM versions WHERE path = 'fruit.txt' AND version = 3");
+    let exe = m.sql("SELECT exe FROM version_log WHERE path = 'fruit.txt' AND version = 3");
     assert!(exe.ends_with("/sed"), "exe of the rename version: {exe:?}");
 }
 
@@ -762,7 +762,7 @@ fn python_write() {
         m.versions("p.txt"),
         vec![v(1, "create", 0), v(2, "write", 5001)]
     );
-    let exe = m.sql("SELECT exe FROM versions WHERE path = 'p.txt' AND version = 2");
+    let exe = m.sql("SELECT exe FROM version_log WHERE path = 'p.txt' AND version = 2");
     assert!(exe.contains("python"), "exe: {exe:?}");
 }
 
@@ -1281,7 +1281,7 @@ n"#
     );
     // The schema answers a provenance question.
     let by_exe =
-        m.sql("SELECT count(*) FROM versions WHERE path = 'live.txt' AND exe LIKE '%python%'");
+        m.sql("SELECT count(*) FROM version_log WHERE path = 'live.txt' AND exe LIKE '%python%'");
     assert_eq!(by_exe, "3");
 }
 

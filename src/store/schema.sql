@@ -54,7 +54,21 @@ CREATE TABLE IF NOT EXISTS extents (
     data     BLOB,
     PRIMARY KEY (stream, offset)
 ) WITHOUT ROWID;
--- One row per committed version, with its provenance.
+-- The processes that wrote: one row per distinct set of caller facts (SPEC §5).
+CREATE TABLE IF NOT EXISTS processes (
+    id         INTEGER PRIMARY KEY,
+    writer     TEXT NOT NULL,
+    tgid       INTEGER NOT NULL,
+    start_time INTEGER NOT NULL,
+    uid        INTEGER NOT NULL,
+    gid        INTEGER NOT NULL,
+    exe        TEXT NOT NULL,
+    argv       TEXT NOT NULL,
+    env_writer TEXT,
+    step       INTEGER
+);
+CREATE INDEX IF NOT EXISTS processes_by_tgid ON processes(tgid, start_time);
+-- One row per committed version; its provenance is its process row (view version_log).
 CREATE TABLE IF NOT EXISTS versions (
     id         INTEGER PRIMARY KEY,
     file_id    INTEGER NOT NULL,
@@ -65,15 +79,8 @@ CREATE TABLE IF NOT EXISTS versions (
     blake3     TEXT NOT NULL,
     stream     INTEGER NOT NULL,
     writer     TEXT NOT NULL,
+    process    INTEGER NOT NULL REFERENCES processes(id),
     pid        INTEGER NOT NULL,
-    tgid       INTEGER NOT NULL,
-    start_time INTEGER NOT NULL,
-    uid        INTEGER NOT NULL,
-    gid        INTEGER NOT NULL,
-    exe        TEXT NOT NULL,
-    argv       TEXT NOT NULL,
-    env_writer TEXT,
-    step       INTEGER,
     time_ns    INTEGER NOT NULL,
     UNIQUE (file_id, version)
 );
@@ -98,13 +105,18 @@ CREATE TABLE IF NOT EXISTS events (
     size       INTEGER,
     blake3     TEXT,
     writer     TEXT NOT NULL,
-    pid        INTEGER NOT NULL,
-    tgid       INTEGER NOT NULL,
-    start_time INTEGER NOT NULL,
-    uid        INTEGER NOT NULL,
-    gid        INTEGER NOT NULL,
-    exe        TEXT NOT NULL,
-    argv       TEXT NOT NULL,
-    env_writer TEXT,
-    step       INTEGER
+    process    INTEGER NOT NULL REFERENCES processes(id),
+    pid        INTEGER NOT NULL
 );
+-- Every version with its full provenance.
+CREATE VIEW IF NOT EXISTS version_log AS
+    SELECT v.id, v.file_id, v.version, v.path, v.op, v.size, v.blake3, v.stream, v.writer,
+           v.pid, p.tgid, p.start_time, p.uid, p.gid, p.exe, p.argv, p.env_writer, p.step,
+           v.time_ns, v.process
+    FROM versions v JOIN processes p ON p.id = v.process;
+-- Every event with its full provenance.
+CREATE VIEW IF NOT EXISTS event_log AS
+    SELECT e.id, e.time_ns, e.op, e.path, e.new_path, e.file_id, e.version_id, e.errno,
+           e.reason, e.stream, e.size, e.blake3, e.writer, e.pid, p.tgid, p.start_time, p.uid,
+           p.gid, p.exe, p.argv, p.env_writer, p.step, e.process
+    FROM events e JOIN processes p ON p.id = e.process;

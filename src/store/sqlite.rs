@@ -1,6 +1,7 @@
 //! The embedded SQLite store: one file in WAL mode (SPEC §8), one writer connection and a
 //! few reader connections (WAL readers never block the writer).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -23,6 +24,8 @@ const READERS: usize = 3;
 pub struct Sqlite {
     path: PathBuf,
     writer: Mutex<Connection>,
+    /// `processes` row ids by caller facts (rows are never deleted, so ids stay valid).
+    processes: Mutex<HashMap<Caller, i64>>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
 }
@@ -72,6 +75,7 @@ impl Sqlite {
             Sqlite {
                 path: path.to_path_buf(),
                 writer: Mutex::new(conn),
+                processes: Mutex::new(HashMap::new()),
                 readers,
                 next_reader: AtomicUsize::new(0),
             },
@@ -82,6 +86,71 @@ impl Sqlite {
     /// Path of the database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The `processes` row for `c`, inserted (in its own transaction) on first use.
+    fn process(&self, conn: &Connection, c: &Caller) -> Result<Proc> {
+        let key = process_key(c);
+        let cached = self.processes.lock().get(&key).copied();
+        let id = match cached {
+            Some(id) => id,
+            None => {
+                let argv = argv_json(c);
+                let found: Option<i64> = conn
+                    .prepare_cached(
+                        "SELECT id FROM processes WHERE tgid = ?1 AND start_time = ?2 AND uid = ?3
+                         AND gid = ?4 AND exe = ?5 AND argv = ?6 AND env_writer IS ?7 AND step IS ?8
+                         AND writer = ?9",
+                    )?
+                    .query_row(
+                        params![
+                            c.tgid,
+                            c.start_time as i64,
+                            c.uid,
+                            c.gid,
+                            c.exe,
+                            argv,
+                            c.env_writer,
+                            c.step,
+                            c.writer
+                        ],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let id = match found {
+                    Some(id) => id,
+                    None => {
+                        conn.prepare_cached(
+                            "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
+                                env_writer, step) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                        )?
+                        .execute(params![
+                            c.writer,
+                            c.tgid,
+                            c.start_time as i64,
+                            c.uid,
+                            c.gid,
+                            c.exe,
+                            argv,
+                            c.env_writer,
+                            c.step
+                        ])?;
+                        conn.last_insert_rowid()
+                    }
+                };
+                let mut cache = self.processes.lock();
+                if cache.len() >= 4096 {
+                    cache.clear();
+                }
+                cache.insert(key, id);
+                id
+            }
+        };
+        Ok(Proc {
+            id,
+            pid: c.pid,
+            writer: c.writer.clone(),
+        })
     }
 
     fn reader(&self) -> crate::sync::MutexGuard<'_, Connection> {
@@ -246,6 +315,22 @@ fn argv_json(c: &Caller) -> String {
     serde_json::to_string(&c.argv).unwrap_or_else(|_| "[]".into())
 }
 
+/// A caller as rows refer to it: its `processes` row, plus the per-request pid and the
+/// resolved writer name kept on each row for plain queries.
+pub(crate) struct Proc {
+    id: i64,
+    pid: u32,
+    writer: String,
+}
+
+/// The facts that identify a `processes` row (a caller without its request pid).
+fn process_key(c: &Caller) -> Caller {
+    Caller {
+        pid: 0,
+        ..c.clone()
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn insert_version(
     tx: &Transaction<'_>,
@@ -254,16 +339,16 @@ fn insert_version(
     op: &str,
     content: ContentRef,
     hash: &blake3::Hash,
-    c: &Caller,
+    c: &Proc,
     time_ns: i64,
 ) -> Result<VersionInfo> {
     let number: i64 = tx
         .prepare_cached("SELECT COALESCE(MAX(version), 0) + 1 FROM versions WHERE file_id = ?1")?
         .query_row([file_id], |r| r.get(0))?;
     tx.prepare_cached(
-        "INSERT INTO versions(file_id, version, path, op, size, blake3, stream, writer, pid, tgid,
-            start_time, uid, gid, exe, argv, env_writer, step, time_ns)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+        "INSERT INTO versions(file_id, version, path, op, size, blake3, stream, writer, process,
+            pid, time_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         file_id,
@@ -274,15 +359,8 @@ fn insert_version(
         hash.to_hex().as_str(),
         content.stream,
         c.writer,
+        c.id,
         c.pid,
-        c.tgid,
-        c.start_time as i64,
-        c.uid,
-        c.gid,
-        c.exe,
-        argv_json(c),
-        c.env_writer,
-        c.step,
         time_ns
     ])?;
     let id = tx.last_insert_rowid();
@@ -306,14 +384,13 @@ fn insert_event(
     errno: Option<i32>,
     reason: Option<&str>,
     content: Option<(ContentRef, &blake3::Hash)>,
-    c: &Caller,
+    c: &Proc,
     time_ns: i64,
 ) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO events(time_ns, op, path, new_path, file_id, version_id, errno, reason, stream,
-            size, blake3, writer, pid, tgid, start_time, uid, gid, exe, argv, env_writer, step)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-            ?19, ?20, ?21)",
+            size, blake3, writer, process, pid)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?
     .execute(params![
         time_ns,
@@ -328,15 +405,8 @@ fn insert_event(
         content.map(|(r, _)| r.len as i64),
         content.map(|(_, h)| h.to_hex().to_string()),
         c.writer,
-        c.pid,
-        c.tgid,
-        c.start_time as i64,
-        c.uid,
-        c.gid,
-        c.exe,
-        argv_json(c),
-        c.env_writer,
-        c.step
+        c.id,
+        c.pid
     ])?;
     Ok(())
 }
@@ -422,6 +492,7 @@ impl Store for Sqlite {
         caller: &Caller,
     ) -> Result<NodeRecord> {
         let mut conn = self.writer.lock();
+        let caller = &self.process(&conn, caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut file_id = None;
         let mut head = None;
@@ -506,6 +577,7 @@ impl Store for Sqlite {
             durable,
         } = req;
         let mut conn = self.writer.lock();
+        let caller = &self.process(&conn, caller)?;
         if durable {
             conn.pragma_update(None, "synchronous", "FULL")?;
         }
@@ -700,6 +772,7 @@ impl Store for Sqlite {
         caller: &Caller,
     ) -> Result<()> {
         let mut conn = self.writer.lock();
+        let caller = &self.process(&conn, caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.prepare_cached(
             "UPDATE nodes SET mode = ?1, uid = ?2, gid = ?3, atime_ns = ?4, mtime_ns = ?5, ctime_ns = ?6,
@@ -732,6 +805,7 @@ impl Store for Sqlite {
         time_ns: i64,
     ) -> Result<()> {
         let mut conn = self.writer.lock();
+        let caller = &self.process(&conn, caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.prepare_cached(
             "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
@@ -756,6 +830,7 @@ impl Store for Sqlite {
 
     fn rename(&self, req: RenameRequest<'_>) -> Result<Option<VersionInfo>> {
         let mut conn = self.writer.lock();
+        let caller = &self.process(&conn, req.caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let t = req.time_ns;
         tx.prepare_cached(
@@ -780,7 +855,7 @@ impl Store for Sqlite {
                     None,
                     None,
                     None,
-                    req.caller,
+                    caller,
                     t,
                 )?;
             }
@@ -837,16 +912,7 @@ impl Store for Sqlite {
                 Some(h) => blake3::Hash::from_hex(&h).map_err(Error::store)?,
                 None => hash_prefix(&tx, content, content.len)?.finalize(),
             };
-            let v = insert_version(
-                &tx,
-                fid,
-                req.new_path,
-                "rename",
-                content,
-                &hash,
-                req.caller,
-                t,
-            )?;
+            let v = insert_version(&tx, fid, req.new_path, "rename", content, &hash, caller, t)?;
             version = Some(v);
         }
         insert_event(
@@ -859,7 +925,7 @@ impl Store for Sqlite {
             None,
             None,
             None,
-            req.caller,
+            caller,
             t,
         )?;
         tx.commit()?;
@@ -875,6 +941,7 @@ impl Store for Sqlite {
         caller: &Caller,
     ) -> Result<()> {
         let conn = self.writer.lock();
+        let caller = &self.process(&conn, caller)?;
         insert_event(
             &conn,
             op,
