@@ -144,7 +144,9 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     }
     let (store, fresh) =
         Sqlite::open(&db, spec.owner).map_err(|e| format!("database {}: {e}", db.display()))?;
-    let store: Arc<dyn Store> = Arc::new(store);
+    let store = Arc::new(store);
+    Sqlite::start_flusher(&store);
+    let store: Arc<dyn Store> = store;
     let fs = Fs::new(store, db_dir).map_err(|e| format!("database {}: {e}", db.display()))?;
     if fresh {
         fs.seed(DEFAULT_LAYOUT, spec.owner)

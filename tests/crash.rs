@@ -94,3 +94,33 @@ while True:
         "{recorded} recorded < {files} acknowledged"
     );
 }
+
+#[test]
+fn unlinks_are_stored_after_fsync_of_the_directory_or_a_few_ms() {
+    let mut m = Mount::new();
+    m.sh_ok("mkdir d && touch d/a d/b d/c");
+    // fsync of the directory writes the unlinks answered so far.
+    m.sh_ok(
+        "rm d/a && python3 -c '
+import os
+fd = os.open(\"d\", os.O_RDONLY | os.O_DIRECTORY); os.fsync(fd); os.close(fd)'",
+    );
+    m.kill9();
+    m.start();
+    assert_eq!(m.sh_ok("ls d"), "b\nc\n");
+    assert_eq!(
+        m.sql("SELECT COUNT(*) FROM events WHERE op = 'unlink' AND path = 'd/a'"),
+        "1"
+    );
+    // Without it, within a few ms; and before any later change is written.
+    m.sh_ok("rm d/b");
+    std::thread::sleep(Duration::from_millis(200));
+    m.sh_ok("rm d/c && touch d/c && printf x > d/e");
+    m.kill9();
+    m.start();
+    assert_eq!(m.sh_ok("ls d"), "c\ne\n");
+    assert_eq!(
+        m.sql("SELECT COUNT(*) FROM events WHERE op = 'unlink'"),
+        "3"
+    );
+}

@@ -1143,6 +1143,11 @@ impl Fs {
         Ok(())
     }
 
+    /// `fsyncdir`: every directory change answered so far is written.
+    pub fn fsyncdir(&self) -> Result<()> {
+        self.store.sync()
+    }
+
     /// `opendir`: checks that `ino` is a directory; its listing may be cached by the
     /// kernel, which invalidates it on every change made through the mount.
     pub fn opendir(&self, ino: u64) -> Result<OpenFlags> {

@@ -405,8 +405,10 @@ impl Filesystem for Adapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // Every directory change is already its own committed transaction.
-        reply.ok();
+        match guard("fsyncdir", || self.fs.fsyncdir()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -215,6 +215,10 @@ pub trait Store: Send + Sync {
         caller: &Caller,
     ) -> Result<()>;
     /// Unlinks a node (file or empty directory): its row and every version stay.
+    ///
+    /// An unlink may be written a few ms after it returns, batched with the ones that
+    /// follow (as `rm -rf` makes them), but always before any other change is written:
+    /// a commit acknowledged after an unlink implies the unlink is stored (docs/SEMANTICS.md).
     fn unlink(
         &self,
         ino: u64,
@@ -223,6 +227,8 @@ pub trait Store: Send + Sync {
         caller: &Caller,
         time_ns: i64,
     ) -> Result<()>;
+    /// Writes every change already answered (pending unlinks): `fsyncdir`.
+    fn sync(&self) -> Result<()>;
     /// Renames; a file renamed gets a version with op `rename` on the lineage it lands in.
     /// Returns that version (files only).
     fn rename(&self, req: RenameRequest<'_>) -> Result<Option<VersionInfo>>;

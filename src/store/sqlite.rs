@@ -20,12 +20,30 @@ const SCHEMA: &str = include_str!("schema.sql");
 pub const SCHEMA_VERSION: &str = "1";
 const READERS: usize = 3;
 
+/// How long an unlink may wait to be written with the ones that follow it.
+pub const UNLINK_DELAY: std::time::Duration = std::time::Duration::from_millis(5);
+/// Unlinks that may wait at most; one more writes them at once.
+const UNLINK_BATCH: usize = 1024;
+
+struct PendingUnlink {
+    ino: u64,
+    file_id: Option<i64>,
+    path: String,
+    caller: Caller,
+    time_ns: i64,
+}
+
 /// The SQLite implementation of [`Store`].
 pub struct Sqlite {
     path: PathBuf,
     writer: Mutex<Connection>,
     /// `processes` row ids by caller facts (rows are never deleted, so ids stay valid).
     processes: Mutex<HashMap<Caller, i64>>,
+    /// Unlinks answered but not yet written (see [`Store::unlink`]); written before any
+    /// other change, by the flusher thread within [`UNLINK_DELAY`], or on drop.
+    pending_unlinks: Mutex<Vec<PendingUnlink>>,
+    /// Wakes the flusher thread when `pending_unlinks` becomes non-empty.
+    kick: Mutex<Option<std::sync::mpsc::Sender<()>>>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
 }
@@ -76,6 +94,8 @@ impl Sqlite {
                 path: path.to_path_buf(),
                 writer: Mutex::new(conn),
                 processes: Mutex::new(HashMap::new()),
+                pending_unlinks: Mutex::new(Vec::new()),
+                kick: Mutex::new(None),
                 readers,
                 next_reader: AtomicUsize::new(0),
             },
@@ -86,6 +106,69 @@ impl Sqlite {
     /// Path of the database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Starts the thread that writes pending unlinks within [`UNLINK_DELAY`]. It ends
+    /// when the store is dropped.
+    pub fn start_flusher(store: &std::sync::Arc<Sqlite>) {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        *store.kick.lock() = Some(tx);
+        let weak = std::sync::Arc::downgrade(store);
+        let _ = std::thread::Builder::new()
+            .name("scratchfs-unlinks".into())
+            .spawn(move || {
+                while rx.recv().is_ok() {
+                    std::thread::sleep(UNLINK_DELAY);
+                    let Some(store) = weak.upgrade() else { break };
+                    if let Err(e) = store.write_lock() {
+                        log::error!("writing pending unlinks: {e}");
+                    }
+                }
+            });
+    }
+
+    /// The writer connection, after writing any pending unlinks (so that every change is
+    /// stored in the order the filesystem made it).
+    fn write_lock(&self) -> Result<crate::sync::MutexGuard<'_, Connection>> {
+        let mut conn = self.writer.lock();
+        let pending = std::mem::take(&mut *self.pending_unlinks.lock());
+        if !pending.is_empty() {
+            self.write_unlinks(&mut conn, &pending)?;
+        }
+        Ok(conn)
+    }
+
+    fn write_unlinks(&self, conn: &mut Connection, pending: &[PendingUnlink]) -> Result<()> {
+        let procs = pending
+            .iter()
+            .map(|u| self.process(conn, &u.caller))
+            .collect::<Result<Vec<_>>>()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        for (u, caller) in pending.iter().zip(&procs) {
+            tx.prepare_cached(
+                "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
+                 WHERE ino = (SELECT parent FROM nodes WHERE ino = ?2)",
+            )?
+            .execute(params![u.time_ns, u.ino as i64])?;
+            tx.prepare_cached("UPDATE nodes SET parent = NULL, unlinked_ns = ?1 WHERE ino = ?2")?
+                .execute(params![u.time_ns, u.ino as i64])?;
+            let mut version_id = None;
+            if let Some(fid) = u.file_id {
+                tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
+                    .execute(params![u.time_ns, fid])?;
+                version_id = head_of(&tx, fid)?.map(|v| v.id);
+            }
+            let op = if u.file_id.is_some() {
+                "unlink"
+            } else {
+                "rmdir"
+            };
+            insert_event(
+                &tx, op, &u.path, None, u.file_id, version_id, None, None, None, caller, u.time_ns,
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     /// The `processes` row for `c`, inserted (in its own transaction) on first use.
@@ -457,6 +540,14 @@ fn node_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord> {
     })
 }
 
+impl Drop for Sqlite {
+    fn drop(&mut self) {
+        if let Err(e) = self.write_lock() {
+            log::error!("writing pending unlinks: {e}");
+        }
+    }
+}
+
 impl Store for Sqlite {
     fn load(&self) -> Result<Vec<NodeRecord>> {
         let conn = self.writer.lock();
@@ -491,7 +582,7 @@ impl Store for Sqlite {
         attrs: Attrs,
         caller: &Caller,
     ) -> Result<NodeRecord> {
-        let mut conn = self.writer.lock();
+        let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut file_id = None;
@@ -576,7 +667,7 @@ impl Store for Sqlite {
             set_mtime,
             durable,
         } = req;
-        let mut conn = self.writer.lock();
+        let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, caller)?;
         if durable {
             conn.pragma_update(None, "synchronous", "FULL")?;
@@ -771,7 +862,7 @@ impl Store for Sqlite {
         path: &str,
         caller: &Caller,
     ) -> Result<()> {
-        let mut conn = self.writer.lock();
+        let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.prepare_cached(
@@ -804,32 +895,37 @@ impl Store for Sqlite {
         caller: &Caller,
         time_ns: i64,
     ) -> Result<()> {
-        let mut conn = self.writer.lock();
-        let caller = &self.process(&conn, caller)?;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.prepare_cached(
-            "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
-             WHERE ino = (SELECT parent FROM nodes WHERE ino = ?2)",
-        )?
-        .execute(params![time_ns, ino as i64])?;
-        tx.prepare_cached("UPDATE nodes SET parent = NULL, unlinked_ns = ?1 WHERE ino = ?2")?
-            .execute(params![time_ns, ino as i64])?;
-        let mut version_id = None;
-        if let Some(fid) = file_id {
-            tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
-                .execute(params![time_ns, fid])?;
-            version_id = head_of(&tx, fid)?.map(|v| v.id);
+        let (first, full) = {
+            let mut pending = self.pending_unlinks.lock();
+            pending.push(PendingUnlink {
+                ino,
+                file_id,
+                path: path.to_string(),
+                caller: caller.clone(),
+                time_ns,
+            });
+            (pending.len() == 1, pending.len() >= UNLINK_BATCH)
+        };
+        let kick = self.kick.lock().clone();
+        match kick {
+            Some(k) if !full => {
+                if first {
+                    let _ = k.send(());
+                }
+            }
+            // No flusher thread (tests, CLI) or a full batch: write now.
+            _ => drop(self.write_lock()?),
         }
-        let op = if file_id.is_some() { "unlink" } else { "rmdir" };
-        insert_event(
-            &tx, op, path, None, file_id, version_id, None, None, None, caller, time_ns,
-        )?;
-        tx.commit()?;
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        drop(self.write_lock()?);
         Ok(())
     }
 
     fn rename(&self, req: RenameRequest<'_>) -> Result<Option<VersionInfo>> {
-        let mut conn = self.writer.lock();
+        let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, req.caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let t = req.time_ns;
@@ -940,7 +1036,7 @@ impl Store for Sqlite {
         reason: &str,
         caller: &Caller,
     ) -> Result<()> {
-        let conn = self.writer.lock();
+        let conn = self.write_lock()?;
         let caller = &self.process(&conn, caller)?;
         insert_event(
             &conn,

@@ -124,7 +124,14 @@ impl Mount {
     }
 
     /// Runs a query with the sqlite3 shell against the database while it is mounted.
+    /// First it fsyncs the mount's root directory, which writes every change already
+    /// answered (unlinks may otherwise wait a few ms, docs/SEMANTICS.md).
     pub fn sql(&self, query: &str) -> String {
+        if self.child.is_some() {
+            if let Ok(d) = std::fs::File::open(&self.mnt) {
+                let _ = d.sync_all();
+            }
+        }
         let o = Command::new("sqlite3")
             .arg("-batch")
             .arg(&self.db)
