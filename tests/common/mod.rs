@@ -127,10 +127,10 @@ impl Mount {
     /// First it fsyncs the mount's root directory, which writes every change already
     /// answered (unlinks may otherwise wait a few ms, docs/SEMANTICS.md).
     pub fn sql(&self, query: &str) -> String {
-        if self.child.is_some() {
-            if let Ok(d) = std::fs::File::open(&self.mnt) {
-                let _ = d.sync_all();
-            }
+        if self.child.is_some()
+            && let Ok(d) = std::fs::File::open(&self.mnt)
+        {
+            let _ = d.sync_all();
         }
         let o = Command::new("sqlite3")
             .arg("-batch")
