@@ -147,6 +147,27 @@ impl Filesystem for Adapter {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match guard("lookup", || self.fs.lookup(parent.0, name.as_bytes())) {
             Ok(a) => reply.entry_with_ttls(&ttl(&a), &TTL, &file_attr(&a), Generation(0)),
+            // A negative entry (node id 0, FUSE protocol) lets the kernel cache "no such
+            // file" for the entry TTL; creating the name through the mount replaces it.
+            Err(e) if e.errno == libc::ENOENT => {
+                let mut none = file_attr(&Attr {
+                    ino: 0,
+                    kind: Kind::File,
+                    size: 0,
+                    attrs: crate::store::Attrs {
+                        mode: 0,
+                        uid: 0,
+                        gid: 0,
+                        atime_ns: 0,
+                        mtime_ns: 0,
+                        ctime_ns: 0,
+                    },
+                    nlink: 0,
+                    volatile: true,
+                });
+                none.ino = INodeNo(0);
+                reply.entry_with_ttls(&Duration::ZERO, &TTL, &none, Generation(0))
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
