@@ -17,3 +17,4 @@ pub mod identity;
 pub mod mount;
 pub mod store;
 pub mod sync;
+pub mod views;

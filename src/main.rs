@@ -43,6 +43,10 @@ enum Command {
         /// Return once the mount answers, leaving the daemon running.
         #[arg(long)]
         background: bool,
+        /// List the `<file>.outline` views in directory listings (they always resolve
+        /// by name).
+        #[arg(long)]
+        list_views: bool,
     },
     /// Unmount (plain `umount` works too).
     Unmount {
@@ -92,6 +96,7 @@ fn main() -> ExitCode {
             allow_other,
             owner,
             background,
+            list_views,
         } => {
             let me = unsafe { (libc::getuid(), libc::getgid()) };
             let owner = owner.unwrap_or(me);
@@ -100,6 +105,7 @@ fn main() -> ExitCode {
                 db: db.db,
                 owner,
                 allow_other: allow_other || owner.0 != me.0,
+                list_views,
             };
             if background {
                 background_mount(&spec)
@@ -139,6 +145,9 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
         .stderr(log.reopen().map_err(|e| format!("log file: {e}"))?);
     if spec.allow_other {
         cmd.arg("--allow-other");
+    }
+    if spec.list_views {
+        cmd.arg("--list-views");
     }
     unsafe {
         cmd.pre_exec(|| {
@@ -183,6 +192,7 @@ fn run(db: PathBuf, cmd: Vec<String>) -> ExitCode {
         db,
         owner: me,
         allow_other: false,
+        list_views: false,
     };
     let bg = match mount::Background::start(&spec) {
         Ok(b) => b,

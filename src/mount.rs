@@ -25,6 +25,8 @@ pub struct MountSpec {
     pub owner: (u32, u32),
     /// Let users other than the mounting one in (FUSE `allow_other`).
     pub allow_other: bool,
+    /// List the `<file>.outline` views in readdir (they always resolve by name).
+    pub list_views: bool,
 }
 
 /// A runtime failure with a one-line message (exit status 1).
@@ -147,7 +149,9 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     let store = Arc::new(store);
     Sqlite::start_flusher(&store);
     let store: Arc<dyn Store> = store;
-    let fs = Fs::new(store, db_dir).map_err(|e| format!("database {}: {e}", db.display()))?;
+    let fs = Fs::new(store, db_dir)
+        .map_err(|e| format!("database {}: {e}", db.display()))?
+        .with_views_listed(spec.list_views);
     if fresh {
         fs.seed(DEFAULT_LAYOUT, spec.owner)
             .map_err(|e| format!("database {}: {e}", db.display()))?;

@@ -22,7 +22,7 @@ fn run_mounts_runs_and_unmounts_with_the_commands_status() {
     );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "findings.md\nnote\nplan.md\nstate.json\n"
+        "MANIFEST\nfindings.md\nnote\nplan.md\nstate.json\n"
     );
     let n = Command::new("sqlite3")
         .arg(&db)
@@ -134,7 +134,7 @@ fn a_new_database_holds_the_default_layout_once() {
     m.start();
     assert_eq!(
         m.sh_ok("ls"),
-        "plan.md\nstate.json\n",
+        "MANIFEST\nplan.md\nstate.json\n",
         "remount must not re-create the layout"
     );
 }

@@ -10,7 +10,7 @@ use std::os::unix::fs::{FileExt, PermissionsExt};
 fn new_database_has_the_default_layout() {
     let m = Mount::new();
     let out = m.sh_ok("ls");
-    assert_eq!(out, "findings.md\nplan.md\nstate.json\n");
+    assert_eq!(out, "MANIFEST\nfindings.md\nplan.md\nstate.json\n");
     assert_eq!(read(m.path("state.json")).trim(), "{}");
     assert_eq!(
         m.sql("SELECT writer FROM versions WHERE path = 'state.json' ORDER BY id DESC LIMIT 1"),

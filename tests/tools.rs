@@ -457,14 +457,14 @@ fn cp_a_copies_a_tree_out_of_the_mount() {
 }
 
 #[test]
-fn xattrs_are_unsupported_and_links_and_fifos_are_refused() {
+fn xattrs_are_read_only_provenance_and_links_and_fifos_are_refused() {
     let m = Mount::new();
     run(&m, "echo x > f");
     let o = m.sh("getfattr -d f");
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("Operation not supported"),
+        String::from_utf8_lossy(&o.stdout).contains("user.scratchfs.version=\"2\""),
         "getfattr: {:?}",
-        String::from_utf8_lossy(&o.stderr)
+        String::from_utf8_lossy(&o.stdout)
     );
     let o = m.sh("setfattr -n user.k -v v f");
     assert!(!o.status.success());
@@ -480,7 +480,7 @@ fn xattrs_are_unsupported_and_links_and_fifos_are_refused() {
     }
     assert_eq!(
         run(&m, "ls -A | sort"),
-        "f\nfindings.md\nplan.md\nstate.json\n"
+        "MANIFEST\nf\nfindings.md\nplan.md\nstate.json\n"
     );
     assert_content(&m, "f", b"x\n");
     assert_eq!(m.versions("f"), vec![v(1, "create", 0), v(2, "write", 2)]);
@@ -642,7 +642,7 @@ fn mkdir_p_and_rmdir() {
     run(&m, "rm a/b/c/f; rmdir a/b/c; rmdir -p a/b; test ! -e a");
     assert_eq!(
         run(&m, "ls -A | sort"),
-        "findings.md\nplan.md\nstate.json\n"
+        "MANIFEST\nfindings.md\nplan.md\nstate.json\n"
     );
     for d in ["a", "a/b", "a/b/c"] {
         assert_eq!(
@@ -737,7 +737,7 @@ fn sed_i_replaces_the_file_as_a_new_version_of_its_path() {
     // sed's temporary file is gone from the tree (its versions are kept).
     assert_eq!(
         run(&m, "ls -A | sort"),
-        "findings.md\nfruit.txt\nplan.md\nstate.json\n"
+        "MANIFEST\nfindings.md\nfruit.txt\nplan.md\nstate.json\n"
     );
     let tmp = m.sql("SELECT DISTINCT path FROM versions WHERE path LIKE 'sed%'");
     assert_eq!(tmp.lines().count(), 1, "sed's temporary: {tmp:?}");
@@ -942,7 +942,7 @@ fn vim_es_substitute_and_write() {
     // No swap file left behind.
     assert_eq!(
         run(&m, "ls -A | sort"),
-        "f\nfindings.md\nplan.md\nstate.json\n"
+        "MANIFEST\nf\nfindings.md\nplan.md\nstate.json\n"
     );
 }
 
@@ -966,7 +966,7 @@ fn vim_capital_es_normal_mode_append_and_write() {
     );
     assert_eq!(
         run(&m, "ls -A | sort"),
-        "f\nfindings.md\nplan.md\nstate.json\n"
+        "MANIFEST\nf\nfindings.md\nplan.md\nstate.json\n"
     );
     // A new file written by vim: created by vim's open, then one version.
     let o = m.sh("vim -Es -u NONE +'normal ihi' +wq newfile 2>&1");
@@ -1153,7 +1153,7 @@ fn inspection_tools_ls_stat_find_grep_du_df_head_tail_wc_diff() {
     assert!(ls.lines().all(|l| l.starts_with("-rw-r--r-- 1 ")), "{ls}");
     assert_eq!(
         run(&m, "ls -A | sort"),
-        "b.md\ndocs\nfindings.md\nplan.md\nstate.json\nzeros\n"
+        "MANIFEST\nb.md\ndocs\nfindings.md\nplan.md\nstate.json\nzeros\n"
     );
     assert_eq!(run(&m, "ls docs"), "deep\nnumbers.txt\n");
 
@@ -1164,7 +1164,7 @@ fn inspection_tools_ls_stat_find_grep_du_df_head_tail_wc_diff() {
 
     assert_eq!(
         run(&m, "find . -type f | sort"),
-        "./b.md\n./docs/deep/a.md\n./docs/numbers.txt\n./findings.md\n./plan.md\n./state.json\n./zeros\n"
+        "./MANIFEST\n./b.md\n./docs/deep/a.md\n./docs/numbers.txt\n./findings.md\n./plan.md\n./state.json\n./zeros\n"
     );
     assert_eq!(run(&m, "find . -type d | sort"), ".\n./docs\n./docs/deep\n");
     assert_eq!(

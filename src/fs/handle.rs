@@ -252,6 +252,8 @@ impl WriteState {
 pub enum HandleKind {
     /// Reads the snapshot taken at open.
     Read(ContentRef),
+    /// Reads a view's content, rendered at open.
+    View(Arc<Vec<u8>>),
     /// A private copy that commits on flush, fsync and release.
     Write(WriteState),
 }

@@ -12,6 +12,7 @@
 //! before the flush is answered, so a stat after `close()` is right at once.
 
 pub mod handle;
+mod serve_views;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ use crate::store::{
     Attrs, Build, CommitRequest, Committed, Kind, NodeRecord, RenameRequest, Store, VersionInfo,
 };
 use crate::sync::{Mutex, RwLock};
+use crate::views::{self, View};
 use handle::{Handle, HandleKind, WriteState};
 
 /// Inode number of the root directory (FUSE protocol `FUSE_ROOT_ID`).
@@ -58,6 +60,9 @@ pub struct Attr {
     /// Attributes that may change without the kernel knowing (pending writes): reply
     /// with a zero TTL.
     pub volatile: bool,
+    /// A view (SPEC §7): neither its name nor its attributes may be cached by the
+    /// kernel (zero entry and attribute TTL), since it changes with every commit.
+    pub synthesized: bool,
 }
 
 /// How an open handle must be served (FUSE `FOPEN_*` flags).
@@ -299,6 +304,7 @@ impl Tree {
                 Kind::File => 1,
             },
             volatile: n.pending_size.is_some(),
+            synthesized: false,
         })
     }
 }
@@ -317,6 +323,25 @@ fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Names reserved for views are refused for user files (SPEC §3): `EEXIST` for
+/// `MANIFEST` (it exists), `EACCES` for the others.
+fn check_not_reserved(parent: u64, name: &[u8]) -> Result<()> {
+    if !views::is_reserved(parent, name) {
+        return Ok(());
+    }
+    let shown = String::from_utf8_lossy(name);
+    if parent == ROOT && name == views::MANIFEST {
+        return Err(Error::new(
+            libc::EEXIST,
+            format!("{shown}: reserved for the view"),
+        ));
+    }
+    Err(Error::new(
+        libc::EACCES,
+        format!("{shown}: name reserved for views"),
+    ))
+}
+
 /// The mounted filesystem's state.
 pub struct Fs {
     store: Arc<dyn Store>,
@@ -328,6 +353,8 @@ pub struct Fs {
     /// blake3 state after each file's latest version, so appends hash only what they add.
     hashers: Mutex<HashMap<i64, (i64, blake3::Hasher)>>,
     invalidator: RwLock<Option<Invalidator>>,
+    /// The synthesized views and their caches.
+    views: serve_views::ViewState,
 }
 
 /// Hasher states kept (about 2 KiB each).
@@ -357,6 +384,7 @@ impl Fs {
             spill_dir,
             hashers: Mutex::new(HashMap::new()),
             invalidator: RwLock::new(None),
+            views: serve_views::ViewState::default(),
         })
     }
 
@@ -382,6 +410,9 @@ impl Fs {
 
     /// `lookup`: the child `name` of `parent`; counts one kernel reference.
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+        if let Some(view) = self.view_by_name(parent, name)? {
+            return self.view_attr(view);
+        }
         let mut tree = self.tree.write();
         let ino = tree.child(parent, name)?.ok_or_else(|| {
             Error::new(
@@ -407,12 +438,18 @@ impl Fs {
 
     /// `getattr`.
     pub fn getattr(&self, ino: u64) -> Result<Attr> {
+        if let Some(view) = View::of(ino) {
+            return self.view_attr(view);
+        }
         self.tree.read().attr(ino)
     }
 
     /// `setattr` (chmod, chown, truncate, utimens). A size change through a write handle
     /// `fh` truncates its private copy; without one it commits a `truncate` version at once.
     pub fn setattr(&self, ino: u64, set: SetAttr, fh: Option<u64>, ctx: Ctx) -> Result<Attr> {
+        if View::of(ino).is_some() {
+            return Err(Error::new(libc::EACCES, "views are read-only"));
+        }
         if let Some(size) = set.size {
             let handle = fh.and_then(|fh| self.handles.lock().get(&fh).cloned());
             let mut done = false;
@@ -521,6 +558,7 @@ impl Fs {
         caller: &Caller,
     ) -> Result<Attr> {
         check_name(name)?;
+        check_not_reserved(parent, name)?;
         let mut tree = self.tree.write();
         let pnode = tree.dir(parent)?;
         if pnode.orphan {
@@ -542,6 +580,7 @@ impl Fs {
         node.nlookup = 1;
         tree.nodes.insert(ino, node);
         tree.attach(parent, ino, name, kind);
+        self.views.changed();
         tree.attr(ino)
     }
 
@@ -610,6 +649,9 @@ impl Fs {
     pub fn open(&self, ino: u64, flags: i32, ctx: Ctx) -> Result<(u64, OpenFlags)> {
         let acc = flags & libc::O_ACCMODE;
         let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
+        if let Some(view) = View::of(ino) {
+            return self.open_view(view, writable || flags & libc::O_TRUNC != 0);
+        }
         let caller = if writable {
             self.caller(ctx)
         } else {
@@ -722,6 +764,11 @@ impl Fs {
         let mut h = h.lock();
         let ino = h.ino;
         match &mut h.kind {
+            HandleKind::View(bytes) => {
+                let start = (offset as usize).min(bytes.len());
+                let end = (start + size as usize).min(bytes.len());
+                Ok(bytes[start..end].to_vec())
+            }
             HandleKind::Read(content) => {
                 let mut buf =
                     vec![0u8; (size as u64).min(content.len.saturating_sub(offset)) as usize];
@@ -968,12 +1015,16 @@ impl Fs {
                 n.pending_size = None;
             }
         }
+        self.views.changed();
         Ok(version)
     }
 
     /// `unlink` (files) and `rmdir` (empty directories, else `ENOTEMPTY`). Every version
     /// is kept; the node stays while the kernel or a handle refers to it.
     pub fn remove(&self, parent: u64, name: &[u8], dir: bool, ctx: Ctx) -> Result<()> {
+        if self.view_by_name(parent, name)?.is_some() {
+            return Err(Error::new(libc::EACCES, "views are read-only"));
+        }
         let caller = self.caller(ctx);
         let mut tree = self.tree.write();
         let path = tree.child_path(parent, name);
@@ -1006,6 +1057,7 @@ impl Fs {
         n.orphan = true;
         n.attrs.ctime_ns = now_ns();
         tree.reap(ino);
+        self.views.changed();
         Ok(())
     }
 
@@ -1029,6 +1081,10 @@ impl Fs {
             ));
         }
         check_name(new_name)?;
+        if self.view_by_name(parent, name)?.is_some() {
+            return Err(Error::new(libc::EACCES, "views are read-only"));
+        }
+        check_not_reserved(new_parent, new_name)?;
         let caller = self.caller(ctx);
         let mut tree = self.tree.write();
         let old_path = tree.child_path(parent, name);
@@ -1140,6 +1196,7 @@ impl Fs {
         {
             n.head = Some(v);
         }
+        self.views.changed();
         Ok(())
     }
 
@@ -1160,42 +1217,53 @@ impl Fs {
         })
     }
 
-    /// `readdir`: entries after cookie `offset` (0 = start). `.` and `..` come first with
-    /// cookies 1 and 2; a child's cookie is its inode number + 2, which never changes while
-    /// it exists, so removals between calls skip nothing (FUSE-TRAPS §8).
+    /// `readdir`: entries after cookie `offset` (0 = start). Cookies never change while
+    /// an entry exists, so removals between calls skip nothing (FUSE-TRAPS §8): `.` is 1,
+    /// `..` 2, `MANIFEST` (root only) 3, a child with inode `c` is `2c + 4` and, when views
+    /// are listed, its outline `2c + 5`.
     pub fn readdir(&self, ino: u64, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
         let tree = self.tree.read();
         let dir = tree.dir(ino)?;
         let mut out = Vec::new();
-        if offset < 1 {
-            out.push(DirEntry {
-                ino,
-                next_offset: 1,
-                kind: Kind::Dir,
-                name: b".".to_vec(),
-            });
+        let push = |out: &mut Vec<DirEntry>, ino, cookie, kind, name: &[u8]| {
+            if cookie > offset {
+                out.push(DirEntry {
+                    ino,
+                    next_offset: cookie,
+                    kind,
+                    name: name.to_vec(),
+                });
+            }
+        };
+        push(&mut out, ino, 1, Kind::Dir, b".");
+        let parent = if ino == ROOT { ROOT } else { dir.parent };
+        push(&mut out, parent, 2, Kind::Dir, b"..");
+        if ino == ROOT {
+            push(
+                &mut out,
+                views::MANIFEST_INO,
+                3,
+                Kind::File,
+                views::MANIFEST,
+            );
         }
-        if offset < 2 {
-            let parent = if ino == ROOT { ROOT } else { dir.parent };
-            out.push(DirEntry {
-                ino: parent,
-                next_offset: 2,
-                kind: Kind::Dir,
-                name: b"..".to_vec(),
-            });
-        }
-        let after = offset.saturating_sub(2);
-        for &c in dir.cookies.range(after + 1..) {
+        for &c in dir.cookies.range(offset.saturating_sub(4) / 2..) {
             if out.len() >= max {
                 break;
             }
             let n = tree.get(c)?;
-            out.push(DirEntry {
-                ino: c,
-                next_offset: c + 2,
-                kind: n.kind,
-                name: n.name.clone(),
-            });
+            push(&mut out, c, 2 * c + 4, n.kind, &n.name);
+            if self.views.listed && n.kind == Kind::File {
+                let mut name = n.name.clone();
+                name.extend_from_slice(views::OUTLINE_SUFFIX);
+                push(
+                    &mut out,
+                    View::Outline(c).ino(),
+                    2 * c + 5,
+                    Kind::File,
+                    &name,
+                );
+            }
         }
         Ok(out)
     }

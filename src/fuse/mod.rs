@@ -13,8 +13,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
-    WriteFlags,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 
 pub use notifier::spawn_notifier;
@@ -98,6 +98,10 @@ fn ttl(a: &Attr) -> Duration {
     if a.volatile { Duration::ZERO } else { TTL }
 }
 
+fn entry_ttl(a: &Attr) -> Duration {
+    if a.synthesized { Duration::ZERO } else { TTL }
+}
+
 fn fopen(of: crate::fs::OpenFlags) -> FopenFlags {
     let mut f = FopenFlags::empty();
     if of.direct_io {
@@ -113,6 +117,17 @@ fn fopen(of: crate::fs::OpenFlags) -> FopenFlags {
         f |= FopenFlags::FOPEN_CACHE_DIR;
     }
     f
+}
+
+/// Replies to getxattr/listxattr: the size when asked for it (`size` 0), `ERANGE` when
+/// the caller's buffer is too small (getxattr(2)).
+fn xattr_reply(r: crate::error::Result<Vec<u8>>, size: u32, reply: ReplyXattr) {
+    match r {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+        Ok(v) => reply.data(&v),
+        Err(e) => reply.error(errno(&e)),
+    }
 }
 
 /// Runs `f`, turning a panic into `EIO` so that one bad request cannot wedge the mount.
@@ -146,7 +161,7 @@ impl Filesystem for Adapter {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match guard("lookup", || self.fs.lookup(parent.0, name.as_bytes())) {
-            Ok(a) => reply.entry_with_ttls(&ttl(&a), &TTL, &file_attr(&a), Generation(0)),
+            Ok(a) => reply.entry_with_ttls(&ttl(&a), &entry_ttl(&a), &file_attr(&a), Generation(0)),
             // A negative entry (node id 0, FUSE protocol) lets the kernel cache "no such
             // file" for the entry TTL; creating the name through the mount replaces it.
             Err(e) if e.errno == libc::ENOENT => {
@@ -164,9 +179,16 @@ impl Filesystem for Adapter {
                     },
                     nlink: 0,
                     volatile: true,
+                    synthesized: false,
                 });
                 none.ino = INodeNo(0);
-                reply.entry_with_ttls(&Duration::ZERO, &TTL, &none, Generation(0))
+                // A view name (`x.outline`) appears with its file: never cache its absence.
+                let ttl = if crate::views::is_reserved(parent.0, name.as_bytes()) {
+                    Duration::ZERO
+                } else {
+                    TTL
+                };
+                reply.entry_with_ttls(&Duration::ZERO, &ttl, &none, Generation(0))
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -437,6 +459,41 @@ impl Filesystem for Adapter {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
             ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        xattr_reply(
+            guard("getxattr", || self.fs.getxattr(ino.0, name.as_bytes())),
+            size,
+            reply,
+        );
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        xattr_reply(guard("listxattr", || self.fs.listxattr(ino.0)), size, reply);
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        match guard("setxattr", || self.fs.setxattr(ino.0)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        match guard("removexattr", || self.fs.setxattr(ino.0)) {
+            Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
     }

@@ -40,6 +40,32 @@ pub struct VersionInfo {
     pub content: ContentRef,
     /// Commit time, ns since the Unix epoch.
     pub time_ns: i64,
+    /// Who committed it (the resolved writer name).
+    pub writer: std::sync::Arc<str>,
+}
+
+/// Provenance of one version, as the extended attributes show it (SPEC §7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionMeta {
+    /// Writer name.
+    pub writer: String,
+    /// blake3 of the content, hex.
+    pub blake3: String,
+    /// Agent step, when the writer's environment had one.
+    pub step: Option<i64>,
+    /// Commit time, ns.
+    pub time_ns: i64,
+}
+
+/// A refused commit, as MANIFEST summarises it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusalInfo {
+    /// One-line reason (path, writer, rule, what failed).
+    pub reason: String,
+    /// Writer refused.
+    pub writer: String,
+    /// When, ns.
+    pub time_ns: i64,
 }
 
 /// Node kinds the filesystem supports (SPEC §3: no symlinks, hard links or devices).
@@ -237,6 +263,10 @@ pub trait Store: Send + Sync {
     -> Result<()>;
     /// Number of live nodes (for statfs).
     fn node_count(&self) -> Result<u64>;
+    /// Provenance of version `id` (`versions.id`).
+    fn version_meta(&self, id: i64) -> Result<VersionMeta>;
+    /// The latest `limit` refusals, newest first, and how many there are in all.
+    fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)>;
 }
 
 /// Current time in ns since the Unix epoch.

@@ -120,3 +120,4 @@ CREATE VIEW IF NOT EXISTS event_log AS
            e.reason, e.stream, e.size, e.blake3, e.writer, e.pid, p.tgid, p.start_time, p.uid,
            p.gid, p.exe, p.argv, p.env_writer, p.step, e.process
     FROM events e JOIN processes p ON p.id = e.process;
+CREATE INDEX IF NOT EXISTS events_rejected ON events(id) WHERE op = 'rejected';

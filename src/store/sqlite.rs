@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{
-    Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, Kind, NodeRecord, RenameRequest,
-    Store, VersionInfo,
+    Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, Kind, NodeRecord, RefusalInfo,
+    RenameRequest, Store, VersionInfo, VersionMeta,
 };
 use crate::error::{Error, Result};
 use crate::identity::Caller;
@@ -370,7 +370,7 @@ fn write_range(
 fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInfo>> {
     Ok(tx
         .prepare_cached(
-            "SELECT id, version, stream, size, time_ns FROM versions WHERE file_id = ?1
+            "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE file_id = ?1
              ORDER BY version DESC LIMIT 1",
         )?
         .query_row([file_id], |r| {
@@ -382,6 +382,7 @@ fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInfo>> {
                     len: r.get::<_, i64>(3)? as u64,
                 },
                 time_ns: r.get(4)?,
+                writer: r.get::<_, String>(5)?.into(),
             })
         })
         .optional()?)
@@ -452,6 +453,7 @@ fn insert_version(
         number,
         content,
         time_ns,
+        writer: c.writer.as_str().into(),
     })
 }
 
@@ -534,6 +536,7 @@ fn node_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord> {
                     len: r.get::<_, i64>(14)? as u64,
                 },
                 time_ns: r.get(15)?,
+                writer: r.get::<_, String>(17)?.into(),
             }),
             None => None,
         },
@@ -559,7 +562,7 @@ impl Store for Sqlite {
              )
              SELECT n.ino, n.parent, n.name, n.kind, n.mode, n.uid, n.gid, n.atime_ns, n.mtime_ns,
                     n.ctime_ns, n.file_id, v.id, v.version, v.stream, v.size, v.time_ns,
-                    n.mtime_pinned
+                    n.mtime_pinned, v.writer
              FROM tree t JOIN nodes n ON n.ino = t.ino
              LEFT JOIN versions v ON v.file_id = n.file_id
                  AND v.version = (SELECT MAX(version) FROM versions WHERE file_id = n.file_id)
@@ -1051,6 +1054,46 @@ impl Store for Sqlite {
             caller,
             now_ns(),
         )
+    }
+
+    fn version_meta(&self, id: i64) -> Result<VersionMeta> {
+        let conn = self.reader();
+        Ok(conn
+            .prepare_cached(
+                "SELECT v.writer, v.blake3, p.step, v.time_ns FROM versions v
+                 JOIN processes p ON p.id = v.process WHERE v.id = ?1",
+            )?
+            .query_row([id], |r| {
+                Ok(VersionMeta {
+                    writer: r.get(0)?,
+                    blake3: r.get(1)?,
+                    step: r.get(2)?,
+                    time_ns: r.get(3)?,
+                })
+            })?)
+    }
+
+    fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
+        let conn = self.reader();
+        let count: i64 = conn
+            .prepare_cached("SELECT COUNT(*) FROM events WHERE op = 'rejected'")?
+            .query_row([], |r| r.get(0))?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT reason, writer, time_ns FROM events WHERE op = 'rejected'
+             ORDER BY id DESC LIMIT ?1",
+        )?;
+        let rows = stmt.query_map([limit as i64], |r| {
+            Ok(RefusalInfo {
+                reason: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                writer: r.get(1)?,
+                time_ns: r.get(2)?,
+            })
+        })?;
+        let mut out = Vec::new();
+        for r in rows {
+            out.push(r?);
+        }
+        Ok((out, count as u64))
     }
 
     fn node_count(&self) -> Result<u64> {

@@ -1,0 +1,274 @@
+//! Serving the views (SPEC §7) from the core: which name or inode is a view, its
+//! attributes, its content snapshot at open, the caches that make reading MANIFEST cheap
+//! and commits independent of it, and the provenance extended attributes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use super::{Attr, Fs, OpenFlags, ROOT, now_ns};
+use crate::error::{Error, Result};
+use crate::fs::handle::{Handle, HandleKind};
+use crate::identity::Caller;
+use crate::store::{Attrs, Kind};
+use crate::sync::Mutex;
+use crate::views::manifest::{self, FileEntry, Refusal};
+use crate::views::{self, View, outline};
+
+/// Outlines kept rendered (by the inode of the file they describe).
+const OUTLINE_CACHE: usize = 1024;
+
+/// Prefix of the provenance extended attributes.
+pub const XATTR_PREFIX: &str = "user.scratchfs.";
+/// The provenance extended attributes of every file (SPEC §7), in listing order.
+pub const XATTRS: &[&str] = &["version", "writer", "blake3", "step", "committed"];
+
+/// View state: options, the change counter and the caches.
+#[derive(Default)]
+pub struct ViewState {
+    /// List the outlines in readdir (mount option `--list-views`).
+    pub listed: bool,
+    /// Bumped by every change to the tree or to a file's content.
+    generation: AtomicU64,
+    /// Time of the last change, ns: MANIFEST's "as of".
+    last_change_ns: AtomicI64,
+    /// MANIFEST as rendered at a generation.
+    manifest: Mutex<Option<(u64, Arc<Vec<u8>>)>>,
+    /// Outlines by file inode: (version id, path, text).
+    outlines: Mutex<HashMap<u64, (i64, String, Arc<Vec<u8>>)>>,
+}
+
+impl ViewState {
+    /// Something changed: views render afresh when next read (never at commit time, so a
+    /// commit costs the same with 10 files or 10,000).
+    pub fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
+        self.last_change_ns.store(now_ns(), Ordering::Release);
+    }
+}
+
+impl Fs {
+    /// Lists the outlines in readdir (they always resolve by name).
+    pub fn with_views_listed(mut self, listed: bool) -> Self {
+        self.views.listed = listed;
+        self
+    }
+
+    /// The view `name` in `parent` denotes, if any.
+    pub(super) fn view_by_name(&self, parent: u64, name: &[u8]) -> Result<Option<View>> {
+        if parent == ROOT && name == views::MANIFEST {
+            return Ok(Some(View::Manifest));
+        }
+        let Some(target) = views::outline_target(name) else {
+            return Ok(None);
+        };
+        let tree = self.tree.read();
+        let Ok(Some(ino)) = tree.child(parent, target) else {
+            return Ok(None);
+        };
+        Ok((tree.get(ino)?.kind == Kind::File).then_some(View::Outline(ino)))
+    }
+
+    /// Attributes of a view: mode 0444, owned by the root's owner, size of its current
+    /// rendering, never cached by the kernel.
+    pub(super) fn view_attr(&self, view: View) -> Result<Attr> {
+        let bytes = self.view_content(view)?;
+        let tree = self.tree.read();
+        let root = tree.get(ROOT)?.attrs;
+        let t = match view {
+            View::Manifest => self
+                .views
+                .last_change_ns
+                .load(Ordering::Acquire)
+                .max(root.ctime_ns),
+            View::Outline(target) => tree.get(target)?.attrs.mtime_ns,
+        };
+        Ok(Attr {
+            ino: view.ino(),
+            kind: Kind::File,
+            size: bytes.len() as u64,
+            attrs: Attrs {
+                mode: 0o444,
+                uid: root.uid,
+                gid: root.gid,
+                atime_ns: t,
+                mtime_ns: t,
+                ctime_ns: t,
+            },
+            nlink: 1,
+            volatile: true,
+            synthesized: true,
+        })
+    }
+
+    /// `open` of a view: `EACCES` for writing; else a snapshot of its content, served with
+    /// direct I/O so that size and content always agree (FUSE-TRAPS §1).
+    pub(super) fn open_view(&self, view: View, writable: bool) -> Result<(u64, OpenFlags)> {
+        if writable {
+            return Err(Error::new(libc::EACCES, "views are read-only"));
+        }
+        let bytes = self.view_content(view)?;
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().insert(
+            fh,
+            Arc::new(Mutex::new(Handle {
+                ino: view.ino(),
+                caller: Arc::new(Caller::default()),
+                kind: HandleKind::View(bytes),
+            })),
+        );
+        Ok((
+            fh,
+            OpenFlags {
+                direct_io: true,
+                keep_cache: false,
+                noflush: true,
+                cache_dir: false,
+            },
+        ))
+    }
+
+    fn view_content(&self, view: View) -> Result<Arc<Vec<u8>>> {
+        match view {
+            View::Manifest => self.manifest(),
+            View::Outline(target) => self.outline(target),
+        }
+    }
+
+    fn manifest(&self) -> Result<Arc<Vec<u8>>> {
+        let generation = self.views.generation.load(Ordering::Acquire);
+        if let Some((g, bytes)) = self.views.manifest.lock().as_ref()
+            && *g == generation
+        {
+            return Ok(bytes.clone());
+        }
+        let files: Vec<FileEntry> = {
+            let tree = self.tree.read();
+            tree.nodes
+                .iter()
+                .filter(|(_, n)| n.kind == Kind::File && !n.orphan)
+                .filter_map(|(&ino, n)| {
+                    let h = n.head.as_ref()?;
+                    Some(FileEntry {
+                        path: tree.path(ino),
+                        bytes: h.content.len,
+                        version: h.number,
+                        writer: h.writer.to_string(),
+                        time_ns: h.time_ns,
+                    })
+                })
+                .collect()
+        };
+        let (refusals, count) = self.store.refusals(manifest::REFUSALS_SHOWN)?;
+        let text = manifest::render(&manifest::Input {
+            files,
+            refusals: (
+                refusals
+                    .into_iter()
+                    .map(|r| Refusal {
+                        reason: r.reason,
+                        writer: r.writer,
+                        time_ns: r.time_ns,
+                    })
+                    .collect(),
+                count,
+            ),
+            rules: vec!["anyone may write any file (no writer rules yet)".into()],
+            as_of_ns: self
+                .views
+                .last_change_ns
+                .load(Ordering::Acquire)
+                .max(self.tree.read().get(ROOT)?.attrs.ctime_ns),
+        });
+        let bytes = Arc::new(text.into_bytes());
+        *self.views.manifest.lock() = Some((generation, bytes.clone()));
+        Ok(bytes)
+    }
+
+    fn outline(&self, target: u64) -> Result<Arc<Vec<u8>>> {
+        let (path, head) = {
+            let tree = self.tree.read();
+            let n = tree.get(target)?;
+            if n.orphan || n.kind != Kind::File {
+                return Err(Error::new(libc::ENOENT, "the file of this outline is gone"));
+            }
+            let head = n
+                .head
+                .clone()
+                .ok_or_else(|| Error::new(libc::EIO, "file without a version"))?;
+            (tree.path(target), head)
+        };
+        if let Some((v, p, bytes)) = self.views.outlines.lock().get(&target)
+            && *v == head.id
+            && *p == path
+        {
+            return Ok(bytes.clone());
+        }
+        let mut content = vec![0u8; head.content.len as usize];
+        let n = self.store.read(head.content, 0, &mut content)?;
+        content.truncate(n);
+        let line = format!("version {} by {}", head.number, head.writer);
+        let bytes = Arc::new(outline::outline(&path, &content, &line).into_bytes());
+        let mut cache = self.views.outlines.lock();
+        if cache.len() >= OUTLINE_CACHE {
+            cache.clear();
+        }
+        cache.insert(target, (head.id, path, bytes.clone()));
+        Ok(bytes)
+    }
+
+    /// `listxattr`: the provenance attributes of a regular file (none elsewhere), as
+    /// NUL-terminated names.
+    pub fn listxattr(&self, ino: u64) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        if View::of(ino).is_some() {
+            return Ok(out);
+        }
+        let head = self.tree.read().get(ino)?.head.clone();
+        let Some(head) = head else { return Ok(out) };
+        let meta = self.store.version_meta(head.id)?;
+        for name in XATTRS {
+            if *name == "step" && meta.step.is_none() {
+                continue;
+            }
+            out.extend_from_slice(XATTR_PREFIX.as_bytes());
+            out.extend_from_slice(name.as_bytes());
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    /// `getxattr`: `user.scratchfs.version`, `.writer`, `.blake3`, `.step` and
+    /// `.committed` (RFC 3339 UTC) of a file's current version. Any other name, or `.step`
+    /// of a version without one: `ENODATA`.
+    pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
+        let nodata = || Error::new(libc::ENODATA, "no such attribute");
+        let name = std::str::from_utf8(name).map_err(|_| nodata())?;
+        let Some(key) = name.strip_prefix(XATTR_PREFIX) else {
+            return Err(nodata());
+        };
+        if View::of(ino).is_some() {
+            return Err(nodata());
+        }
+        let head = self.tree.read().get(ino)?.head.clone().ok_or_else(nodata)?;
+        let meta = self.store.version_meta(head.id)?;
+        let value = match key {
+            "version" => head.number.to_string(),
+            "writer" => meta.writer,
+            "blake3" => meta.blake3,
+            "step" => meta.step.ok_or_else(nodata)?.to_string(),
+            "committed" => manifest::utc(meta.time_ns).replace(' ', "T"),
+            _ => return Err(nodata()),
+        };
+        Ok(value.into_bytes())
+    }
+
+    /// `setxattr` and `removexattr`: refused with `EOPNOTSUPP` ("Operation not
+    /// supported"), which `cp -a` and `rsync -a` tolerate; provenance is not writable.
+    pub fn setxattr(&self, _ino: u64) -> Result<()> {
+        Err(Error::new(
+            libc::EOPNOTSUPP,
+            "extended attributes are read-only provenance",
+        ))
+    }
+}

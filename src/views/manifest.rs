@@ -1,0 +1,319 @@
+//! `MANIFEST`: the small index an agent reads first (SPEC §7). Format, in this order:
+//!
+//! ```text
+//! MANIFEST as of 2026-11-30 18:20:11Z: 4 files, 1,234 bytes, ~309 tokens
+//! path                     bytes  ~tokens  ver  writer        age
+//! plan.md                    345       87    3  agent          2m
+//! notes/ (14 files)        5,678    1,420    -  tool           5s
+//! who may write: anyone may write any file
+//! refused (2 of 2): state.json by agent 12s ago: lost update: written from version 2, ...
+//! not listed: <file>.outline (what a file holds, by line range)
+//! ```
+//!
+//! - One line per live file: path, bytes, estimated tokens (bytes/4), current version
+//!   number, its writer, and its age relative to the header's time (the last change, so the
+//!   text stays the same until something changes).
+//! - A directory holding more than [`FOLD`] files (at any depth) is folded into one line
+//!   with its totals and its newest writer and age; the root lists at most [`ROOT_MAX`]
+//!   files, the most recent first, and folds the rest into one line.
+//! - Then who may write what, the latest refusals with their reasons, and the views that
+//!   resolve by name but are not listed.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::outline::tokens;
+
+/// Files a directory may hold before it is folded into one line.
+pub const FOLD: usize = 8;
+/// Files listed at the root before the rest are folded.
+pub const ROOT_MAX: usize = 40;
+/// Refusals shown.
+pub const REFUSALS_SHOWN: usize = 3;
+
+/// One live file.
+#[derive(Debug, Clone)]
+pub struct FileEntry {
+    /// Path from the root, no leading slash.
+    pub path: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Current version number.
+    pub version: i64,
+    /// Writer of the current version.
+    pub writer: String,
+    /// Commit time of the current version, ns.
+    pub time_ns: i64,
+}
+
+/// One refused commit.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// One-line reason, starting with the path.
+    pub reason: String,
+    /// Writer refused.
+    pub writer: String,
+    /// When, ns.
+    pub time_ns: i64,
+}
+
+/// Everything MANIFEST shows.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    /// Live files, any order.
+    pub files: Vec<FileEntry>,
+    /// The latest refusals, newest first, and how many there are in all.
+    pub refusals: (Vec<Refusal>, u64),
+    /// Who may write what, one line each.
+    pub rules: Vec<String>,
+    /// Time of the last change, ns: the header's time and the reference for ages.
+    pub as_of_ns: i64,
+}
+
+/// `1,234`.
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `5s`, `3m`, `2h`, `4d`.
+fn age(now_ns: i64, then_ns: i64) -> String {
+    let s = ((now_ns - then_ns).max(0) / 1_000_000_000) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+/// `2026-11-30 18:20:11Z` for ns since the epoch (UTC; civil-from-days, H. Hinnant).
+pub fn utc(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let days = secs.div_euclid(86400);
+    let rem = secs.rem_euclid(86400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+struct Row {
+    name: String,
+    bytes: u64,
+    version: String,
+    writer: String,
+    time_ns: i64,
+}
+
+/// Renders MANIFEST.
+pub fn render(input: &Input) -> String {
+    let files = &input.files;
+    let total: u64 = files.iter().map(|f| f.bytes).sum();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "MANIFEST as of {}: {} files, {} bytes, ~{} tokens",
+        utc(input.as_of_ns),
+        thousands(files.len() as u64),
+        thousands(total),
+        thousands(tokens(total as usize) as u64)
+    );
+    // Files below each directory, to decide what folds.
+    let mut below: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in files {
+        let mut p = f.path.as_str();
+        while let Some(i) = p.rfind('/') {
+            p = &p[..i];
+            *below.entry(p).or_default() += 1;
+        }
+    }
+    let fold_of = |path: &str| -> Option<String> {
+        let mut best = None;
+        let mut end = 0;
+        while let Some(i) = path[end..].find('/') {
+            let dir = &path[..end + i];
+            if below.get(dir).copied().unwrap_or(0) > FOLD {
+                best = Some(dir.to_string());
+                break;
+            }
+            end += i + 1;
+        }
+        best
+    };
+    let mut root: Vec<Row> = Vec::new();
+    let mut folded: BTreeMap<String, (usize, Row)> = BTreeMap::new();
+    for f in files {
+        match fold_of(&f.path) {
+            Some(dir) => {
+                let e = folded.entry(dir.clone()).or_insert_with(|| {
+                    (
+                        0,
+                        Row {
+                            name: String::new(),
+                            bytes: 0,
+                            version: "-".into(),
+                            writer: String::new(),
+                            time_ns: i64::MIN,
+                        },
+                    )
+                });
+                e.0 += 1;
+                e.1.bytes += f.bytes;
+                if f.time_ns > e.1.time_ns {
+                    e.1.time_ns = f.time_ns;
+                    e.1.writer = f.writer.clone();
+                }
+            }
+            None => root.push(Row {
+                name: f.path.clone(),
+                bytes: f.bytes,
+                version: f.version.to_string(),
+                writer: f.writer.clone(),
+                time_ns: f.time_ns,
+            }),
+        }
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    if root.len() > ROOT_MAX {
+        root.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.name.cmp(&b.name)));
+        let rest = root.split_off(ROOT_MAX);
+        let mut r = Row {
+            name: format!("(… {} more files)", thousands(rest.len() as u64)),
+            bytes: rest.iter().map(|r| r.bytes).sum(),
+            version: "-".into(),
+            writer: rest[0].writer.clone(),
+            time_ns: rest[0].time_ns,
+        };
+        if r.writer.is_empty() {
+            r.writer = "-".into();
+        }
+        root.sort_by(|a, b| a.name.cmp(&b.name));
+        rows.extend(root);
+        rows.push(r);
+    } else {
+        root.sort_by(|a, b| a.name.cmp(&b.name));
+        rows.extend(root);
+    }
+    for (dir, (n, mut r)) in folded {
+        r.name = format!("{dir}/ ({} files)", thousands(n as u64));
+        rows.push(r);
+    }
+    rows.sort_by(|a, b| a.name.cmp(&b.name));
+    let width = rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 40);
+    let _ = writeln!(
+        out,
+        "{:<width$} {:>9} {:>8} {:>4}  {:<12} age",
+        "path", "bytes", "~tokens", "ver", "writer"
+    );
+    for r in &rows {
+        let _ = writeln!(
+            out,
+            "{:<width$} {:>9} {:>8} {:>4}  {:<12} {}",
+            r.name,
+            thousands(r.bytes),
+            thousands(tokens(r.bytes as usize) as u64),
+            r.version,
+            r.writer,
+            age(input.as_of_ns, r.time_ns)
+        );
+    }
+    for (i, rule) in input.rules.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{}{rule}",
+            if i == 0 { "who may write: " } else { "  " }
+        );
+    }
+    let (refusals, count) = &input.refusals;
+    if *count > 0 {
+        let _ = writeln!(out, "refused ({} of {}):", refusals.len(), count);
+        for r in refusals {
+            let _ = writeln!(
+                out,
+                "  {} ago, {}: {}",
+                age(input.as_of_ns, r.time_ns),
+                r.writer,
+                r.reason
+            );
+        }
+    }
+    out.push_str(
+        "not listed: <file>.outline (what a file holds, with the line range of each section)\n",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(path: &str, bytes: u64, t: i64) -> FileEntry {
+        FileEntry {
+            path: path.into(),
+            bytes,
+            version: 2,
+            writer: "agent".into(),
+            time_ns: t * 1_000_000_000,
+        }
+    }
+
+    #[test]
+    fn folds_large_directories_and_stays_small() {
+        let mut files = vec![f("plan.md", 345, 100), f("state.json", 40, 90)];
+        for i in 0..500 {
+            files.push(f(&format!("notes/n{i}.md"), 100, i % 150));
+        }
+        files.push(f("a/b.txt", 3, 50));
+        let m = render(&Input {
+            files,
+            refusals: (vec![], 0),
+            rules: vec!["anyone may write any file".into()],
+            as_of_ns: 160 * 1_000_000_000,
+        });
+        assert!(m.contains("notes/ (500 files)"), "{m}");
+        assert!(m.contains("a/b.txt"), "{m}");
+        let plan: Vec<&str> = m
+            .lines()
+            .find(|l| l.starts_with("plan.md"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(plan, ["plan.md", "345", "87", "2", "agent", "1m"], "{m}");
+        assert!(tokens(m.len()) < 300, "{} tokens:\n{m}", tokens(m.len()));
+        assert!(
+            m.starts_with("MANIFEST as of 1970-01-01 00:02:40Z: 503 files,"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn utc_formats_known_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00Z");
+        assert_eq!(utc(1_796_061_415 * 1_000_000_000), "2026-11-30 17:56:55Z");
+        assert_eq!(utc(951_782_400 * 1_000_000_000), "2000-02-29 00:00:00Z");
+    }
+}

@@ -1,0 +1,261 @@
+//! `<file>.outline`: what is in a file, for a handful of tokens (SPEC §7).
+//!
+//! Format (plain text, one header line, then one line per item):
+//!
+//! ```text
+//! plan.md: markdown, 12 lines, 345 bytes, ~87 tokens; version 3 by agent
+//! lines    bytes  ~tokens  heading
+//! 1-12       345       87  # Plan
+//! 2-3         70       18    ## Goal
+//! ```
+//!
+//! - Markdown (by extension `.md`/`.markdown`): every CommonMark heading (ATX and setext;
+//!   none from code blocks, HTML blocks or front matter) with its 1-based inclusive line
+//!   range: the heading line up to the line before the next heading of the same or a
+//!   higher level, so `sed -n A,Bp FILE` prints exactly that section, subsections
+//!   included.
+//! - JSON object: each top-level key with its type and the bytes of its value as written
+//!   compactly.
+//! - JSONL: the line count and the top-level keys seen, with how many lines have each.
+//! - Other UTF-8 text: lines and bytes. Binary (not UTF-8, or a NUL byte): size and blake3.
+//!
+//! Tokens are estimated as bytes / 4, rounded up.
+
+use std::fmt::Write;
+
+use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+
+/// Estimated tokens of `bytes` bytes (bytes / 4, rounded up).
+pub fn tokens(bytes: usize) -> usize {
+    bytes.div_ceil(4)
+}
+
+/// The outline of `content`, a file at `path` whose current version is described by
+/// `version_line` (e.g. "version 3 by agent").
+pub fn outline(path: &str, content: &[u8], version_line: &str) -> String {
+    let mut out = String::new();
+    let Ok(text) = std::str::from_utf8(content) else {
+        return binary(path, content, version_line);
+    };
+    if text.contains('\0') {
+        return binary(path, content, version_line);
+    }
+    let lines = line_starts(text)
+        .len()
+        .saturating_sub(usize::from(text.ends_with('\n') || text.is_empty()));
+    let head = |kind: &str, out: &mut String| {
+        let _ = writeln!(
+            out,
+            "{path}: {kind}, {lines} line{}, {} bytes, ~{} tokens; {version_line}",
+            if lines == 1 { "" } else { "s" },
+            content.len(),
+            tokens(content.len())
+        );
+    };
+    let lower = path.to_ascii_lowercase();
+    if lower.ends_with(".md") || lower.ends_with(".markdown") {
+        head("markdown", &mut out);
+        markdown(text, &mut out);
+    } else if lower.ends_with(".jsonl") || lower.ends_with(".ndjson") {
+        head("jsonl", &mut out);
+        jsonl(text, &mut out);
+    } else if let Ok(serde_json::Value::Object(map)) = serde_json::from_str(text) {
+        head("json object", &mut out);
+        let _ = writeln!(out, "{:<24} {:<7} {:>7}", "key", "type", "bytes");
+        for (k, v) in &map {
+            let bytes = serde_json::to_string(v).map(|s| s.len()).unwrap_or(0);
+            let _ = writeln!(out, "{:<24} {:<7} {:>7}", k, type_name(v), bytes);
+        }
+    } else {
+        head("text", &mut out);
+    }
+    out
+}
+
+fn binary(path: &str, content: &[u8], version_line: &str) -> String {
+    format!(
+        "{path}: binary, {} bytes, blake3 {}; {version_line}\n",
+        content.len(),
+        blake3::hash(content).to_hex()
+    )
+}
+
+fn type_name(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "boolean",
+        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
+/// Byte offset of the start of every line (a final empty line after a trailing newline
+/// included).
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect()
+}
+
+/// 1-based line number of byte offset `at`.
+fn line_of(starts: &[usize], at: usize) -> usize {
+    match starts.binary_search(&at) {
+        Ok(i) => i + 1,
+        Err(i) => i,
+    }
+}
+
+struct Heading {
+    level: usize,
+    line: usize,
+    title: String,
+}
+
+/// The headings of a Markdown text, parsed as CommonMark (with YAML front matter).
+fn headings(text: &str, starts: &[usize]) -> Vec<Heading> {
+    let mut out: Vec<Heading> = Vec::new();
+    let mut current: Option<Heading> = None;
+    let opts = Options::ENABLE_YAML_STYLE_METADATA_BLOCKS | Options::ENABLE_TABLES;
+    for (event, range) in Parser::new_ext(text, opts).into_offset_iter() {
+        match event {
+            Event::Start(Tag::Heading { level, .. }) => {
+                current = Some(Heading {
+                    level: level as usize,
+                    line: line_of(starts, range.start),
+                    title: String::new(),
+                });
+            }
+            Event::End(TagEnd::Heading(_)) => out.extend(current.take()),
+            Event::Text(t) | Event::Code(t) => {
+                if let Some(h) = current.as_mut() {
+                    h.title.push_str(&t);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn markdown(text: &str, out: &mut String) {
+    let starts = line_starts(text);
+    // Lines of the file; a trailing newline does not start another line.
+    let last_line = line_of(&starts, text.len().saturating_sub(1)).max(1);
+    let hs = headings(text, &starts);
+    if hs.is_empty() {
+        out.push_str("(no headings)\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{:<11} {:>7} {:>7}  heading",
+        "lines", "bytes", "~tokens"
+    );
+    for (i, h) in hs.iter().enumerate() {
+        let end = hs[i + 1..]
+            .iter()
+            .find(|n| n.level <= h.level)
+            .map(|n| n.line - 1)
+            .unwrap_or(last_line);
+        let from = starts[h.line - 1];
+        let to = starts.get(end).copied().unwrap_or(text.len());
+        let bytes = to - from;
+        let _ = writeln!(
+            out,
+            "{:<11} {:>7} {:>7}  {}{} {}",
+            format!("{}-{}", h.line, end),
+            bytes,
+            tokens(bytes),
+            "  ".repeat(h.level - 1),
+            "#".repeat(h.level),
+            h.title.trim()
+        );
+    }
+}
+
+fn jsonl(text: &str, out: &mut String) {
+    let mut keys: Vec<(String, usize)> = Vec::new();
+    let (mut lines, mut bad) = (0usize, 0usize);
+    for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        lines += 1;
+        match serde_json::from_str::<serde_json::Value>(l) {
+            Ok(serde_json::Value::Object(m)) => {
+                for k in m.keys() {
+                    match keys.iter_mut().find(|(n, _)| n == k) {
+                        Some((_, c)) => *c += 1,
+                        None => keys.push((k.clone(), 1)),
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(_) => bad += 1,
+        }
+    }
+    let _ = writeln!(out, "{lines} records, {bad} not JSON");
+    for (k, c) in keys {
+        let _ = writeln!(out, "{k:<24} in {c} records");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The line range of each heading, printed with `sed -n A,Bp`, is exactly its section.
+    #[test]
+    fn markdown_sections_match_sed_ranges() {
+        let text = "---\ntitle: x\n# not a heading\n---\n# Plan\nintro\n\n## Goal\nrefund\n\
+                    ```\n# not a heading either\n```\nSetext\n------\nbody\n<div>\n# html?\n</div>\n\n## Last\nend\n";
+        let o = outline("plan.md", text.as_bytes(), "version 1 by a");
+        let rows: Vec<&str> = o.lines().skip(2).collect();
+        let titles: Vec<String> = rows
+            .iter()
+            .map(|r| r.split_whitespace().skip(3).collect::<Vec<_>>().join(" "))
+            .collect();
+        assert_eq!(titles, ["# Plan", "## Goal", "## Setext", "## Last"], "{o}");
+        let lines: Vec<&str> = text.lines().collect();
+        for r in rows {
+            let range = r.split_whitespace().next().unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            let (a, b): (usize, usize) = (a.parse().unwrap(), b.parse().unwrap());
+            let section = lines[a - 1..b].join("\n") + "\n";
+            let bytes: usize = r.split_whitespace().nth(1).unwrap().parse().unwrap();
+            assert_eq!(section.len(), bytes, "{r}");
+            assert!(
+                section.starts_with('#') || section.starts_with("Setext"),
+                "{r}: {section}"
+            );
+        }
+        assert!(o.starts_with("plan.md: markdown, 21 lines,"), "{o}");
+    }
+
+    #[test]
+    fn json_jsonl_text_and_binary() {
+        let o = outline(
+            "state.json",
+            br#"{"order_id":"1042","total":18000,"ok":true}"#,
+            "v",
+        );
+        assert!(
+            o.contains("order_id                 string        6"),
+            "{o}"
+        );
+        assert!(
+            o.contains("total                    integer       5"),
+            "{o}"
+        );
+        let o = outline("log.jsonl", b"{\"a\":1}\n{\"a\":2,\"b\":3}\nnope\n", "v");
+        assert!(
+            o.contains("3 records, 1 not JSON")
+                && o.contains("b                        in 1 records"),
+            "{o}"
+        );
+        let o = outline("notes.txt", b"a\nb\n", "v");
+        assert_eq!(o, "notes.txt: text, 2 lines, 4 bytes, ~1 tokens; v\n");
+        let o = outline("x.bin", &[0, 159, 146, 150], "v");
+        assert!(o.starts_with("x.bin: binary, 4 bytes, blake3 "), "{o}");
+    }
+}

@@ -1,0 +1,260 @@
+//! Views (SPEC §7): MANIFEST, `<file>.outline`, provenance xattrs; never stale.
+
+mod common;
+use common::*;
+
+fn manifest_row(m: &Mount, path: &str) -> Vec<String> {
+    let text = read(m.path("MANIFEST"));
+    text.lines()
+        .find(|l| l.split_whitespace().next() == Some(path))
+        .unwrap_or_else(|| panic!("{path} not in MANIFEST:\n{text}"))
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// stat size equals what read returns, for MANIFEST and an outline.
+fn sizes_agree(m: &Mount, file: &str) {
+    for v in ["MANIFEST".to_string(), format!("{file}.outline")] {
+        let out = m.sh_ok(&format!("stat -c %s {v}; wc -c < {v}"));
+        let n: Vec<&str> = out.lines().collect();
+        assert_eq!(n[0], n[1].trim(), "{v}: stat size vs bytes read");
+    }
+}
+
+#[test]
+fn manifest_is_listed_outlines_resolve_by_name_only() {
+    let m = Mount::new();
+    assert_eq!(
+        m.sh_ok("ls"),
+        "MANIFEST\nfindings.md\nplan.md\nstate.json\n"
+    );
+    assert!(m.path("plan.md.outline").exists());
+    assert_eq!(m.sh_ok("find . -name '*.outline' | wc -l").trim(), "0");
+    assert_eq!(m.sh_ok("ls -A | grep -c outline || true").trim(), "0");
+    let m2 = Mount::with_args(&["--list-views"]);
+    assert_eq!(
+        m2.sh_ok("ls"),
+        "MANIFEST\nfindings.md\nfindings.md.outline\nplan.md\nplan.md.outline\nstate.json\nstate.json.outline\n"
+    );
+    let text = read(m.path("MANIFEST"));
+    assert!(text.starts_with("MANIFEST as of "), "{text}");
+    assert!(text.contains("not listed: <file>.outline"), "{text}");
+}
+
+#[test]
+fn views_follow_every_kind_of_change() {
+    let m = Mount::new();
+    // An outline looked up before its file exists appears with the file.
+    assert!(!m.path("f.md.outline").exists());
+    m.sh_ok("printf '# A\\none\\n' > f.md");
+    assert_eq!(manifest_row(&m, "f.md")[1], "8");
+    assert!(read(m.path("f.md.outline")).contains("1-2 "));
+    sizes_agree(&m, "f.md");
+    // append
+    m.sh_ok("printf '## B\\ntwo\\n' >> f.md");
+    assert_eq!(manifest_row(&m, "f.md")[1], "17");
+    assert!(
+        read(m.path("f.md.outline")).contains("3-4 "),
+        "{}",
+        read(m.path("f.md.outline"))
+    );
+    sizes_agree(&m, "f.md");
+    // truncate
+    m.sh_ok("truncate -s 4 f.md");
+    assert_eq!(manifest_row(&m, "f.md")[1], "4");
+    assert!(!read(m.path("f.md.outline")).contains("## B"));
+    sizes_agree(&m, "f.md");
+    // rename
+    m.sh_ok("mv f.md g.md");
+    assert!(!read(m.path("MANIFEST")).contains("f.md"));
+    assert_eq!(manifest_row(&m, "g.md")[1], "4");
+    assert!(!m.path("f.md.outline").exists());
+    assert!(read(m.path("g.md.outline")).starts_with("g.md: markdown"));
+    sizes_agree(&m, "g.md");
+    // rename over an existing file
+    m.sh_ok("printf '# New\\n' > n.md && mv n.md g.md");
+    assert_eq!(manifest_row(&m, "g.md")[1], "6");
+    assert!(read(m.path("g.md.outline")).contains("# New"));
+    sizes_agree(&m, "g.md");
+    // unlink
+    m.sh_ok("rm g.md");
+    assert!(!read(m.path("MANIFEST")).contains("g.md"));
+    assert!(!m.path("g.md.outline").exists());
+    // the writer is named
+    let out = std::process::Command::new("bash")
+        .args(["-c", "echo x > t.txt"])
+        .current_dir(&m.mnt)
+        .env("SCRATCHFS_WRITER", "tool7")
+        .status()
+        .unwrap();
+    assert!(out.success());
+    assert_eq!(manifest_row(&m, "t.txt")[4], "tool7");
+}
+
+#[test]
+fn reading_manifest_through_1000_commits_never_hangs_or_tears() {
+    let m = Mount::new();
+    let reader = m.sh(
+        "n=0; bad=0; end=$((SECONDS+60)); while [ ! -e stop.flag ] && [ $SECONDS -lt $end ]; do \
+           t=$(cat MANIFEST) || exit 3; \
+           case \"$t\" in 'MANIFEST as of '*'not listed: <file>.outline'*) ;; *) bad=$((bad+1));; esac; \
+           n=$((n+1)); done & \
+         pid=$!; \
+         python3 -c '
+import os
+for i in range(1000):
+    with open(\"w%d\" % (i % 20), \"a\") as f: f.write(\"x\" * (i % 7 + 1))
+'; touch stop.flag; wait $pid; echo done",
+    );
+    assert!(
+        reader.status.success(),
+        "{}",
+        String::from_utf8_lossy(&reader.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&reader.stdout).trim(), "done");
+    let count = m.sql("SELECT COUNT(*) FROM versions WHERE path LIKE 'w%' AND op != 'create'");
+    assert_eq!(count, "1000");
+    // Whole reads only: every read above parsed; the final one adds up.
+    let text = read(m.path("MANIFEST"));
+    let total: u64 = text
+        .lines()
+        .filter(|l| l.starts_with('w') && l[1..].starts_with(|c: char| c.is_ascii_digit()))
+        .map(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .unwrap()
+                .replace(',', "")
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(total, (0..1000u64).map(|i| i % 7 + 1).sum::<u64>());
+}
+
+#[test]
+fn manifest_reports_torn_reads_as_failures() {
+    // The loop above must be able to fail: a truncated MANIFEST does not match.
+    let m = Mount::new();
+    let out = m.sh("t=$(head -c 40 MANIFEST); case \"$t\" in 'MANIFEST as of '*'not listed: <file>.outline'*) echo whole;; *) echo torn;; esac");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "torn");
+}
+
+#[test]
+fn markdown_outline_ranges_print_exact_sections_with_sed() {
+    let m = Mount::new();
+    m.sh_ok(
+        "cat > notes.md <<'EOF'
+---
+title: not a heading
+---
+Intro
+=====
+text
+```
+# not a heading
+```
+## Part one
+alpha
+### Detail
+beta
+## Part two
+gamma
+EOF",
+    );
+    let o = read(m.path("notes.md.outline"));
+    let rows: Vec<&str> = o.lines().skip(2).collect();
+    assert_eq!(rows.len(), 4, "{o}");
+    for r in rows {
+        let f: Vec<&str> = r.split_whitespace().collect();
+        let (a, b) = f[0].split_once('-').unwrap();
+        let section = m.sh_ok(&format!("sed -n {a},{b}p notes.md"));
+        assert_eq!(section.len().to_string(), f[1], "{r}");
+        let title = f[3..].join(" ");
+        assert!(
+            section.starts_with(&title) || section.starts_with("Intro"),
+            "{r}: {section}"
+        );
+    }
+    assert!(
+        o.contains("  ## Part one") && o.contains("    ### Detail"),
+        "{o}"
+    );
+    assert!(!o.contains("not a heading"), "{o}");
+}
+
+#[test]
+fn provenance_xattrs_are_readable_and_not_writable() {
+    let m = Mount::new();
+    let status = std::process::Command::new("bash")
+        .args(["-c", "printf data > f"])
+        .current_dir(&m.mnt)
+        .env("SCRATCHFS_WRITER", "get_order")
+        .env("SCRATCHFS_STEP", "4")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = m.sh_ok("getfattr -d --absolute-names f");
+    assert!(out.contains("user.scratchfs.version=\"2\""), "{out}");
+    assert!(out.contains("user.scratchfs.writer=\"get_order\""), "{out}");
+    assert!(out.contains("user.scratchfs.step=\"4\""), "{out}");
+    assert!(
+        out.contains(&format!(
+            "user.scratchfs.blake3=\"{}\"",
+            blake3::hash(b"data").to_hex()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("user.scratchfs.committed=\"20"), "{out}");
+    let e = m.sh("setfattr -n user.scratchfs.writer -v me f");
+    assert!(String::from_utf8_lossy(&e.stderr).contains("Operation not supported"));
+    let e = m.sh("getfattr -n user.other f");
+    assert!(String::from_utf8_lossy(&e.stderr).contains("No such attribute"));
+    // cp -a both ways still works.
+    m.sh_ok(&format!(
+        "cp -a f {0}/out && cp -a {0}/out back",
+        m.dir.path().display()
+    ));
+    assert_eq!(read(m.path("back")), "data");
+}
+
+#[test]
+fn views_are_read_only_and_their_names_reserved() {
+    let m = Mount::new();
+    for (cmd, err) in [
+        ("echo x > MANIFEST", "Permission denied"),
+        ("echo x >> plan.md.outline", "Permission denied"),
+        ("rm MANIFEST", "Permission denied"),
+        ("mv MANIFEST m2", "Permission denied"),
+        ("touch new.outline", "Permission denied"),
+        ("mv plan.md p.outline", "Permission denied"),
+        ("mkdir .history", "Permission denied"),
+        ("mkdir .archive", "Permission denied"),
+        ("truncate -s 0 MANIFEST", "Permission denied"),
+        ("chmod 666 MANIFEST", "Permission denied"),
+    ] {
+        let e = m.sh(cmd);
+        assert!(!e.status.success(), "{cmd} succeeded");
+        let stderr = String::from_utf8_lossy(&e.stderr);
+        assert!(stderr.contains(err), "{cmd}: {stderr}");
+    }
+    assert_eq!(m.sh_ok("stat -c %a MANIFEST plan.md.outline"), "444\n444\n");
+    assert!(m.path("plan.md").exists());
+}
+
+#[test]
+fn manifest_stays_under_600_tokens_for_12_files() {
+    let m = Mount::new();
+    m.sh_ok(
+        "mkdir -p notes && for i in 1 2 3 4 5; do echo note $i > notes/n$i.md; done; \
+         echo '{\"ticket_id\":\"T1\"}' > state.json; printf '# Plan\\n' > plan.md; \
+         echo finding >> findings.md; echo a > a.txt; echo b > b.txt; echo c > c.log; echo d > data.jsonl",
+    );
+    let text = read(m.path("MANIFEST"));
+    assert_eq!(
+        text.lines().filter(|l| l.contains("  ")).count() >= 12,
+        true,
+        "{text}"
+    );
+    assert!(text.len() / 4 <= 600, "{} tokens:\n{text}", text.len() / 4);
+}
