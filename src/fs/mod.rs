@@ -897,11 +897,6 @@ impl Fs {
             self.tree.write().get_mut(ino)?.owed_by = Some(fh);
             return Ok(());
         }
-        if let Some(n) = self.tree.write().nodes.get_mut(&ino)
-            && n.owed_by == Some(fh)
-        {
-            n.owed_by = None;
-        }
         let spill = &w.spill;
         let mut source = |off: u64, buf: &mut [u8]| spill.read_at(off, buf);
         let (build, expect, op) = if w.append {
@@ -927,6 +922,13 @@ impl Fs {
             w.size
         };
         let result = self.commit(h.ino, op, expect, build, &mut source, &h.caller, durable);
+        // Only now, with the commit done (and this handle still locked), may an opener
+        // that waited for the owed truncation go on.
+        if let Some(n) = self.tree.write().nodes.get_mut(&ino)
+            && n.owed_by == Some(fh)
+        {
+            n.owed_by = None;
+        }
         match result {
             Ok(v) => {
                 w.committed(v.id, v.content);

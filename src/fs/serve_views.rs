@@ -34,9 +34,12 @@ pub struct ViewState {
     last_change_ns: AtomicI64,
     /// MANIFEST as rendered at a generation.
     manifest: Mutex<Option<(u64, Arc<Vec<u8>>)>>,
-    /// Outlines by file inode: (version id, path, text).
-    outlines: Mutex<HashMap<u64, (i64, String, Arc<Vec<u8>>)>>,
+    /// Outlines by file inode.
+    outlines: Mutex<HashMap<u64, CachedOutline>>,
 }
+
+/// An outline as rendered for (version id, path).
+type CachedOutline = (i64, String, Arc<Vec<u8>>);
 
 impl ViewState {
     /// Something changed: views render afresh when next read (never at commit time, so a
