@@ -257,3 +257,59 @@ fn manifest_stays_under_600_tokens_for_12_files() {
     );
     assert!(text.len() / 4 <= 600, "{} tokens:\n{text}", text.len() / 4);
 }
+
+/// Issue 4 item 7: with the refund scenario's files and 50 KB of findings, MANIFEST, the
+/// outline of state.json and one section of plan.md cost at most 1/20 of the tokens of
+/// all the files together.
+#[test]
+fn context_economy_manifest_outline_and_one_section() {
+    let m = Mount::new();
+    let plan = "# Plan: refund for ticket T-881
+## Goal
+Decide whether the customer was double-charged for order 1042 and refund the difference.
+## Steps
+1. Read the ticket (trigger) and the order (get_order).
+2. Compare the charges with the order total.
+3. Ask compute_credit for the credit; wait for the human approval.
+## Risks
+- Refunding twice. Check approval before issuing.
+- Currency rounding: amounts are integer cents.
+## Status
+Waiting for compute_credit.
+";
+    std::fs::write(m.path("plan.md"), plan).unwrap();
+    std::fs::write(
+        m.path("state.json"),
+        r#"{"ticket_id":"T-881","order_id":"1042","order_total_cents":18000,"credit_cents":18000,"approval":{"by":"human","at":"2026-11-30T18:00:00Z"}}"#,
+    )
+    .unwrap();
+    let mut findings = String::new();
+    let mut i = 0;
+    while findings.len() < 50_000 {
+        findings.push_str(&format!(
+            "- finding {i}: charge {i} of order 1042 checked against the ledger, no anomaly.\n"
+        ));
+        i += 1;
+    }
+    std::fs::write(m.path("findings.md"), &findings).unwrap();
+    let total = plan.len()
+        + findings.len()
+        + std::fs::metadata(m.path("state.json")).unwrap().len() as usize;
+    let outline = read(m.path("plan.md.outline"));
+    let steps = outline
+        .lines()
+        .find(|l| l.ends_with("## Steps"))
+        .expect("Steps section");
+    let range = steps.split_whitespace().next().unwrap().replace('-', ",");
+    let section = m.sh_ok(&format!("sed -n {range}p plan.md"));
+    assert!(
+        section.starts_with("## Steps") && section.contains("compute_credit"),
+        "{section}"
+    );
+    let read_bytes =
+        read(m.path("MANIFEST")).len() + read(m.path("state.json.outline")).len() + section.len();
+    assert!(
+        read_bytes.div_ceil(4) * 20 <= total.div_ceil(4),
+        "read {read_bytes} bytes of {total}: more than 1/20"
+    );
+}
