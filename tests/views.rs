@@ -313,3 +313,56 @@ Waiting for compute_credit.
         "read {read_bytes} bytes of {total}: more than 1/20"
     );
 }
+
+/// Each top-level key of a JSON file keeps its own provenance: the version that last
+/// changed its value; reformatting or reordering changes nothing.
+#[test]
+fn json_outline_shows_per_key_provenance() {
+    let m = Mount::new();
+    let run = |env: &[(&str, &str)], script: &str| {
+        let st = std::process::Command::new("bash")
+            .args(["-c", script])
+            .current_dir(&m.mnt)
+            .envs(env.iter().copied())
+            .status()
+            .unwrap();
+        assert!(st.success(), "{script}");
+    };
+    run(
+        &[("SCRATCHFS_WRITER", "trigger"), ("SCRATCHFS_STEP", "1")],
+        r#"echo '{"ticket_id": "T1"}' > state.json"#,
+    );
+    run(
+        &[("SCRATCHFS_WRITER", "get_order"), ("SCRATCHFS_STEP", "2")],
+        r#"jq '.order_id = "1042" | .order_total_cents = 18000' state.json > t && mv t state.json"#,
+    );
+    // Reordered and reformatted by another writer: no key changes hands.
+    run(
+        &[("SCRATCHFS_WRITER", "formatter")],
+        r#"jq -S . state.json > t && mv t state.json"#,
+    );
+    let o = read(m.path("state.json.outline"));
+    let prov = |key: &str| -> Vec<String> {
+        o.lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("{key} missing:\n{o}"))
+            .split_whitespace()
+            .skip(3)
+            .take(4)
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(prov("ticket_id"), ["v3", "trigger", "step", "1"], "{o}");
+    assert_eq!(prov("order_id"), ["v4", "get_order", "step", "2"], "{o}");
+    assert_eq!(prov("order_total_cents")[..2], ["v4", "get_order"], "{o}");
+    assert!(o.contains("by formatter"), "{o}");
+    // A removed key is gone from the table too.
+    run(
+        &[],
+        r#"jq 'del(.order_id)' state.json > t && mv t state.json"#,
+    );
+    assert_eq!(
+        m.sql("SELECT key FROM fields ORDER BY key"),
+        "order_total_cents\nticket_id"
+    );
+}

@@ -189,7 +189,7 @@ impl Fs {
     }
 
     fn outline(&self, target: u64) -> Result<Arc<Vec<u8>>> {
-        let (path, head) = {
+        let (path, head, file_id) = {
             let tree = self.tree.read();
             let n = tree.get(target)?;
             if n.orphan || n.kind != Kind::File {
@@ -199,7 +199,7 @@ impl Fs {
                 .head
                 .clone()
                 .ok_or_else(|| Error::new(libc::EIO, "file without a version"))?;
-            (tree.path(target), head)
+            (tree.path(target), head, n.file_id)
         };
         if let Some((v, p, bytes)) = self.views.outlines.lock().get(&target)
             && *v == head.id
@@ -211,7 +211,15 @@ impl Fs {
         let n = self.store.read(head.content, 0, &mut content)?;
         content.truncate(n);
         let line = format!("version {} by {}", head.number, head.writer);
-        let bytes = Arc::new(outline::outline(&path, &content, &line).into_bytes());
+        let mut fields = HashMap::new();
+        if let Some(fid) = file_id {
+            for f in self.store.fields(fid)? {
+                let step = f.step.map(|s| format!(" step {s}")).unwrap_or_default();
+                let when = manifest::utc(f.time_ns);
+                fields.insert(f.key, format!("v{} {}{step} {when}", f.version, f.writer));
+            }
+        }
+        let bytes = Arc::new(outline::outline(&path, &content, &line, &fields).into_bytes());
         let mut cache = self.views.outlines.lock();
         if cache.len() >= OUTLINE_CACHE {
             cache.clear();

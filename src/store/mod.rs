@@ -57,6 +57,21 @@ pub struct VersionMeta {
     pub time_ns: i64,
 }
 
+/// Provenance of one top-level key of a JSON file: the version that last changed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldInfo {
+    /// The key.
+    pub key: String,
+    /// Version number that last changed its value.
+    pub version: i64,
+    /// Writer of that version.
+    pub writer: String,
+    /// Agent step of that version, if any.
+    pub step: Option<i64>,
+    /// Commit time of that version, ns.
+    pub time_ns: i64,
+}
+
 /// A refused commit, as MANIFEST summarises it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefusalInfo {
@@ -265,6 +280,8 @@ pub trait Store: Send + Sync {
     fn node_count(&self) -> Result<u64>;
     /// Provenance of version `id` (`versions.id`).
     fn version_meta(&self, id: i64) -> Result<VersionMeta>;
+    /// Per-key provenance of a JSON file's lineage (empty for other files).
+    fn fields(&self, file_id: i64) -> Result<Vec<FieldInfo>>;
     /// The latest `limit` refusals, newest first, and how many there are in all.
     fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)>;
 }

@@ -121,3 +121,11 @@ CREATE VIEW IF NOT EXISTS event_log AS
            p.gid, p.exe, p.argv, p.env_writer, p.step, e.process
     FROM events e JOIN processes p ON p.id = e.process;
 CREATE INDEX IF NOT EXISTS events_rejected ON events(id) WHERE op = 'rejected';
+-- Per-key provenance of JSON files (paths ending in .json, up to 1 MiB): the version
+-- that last changed each top-level key's value.
+CREATE TABLE IF NOT EXISTS fields (
+    file_id    INTEGER NOT NULL,
+    key        TEXT NOT NULL,
+    version_id INTEGER NOT NULL,
+    PRIMARY KEY (file_id, key)
+) WITHOUT ROWID;

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{
-    Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, Kind, NodeRecord, RefusalInfo,
-    RenameRequest, Store, VersionInfo, VersionMeta,
+    Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, FieldInfo, Kind, NodeRecord,
+    RefusalInfo, RenameRequest, Store, VersionInfo, VersionMeta,
 };
 use crate::error::{Error, Result};
 use crate::identity::Caller;
@@ -386,6 +386,69 @@ fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInfo>> {
             })
         })
         .optional()?)
+}
+
+/// JSON files up to this size keep per-key provenance.
+const FIELDS_MAX: u64 = 1 << 20;
+
+/// Parses a stored JSON object, if `content` is one.
+fn json_object(
+    tx: &Connection,
+    content: ContentRef,
+) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
+    let mut buf = vec![0u8; content.len as usize];
+    let n = read_at(tx, content, 0, &mut buf)?;
+    buf.truncate(n);
+    Ok(match serde_json::from_slice(&buf) {
+        Ok(serde_json::Value::Object(m)) => Some(m),
+        _ => None,
+    })
+}
+
+/// Per-key provenance of a JSON file (SPEC §5 "each key keeps its own provenance"):
+/// every top-level key whose value changed from `old` to `new` (compared as JSON values,
+/// so reformatting or reordering is no change) is attributed to `version_id`; keys that
+/// are gone lose their row.
+fn update_fields(
+    tx: &Connection,
+    file_id: i64,
+    path: &str,
+    old: Option<ContentRef>,
+    new: ContentRef,
+    version_id: i64,
+) -> Result<()> {
+    if !path.ends_with(".json") {
+        return Ok(());
+    }
+    let new_obj = if new.len <= FIELDS_MAX {
+        json_object(tx, new)?
+    } else {
+        None
+    };
+    let Some(new_obj) = new_obj else {
+        tx.prepare_cached("DELETE FROM fields WHERE file_id = ?1")?
+            .execute([file_id])?;
+        return Ok(());
+    };
+    let old_obj = match old {
+        Some(o) if o.len <= FIELDS_MAX => json_object(tx, o)?,
+        _ => None,
+    }
+    .unwrap_or_default();
+    for (k, v) in &new_obj {
+        if old_obj.get(k) != Some(v) {
+            tx.prepare_cached(
+                "INSERT INTO fields(file_id, key, version_id) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(file_id, key) DO UPDATE SET version_id = excluded.version_id",
+            )?
+            .execute(params![file_id, k, version_id])?;
+        }
+    }
+    for k in old_obj.keys().filter(|k| !new_obj.contains_key(*k)) {
+        tx.prepare_cached("DELETE FROM fields WHERE file_id = ?1 AND key = ?2")?
+            .execute(params![file_id, k])?;
+    }
+    Ok(())
 }
 
 /// A directory's entries changed: its mtime and ctime become `time_ns` (POSIX).
@@ -831,6 +894,7 @@ impl Store for Sqlite {
                 return Err(Error::new(libc::ESTALE, reason));
             }
             let version = insert_version(&tx, file_id, path, op, content, &hash, caller, time_ns)?;
+            update_fields(&tx, file_id, path, Some(head.content), content, version.id)?;
             // The node row is not rewritten: its mtime and ctime follow the current version
             // (see `node_from_row`), except for an explicit mtime, which a write unpins.
             if set_mtime {
@@ -990,6 +1054,7 @@ impl Store for Sqlite {
             None => None,
         };
         if let (Some(fid), Some(content)) = (target_fid, content) {
+            let before = head_of(&tx, fid)?.map(|v| v.content);
             if req.file_id != Some(fid) {
                 // The source lineage ends here; its history stays under its old path.
                 if let Some(src) = req.file_id {
@@ -1012,6 +1077,7 @@ impl Store for Sqlite {
                 None => hash_prefix(&tx, content, content.len)?.finalize(),
             };
             let v = insert_version(&tx, fid, req.new_path, "rename", content, &hash, caller, t)?;
+            update_fields(&tx, fid, req.new_path, before, content, v.id)?;
             version = Some(v);
         }
         insert_event(
@@ -1071,6 +1137,29 @@ impl Store for Sqlite {
                     time_ns: r.get(3)?,
                 })
             })?)
+    }
+
+    fn fields(&self, file_id: i64) -> Result<Vec<FieldInfo>> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT f.key, v.version, v.writer, p.step, v.time_ns FROM fields f
+             JOIN versions v ON v.id = f.version_id JOIN processes p ON p.id = v.process
+             WHERE f.file_id = ?1",
+        )?;
+        let rows = stmt.query_map([file_id], |r| {
+            Ok(FieldInfo {
+                key: r.get(0)?,
+                version: r.get(1)?,
+                writer: r.get(2)?,
+                step: r.get(3)?,
+                time_ns: r.get(4)?,
+            })
+        })?;
+        let mut out = Vec::new();
+        for r in rows {
+            out.push(r?);
+        }
+        Ok(out)
     }
 
     fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {

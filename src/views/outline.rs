@@ -31,8 +31,14 @@ pub fn tokens(bytes: usize) -> usize {
 }
 
 /// The outline of `content`, a file at `path` whose current version is described by
-/// `version_line` (e.g. "version 3 by agent").
-pub fn outline(path: &str, content: &[u8], version_line: &str) -> String {
+/// `version_line` (e.g. "version 3 by agent"). `fields` gives, for a JSON object, the
+/// provenance of each top-level key (e.g. "v3 get_order step 2 2026-11-30 18:20:11Z").
+pub fn outline(
+    path: &str,
+    content: &[u8],
+    version_line: &str,
+    fields: &std::collections::HashMap<String, String>,
+) -> String {
     let mut out = String::new();
     let Ok(text) = std::str::from_utf8(content) else {
         return binary(path, content, version_line);
@@ -61,10 +67,15 @@ pub fn outline(path: &str, content: &[u8], version_line: &str) -> String {
         jsonl(text, &mut out);
     } else if let Ok(serde_json::Value::Object(map)) = serde_json::from_str(text) {
         head("json object", &mut out);
-        let _ = writeln!(out, "{:<24} {:<7} {:>7}", "key", "type", "bytes");
+        let _ = writeln!(
+            out,
+            "{:<24} {:<7} {:>7}  last changed",
+            "key", "type", "bytes"
+        );
         for (k, v) in &map {
             let bytes = serde_json::to_string(v).map(|s| s.len()).unwrap_or(0);
-            let _ = writeln!(out, "{:<24} {:<7} {:>7}", k, type_name(v), bytes);
+            let prov = fields.get(k).map(String::as_str).unwrap_or("-");
+            let _ = writeln!(out, "{:<24} {:<7} {:>7}  {prov}", k, type_name(v), bytes);
         }
     } else {
         head("text", &mut out);
@@ -209,7 +220,12 @@ mod tests {
     fn markdown_sections_match_sed_ranges() {
         let text = "---\ntitle: x\n# not a heading\n---\n# Plan\nintro\n\n## Goal\nrefund\n\
                     ```\n# not a heading either\n```\nSetext\n------\nbody\n<div>\n# html?\n</div>\n\n## Last\nend\n";
-        let o = outline("plan.md", text.as_bytes(), "version 1 by a");
+        let o = outline(
+            "plan.md",
+            text.as_bytes(),
+            "version 1 by a",
+            &Default::default(),
+        );
         let rows: Vec<&str> = o.lines().skip(2).collect();
         let titles: Vec<String> = rows
             .iter()
@@ -234,28 +250,36 @@ mod tests {
 
     #[test]
     fn json_jsonl_text_and_binary() {
+        let fields = [("total".to_string(), "v2 get_order".to_string())].into();
         let o = outline(
             "state.json",
             br#"{"order_id":"1042","total":18000,"ok":true}"#,
             "v",
+            &fields,
         );
         assert!(
-            o.contains("order_id                 string        6"),
+            o.contains("order_id                 string        6  -"),
             "{o}"
         );
         assert!(
-            o.contains("total                    integer       5"),
+            o.contains("total                    integer       5  v2 get_order"),
             "{o}"
         );
-        let o = outline("log.jsonl", b"{\"a\":1}\n{\"a\":2,\"b\":3}\nnope\n", "v");
+        let none = Default::default();
+        let o = outline(
+            "log.jsonl",
+            b"{\"a\":1}\n{\"a\":2,\"b\":3}\nnope\n",
+            "v",
+            &none,
+        );
         assert!(
             o.contains("3 records, 1 not JSON")
                 && o.contains("b                        in 1 records"),
             "{o}"
         );
-        let o = outline("notes.txt", b"a\nb\n", "v");
+        let o = outline("notes.txt", b"a\nb\n", "v", &none);
         assert_eq!(o, "notes.txt: text, 2 lines, 4 bytes, ~1 tokens; v\n");
-        let o = outline("x.bin", &[0, 159, 146, 150], "v");
+        let o = outline("x.bin", &[0, 159, 146, 150], "v", &none);
         assert!(o.starts_with("x.bin: binary, 4 bytes, blake3 "), "{o}");
     }
 }
