@@ -166,7 +166,14 @@ fn tgid_of(pid: u32) -> Option<u32> {
 /// `/proc/<pid>/stat`. The command name (field 2) may contain spaces and parentheses, so
 /// fields are counted after its closing parenthesis.
 fn stat_key(pid: u32) -> Option<StatKey> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // One open, one read, one close: this runs on every open for writing.
+    use std::io::Read;
+    let mut buf = [0u8; 1024];
+    let n = std::fs::File::open(format!("/proc/{pid}/stat"))
+        .ok()?
+        .read(&mut buf)
+        .ok()?;
+    let stat = std::str::from_utf8(&buf[..n]).ok()?;
     let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
     let start = rest.nth(19)?.parse().ok()?;
     let stack = rest.nth(5)?.parse().ok()?;
