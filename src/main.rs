@@ -125,14 +125,23 @@ fn main() -> ExitCode {
     }
 }
 
-/// Re-runs this binary in the foreground as a detached daemon and waits until the mount
-/// answers (or the daemon fails, whose message is then printed).
+/// Re-runs this binary in the foreground as a detached daemon and waits until its mount
+/// answers (or the daemon fails, whose message is then printed). The daemon's log goes
+/// to `<db>.log`.
 fn background_mount(spec: &MountSpec) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
     let db = mount::absolute(&spec.db)?;
-    let mp = mount::absolute(&spec.mountpoint)?;
-    let log = tempfile::NamedTempFile::new().map_err(|e| format!("log file: {e}"))?;
+    // Refuse a live mount (or clear a dead one) before starting: the mount that then
+    // appears at the mountpoint can only be the daemon's.
+    let mp = mount::check_mountpoint(&spec.mountpoint)?;
+    let log_path = PathBuf::from(format!("{}.log", db.display()));
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| format!("log file {}: {e}", log_path.display()))?;
+    let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("mount")
         .arg(&mp)
@@ -142,7 +151,7 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
         .arg(format!("{}:{}", spec.owner.0, spec.owner.1))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(log.reopen().map_err(|e| format!("log file: {e}"))?);
+        .stderr(log);
     if spec.allow_other {
         cmd.arg("--allow-other");
     }
@@ -158,11 +167,12 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     let mut child = cmd.spawn().map_err(|e| format!("spawn daemon: {e}"))?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        if mount::is_mounted(&mp) && std::fs::metadata(&mp).is_ok() {
+        if mount::fuse_mounted_at(&mp) && std::fs::metadata(&mp).is_ok() {
             return Ok(());
         }
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            let msg = std::fs::read_to_string(log.path()).unwrap_or_default();
+            let all = std::fs::read(&log_path).unwrap_or_default();
+            let msg = String::from_utf8_lossy(all.get(log_start as usize..).unwrap_or_default());
             let msg = msg.trim().trim_start_matches("scratchfs: ");
             return Err(if msg.is_empty() {
                 format!("daemon exited with {status}")

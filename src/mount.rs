@@ -43,22 +43,64 @@ fn cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap_or_default()
 }
 
-/// Clears a stale FUSE mount ("Transport endpoint is not connected") at `mountpoint` with a
-/// lazy unmount. Returns whether one was found.
-pub fn clear_stale(mountpoint: &Path) -> bool {
-    match std::fs::metadata(mountpoint) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
-            let c = cstr(mountpoint);
-            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-            if std::fs::metadata(mountpoint).is_err() {
-                let _ = std::process::Command::new("fusermount3")
-                    .args(["-u", "-z"])
-                    .arg(mountpoint)
-                    .status();
+/// Whether a FUSE filesystem is mounted exactly at `mp` (an absolute path), read from
+/// `/proc/self/mountinfo` without touching the mount itself.
+pub fn fuse_mounted_at(mp: &Path) -> bool {
+    let want = mp.to_string_lossy().replace(' ', "\\040");
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|m| {
+            m.lines().any(|l| {
+                l.split(' ').nth(4) == Some(want.as_str())
+                    && l.split(" - ").nth(1).is_some_and(|t| t.starts_with("fuse"))
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// How long a mountpoint may take to become free (a killed daemon's mount dying).
+const MOUNTPOINT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Makes `mountpoint` ready for a mount and returns its canonical path: a dead FUSE
+/// mount left by a killed daemon ("Transport endpoint is not connected", FUSE-TRAPS §15)
+/// is lazily unmounted; a live mount is refused, after waiting up to 3 s in case its
+/// daemon is just dying.
+pub fn check_mountpoint(mountpoint: &Path) -> Result<PathBuf, Failure> {
+    let abs = absolute(mountpoint)?;
+    let deadline = std::time::Instant::now() + MOUNTPOINT_WAIT;
+    loop {
+        match std::fs::metadata(&abs) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+                let c = cstr(&abs);
+                if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+                    let _ = std::process::Command::new("fusermount3")
+                        .args(["-u", "-z"])
+                        .arg(&abs)
+                        .status();
+                }
             }
-            true
+            Err(e) => return Err(format!("mountpoint {}: {e}", abs.display())),
+            Ok(m) if !fuse_mounted_at(&abs) => {
+                if !m.is_dir() {
+                    return Err(format!("mountpoint {}: not a directory", abs.display()));
+                }
+                return std::fs::canonicalize(&abs)
+                    .map_err(|e| format!("mountpoint {}: {e}", abs.display()));
+            }
+            Ok(_) if std::time::Instant::now() > deadline => {
+                return Err(format!(
+                    "mountpoint {}: already mounted (unmount it first)",
+                    abs.display()
+                ));
+            }
+            Ok(_) => {}
         }
-        _ => false,
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "mountpoint {}: a dead mount would not clear",
+                abs.display()
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
@@ -100,35 +142,9 @@ pub fn unmount(mountpoint: &Path) -> Result<(), Failure> {
     }
 }
 
-/// Whether `mountpoint` is currently a scratchfs mount (per /proc/self/mountinfo).
-pub fn is_mounted(mountpoint: &Path) -> bool {
-    let Ok(canon) = std::fs::canonicalize(mountpoint) else {
-        return false;
-    };
-    let want = canon.to_string_lossy().replace(' ', "\\040");
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|m| {
-            m.lines().any(|l| {
-                let f: Vec<&str> = l.split(' ').collect();
-                let tail: Vec<&str> = l.split(" - ").nth(1).unwrap_or("").split(' ').collect();
-                f.len() > 4
-                    && f[4] == want
-                    && tail.len() > 1
-                    && tail[0].starts_with("fuse")
-                    && tail[1] == "scratchfs"
-            })
-        })
-        .unwrap_or(false)
-}
-
 /// Validates the spec, opens (or creates) the store and builds the core.
 pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
-    clear_stale(&spec.mountpoint);
-    let mp = std::fs::canonicalize(&spec.mountpoint)
-        .map_err(|e| format!("mountpoint {}: {e}", spec.mountpoint.display()))?;
-    if !mp.is_dir() {
-        return Err(format!("mountpoint {}: not a directory", mp.display()));
-    }
+    let mp = check_mountpoint(&spec.mountpoint)?;
     let db = absolute(&spec.db)?;
     let db_dir = db
         .parent()
@@ -144,8 +160,11 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
             mp.display()
         ));
     }
+    let lock = lock_database(&db)?;
     let (store, fresh) =
         Sqlite::open(&db, spec.owner).map_err(|e| format!("database {}: {e}", db.display()))?;
+    // Held for the life of the process: one mount per database.
+    std::mem::forget(lock);
     let store = Arc::new(store);
     Sqlite::start_flusher(&store);
     let store: Arc<dyn Store> = store;
@@ -179,6 +198,27 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     );
     config.clone_fd = true;
     Ok((Arc::new(fs), config))
+}
+
+/// Takes an exclusive `flock(2)` on the database file, so that a second mount of the same
+/// database fails at once instead of diverging from the first (SQLite's own locks are
+/// `fcntl` locks, which `flock` does not touch, so `sqlite3` readers are unaffected).
+fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(db)
+        .map_err(|e| format!("database {}: {e}", db.display()))?;
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(format!(
+            "database {}: in use by another scratchfs mount",
+            db.display()
+        ));
+    }
+    Ok(f)
 }
 
 /// Absolute form of `p` (relative to the current directory), without resolving links.

@@ -138,3 +138,50 @@ fn a_new_database_holds_the_default_layout_once() {
         "remount must not re-create the layout"
     );
 }
+
+#[test]
+fn a_live_mount_or_a_database_in_use_is_refused_and_a_dead_one_is_cleared() {
+    let mut m = Mount::new();
+    let other = tempfile::tempdir().unwrap();
+    let mount = |mnt: &std::path::Path, db: &std::path::Path| {
+        Command::new(BIN)
+            .arg("mount")
+            .arg(mnt)
+            .arg("--db")
+            .arg(db)
+            .arg("--background")
+            .output()
+            .unwrap()
+    };
+    // Another database over the live mount.
+    let o = mount(&m.mnt, &other.path().join("x.db"));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("already mounted"));
+    // The same database on a second mountpoint.
+    let o = mount(other.path(), &m.db);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("in use"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        read(m.path("state.json")).trim(),
+        "{}",
+        "the live mount is untouched"
+    );
+    // Killed, then mounted again at once: the dead mount is cleared.
+    m.sh_ok("echo kept > f");
+    let pid = m.daemon_pid();
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let o = mount(&m.mnt, &m.db);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(read(m.path("f")), "kept\n");
+    let st = Command::new(BIN)
+        .arg("unmount")
+        .arg(&m.mnt)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    m.kill9();
+}
