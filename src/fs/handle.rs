@@ -159,6 +159,9 @@ pub struct WriteState {
     pub touched: bool,
     /// Op name for the next version: `write`, `append` or `truncate`.
     pub op: &'static str,
+    /// Set when a commit through this handle was refused as a lost update: every later
+    /// write fails with `ESTALE` too (the reason is kept).
+    pub poisoned: Option<String>,
     /// The only change is the truncation asked for by `O_TRUNC` at open. A flush of such a
     /// handle owes a commit instead of making one (see `Fs::flush`), so that the shell's
     /// `echo x > f` (whose dup2 flushes before the write) records one version, not two.
@@ -179,6 +182,7 @@ impl WriteState {
             modified: false,
             touched: false,
             op: if append { "append" } else { "write" },
+            poisoned: None,
             open_trunc_only: false,
         }
     }
@@ -243,8 +247,10 @@ impl WriteState {
 
     /// After a successful commit: the new version is the base and nothing is pending.
     pub fn committed(&mut self, version: i64, content: ContentRef) {
+        let poisoned = self.poisoned.take();
         *self = WriteState::new(self.append, version, content);
         self.touched = true;
+        self.poisoned = poisoned;
     }
 }
 

@@ -456,6 +456,9 @@ impl Fs {
             if let Some(h) = handle {
                 let mut h = h.lock();
                 if let HandleKind::Write(w) = &mut h.kind {
+                    if let Some(reason) = &w.poisoned {
+                        return Err(Error::new(libc::ESTALE, reason.clone()));
+                    }
                     self.rebase_if_untouched(ino, w)?;
                     w.truncate(size)?;
                     let pending = w.size;
@@ -777,7 +780,14 @@ impl Fs {
                 Ok(buf)
             }
             HandleKind::Write(w) => {
-                self.rebase_if_untouched(ino, w)?;
+                // A handle with nothing uncommitted reads the current version, as on a
+                // local filesystem: processes that share a file under locks (SQLite in
+                // rollback-journal mode) see each other's commits. The version it read
+                // becomes its base, so writing on stale data is still a lost update.
+                if !w.modified {
+                    w.touched = false;
+                    self.rebase_if_untouched(ino, w)?;
+                }
                 w.touched = true;
                 self.read_private(w, offset, size)
             }
@@ -828,6 +838,9 @@ impl Fs {
         let HandleKind::Write(w) = &mut h.kind else {
             return Err(Error::new(libc::EBADF, "handle not open for writing"));
         };
+        if let Some(reason) = &w.poisoned {
+            return Err(Error::new(libc::ESTALE, reason.clone()));
+        }
         self.rebase_if_untouched(ino, w)?;
         let size = w.write(&self.spill_dir, offset, data)?;
         let pending = if w.append { w.base.len + size } else { size };
@@ -950,6 +963,12 @@ impl Fs {
                     .and_then(|n| n.head.clone())
                 {
                     w.committed(head.id, head.content);
+                }
+                // Like an NFS stale handle, it stays stale: later writes through it would
+                // rest on the same outdated content (SQLite would roll back over another
+                // process's commit).
+                if e.errno == libc::ESTALE {
+                    w.poisoned = Some(e.reason.clone());
                 }
                 if let Some(n) = self.tree.write().nodes.get_mut(&h.ino) {
                     n.pending_size = None;
