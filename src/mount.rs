@@ -212,11 +212,16 @@ fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
         .truncate(false)
         .open(db)
         .map_err(|e| format!("database {}: {e}", db.display()))?;
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(format!(
-            "database {}: in use by another scratchfs mount",
-            db.display()
-        ));
+    // A daemon killed a moment ago may still be closing its files: wait for it a little.
+    let deadline = std::time::Instant::now() + MOUNTPOINT_WAIT;
+    while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "database {}: in use by another scratchfs mount",
+                db.display()
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     Ok(f)
 }

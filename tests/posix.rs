@@ -402,3 +402,24 @@ os.close(b); os.close(a)
     assert_eq!(out, "ESTALE\nESTALE\n");
     assert_eq!(read(m.path("f")), "base+a");
 }
+
+#[test]
+fn setgid_directories_pass_on_group_and_bit() {
+    let m = Mount::with_args(&["--allow-other"]);
+    m.sh_ok("mkdir d && chown 0:4321 d && chmod 2777 d");
+    m.sh_ok("setpriv --reuid 1000 --regid 1000 --clear-groups bash -c 'mkdir d/sub && touch d/f'");
+    assert_eq!(
+        m.sh_ok("stat -c '%A %g' d/sub d/f"),
+        "drwxr-sr-x 4321\n-rw-r--r-- 4321\n"
+    );
+}
+
+#[test]
+fn writing_the_same_bytes_again_makes_no_version() {
+    let m = Mount::new();
+    m.sh_ok("echo same > f; echo same > f; cp f g; cp f g");
+    assert_eq!(m.versions("f").len(), 2, "{:?}", m.versions("f"));
+    assert_eq!(m.versions("g").len(), 2, "{:?}", m.versions("g"));
+    m.sh_ok("echo other > f");
+    assert_eq!(m.versions("f").len(), 3);
+}

@@ -12,8 +12,9 @@ use crate::error::Result;
 use crate::identity::Caller;
 use crate::store::ContentRef;
 
-/// Bytes kept in memory before a write handle spills to an unlinked temporary file.
-pub const SPILL_THRESHOLD: u64 = 1 << 20;
+/// Bytes kept in memory before a write handle spills to an unlinked temporary file
+/// (bounds the daemon's memory at 256 KiB per open write handle).
+pub const SPILL_THRESHOLD: u64 = 256 << 10;
 
 /// Bytes written through a handle, addressed by offset: in memory while small, then in an
 /// unlinked temporary file (sparse, so a write at a large offset costs only its bytes).
@@ -256,8 +257,8 @@ impl WriteState {
 
 /// What a handle is for.
 pub enum HandleKind {
-    /// Reads the snapshot taken at open.
-    Read(ContentRef),
+    /// Reads the snapshot taken at open; `true` when it reads through the page cache.
+    Read(ContentRef, bool),
     /// Reads a view's content, rendered at open.
     View(Arc<Vec<u8>>),
     /// A private copy that commits on flush, fsync and release.

@@ -157,6 +157,8 @@ struct Node {
     /// A handle whose `O_TRUNC`-only change was flushed but not yet committed: the next
     /// open of this inode, or the handle's release, commits it first.
     owed_by: Option<u64>,
+    /// Open read handles that read through the page cache (all of `cached_version`).
+    cache_readers: u32,
     /// Version whose bytes the kernel page cache may hold (decides `FOPEN_KEEP_CACHE`).
     cached_version: i64,
     /// Children by name, and their inodes in cookie order (directories only).
@@ -182,6 +184,7 @@ impl Node {
             mtime_pinned: r.mtime_pinned,
             owed_by: None,
             cached_version: 0,
+            cache_readers: 0,
             children: HashMap::new(),
             cookies: BTreeSet::new(),
             subdirs: 0,
@@ -303,7 +306,12 @@ impl Tree {
                 Kind::File if n.orphan => 0,
                 Kind::File => 1,
             },
-            volatile: n.pending_size.is_some(),
+            // Uncommitted writes, or readers of an older version reading through the page
+            // cache (a short read of theirs makes the kernel cut i_size to their version's
+            // size): the kernel must ask for the size every time.
+            volatile: n.pending_size.is_some()
+                || (n.cache_readers > 0
+                    && n.head.as_ref().is_some_and(|h| h.id != n.cached_version)),
             synthesized: false,
         })
     }
@@ -531,16 +539,19 @@ impl Fs {
         self.getattr(ino)
     }
 
-    fn new_attrs(&self, ctx: Ctx, mode: u32, umask: u32, parent: &Node) -> Attrs {
+    fn new_attrs(&self, ctx: Ctx, mode: u32, umask: u32, parent: &Node, kind: Kind) -> Attrs {
         let now = now_ns();
-        // BSD group semantics are not used; a setgid parent directory passes its group on.
-        let gid = if parent.attrs.mode & 0o2000 != 0 {
-            parent.attrs.gid
+        // A setgid parent directory passes its group on, and to directories its setgid
+        // bit too (inode(7), "The set-group-ID bit").
+        let setgid = parent.attrs.mode & 0o2000 != 0;
+        let gid = if setgid { parent.attrs.gid } else { ctx.gid };
+        let inherit = if setgid && kind == Kind::Dir {
+            0o2000
         } else {
-            ctx.gid
+            0
         };
         Attrs {
-            mode: mode & !umask & 0o7777,
+            mode: (mode & !umask & 0o7777) | inherit,
             uid: ctx.uid,
             gid,
             atime_ns: now,
@@ -573,7 +584,7 @@ impl Fs {
                 format!("{}: file exists", tree.child_path(parent, name)),
             ));
         }
-        let attrs = self.new_attrs(ctx, mode, umask, pnode);
+        let attrs = self.new_attrs(ctx, mode, umask, pnode, kind);
         let path = tree.child_path(parent, name);
         let rec = self
             .store
@@ -711,19 +722,23 @@ impl Fs {
                 },
             )
         } else {
-            // While a write handle holds uncommitted changes the kernel's i_size is the
-            // writer's (FUSE-TRAPS §3); a reader then bypasses the page cache so that it
-            // reads the committed version whole (SPEC §4).
+            // The page cache is per inode, so it may hold one version at a time. A reader
+            // uses it when it holds (or may be switched to) the current version; else it
+            // bypasses it and reads its snapshot whole (SPEC §4): while a write handle holds
+            // uncommitted changes (the kernel's i_size is then the writer's, FUSE-TRAPS §3),
+            // or while readers of an older version still read through the cache.
             let pending = node.pending_size.is_some();
-            let keep = !pending && node.cached_version == head.id;
-            if !pending {
+            let cached = !pending && (node.cached_version == head.id || node.cache_readers == 0);
+            let keep = cached && node.cached_version == head.id;
+            if cached {
                 node.cached_version = head.id;
+                node.cache_readers += 1;
             }
             (
-                HandleKind::Read(head.content),
+                HandleKind::Read(head.content, cached),
                 OpenFlags {
-                    direct_io: pending,
-                    keep_cache: keep,
+                    direct_io: !cached,
+                    keep_cache: keep || !cached,
                     noflush: true,
                     cache_dir: false,
                 },
@@ -772,7 +787,7 @@ impl Fs {
                 let end = (start + size as usize).min(bytes.len());
                 Ok(bytes[start..end].to_vec())
             }
-            HandleKind::Read(content) => {
+            HandleKind::Read(content, _) => {
                 let mut buf =
                     vec![0u8; (size as u64).min(content.len.saturating_sub(offset)) as usize];
                 let n = self.store.read(*content, offset, &mut buf)?;
@@ -873,10 +888,16 @@ impl Fs {
         let result = self.commit_handle(fh, false, true);
         let h = self.handles.lock().remove(&fh);
         if let Some(h) = h {
-            let ino = h.lock().ino;
+            let (ino, cached) = {
+                let h = h.lock();
+                (h.ino, matches!(h.kind, HandleKind::Read(_, true)))
+            };
             let mut tree = self.tree.write();
             if let Some(n) = tree.nodes.get_mut(&ino) {
                 n.open_handles = n.open_handles.saturating_sub(1);
+                if cached {
+                    n.cache_readers = n.cache_readers.saturating_sub(1);
+                }
                 if n.open_handles == 0 {
                     n.pending_size = None;
                 }

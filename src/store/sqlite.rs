@@ -857,6 +857,20 @@ impl Store for Sqlite {
                 (ContentRef { stream, len: size }, hasher)
             };
             let hash = hasher.finalize();
+            if !stale && content.len == head.content.len {
+                // The same bytes again: nothing changed, so no version (SPEC §4).
+                let same: bool = tx
+                    .prepare_cached("SELECT blake3 = ?2 FROM versions WHERE id = ?1")?
+                    .query_row(params![head.id, hash.to_hex().as_str()], |r| r.get(0))?;
+                if same {
+                    drop(tx);
+                    return Ok(Committed {
+                        file_id,
+                        version: head,
+                        hasher,
+                    });
+                }
+            }
             if stale {
                 let reason = format!(
                     "{path}: lost update: written from version {}, but the current version is {} (on_conflict: refuse)",
