@@ -3,7 +3,7 @@
 #   scripts/demo.sh            (builds scratchfs if needed; needs root or fuse3 + sqlite3)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-bin=${SCRATCHFS_BIN:-$here/target/release/scratchfs}
+bin=${SCRATCHFS_BIN:-${CARGO_TARGET_DIR:-$here/target}/release/scratchfs}
 [ -x "$bin" ] || cargo build --release --locked --manifest-path "$here/Cargo.toml" >&2
 work=$(mktemp -d /tmp/scratchfs-demo.XXXXXX)
 mnt=$work/mnt; db=$work/scratchpad.db
