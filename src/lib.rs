@@ -8,8 +8,10 @@
 //! - [`identity`]: who is calling, from `/proc`;
 //! - [`mount`]: mounting, unmounting and stale-mount recovery;
 //! - [`sync`]: every lock, and the lock order;
-//! - [`error`]: the one error type, carrying an errno.
+//! - [`error`]: the one error type, carrying an errno;
+//! - [`cli`]: the inspection commands (log, history, show, diff, fsck).
 
+pub mod cli;
 pub mod error;
 pub mod fs;
 pub mod fuse;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use scratchfs::cli;
 use scratchfs::mount::{self, MountSpec};
 
 #[derive(Parser)]
@@ -52,6 +53,50 @@ enum Command {
     Unmount {
         /// The mountpoint.
         mountpoint: PathBuf,
+    },
+    /// Provenance: every version and event, oldest first.
+    Log {
+        /// Only this path (as it was written, or renamed to).
+        path: Option<String>,
+        #[command(flatten)]
+        db: DbArg,
+        /// Only refused writes, with their reasons.
+        #[arg(long)]
+        rejected: bool,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The versions of one file, through its renames.
+    History {
+        /// The file's path (current, or last before it was deleted).
+        path: String,
+        #[command(flatten)]
+        db: DbArg,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The content of a version (default: the current one) on stdout.
+    Show {
+        /// PATH or PATH@N.
+        spec: String,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Unified diff between two versions (B default: the current one).
+    Diff {
+        /// PATH@A.
+        a: String,
+        /// PATH@B.
+        b: Option<String>,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Re-hash every stored byte and check every invariant; exit 1 on any fault.
+    Fsck {
+        #[command(flatten)]
+        db: DbArg,
     },
     /// Mount on a fresh temporary directory, run CMD there with SCRATCHFS_MOUNT set,
     /// unmount, and exit with CMD's status.
@@ -114,6 +159,16 @@ fn main() -> ExitCode {
             }
         }
         Command::Unmount { mountpoint } => mount::unmount(&mountpoint),
+        Command::Log {
+            path,
+            db,
+            rejected,
+            json,
+        } => cli::log::log(&db.db, path.as_deref(), rejected, json),
+        Command::History { path, db, json } => cli::history(&db.db, &path, json),
+        Command::Show { spec, db } => cli::show(&db.db, &spec),
+        Command::Diff { a, b, db } => cli::diff::diff(&db.db, &a, b.as_deref()),
+        Command::Fsck { db } => cli::fsck::fsck(&db.db),
         Command::Run { db, cmd } => return run(db.db, cmd),
     };
     match result {

@@ -12,7 +12,7 @@ mod sqlite;
 
 use std::io;
 
-pub use sqlite::Sqlite;
+pub use sqlite::{Sqlite, open_read_only, read_all};
 
 use crate::error::Result;
 use crate::identity::Caller;

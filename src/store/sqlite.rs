@@ -247,6 +247,31 @@ impl Sqlite {
     }
 }
 
+/// Opens the database read-only, for inspection while it may be mounted (a WAL reader
+/// never blocks the daemon). `ENOENT`-style failures name the file.
+pub fn open_read_only(path: &Path) -> Result<Connection> {
+    if !path.exists() {
+        return Err(Error::new(
+            libc::ENOENT,
+            format!("{}: no such database", path.display()),
+        ));
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(conn)
+}
+
+/// The whole content of `content`, read through `conn`.
+pub fn read_all(conn: &Connection, content: ContentRef) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; content.len as usize];
+    let n = read_at(conn, content, 0, &mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
 /// Reads `buf.len()` bytes (or fewer at EOF) of `content` at `offset` through `conn`.
 fn read_at(conn: &Connection, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize> {
     if offset >= content.len || buf.is_empty() {

@@ -1,0 +1,137 @@
+//! `scratchfs fsck`: re-hashes every stored byte with blake3 and checks the invariants of
+//! docs/schema.md. Prints one line per fault; any fault is exit status 1.
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use super::{Failure, open};
+use crate::store::ContentRef;
+
+/// Runs every check; `Ok` only when no fault was found.
+pub fn fsck(db: &Path) -> Result<(), Failure> {
+    let conn = open(db)?;
+    let mut faults: Vec<String> = Vec::new();
+    let q = |sql: &str| -> Result<i64, Failure> {
+        conn.query_row(sql, [], |r| r.get(0))
+            .map_err(|e| e.to_string())
+    };
+    let total = q("SELECT (SELECT COUNT(*) FROM blobs) + (SELECT COUNT(*) FROM versions)")?;
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(total as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    // 1. Every blob's bytes hash to its name.
+    {
+        let mut stmt = conn
+            .prepare("SELECT id, hash, size, data FROM blobs")
+            .map_err(|e| e.to_string())?;
+        let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
+        while let Some(r) = rows.next().map_err(|e| e.to_string())? {
+            let id: i64 = r.get(0).map_err(|e| e.to_string())?;
+            let hash: Vec<u8> = r.get(1).map_err(|e| e.to_string())?;
+            let size: i64 = r.get(2).map_err(|e| e.to_string())?;
+            let data = r
+                .get_ref(3)
+                .and_then(|v| Ok(v.as_blob()?.to_vec()))
+                .map_err(|e| e.to_string())?;
+            if blake3::hash(&data).as_bytes().as_slice() != hash.as_slice() {
+                faults.push(format!("blob {id}: content does not match its blake3"));
+            }
+            if data.len() as i64 != size {
+                faults.push(format!("blob {id}: {} bytes, recorded {size}", data.len()));
+            }
+            bar.inc(1);
+        }
+    }
+    // 2. Every extent points at bytes that exist.
+    for (sql, what) in [
+        (
+            "SELECT COUNT(*) FROM extents e LEFT JOIN blobs b ON b.id = e.blob
+             WHERE e.blob IS NOT NULL AND (b.id IS NULL OR e.blob_off + e.len > b.size)",
+            "extents pointing past or outside their blob",
+        ),
+        (
+            "SELECT COUNT(*) FROM extents WHERE blob IS NULL AND (data IS NULL OR length(data) != len)",
+            "inline extents whose bytes are missing or of the wrong length",
+        ),
+        (
+            "SELECT COUNT(*) FROM extents a JOIN extents b ON a.stream = b.stream
+             AND b.offset > a.offset AND b.offset < a.offset + a.len",
+            "overlapping extents",
+        ),
+        (
+            "SELECT COUNT(*) FROM nodes n LEFT JOIN nodes p ON p.ino = n.parent
+             WHERE n.parent IS NOT NULL AND (p.ino IS NULL OR p.kind != 'dir')",
+            "nodes whose parent is missing or not a directory",
+        ),
+        (
+            "SELECT COUNT(*) FROM nodes n WHERE n.kind = 'file' AND n.parent IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM versions v WHERE v.file_id = n.file_id)",
+            "live files without a version",
+        ),
+        (
+            "SELECT COUNT(*) FROM versions v LEFT JOIN processes p ON p.id = v.process
+             WHERE p.id IS NULL",
+            "versions without their process row",
+        ),
+        (
+            "SELECT COUNT(*) FROM (SELECT file_id FROM versions GROUP BY file_id
+             HAVING MAX(version) != COUNT(*) OR MIN(version) != 1)",
+            "files whose version numbers are not 1..N",
+        ),
+    ] {
+        let n = q(sql)?;
+        if n > 0 {
+            faults.push(format!("{n} {what}"));
+        }
+    }
+    // 3. Every version's bytes hash to its recorded blake3.
+    {
+        let mut stmt = conn
+            .prepare("SELECT id, path, version, stream, size, blake3 FROM versions")
+            .map_err(|e| e.to_string())?;
+        let rows: Vec<(i64, String, i64, i64, i64, String)> = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .map_err(|e| e.to_string())?
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?;
+        for (id, path, version, stream, size, hash) in rows {
+            let content = ContentRef {
+                stream,
+                len: size as u64,
+            };
+            match crate::store::read_all(&conn, content) {
+                Ok(bytes) if bytes.len() as i64 != size => faults.push(format!(
+                    "{path}@{version} (version {id}): {} of {size} bytes",
+                    bytes.len()
+                )),
+                Ok(bytes) if blake3::hash(&bytes).to_hex().as_str() != hash => faults.push(
+                    format!("{path}@{version} (version {id}): content does not match its blake3"),
+                ),
+                Ok(_) => {}
+                Err(e) => faults.push(format!("{path}@{version} (version {id}): {}", e.reason)),
+            }
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    for f in &faults {
+        println!("fault: {f}");
+    }
+    if faults.is_empty() {
+        println!("fsck: clean ({total} blobs and versions checked)");
+        Ok(())
+    } else {
+        Err(format!("fsck: {} faults", faults.len()))
+    }
+}

@@ -1,0 +1,113 @@
+//! `scratchfs log [PATH] [--rejected] [--json]`: every version and event, oldest first.
+
+use std::path::Path;
+
+use super::{Failure, open};
+
+/// One line of the log.
+#[derive(Debug, serde::Serialize)]
+pub struct Entry {
+    /// Time, ns since the epoch.
+    pub time_ns: i64,
+    /// `version` or `event`.
+    pub kind: String,
+    /// The version's or the event's op.
+    pub op: String,
+    /// Path.
+    pub path: String,
+    /// New path of a rename.
+    pub new_path: Option<String>,
+    /// Version number (versions).
+    pub version: Option<i64>,
+    /// Bytes (versions, refusals).
+    pub size: Option<i64>,
+    /// Writer.
+    pub writer: String,
+    /// Agent step.
+    pub step: Option<i64>,
+    /// Process id.
+    pub tgid: u32,
+    /// Executable.
+    pub exe: String,
+    /// errno of a refusal.
+    pub errno: Option<i32>,
+    /// One-line reason of a refusal.
+    pub reason: Option<String>,
+}
+
+/// Prints the log, filtered to one path (as it was or became) and/or to refusals.
+pub fn log(db: &Path, path: Option<&str>, rejected: bool, json: bool) -> Result<(), Failure> {
+    let conn = open(db)?;
+    let path = path.map(|p| p.trim_start_matches('/').to_string());
+    let mut stmt = conn
+        .prepare(
+            "SELECT time_ns, 'version', op, path, NULL, version, size, writer, step, tgid, exe,
+                    NULL, NULL
+             FROM version_log WHERE NOT ?2 AND (?1 IS NULL OR path = ?1)
+             UNION ALL
+             SELECT time_ns, 'event', op, path, new_path, NULL, size, writer, step, tgid, exe,
+                    errno, reason
+             FROM event_log WHERE (NOT ?2 OR op = 'rejected')
+                 AND (?1 IS NULL OR path = ?1 OR new_path = ?1)
+             ORDER BY 1",
+        )
+        .map_err(|e| e.to_string())?;
+    let rows = stmt
+        .query_map(rusqlite::params![path, rejected], |r| {
+            Ok(Entry {
+                time_ns: r.get(0)?,
+                kind: r.get(1)?,
+                op: r.get(2)?,
+                path: r.get(3)?,
+                new_path: r.get(4)?,
+                version: r.get(5)?,
+                size: r.get(6)?,
+                writer: r.get(7)?,
+                step: r.get(8)?,
+                tgid: r.get(9)?,
+                exe: r.get(10)?,
+                errno: r.get(11)?,
+                reason: r.get(12)?,
+            })
+        })
+        .map_err(|e| e.to_string())?;
+    for e in rows {
+        let e = e.map_err(|e| e.to_string())?;
+        if json {
+            println!("{}", serde_json::to_string(&e).map_err(|e| e.to_string())?);
+            continue;
+        }
+        let mut line = format!(
+            "{}  {:<8} {}",
+            crate::views::manifest::utc(e.time_ns),
+            e.op,
+            e.path
+        );
+        if let Some(n) = &e.new_path {
+            line += &format!(" -> {n}");
+        }
+        if let Some(v) = e.version {
+            line += &format!("  v{v}");
+        }
+        if let Some(s) = e.size {
+            line += &format!("  {s} B");
+        }
+        line += &format!("  {}", e.writer);
+        if let Some(s) = e.step {
+            line += &format!(" step {s}");
+        }
+        line += &format!(
+            "  ({} {})",
+            e.tgid,
+            e.exe.rsplit('/').next().unwrap_or_default()
+        );
+        if let Some(r) = &e.reason {
+            let errno = e
+                .errno
+                .map(|n| std::io::Error::from_raw_os_error(n).to_string());
+            line += &format!("  {}: {r}", errno.unwrap_or_default());
+        }
+        println!("{line}");
+    }
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! The inspection commands of SPEC §2 that read the database (usable while it is
+//! mounted): `log`, `history`, `show`, `diff`, `fsck`. One file per command; each returns
+//! `Err(message)` for a runtime failure (exit status 1).
+
+pub mod diff;
+pub mod fsck;
+pub mod log;
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::store::ContentRef;
+
+/// A runtime failure, one line.
+pub type Failure = String;
+
+/// A version as the commands print it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct VersionRow {
+    /// Version number within its file.
+    pub version: i64,
+    /// Path at commit time.
+    pub path: String,
+    /// `create`, `write`, `append`, `truncate`, `rename`.
+    pub op: String,
+    /// Bytes.
+    pub size: u64,
+    /// blake3, hex.
+    pub blake3: String,
+    /// Writer name.
+    pub writer: String,
+    /// Agent step.
+    pub step: Option<i64>,
+    /// Process id and executable.
+    pub tgid: u32,
+    /// Executable.
+    pub exe: String,
+    /// Commit time, ns since the epoch.
+    pub time_ns: i64,
+    #[serde(skip)]
+    stream: i64,
+}
+
+impl VersionRow {
+    /// Where its bytes are.
+    pub fn content(&self) -> ContentRef {
+        ContentRef {
+            stream: self.stream,
+            len: self.size,
+        }
+    }
+}
+
+/// Opens the database read-only.
+pub fn open(db: &Path) -> Result<Connection, Failure> {
+    crate::store::open_read_only(db).map_err(|e| e.reason)
+}
+
+/// The lineage now at `path`, or else the one most recently at `path` (deleted).
+pub fn file_id(conn: &Connection, path: &str) -> Result<i64, Failure> {
+    let path = path.trim_start_matches('/');
+    conn.query_row(
+        "SELECT id FROM files WHERE path = ?1 ORDER BY deleted_ns IS NOT NULL, deleted_ns DESC, id DESC LIMIT 1",
+        [path],
+        |r| r.get(0),
+    )
+    .optional()
+    .map_err(|e| e.to_string())?
+    .ok_or_else(|| format!("{path}: no such file in the store"))
+}
+
+/// Every version of a lineage, oldest first.
+pub fn versions(conn: &Connection, file_id: i64) -> Result<Vec<VersionRow>, Failure> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT version, path, op, size, blake3, writer, step, tgid, exe, time_ns, stream
+             FROM version_log WHERE file_id = ?1 ORDER BY version",
+        )
+        .map_err(|e| e.to_string())?;
+    let rows = stmt
+        .query_map(params![file_id], |r| {
+            Ok(VersionRow {
+                version: r.get(0)?,
+                path: r.get(1)?,
+                op: r.get(2)?,
+                size: r.get::<_, i64>(3)? as u64,
+                blake3: r.get(4)?,
+                writer: r.get(5)?,
+                step: r.get(6)?,
+                tgid: r.get(7)?,
+                exe: r.get(8)?,
+                time_ns: r.get(9)?,
+                stream: r.get(10)?,
+            })
+        })
+        .map_err(|e| e.to_string())?;
+    rows.collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())
+}
+
+/// `PATH[@N]` → the path and the version (`None`: current).
+pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
+    match spec.rsplit_once('@') {
+        Some((p, n)) if !p.is_empty() => {
+            let n: i64 = n
+                .parse()
+                .map_err(|_| format!("{spec}: expected PATH@N with N a version number"))?;
+            Ok((p.to_string(), Some(n)))
+        }
+        _ => Ok((spec.to_string(), None)),
+    }
+}
+
+/// The version `spec` (`PATH[@N]`) names.
+pub fn version_of(conn: &Connection, spec: &str) -> Result<VersionRow, Failure> {
+    let (path, n) = parse_spec(spec)?;
+    let all = versions(conn, file_id(conn, &path)?)?;
+    match n {
+        None => all.last().cloned(),
+        Some(n) => all.iter().find(|v| v.version == n).cloned(),
+    }
+    .ok_or_else(|| format!("{spec}: no such version"))
+}
+
+/// `scratchfs history PATH [--json]`: the versions of the file now (or last) at PATH,
+/// through its renames.
+pub fn history(db: &Path, path: &str, json: bool) -> Result<(), Failure> {
+    let conn = open(db)?;
+    for v in versions(&conn, file_id(&conn, path)?)? {
+        if json {
+            println!("{}", serde_json::to_string(&v).map_err(|e| e.to_string())?);
+        } else {
+            println!(
+                "{:>4}  {}  {:<8} {:>9}  {:<14} {:<6} {}  {}  {}",
+                v.version,
+                crate::views::manifest::utc(v.time_ns),
+                v.op,
+                v.size,
+                v.writer,
+                v.step.map(|s| format!("step {s}")).unwrap_or_default(),
+                &v.blake3[..12.min(v.blake3.len())],
+                v.path,
+                v.exe.rsplit('/').next().unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `scratchfs show PATH[@N]`: the bytes of a version on stdout.
+pub fn show(db: &Path, spec: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    let conn = open(db)?;
+    let v = version_of(&conn, spec)?;
+    let bytes = crate::store::read_all(&conn, v.content()).map_err(|e| e.reason)?;
+    std::io::stdout()
+        .write_all(&bytes)
+        .map_err(|e| format!("stdout: {e}"))
+}
