@@ -273,11 +273,6 @@ pub trait Store: Send + Sync {
     /// Renames; a file renamed gets a version with op `rename` on the lineage it lands in.
     /// Returns that version (files only).
     fn rename(&self, req: RenameRequest<'_>) -> Result<Option<VersionInfo>>;
-    /// Records an event that has no other effect (e.g. a refusal).
-    fn record(&self, op: &str, path: &str, errno: i32, reason: &str, caller: &Caller)
-    -> Result<()>;
-    /// Number of live nodes (for statfs).
-    fn node_count(&self) -> Result<u64>;
     /// Provenance of version `id` (`versions.id`).
     fn version_meta(&self, id: i64) -> Result<VersionMeta>;
     /// Per-key provenance of a JSON file's lineage (empty for other files).

@@ -1136,31 +1136,6 @@ impl Store for Sqlite {
         Ok(version)
     }
 
-    fn record(
-        &self,
-        op: &str,
-        path: &str,
-        errno: i32,
-        reason: &str,
-        caller: &Caller,
-    ) -> Result<()> {
-        let conn = self.write_lock()?;
-        let caller = &self.process(&conn, caller)?;
-        insert_event(
-            &conn,
-            op,
-            path,
-            None,
-            None,
-            None,
-            Some(errno),
-            Some(reason),
-            None,
-            caller,
-            now_ns(),
-        )
-    }
-
     fn version_meta(&self, id: i64) -> Result<VersionMeta> {
         let conn = self.reader();
         Ok(conn
@@ -1224,14 +1199,6 @@ impl Store for Sqlite {
         Ok((out, count as u64))
     }
 
-    fn node_count(&self) -> Result<u64> {
-        let conn = self.reader();
-        Ok(conn.query_row(
-            "SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL",
-            [],
-            |r| r.get::<_, i64>(0),
-        )? as u64)
-    }
 }
 
 /// blake3 state after the first `len` bytes of `content`.
