@@ -179,26 +179,24 @@ impl Sqlite {
             Some(id) => id,
             None => {
                 let argv = argv_json(c);
+                let facts = params![
+                    c.writer,
+                    c.tgid,
+                    c.start_time as i64,
+                    c.uid,
+                    c.gid,
+                    c.exe,
+                    argv,
+                    c.env_writer,
+                    c.step
+                ];
                 let found: Option<i64> = conn
                     .prepare_cached(
-                        "SELECT id FROM processes WHERE tgid = ?1 AND start_time = ?2 AND uid = ?3
-                         AND gid = ?4 AND exe = ?5 AND argv = ?6 AND env_writer IS ?7 AND step IS ?8
-                         AND writer = ?9",
+                        "SELECT id FROM processes WHERE writer = ?1 AND tgid = ?2 AND start_time = ?3
+                         AND uid = ?4 AND gid = ?5 AND exe = ?6 AND argv = ?7 AND env_writer IS ?8
+                         AND step IS ?9",
                     )?
-                    .query_row(
-                        params![
-                            c.tgid,
-                            c.start_time as i64,
-                            c.uid,
-                            c.gid,
-                            c.exe,
-                            argv,
-                            c.env_writer,
-                            c.step,
-                            c.writer
-                        ],
-                        |r| r.get(0),
-                    )
+                    .query_row(facts, |r| r.get(0))
                     .optional()?;
                 let id = match found {
                     Some(id) => id,
@@ -207,17 +205,7 @@ impl Sqlite {
                             "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
                                 env_writer, step) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                         )?
-                        .execute(params![
-                            c.writer,
-                            c.tgid,
-                            c.start_time as i64,
-                            c.uid,
-                            c.gid,
-                            c.exe,
-                            argv,
-                            c.env_writer,
-                            c.step
-                        ])?;
+                        .execute(facts)?;
                         conn.last_insert_rowid()
                     }
                 };
@@ -1198,7 +1186,6 @@ impl Store for Sqlite {
         }
         Ok((out, count as u64))
     }
-
 }
 
 /// blake3 state after the first `len` bytes of `content`.
