@@ -93,6 +93,14 @@ enum Command {
         #[command(flatten)]
         db: DbArg,
     },
+    /// Make version N of a file current again (a new version with op `restore`); also
+    /// while mounted.
+    Restore {
+        /// PATH@N.
+        spec: String,
+        #[command(flatten)]
+        db: DbArg,
+    },
     /// Re-hash every stored byte and check every invariant; exit 1 on any fault.
     Fsck {
         #[command(flatten)]
@@ -169,6 +177,7 @@ fn main() -> ExitCode {
         Command::Show { spec, db } => cli::show(&db.db, &spec),
         Command::Diff { a, b, db } => cli::diff::diff(&db.db, &a, b.as_deref()),
         Command::Fsck { db } => cli::fsck::fsck(&db.db),
+        Command::Restore { spec, db } => cli::restore::restore(&db.db, &spec),
         Command::Run { db, cmd } => return run(db.db, cmd),
     };
     match result {

@@ -165,6 +165,9 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
         Sqlite::open(&db, spec.owner).map_err(|e| format!("database {}: {e}", db.display()))?;
     // Held for the life of the process: one mount per database.
     std::mem::forget(lock);
+    store
+        .set_meta("mountpoint", &mp.to_string_lossy())
+        .map_err(|e| format!("database {}: {e}", db.display()))?;
     let store = Arc::new(store);
     Sqlite::start_flusher(&store);
     let store: Arc<dyn Store> = store;
@@ -203,7 +206,7 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
 /// Takes an exclusive `flock(2)` on the database file, so that a second mount of the same
 /// database fails at once instead of diverging from the first (SQLite's own locks are
 /// `fcntl` locks, which `flock` does not touch, so `sqlite3` readers are unaffected).
-fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
+pub fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
     use std::os::fd::AsRawFd;
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -222,6 +225,16 @@ fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
             ));
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(f)
+}
+
+/// Takes the database's `flock` if no mount holds it (no waiting): `Err` means mounted.
+pub fn lock_database_now(db: &Path) -> Result<std::fs::File, Failure> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(db).map_err(|e| format!("database {}: {e}", db.display()))?;
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(format!("database {}: mounted", db.display()));
     }
     Ok(f)
 }

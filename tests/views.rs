@@ -228,8 +228,8 @@ fn views_are_read_only_and_their_names_reserved() {
         ("mv MANIFEST m2", "Permission denied"),
         ("touch new.outline", "Permission denied"),
         ("mv plan.md p.outline", "Permission denied"),
-        ("mkdir .history", "Permission denied"),
-        ("mkdir .archive", "Permission denied"),
+        ("mkdir .history", "File exists"),
+        ("mkdir .archive", "File exists"),
         ("truncate -s 0 MANIFEST", "Permission denied"),
         ("chmod 666 MANIFEST", "Permission denied"),
     ] {

@@ -1,10 +1,11 @@
-//! The inspection commands of SPEC §2 that read the database (usable while it is
-//! mounted): `log`, `history`, `show`, `diff`, `fsck`. One file per command; each returns
+//! The commands of SPEC §2 that work on the database (usable while it is mounted):
+//! `log`, `history`, `show`, `diff`, `fsck`, `restore`. One file per command; each returns
 //! `Err(message)` for a runtime failure (exit status 1).
 
 pub mod diff;
 pub mod fsck;
 pub mod log;
+pub mod restore;
 
 use std::path::Path;
 

@@ -12,7 +12,13 @@
 //! before the flush is answered, so a stat after `close()` is right at once.
 
 pub mod handle;
+mod serve_history;
 mod serve_views;
+
+/// Names the views' serving code exports (the restore attribute, the xattr names).
+pub mod serve {
+    pub use super::serve_views::{ARCHIVE_XATTRS, RESTORE_XATTR, XATTR_PREFIX, XATTRS};
+}
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -332,13 +338,13 @@ fn check_name(name: &[u8]) -> Result<()> {
 }
 
 /// Names reserved for views are refused for user files (SPEC §3): `EEXIST` for
-/// `MANIFEST` (it exists), `EACCES` for the others.
+/// `MANIFEST`, `.history` and `.archive` (they exist), `EACCES` for `*.outline`.
 fn check_not_reserved(parent: u64, name: &[u8]) -> Result<()> {
     if !views::is_reserved(parent, name) {
         return Ok(());
     }
     let shown = String::from_utf8_lossy(name);
-    if parent == ROOT && name == views::MANIFEST {
+    if parent == ROOT && (name == views::MANIFEST || views::HISTORY_NAMES.contains(&name)) {
         return Err(Error::new(
             libc::EEXIST,
             format!("{shown}: reserved for the view"),
@@ -348,6 +354,15 @@ fn check_not_reserved(parent: u64, name: &[u8]) -> Result<()> {
         libc::EACCES,
         format!("{shown}: name reserved for views"),
     ))
+}
+
+/// Nothing is created, removed or renamed inside a view directory (`.history`,
+/// `.archive`): `EACCES`.
+fn check_not_view(dir: u64) -> Result<()> {
+    if View::of(dir).is_some() {
+        return Err(Error::new(libc::EACCES, "views are read-only"));
+    }
+    Ok(())
 }
 
 /// The mounted filesystem's state.
@@ -573,6 +588,7 @@ impl Fs {
     ) -> Result<Attr> {
         check_name(name)?;
         check_not_reserved(parent, name)?;
+        check_not_view(parent)?;
         let mut tree = self.tree.write();
         let pnode = tree.dir(parent)?;
         if pnode.orphan {
@@ -1064,6 +1080,7 @@ impl Fs {
     /// `unlink` (files) and `rmdir` (empty directories, else `ENOTEMPTY`). Every version
     /// is kept; the node stays while the kernel or a handle refers to it.
     pub fn remove(&self, parent: u64, name: &[u8], dir: bool, ctx: Ctx) -> Result<()> {
+        check_not_view(parent)?;
         if self.view_by_name(parent, name)?.is_some() {
             return Err(Error::new(libc::EACCES, "views are read-only"));
         }
@@ -1123,6 +1140,8 @@ impl Fs {
             ));
         }
         check_name(new_name)?;
+        check_not_view(parent)?;
+        check_not_view(new_parent)?;
         if self.view_by_name(parent, name)?.is_some() {
             return Err(Error::new(libc::EACCES, "views are read-only"));
         }
@@ -1242,6 +1261,36 @@ impl Fs {
         Ok(())
     }
 
+    /// Makes version `n` of the file at `ino` its current version again, as a new version
+    /// with op `restore` that shares the old version's content (SPEC §2 `restore`).
+    /// `ENOENT` when the file has no version `n`.
+    pub fn restore(&self, ino: u64, n: i64, ctx: Ctx) -> Result<()> {
+        let file_id = self
+            .tree
+            .read()
+            .get(ino)?
+            .file_id
+            .ok_or_else(|| Error::new(libc::EISDIR, "restore: not a file"))?;
+        let v = self
+            .store
+            .versions(file_id)?
+            .into_iter()
+            .find(|v| v.number == n)
+            .ok_or_else(|| Error::new(libc::ENOENT, format!("restore: no version {n}")))?;
+        let caller = self.caller(ctx);
+        let mut none = |_: u64, _: &mut [u8]| Ok(());
+        let build = Build::Overlay {
+            base: v.content,
+            base_limit: v.content.len,
+            size: v.content.len,
+            dirty: &[],
+        };
+        self.commit(ino, "restore", None, build, &mut none, &caller, false)?;
+        // The kernel's size and pages are those of the version restored over.
+        self.invalidate(Invalidation::Attr(ino));
+        Ok(())
+    }
+
     /// `fsyncdir`: every directory change answered so far is written.
     pub fn fsyncdir(&self) -> Result<()> {
         self.store.sync()
@@ -1250,6 +1299,17 @@ impl Fs {
     /// `opendir`: checks that `ino` is a directory; its listing may be cached by the
     /// kernel, which invalidates it on every change made through the mount.
     pub fn opendir(&self, ino: u64) -> Result<OpenFlags> {
+        if let Some(v) = View::of(ino) {
+            if !v.is_dir() {
+                return Err(Error::new(libc::ENOTDIR, "not a directory"));
+            }
+            return Ok(OpenFlags {
+                direct_io: false,
+                keep_cache: false,
+                noflush: true,
+                cache_dir: false,
+            });
+        }
         self.tree.read().dir(ino)?;
         Ok(OpenFlags {
             direct_io: false,
@@ -1264,6 +1324,11 @@ impl Fs {
     /// `..` 2, `MANIFEST` (root only) 3, a child with inode `c` is `2c + 4` and, when views
     /// are listed, its outline `2c + 5`.
     pub fn readdir(&self, ino: u64, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
+        if let Some(v) = View::of(ino) {
+            let mut all = self.history_readdir(v, offset)?;
+            all.truncate(max);
+            return Ok(all);
+        }
         let tree = self.tree.read();
         let dir = tree.dir(ino)?;
         let mut out = Vec::new();
@@ -1288,6 +1353,23 @@ impl Fs {
                 Kind::File,
                 views::MANIFEST,
             );
+            if self.views.listed {
+                // Children's cookies start at 8 (2 * 2 + 4): 4 and 5 are free.
+                push(
+                    &mut out,
+                    View::HistoryDir(0).ino(),
+                    4,
+                    Kind::Dir,
+                    views::HISTORY,
+                );
+                push(
+                    &mut out,
+                    View::ArchiveDir(0).ino(),
+                    5,
+                    Kind::Dir,
+                    views::ARCHIVE,
+                );
+            }
         }
         for &c in dir.cookies.range(offset.saturating_sub(4) / 2..) {
             if out.len() >= max {

@@ -22,6 +22,10 @@ const OUTLINE_CACHE: usize = 1024;
 pub const XATTR_PREFIX: &str = "user.scratchfs.";
 /// The provenance extended attributes of every file (SPEC §7), in listing order.
 pub const XATTRS: &[&str] = &["version", "writer", "blake3", "step", "committed"];
+/// Setting this attribute to N restores version N (see [`Fs::setxattr`]).
+pub const RESTORE_XATTR: &str = "user.scratchfs.restore";
+/// Also on `.archive/<path>`: who deleted the file and when.
+pub const ARCHIVE_XATTRS: &[&str] = &["deleted_by", "deleted"];
 
 /// View state: options, the change counter and the caches.
 #[derive(Default)]
@@ -36,6 +40,8 @@ pub struct ViewState {
     manifest: Mutex<Option<(u64, Arc<Vec<u8>>)>>,
     /// Outlines by file inode.
     outlines: Mutex<HashMap<u64, CachedOutline>>,
+    /// Directories of `.history` and `.archive`, by path.
+    pub(super) dirs: super::serve_history::Registry,
 }
 
 /// An outline as rendered for (version id, path).
@@ -59,8 +65,17 @@ impl Fs {
 
     /// The view `name` in `parent` denotes, if any.
     pub(super) fn view_by_name(&self, parent: u64, name: &[u8]) -> Result<Option<View>> {
+        if let Some(dir) = View::of(parent) {
+            return self.history_child(dir, name);
+        }
         if parent == ROOT && name == views::MANIFEST {
             return Ok(Some(View::Manifest));
+        }
+        if parent == ROOT && name == views::HISTORY {
+            return Ok(Some(View::HistoryDir(0)));
+        }
+        if parent == ROOT && name == views::ARCHIVE {
+            return Ok(Some(View::ArchiveDir(0)));
         }
         let Some(target) = views::outline_target(name) else {
             return Ok(None);
@@ -75,6 +90,9 @@ impl Fs {
     /// Attributes of a view: mode 0444, owned by the root's owner, size of its current
     /// rendering, never cached by the kernel.
     pub(super) fn view_attr(&self, view: View) -> Result<Attr> {
+        if !matches!(view, View::Manifest | View::Outline(_)) {
+            return self.history_attr(view);
+        }
         let bytes = self.view_content(view)?;
         let tree = self.tree.read();
         let root = tree.get(ROOT)?.attrs;
@@ -85,6 +103,7 @@ impl Fs {
                 .load(Ordering::Acquire)
                 .max(root.ctime_ns),
             View::Outline(target) => tree.get(target)?.attrs.mtime_ns,
+            _ => unreachable!("history views are handled above"),
         };
         Ok(Attr {
             ino: view.ino(),
@@ -110,14 +129,18 @@ impl Fs {
         if writable {
             return Err(Error::new(libc::EACCES, "views are read-only"));
         }
-        let bytes = self.view_content(view)?;
+        let kind = match view {
+            View::Manifest | View::Outline(_) => HandleKind::View(self.view_content(view)?),
+            // Versions never change: read them from the store as they are needed.
+            _ => HandleKind::Read(self.history_content(view)?.0, false),
+        };
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().insert(
             fh,
             Arc::new(Mutex::new(Handle {
                 ino: view.ino(),
                 caller: Arc::new(Caller::default()),
-                kind: HandleKind::View(bytes),
+                kind,
             })),
         );
         Ok((
@@ -135,6 +158,7 @@ impl Fs {
         match view {
             View::Manifest => self.manifest(),
             View::Outline(target) => self.outline(target),
+            _ => Err(Error::new(libc::EISDIR, "not a rendered view")),
         }
     }
 
@@ -162,8 +186,25 @@ impl Fs {
                 })
                 .collect()
         };
+        self.store.sync()?;
         let (refusals, count) = self.store.refusals(manifest::REFUSALS_SHOWN)?;
+        let restorable = self
+            .store
+            .restorable(manifest::REFUSALS_SHOWN)?
+            .into_iter()
+            // A deleted file that lives again needs no pointer to its archive.
+            .filter(|r| !(r.deleted && r.live))
+            .map(|r| manifest::Restorable {
+                deleted: r.deleted,
+                path: r.path,
+                writer: r.writer,
+                time_ns: r.time_ns,
+                version: r.version,
+                bytes: r.size,
+            })
+            .collect();
         let text = manifest::render(&manifest::Input {
+            restorable,
             files,
             refusals: (
                 refusals
@@ -232,13 +273,15 @@ impl Fs {
     /// NUL-terminated names.
     pub fn listxattr(&self, ino: u64) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        if View::of(ino).is_some() {
+        let Some((id, _)) = self.xattr_version(ino)? else {
             return Ok(out);
-        }
-        let head = self.tree.read().get(ino)?.head.clone();
-        let Some(head) = head else { return Ok(out) };
-        let meta = self.store.version_meta(head.id)?;
-        for name in XATTRS {
+        };
+        let meta = self.store.version_meta(id)?;
+        let archived = matches!(View::of(ino), Some(View::Archived(_)));
+        for name in XATTRS
+            .iter()
+            .chain(if archived { ARCHIVE_XATTRS } else { &[] })
+        {
             if *name == "step" && meta.step.is_none() {
                 continue;
             }
@@ -247,6 +290,25 @@ impl Fs {
             out.push(0);
         }
         Ok(out)
+    }
+
+    /// The version whose provenance an inode's xattrs show, with its number: a file's
+    /// current version, a history version, an archived file's last version.
+    fn xattr_version(&self, ino: u64) -> Result<Option<(i64, i64)>> {
+        Ok(match View::of(ino) {
+            None => self
+                .tree
+                .read()
+                .get(ino)?
+                .head
+                .as_ref()
+                .map(|h| (h.id, h.number)),
+            Some(v @ (View::Version(_) | View::Archived(_))) => {
+                let (_, id) = self.history_content(v)?;
+                Some((id, self.store.version(id)?.number))
+            }
+            Some(_) => None,
+        })
     }
 
     /// `getxattr`: `user.scratchfs.version`, `.writer`, `.blake3`, `.step` and
@@ -258,13 +320,18 @@ impl Fs {
         let Some(key) = name.strip_prefix(XATTR_PREFIX) else {
             return Err(nodata());
         };
-        if View::of(ino).is_some() {
-            return Err(nodata());
-        }
-        let head = self.tree.read().get(ino)?.head.clone().ok_or_else(nodata)?;
-        let meta = self.store.version_meta(head.id)?;
+        let (id, number) = self.xattr_version(ino)?.ok_or_else(nodata)?;
+        let meta = self.store.version_meta(id)?;
+        let deletion = || -> Result<(String, i64)> {
+            match View::of(ino) {
+                Some(View::Archived(fid)) => self.store.deletion(fid as i64)?.ok_or_else(nodata),
+                _ => Err(nodata()),
+            }
+        };
         let value = match key {
-            "version" => head.number.to_string(),
+            "deleted_by" => deletion()?.0,
+            "deleted" => manifest::utc(deletion()?.1).replace(' ', "T"),
+            "version" => number.to_string(),
             "writer" => meta.writer,
             "blake3" => meta.blake3,
             "step" => meta.step.ok_or_else(nodata)?.to_string(),
@@ -276,7 +343,17 @@ impl Fs {
 
     /// `setxattr` and `removexattr`: refused with `EOPNOTSUPP` ("Operation not
     /// supported"), which `cp -a` and `rsync -a` tolerate; provenance is not writable.
-    pub fn setxattr(&self, _ino: u64) -> Result<()> {
+    /// One name is a command: setting [`RESTORE_XATTR`] to a version number N on a file
+    /// makes version N its current version again, as a new version with op `restore`
+    /// (how `scratchfs restore PATH@N` works while mounted).
+    pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], ctx: super::Ctx) -> Result<()> {
+        if name == RESTORE_XATTR.as_bytes() && View::of(ino).is_none() {
+            let n: i64 = std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or_else(|| Error::new(libc::EINVAL, "restore: expected a version number"))?;
+            return self.restore(ino, n, ctx);
+        }
         Err(Error::new(
             libc::EOPNOTSUPP,
             "extended attributes are read-only provenance",

@@ -477,22 +477,26 @@ impl Filesystem for Adapter {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
+        name: &OsStr,
+        value: &[u8],
         _flags: i32,
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        match guard("setxattr", || self.fs.setxattr(ino.0)) {
+        match guard("setxattr", || {
+            self.fs.setxattr(ino.0, name.as_bytes(), value, ctx(req))
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        match guard("removexattr", || self.fs.setxattr(ino.0)) {
+    fn removexattr(&self, req: &Request, ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        match guard("removexattr", || {
+            self.fs.setxattr(ino.0, b"", b"", ctx(req))
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }

@@ -72,6 +72,38 @@ pub struct FieldInfo {
     pub time_ns: i64,
 }
 
+/// A file's history as the history views list it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lineage {
+    /// `files.id`.
+    pub file_id: i64,
+    /// Current path, or the last one before it was deleted.
+    pub path: String,
+    /// When it was deleted (or ended by being renamed over another file), ns.
+    pub deleted_ns: Option<i64>,
+    /// It ended by being renamed over another file, whose history continues it.
+    pub merged: bool,
+}
+
+/// Content that a deletion or a shrinking commit dropped, as MANIFEST lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestorableInfo {
+    /// Deleted (`.archive/<path>`), or shrunk (`.history/<path>/<version>`).
+    pub deleted: bool,
+    /// Path.
+    pub path: String,
+    /// Who deleted or shrank it.
+    pub writer: String,
+    /// When, ns.
+    pub time_ns: i64,
+    /// The version dropped (for a deletion: the last one).
+    pub version: i64,
+    /// Its size in bytes.
+    pub size: u64,
+    /// A file lives at the path again.
+    pub live: bool,
+}
+
 /// A refused commit, as MANIFEST summarises it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefusalInfo {
@@ -275,10 +307,20 @@ pub trait Store: Send + Sync {
     fn rename(&self, req: RenameRequest<'_>) -> Result<Option<VersionInfo>>;
     /// Provenance of version `id` (`versions.id`).
     fn version_meta(&self, id: i64) -> Result<VersionMeta>;
+    /// Every lineage whose path is `prefix` or lies below it (`""`: all), by path.
+    fn lineages(&self, prefix: &str) -> Result<Vec<Lineage>>;
+    /// Every version of a lineage, oldest first.
+    fn versions(&self, file_id: i64) -> Result<Vec<VersionInfo>>;
+    /// One version by `versions.id`.
+    fn version(&self, id: i64) -> Result<VersionInfo>;
+    /// Who deleted a lineage (unlinked its file) and when, ns.
+    fn deletion(&self, file_id: i64) -> Result<Option<(String, i64)>>;
     /// Per-key provenance of a JSON file's lineage (empty for other files).
     fn fields(&self, file_id: i64) -> Result<Vec<FieldInfo>>;
     /// The latest `limit` refusals, newest first, and how many there are in all.
     fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)>;
+    /// The latest `limit` deletions and shrinking commits, newest first.
+    fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>>;
 }
 
 /// Current time in ns since the Unix epoch.

@@ -28,9 +28,11 @@ CREATE UNIQUE INDEX IF NOT EXISTS nodes_by_name ON nodes(parent, name) WHERE par
 -- renames; a rename over an existing file continues the target's lineage. The current
 -- version is the one with the highest number (view `heads`).
 CREATE TABLE IF NOT EXISTS files (
-    id         INTEGER PRIMARY KEY,
-    path       TEXT NOT NULL,
-    deleted_ns INTEGER
+    id          INTEGER PRIMARY KEY,
+    path        TEXT NOT NULL,
+    deleted_ns  INTEGER,
+    -- Set when the file was renamed over another one, whose history continues it.
+    merged_into INTEGER
 );
 -- Content: blobs are deduplicated by blake3; a stream is an append-only sequence of
 -- extents; a version's content is the first `size` bytes of its stream. Stream 0 is the
@@ -67,6 +69,7 @@ CREATE TABLE IF NOT EXISTS processes (
     env_writer TEXT,
     step       INTEGER
 );
+CREATE INDEX IF NOT EXISTS files_by_path ON files(path);
 CREATE INDEX IF NOT EXISTS processes_by_tgid ON processes(tgid, start_time);
 -- One row per committed version; its provenance is its process row (view version_log).
 CREATE TABLE IF NOT EXISTS versions (
@@ -121,6 +124,9 @@ CREATE VIEW IF NOT EXISTS event_log AS
            p.gid, p.exe, p.argv, p.env_writer, p.step, e.process
     FROM events e JOIN processes p ON p.id = e.process;
 CREATE INDEX IF NOT EXISTS events_rejected ON events(id) WHERE op = 'rejected';
+-- Content one can get back: unlinked files and commits that shrank a file by over half.
+CREATE VIEW IF NOT EXISTS events_restorable AS
+    SELECT id FROM events WHERE op IN ('unlink', 'shrink');
 -- Per-key provenance of JSON files (paths ending in .json, up to 1 MiB): the version
 -- that last changed each top-level key's value.
 CREATE TABLE IF NOT EXISTS fields (

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{
-    Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, FieldInfo, Kind, NodeRecord,
-    RefusalInfo, RenameRequest, Store, VersionInfo, VersionMeta,
+    Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, FieldInfo, Kind, Lineage,
+    NodeRecord, RefusalInfo, RenameRequest, RestorableInfo, Store, VersionInfo, VersionMeta,
 };
 use crate::error::{Error, Result};
 use crate::identity::Caller;
@@ -101,6 +101,16 @@ impl Sqlite {
             },
             fresh,
         ))
+    }
+
+    /// Sets a `meta` row (e.g. `mountpoint`, which `scratchfs restore` uses to reach a
+    /// mounted scratchpad).
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.write_lock()?.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
+            params![key, value],
+        )?;
+        Ok(())
     }
 
     /// Path of the database file.
@@ -378,6 +388,19 @@ fn write_range(
         at += n as u64;
     }
     Ok(())
+}
+
+fn version_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<VersionInfo> {
+    Ok(VersionInfo {
+        id: r.get(0)?,
+        number: r.get(1)?,
+        content: ContentRef {
+            stream: r.get(2)?,
+            len: r.get::<_, i64>(3)? as u64,
+        },
+        time_ns: r.get(4)?,
+        writer: r.get::<_, String>(5)?.into(),
+    })
 }
 
 fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInfo>> {
@@ -922,6 +945,25 @@ impl Store for Sqlite {
             }
             let version = insert_version(&tx, file_id, path, op, content, &hash, caller, time_ns)?;
             update_fields(&tx, file_id, path, Some(head.content), content, version.id)?;
+            if content.len * 2 < head.content.len {
+                // Compaction or a wipe: MANIFEST names the version dropped (SPEC §7).
+                insert_event(
+                    &tx,
+                    "shrink",
+                    path,
+                    None,
+                    Some(file_id),
+                    Some(head.id),
+                    None,
+                    Some(&format!(
+                        "{path} shrank from {} to {} bytes; version {} is .history/{path}/{}",
+                        head.content.len, content.len, head.number, head.number
+                    )),
+                    None,
+                    caller,
+                    time_ns,
+                )?;
+            }
             // The node row is not rewritten: its mtime and ctime follow the current version
             // (see `node_from_row`), except for an explicit mtime, which a write unpins.
             if set_mtime {
@@ -1085,8 +1127,10 @@ impl Store for Sqlite {
             if req.file_id != Some(fid) {
                 // The source lineage ends here; its history stays under its old path.
                 if let Some(src) = req.file_id {
-                    tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
-                        .execute(params![t, src])?;
+                    tx.prepare_cached(
+                        "UPDATE files SET deleted_ns = ?1, merged_into = ?3 WHERE id = ?2",
+                    )?
+                    .execute(params![t, src, fid])?;
                 }
             }
             // The content renamed is the source's current version, whose hash is known.
@@ -1141,6 +1185,59 @@ impl Store for Sqlite {
             })?)
     }
 
+    fn lineages(&self, prefix: &str) -> Result<Vec<Lineage>> {
+        let conn = self.reader();
+        // Paths below `prefix`: from "prefix/" up to (not including) "prefix0" ('0' follows '/').
+        let (lo, hi) = if prefix.is_empty() {
+            (String::new(), "\u{10FFFF}".to_string())
+        } else {
+            (format!("{prefix}/"), format!("{prefix}0"))
+        };
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, path, deleted_ns, merged_into IS NOT NULL FROM files
+             WHERE path = ?1 OR (path >= ?2 AND path < ?3) ORDER BY path, id",
+        )?;
+        let rows = stmt.query_map(params![prefix, lo, hi], |r| {
+            Ok(Lineage {
+                file_id: r.get(0)?,
+                path: r.get(1)?,
+                deleted_ns: r.get(2)?,
+                merged: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    fn versions(&self, file_id: i64) -> Result<Vec<VersionInfo>> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE file_id = ?1
+             ORDER BY version",
+        )?;
+        let rows = stmt.query_map([file_id], version_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    fn version(&self, id: i64) -> Result<VersionInfo> {
+        let conn = self.reader();
+        Ok(conn
+            .prepare_cached(
+                "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE id = ?1",
+            )?
+            .query_row([id], version_from_row)?)
+    }
+
+    fn deletion(&self, file_id: i64) -> Result<Option<(String, i64)>> {
+        let conn = self.reader();
+        Ok(conn
+            .prepare_cached(
+                "SELECT writer, time_ns FROM events WHERE file_id = ?1 AND op = 'unlink'
+                 ORDER BY id DESC LIMIT 1",
+            )?
+            .query_row([file_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
+    }
+
     fn fields(&self, file_id: i64) -> Result<Vec<FieldInfo>> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(
@@ -1162,6 +1259,29 @@ impl Store for Sqlite {
             out.push(r?);
         }
         Ok(out)
+    }
+
+    fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT e.op, e.path, e.writer, e.time_ns, v.version, v.size,
+                    (SELECT COUNT(*) FROM files f WHERE f.path = e.path AND f.deleted_ns IS NULL)
+             FROM events e JOIN versions v ON v.id = e.version_id
+             WHERE e.id IN (SELECT id FROM events_restorable ORDER BY id DESC LIMIT ?1)
+             ORDER BY e.id DESC",
+        )?;
+        let rows = stmt.query_map([limit as i64], |r| {
+            Ok(RestorableInfo {
+                deleted: r.get::<_, String>(0)? == "unlink",
+                path: r.get(1)?,
+                writer: r.get(2)?,
+                time_ns: r.get(3)?,
+                version: r.get(4)?,
+                size: r.get::<_, i64>(5)? as u64,
+                live: r.get::<_, i64>(6)? > 0,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
     fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {

@@ -7,7 +7,10 @@
 //! notes/ (14 files)        5,678    1,420    -  tool           5s
 //! who may write: anyone may write any file
 //! refused (2 of 2): state.json by agent 12s ago: lost update: written from version 2, ...
-//! not listed: <file>.outline (what a file holds, by line range)
+//! restorable:
+//!   notes/old.md deleted by agent 40s ago (1,204 B): .archive/notes/old.md
+//!   plan.md shrunk by agent 9s ago; v3 (5,210 B): .history/plan.md/3
+//! not listed: <file>.outline (what a file holds, by section); .history/<path>/<N> ...
 //! ```
 //!
 //! - One line per live file: path, bytes, estimated tokens (bytes/4), current version
@@ -16,8 +19,9 @@
 //! - A directory holding more than [`FOLD`] files (at any depth) is folded into one line
 //!   with its totals and its newest writer and age; the root lists at most [`ROOT_MAX`]
 //!   files, the most recent first, and folds the rest into one line.
-//! - Then who may write what, the latest refusals with their reasons, and the views that
-//!   resolve by name but are not listed.
+//! - Then who may write what, the latest refusals with their reasons, the latest
+//!   deletions and commits that shrank a file by more than half, each with the path that
+//!   gives the content back, and the views that resolve by name but are not listed.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -57,9 +61,28 @@ pub struct Refusal {
     pub time_ns: i64,
 }
 
+/// Content a deletion or a shrinking commit dropped, and where to get it back.
+#[derive(Debug, Clone)]
+pub struct Restorable {
+    /// Deleted (else: shrunk by more than half).
+    pub deleted: bool,
+    /// Path.
+    pub path: String,
+    /// Who did it.
+    pub writer: String,
+    /// When, ns.
+    pub time_ns: i64,
+    /// The version dropped.
+    pub version: i64,
+    /// Its size, bytes.
+    pub bytes: u64,
+}
+
 /// Everything MANIFEST shows.
 #[derive(Debug, Clone, Default)]
 pub struct Input {
+    /// The latest deletions and shrinking commits, newest first.
+    pub restorable: Vec<Restorable>,
     /// Live files, any order.
     pub files: Vec<FileEntry>,
     /// The latest refusals, newest first, and how many there are in all.
@@ -261,8 +284,36 @@ pub fn render(input: &Input) -> String {
             );
         }
     }
+    if !input.restorable.is_empty() {
+        out.push_str("restorable:\n");
+        for r in &input.restorable {
+            let ago = age(input.as_of_ns, r.time_ns);
+            if r.deleted {
+                let _ = writeln!(
+                    out,
+                    "  {} deleted by {} {ago} ago ({} B): .archive/{}",
+                    r.path,
+                    r.writer,
+                    thousands(r.bytes),
+                    r.path
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "  {} shrunk by {} {ago} ago; v{} ({} B): .history/{}/{}",
+                    r.path,
+                    r.writer,
+                    r.version,
+                    thousands(r.bytes),
+                    r.path,
+                    r.version
+                );
+            }
+        }
+    }
     out.push_str(
-        "not listed: <file>.outline (what a file holds, with the line range of each section)\n",
+        "not listed: <file>.outline (what a file holds, by section); \
+         .history/<path>/<N> (every version); .archive/<path> (deleted files)\n",
     );
     out
 }

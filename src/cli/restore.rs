@@ -1,0 +1,97 @@
+//! `scratchfs restore PATH@N`: makes version N current again, as a new version with op
+//! `restore` (SPEC §2). While the database is mounted, the restore goes through the
+//! mount (setting `user.scratchfs.restore` on the file), so that the daemon commits it
+//! and drops the kernel's cached size and pages; otherwise it opens the store itself.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use rusqlite::OptionalExtension;
+
+use super::{Failure, open, parse_spec};
+use crate::fs::serve::RESTORE_XATTR;
+use crate::fs::{Ctx, Fs, ROOT};
+use crate::store::{Sqlite, Store};
+
+/// Restores `spec` (`PATH@N`).
+pub fn restore(db: &Path, spec: &str) -> Result<(), Failure> {
+    let (path, n) = parse_spec(spec)?;
+    let n = n.ok_or_else(|| format!("{spec}: expected PATH@N"))?;
+    let path = path.trim_start_matches('/').to_string();
+    if !db.exists() {
+        return Err(format!("{}: no such database", db.display()));
+    }
+    let lock = match crate::mount::lock_database_now(db) {
+        Ok(lock) => lock,
+        Err(_) => match mountpoint(db)? {
+            Some(mnt) if crate::mount::fuse_mounted_at(Path::new(&mnt)) => {
+                return through_mount(&mnt, &path, n);
+            }
+            // A daemon that was just unmounted may still be closing the database.
+            _ => crate::mount::lock_database(db)?,
+        },
+    };
+    let r = offline(db, &path, n);
+    drop(lock);
+    r
+}
+
+fn mountpoint(db: &Path) -> Result<Option<String>, Failure> {
+    open(db)?
+        .query_row("SELECT value FROM meta WHERE key = 'mountpoint'", [], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(|e| e.to_string())
+}
+
+fn through_mount(mnt: &str, path: &str, n: i64) -> Result<(), Failure> {
+    let file = Path::new(mnt).join(path);
+    let c = CString::new(file.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    let name = CString::new(RESTORE_XATTR).map_err(|e| e.to_string())?;
+    let value = n.to_string();
+    let rc = unsafe {
+        libc::setxattr(
+            c.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        let why = match e.raw_os_error() {
+            Some(libc::ENOENT) => format!("{path}@{n}: no such file or version"),
+            _ => format!("{path}@{n}: {e}"),
+        };
+        return Err(why);
+    }
+    Ok(())
+}
+
+fn offline(db: &Path, path: &str, n: i64) -> Result<(), Failure> {
+    let me = unsafe { (libc::getuid(), libc::getgid()) };
+    let (store, _) = Sqlite::open(db, me).map_err(|e| e.to_string())?;
+    let store: Arc<dyn Store> = Arc::new(store);
+    let dir = db
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| ".".into());
+    let fs = Fs::new(store, dir).map_err(|e| e.to_string())?;
+    let mut ino = ROOT;
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        ino = fs
+            .lookup(ino, part.as_bytes())
+            .map_err(|_| format!("{path}: no such file (a deleted file comes back with cp .archive/{path} {path})"))?
+            .ino;
+    }
+    let ctx = Ctx {
+        pid: std::process::id(),
+        uid: me.0,
+        gid: me.1,
+    };
+    fs.restore(ino, n, ctx).map_err(|e| e.reason)
+}

@@ -1,0 +1,257 @@
+//! Serving `.history/<path>/<N>` and `.archive/<path>` (SPEC §7; docs/views.md): read-only
+//! trees computed from the store's lineages on each lookup and listing. Directory inodes
+//! are registered by path for the life of the mount; version and archived-file inodes
+//! carry their `versions.id` or `files.id`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::{Attr, DirEntry, Fs, ROOT};
+use crate::error::{Error, Result};
+use crate::store::{Attrs, ContentRef, Kind, Lineage};
+use crate::sync::Mutex;
+use crate::views::{self, View};
+
+/// Paths of the history and archive directories, by id (id 0 is the tree's root, "").
+#[derive(Default)]
+pub struct DirRegistry {
+    ids: HashMap<String, u64>,
+    paths: Vec<String>,
+}
+
+impl DirRegistry {
+    fn id(&mut self, path: &str) -> u64 {
+        if path.is_empty() {
+            return 0;
+        }
+        if let Some(&id) = self.ids.get(path) {
+            return id;
+        }
+        if self.paths.is_empty() {
+            self.paths.push(String::new());
+        }
+        let id = self.paths.len() as u64;
+        self.paths.push(path.to_string());
+        self.ids.insert(path.to_string(), id);
+        id
+    }
+
+    fn path(&self, id: u64) -> Option<String> {
+        if id == 0 {
+            return Some(String::new());
+        }
+        self.paths.get(id as usize).cloned()
+    }
+}
+
+/// The history directory registry of a mount.
+pub type Registry = Mutex<DirRegistry>;
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}/{name}")
+    }
+}
+
+/// The lineage shown for `path`: the live one, else the one deleted last.
+fn chosen<'a>(lineages: &'a [Lineage], path: &str) -> Option<&'a Lineage> {
+    lineages
+        .iter()
+        .filter(|l| l.path == path)
+        .max_by_key(|l| (l.deleted_ns.is_none(), l.deleted_ns, l.file_id))
+}
+
+/// `000042`.
+pub fn version_name(n: i64) -> String {
+    format!("{n:0width$}", width = views::VERSION_NAME_WIDTH)
+}
+
+impl Fs {
+    fn dir_path(&self, id: u64) -> Result<String> {
+        self.views
+            .dirs
+            .lock()
+            .path(id)
+            .ok_or_else(|| Error::new(libc::ENOENT, "history directory gone"))
+    }
+
+    /// The child `name` of a history or archive directory.
+    pub(super) fn history_child(&self, dir: View, name: &[u8]) -> Result<Option<View>> {
+        // Unlinks answered but not yet stored must show (views are never stale).
+        self.store.sync()?;
+        let name = String::from_utf8_lossy(name).into_owned();
+        match dir {
+            View::HistoryDir(id) => {
+                let prefix = self.dir_path(id)?;
+                if let Ok(n) = name.parse::<i64>()
+                    && !prefix.is_empty()
+                {
+                    let lineages = self.store.lineages(&prefix)?;
+                    if let Some(l) = chosen(&lineages, &prefix) {
+                        let v = self.store.versions(l.file_id)?;
+                        return Ok(v
+                            .iter()
+                            .find(|v| v.number == n)
+                            .map(|v| View::Version(v.id as u64)));
+                    }
+                }
+                let child = join(&prefix, &name);
+                if self.store.lineages(&child)?.is_empty() {
+                    return Ok(None);
+                }
+                Ok(Some(View::HistoryDir(self.views.dirs.lock().id(&child))))
+            }
+            View::ArchiveDir(id) => {
+                let child = join(&self.dir_path(id)?, &name);
+                let deleted: Vec<Lineage> = self
+                    .store
+                    .lineages(&child)?
+                    .into_iter()
+                    .filter(|l| l.deleted_ns.is_some() && !l.merged)
+                    .collect();
+                if let Some(l) = chosen(&deleted, &child) {
+                    return Ok(Some(View::Archived(l.file_id as u64)));
+                }
+                if deleted.is_empty() {
+                    return Ok(None);
+                }
+                Ok(Some(View::ArchiveDir(self.views.dirs.lock().id(&child))))
+            }
+            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+    }
+
+    /// Entries of a history or archive directory, sorted by name; the cookie of an entry
+    /// is its position + 3 (these trees only grow, and only between listings).
+    pub(super) fn history_readdir(&self, dir: View, offset: u64) -> Result<Vec<DirEntry>> {
+        self.store.sync()?;
+        let mut names: BTreeMap<String, (View, Kind)> = BTreeMap::new();
+        let (prefix, archive) = match dir {
+            View::HistoryDir(id) => (self.dir_path(id)?, false),
+            View::ArchiveDir(id) => (self.dir_path(id)?, true),
+            _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
+        };
+        let mut lineages = self.store.lineages(&prefix)?;
+        if archive {
+            lineages.retain(|l| l.deleted_ns.is_some() && !l.merged);
+        }
+        if !archive
+            && !prefix.is_empty()
+            && let Some(l) = chosen(&lineages, &prefix)
+        {
+            for v in self.store.versions(l.file_id)? {
+                names.insert(
+                    version_name(v.number),
+                    (View::Version(v.id as u64), Kind::File),
+                );
+            }
+        }
+        let below = if prefix.is_empty() {
+            0
+        } else {
+            prefix.len() + 1
+        };
+        for l in &lineages {
+            if l.path.len() <= below || (below > 0 && !l.path.starts_with(&format!("{prefix}/"))) {
+                continue;
+            }
+            let rest = &l.path[below..];
+            let first = rest.split('/').next().unwrap_or(rest).to_string();
+            let child = join(&prefix, &first);
+            if archive && !rest.contains('/') {
+                if let Some(c) = chosen(&lineages, &child) {
+                    names.insert(first, (View::Archived(c.file_id as u64), Kind::File));
+                }
+                continue;
+            }
+            names.entry(first).or_insert_with(|| {
+                let id = self.views.dirs.lock().id(&child);
+                let v = if archive {
+                    View::ArchiveDir(id)
+                } else {
+                    View::HistoryDir(id)
+                };
+                (v, Kind::Dir)
+            });
+        }
+        let mut out = Vec::new();
+        let me = dir.ino();
+        for (i, (name, ino, kind)) in [
+            (".".to_string(), me, Kind::Dir),
+            ("..".to_string(), ROOT, Kind::Dir),
+        ]
+        .into_iter()
+        .chain(names.into_iter().map(|(n, (v, k))| (n, v.ino(), k)))
+        .enumerate()
+        {
+            let cookie = i as u64 + 1;
+            if cookie > offset {
+                out.push(DirEntry {
+                    ino,
+                    next_offset: cookie,
+                    kind,
+                    name: name.into_bytes(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Attributes of a history view: directories 0555, files 0444 with their version's
+    /// size and time (an archived file: its last version, at the time it was deleted).
+    pub(super) fn history_attr(&self, view: View) -> Result<Attr> {
+        let root = self.tree.read().get(ROOT)?.attrs;
+        let (kind, size, t, nlink, mode) = match view {
+            View::HistoryDir(_) | View::ArchiveDir(_) => (Kind::Dir, 0, root.mtime_ns, 2, 0o555),
+            View::Version(id) => {
+                let v = self.store.version(id as i64)?;
+                (Kind::File, v.content.len, v.time_ns, 1, 0o444)
+            }
+            View::Archived(fid) => {
+                let v = self
+                    .store
+                    .versions(fid as i64)?
+                    .pop()
+                    .ok_or_else(|| Error::new(libc::ENOENT, "no version"))?;
+                let t = self
+                    .store
+                    .deletion(fid as i64)?
+                    .map(|d| d.1)
+                    .unwrap_or(v.time_ns);
+                (Kind::File, v.content.len, t, 1, 0o444)
+            }
+            _ => return Err(Error::new(libc::EINVAL, "not a history view")),
+        };
+        Ok(Attr {
+            ino: view.ino(),
+            kind,
+            size,
+            attrs: Attrs {
+                mode,
+                uid: root.uid,
+                gid: root.gid,
+                atime_ns: t,
+                mtime_ns: t,
+                ctime_ns: t,
+            },
+            nlink,
+            volatile: true,
+            synthesized: true,
+        })
+    }
+
+    /// Content and version id of a history file view.
+    pub(super) fn history_content(&self, view: View) -> Result<(ContentRef, i64)> {
+        let v = match view {
+            View::Version(id) => self.store.version(id as i64)?,
+            View::Archived(fid) => self
+                .store
+                .versions(fid as i64)?
+                .pop()
+                .ok_or_else(|| Error::new(libc::ENOENT, "no version"))?,
+            _ => return Err(Error::new(libc::EISDIR, "is a directory")),
+        };
+        Ok((v.content, v.id))
+    }
+}
