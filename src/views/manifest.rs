@@ -340,6 +340,7 @@ mod tests {
         }
         files.push(f("a/b.txt", 3, 50));
         let m = render(&Input {
+            restorable: vec![],
             files,
             refusals: (vec![], 0),
             rules: vec!["anyone may write any file".into()],
