@@ -101,6 +101,16 @@ enum Command {
         #[command(flatten)]
         db: DbArg,
     },
+    /// Write the tree as it was at TIME (default: now) into DIR (new or empty).
+    Export {
+        /// Target directory.
+        dir: PathBuf,
+        /// YYYY-MM-DD[THH:MM:SS[Z]] (UTC), @SECONDS or nanoseconds since the epoch.
+        #[arg(long)]
+        at: Option<String>,
+        #[command(flatten)]
+        db: DbArg,
+    },
     /// Re-hash every stored byte and check every invariant; exit 1 on any fault.
     Fsck {
         #[command(flatten)]
@@ -178,6 +188,11 @@ fn main() -> ExitCode {
         Command::Diff { a, b, db } => cli::diff::diff(&db.db, &a, b.as_deref()),
         Command::Fsck { db } => cli::fsck::fsck(&db.db),
         Command::Restore { spec, db } => cli::restore::restore(&db.db, &spec),
+        Command::Export { dir, at, db } => at
+            .as_deref()
+            .map(cli::export::parse_time)
+            .transpose()
+            .and_then(|at| cli::export::export(&db.db, &dir, at)),
         Command::Run { db, cmd } => return run(db.db, cmd),
     };
     match result {

@@ -93,3 +93,81 @@ fn fsck_is_clean_then_finds_one_corrupted_byte() {
     assert!(out.contains("content does not match its blake3"), "{out}");
     assert!(err.contains("faults"), "{err}");
 }
+
+#[test]
+fn export_at_three_times() {
+    let m = Mount::new();
+    let t = |m: &Mount| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let _ = m;
+        ns.to_string()
+    };
+    m.sh_ok("echo one > a && mkdir d && echo x > d/x");
+    let t1 = t(&m);
+    m.sh_ok("echo two > a && mv d/x d/y && echo b > b");
+    let t2 = t(&m);
+    m.sh_ok("rm a && echo three > b");
+    let out = tempfile::tempdir().unwrap();
+    for (i, at) in [Some(&t1), Some(&t2), None].iter().enumerate() {
+        let dir = out.path().join(i.to_string());
+        let mut args = vec!["export", dir.to_str().unwrap()];
+        if let Some(at) = at {
+            args.extend(["--at", at.as_str()]);
+        }
+        let (rc, _, err) = cli(&m, &args);
+        assert_eq!(rc, 0, "{err}");
+    }
+    let tree = |i: usize| {
+        let o = Command::new("bash")
+            .args([
+                "-c",
+                "find . -type f | sort | while read f; do echo \"$f=$(cat $f)\"; done",
+            ])
+            .current_dir(out.path().join(i.to_string()))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert_eq!(
+        tree(0),
+        "./a=one\n./d/x=x\n./findings.md=\n./plan.md=\n./state.json={}\n"
+    );
+    assert_eq!(
+        tree(1),
+        "./a=two\n./b=b\n./d/y=x\n./findings.md=\n./plan.md=\n./state.json={}\n"
+    );
+    assert_eq!(
+        tree(2),
+        "./b=three\n./d/y=x\n./findings.md=\n./plan.md=\n./state.json={}\n"
+    );
+}
+
+#[test]
+fn export_and_show_never_leave_their_target_with_a_crafted_database() {
+    let m = Mount::new();
+    m.sh_ok("echo evil > e1 && echo evil > e2 && echo fine > ok");
+    let outside = tempfile::tempdir().unwrap();
+    let abs = outside.path().join("abs-evil");
+    m.sql(&format!(
+        "UPDATE versions SET path = '../evil' WHERE path = 'e1';
+         UPDATE versions SET path = '{}' WHERE path = 'e2';
+         UPDATE files SET path = '../evil' WHERE path = 'e1';",
+        abs.display()
+    ));
+    let target = outside.path().join("export");
+    let (rc, _, err) = cli(&m, &["export", target.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(err.contains("skipped unsafe path \"../evil\""), "{err}");
+    assert!(!outside.path().join("evil").exists());
+    assert!(!abs.exists());
+    assert_eq!(read(target.join("ok")), "fine\n");
+    // show prints to stdout only, whatever the name.
+    let (rc, out, _) = cli(&m, &["show", "../evil"]);
+    assert_eq!((rc, out.as_str()), (0, "evil\n"));
+    assert!(!outside.path().join("evil").exists());
+}
