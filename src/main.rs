@@ -111,6 +111,23 @@ enum Command {
         #[command(flatten)]
         db: DbArg,
     },
+    /// Forget old versions (never current ones, nor what MANIFEST points at).
+    Gc {
+        /// Keep the newest N versions of every file.
+        #[arg(long)]
+        keep_last: Option<u64>,
+        /// Forget versions committed before TIME (same forms as export --at).
+        #[arg(long)]
+        before: Option<String>,
+        /// Say what would go; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
     /// Re-hash every stored byte and check every invariant; exit 1 on any fault.
     Fsck {
         #[command(flatten)]
@@ -188,6 +205,17 @@ fn main() -> ExitCode {
         Command::Diff { a, b, db } => cli::diff::diff(&db.db, &a, b.as_deref()),
         Command::Fsck { db } => cli::fsck::fsck(&db.db),
         Command::Restore { spec, db } => cli::restore::restore(&db.db, &spec),
+        Command::Gc {
+            keep_last,
+            before,
+            dry_run,
+            json,
+            db,
+        } => before
+            .as_deref()
+            .map(cli::export::parse_time)
+            .transpose()
+            .and_then(|before| cli::gc::gc(&db.db, keep_last, before, dry_run, json)),
         Command::Export { dir, at, db } => at
             .as_deref()
             .map(cli::export::parse_time)

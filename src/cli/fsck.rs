@@ -76,9 +76,13 @@ pub fn fsck(db: &Path) -> Result<(), Failure> {
             "versions without their process row",
         ),
         (
-            "SELECT COUNT(*) FROM (SELECT file_id FROM versions GROUP BY file_id
-             HAVING MAX(version) != COUNT(*) OR MIN(version) != 1)",
-            "files whose version numbers are not 1..N",
+            "SELECT COUNT(*) FROM versions WHERE version < 1",
+            "versions numbered below 1",
+        ),
+        (
+            "SELECT COUNT(*) FROM versions v LEFT JOIN streams s ON s.id = v.stream
+             WHERE v.stream != 0 AND s.id IS NULL",
+            "versions whose stream is missing",
         ),
     ] {
         let n = q(sql)?;

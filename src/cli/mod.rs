@@ -1,10 +1,11 @@
 //! The commands of SPEC §2 that work on the database (usable while it is mounted):
-//! `log`, `history`, `show`, `diff`, `fsck`, `restore`, `export`. One file per command; each returns
+//! `log`, `history`, `show`, `diff`, `fsck`, `restore`, `export`, `gc`. One file per command; each returns
 //! `Err(message)` for a runtime failure (exit status 1).
 
 pub mod diff;
 pub mod export;
 pub mod fsck;
+pub mod gc;
 pub mod log;
 pub mod restore;
 
