@@ -81,6 +81,9 @@ enum Command {
     Show {
         /// PATH or PATH@N.
         spec: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         db: DbArg,
     },
@@ -90,6 +93,9 @@ enum Command {
         a: String,
         /// PATH@B.
         b: Option<String>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         db: DbArg,
     },
@@ -98,6 +104,9 @@ enum Command {
     Restore {
         /// PATH@N.
         spec: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         db: DbArg,
     },
@@ -108,6 +117,9 @@ enum Command {
         /// YYYY-MM-DD[THH:MM:SS[Z]] (UTC), @SECONDS or nanoseconds since the epoch.
         #[arg(long)]
         at: Option<String>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         db: DbArg,
     },
@@ -130,6 +142,9 @@ enum Command {
     },
     /// Re-hash every stored byte and check every invariant; exit 1 on any fault.
     Fsck {
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         db: DbArg,
     },
@@ -201,10 +216,10 @@ fn main() -> ExitCode {
             json,
         } => cli::log::log(&db.db, path.as_deref(), rejected, json),
         Command::History { path, db, json } => cli::history(&db.db, &path, json),
-        Command::Show { spec, db } => cli::show(&db.db, &spec),
-        Command::Diff { a, b, db } => cli::diff::diff(&db.db, &a, b.as_deref()),
-        Command::Fsck { db } => cli::fsck::fsck(&db.db),
-        Command::Restore { spec, db } => cli::restore::restore(&db.db, &spec),
+        Command::Show { spec, db, json } => cli::show(&db.db, &spec, json),
+        Command::Diff { a, b, db, json } => cli::diff::diff(&db.db, &a, b.as_deref(), json),
+        Command::Fsck { db, json } => cli::fsck::fsck(&db.db, json),
+        Command::Restore { spec, db, json } => cli::restore::restore(&db.db, &spec, json),
         Command::Gc {
             keep_last,
             before,
@@ -216,11 +231,11 @@ fn main() -> ExitCode {
             .map(cli::export::parse_time)
             .transpose()
             .and_then(|before| cli::gc::gc(&db.db, keep_last, before, dry_run, json)),
-        Command::Export { dir, at, db } => at
+        Command::Export { dir, at, db, json } => at
             .as_deref()
             .map(cli::export::parse_time)
             .transpose()
-            .and_then(|at| cli::export::export(&db.db, &dir, at)),
+            .and_then(|at| cli::export::export(&db.db, &dir, at, json)),
         Command::Run { db, cmd } => return run(db.db, cmd),
     };
     match result {

@@ -97,7 +97,7 @@ fn restore_while_mounted_leaves_no_stale_cache_and_offline_too() {
         "exec 3<f; head -c 3 <&3 >/dev/null; SCRATCHFS_DB={} {BIN} restore f@2 && cat f && stat -c %s f",
         m.db.display()
     ));
-    assert_eq!(out, "one\n4\n");
+    assert_eq!(out, "f: version 2 restored\none\n4\n");
     let ops: Vec<String> = m.versions("f").into_iter().map(|v| v.1).collect();
     assert_eq!(ops, ["create", "write", "write", "restore"]);
     let (rc, _, err) = cli(&m, &["restore", "f@9"]);

@@ -227,3 +227,31 @@ fn gc_forgets_old_versions_only_when_asked_and_keeps_what_matters() {
         "only the current version of big is left"
     );
 }
+
+#[test]
+fn every_command_speaks_json() {
+    let m = Mount::new();
+    m.sh_ok("printf 'a\\n' > f && printf 'b\\n' > f");
+    let one = |args: &[&str]| -> serde_json::Value {
+        let (rc, out, err) = cli(&m, args);
+        assert_eq!(rc, 0, "{args:?}: {err}");
+        serde_json::from_str(out.lines().last().unwrap())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+    };
+    assert_eq!(one(&["show", "f@2", "--json"])["content"], "a\n");
+    assert_eq!(one(&["history", "f", "--json"])["op"], "write");
+    assert!(
+        one(&["diff", "f@2", "--json"])["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-a\n+b\n")
+    );
+    assert_eq!(one(&["fsck", "--json"])["faults"], serde_json::json!([]));
+    assert_eq!(one(&["restore", "f@2", "--json"])["restored"], 2);
+    let dir = m.dir.path().join("exported");
+    assert_eq!(
+        one(&["export", dir.to_str().unwrap(), "--json"])["files"],
+        4
+    );
+    assert_eq!(one(&["log", "--json"])["kind"], "version");
+}

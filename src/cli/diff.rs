@@ -6,7 +6,7 @@ use std::path::Path;
 use super::{Failure, open, parse_spec, version_of};
 
 /// Prints the unified diff of `a` → `b` (default: the current version of `a`'s path).
-pub fn diff(db: &Path, a: &str, b: Option<&str>) -> Result<(), Failure> {
+pub fn diff(db: &Path, a: &str, b: Option<&str>, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
     let va = version_of(&conn, a)?;
     let b = match b {
@@ -21,12 +21,19 @@ pub fn diff(db: &Path, a: &str, b: Option<&str>) -> Result<(), Failure> {
     };
     let (ta, tb) = (read(&va)?, read(&vb)?);
     let d = similar::TextDiff::from_lines(&ta, &tb);
-    print!(
-        "{}",
-        d.unified_diff().context_radius(3).header(
-            &format!("{}@{}", va.path, va.version),
-            &format!("{}@{}", vb.path, vb.version)
-        )
+    let (ha, hb) = (
+        format!("{}@{}", va.path, va.version),
+        format!("{}@{}", vb.path, vb.version),
     );
+    let text = d
+        .unified_diff()
+        .context_radius(3)
+        .header(&ha, &hb)
+        .to_string();
+    if json {
+        println!("{}", serde_json::json!({ "a": ha, "b": hb, "diff": text }));
+    } else {
+        print!("{text}");
+    }
     Ok(())
 }

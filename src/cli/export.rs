@@ -60,7 +60,7 @@ fn safe(path: &str) -> Option<PathBuf> {
 }
 
 /// Exports the tree at `at_ns` (default now) into `dir`, which must not exist or be empty.
-pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>) -> Result<(), Failure> {
+pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
     let at = at_ns.unwrap_or(i64::MAX);
     if dir.exists()
@@ -130,7 +130,11 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>) -> Result<(), Failure> 
         written += 1;
     }
     bar.finish_and_clear();
-    eprintln!("scratchfs: exported {written} files to {}", dir.display());
+    if json {
+        println!("{}", serde_json::json!({ "dir": dir, "files": written }));
+    } else {
+        eprintln!("scratchfs: exported {written} files to {}", dir.display());
+    }
     Ok(())
 }
 

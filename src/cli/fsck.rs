@@ -8,7 +8,7 @@ use super::{Failure, open};
 use crate::store::ContentRef;
 
 /// Runs every check; `Ok` only when no fault was found.
-pub fn fsck(db: &Path) -> Result<(), Failure> {
+pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
     let mut faults: Vec<String> = Vec::new();
     let q = |sql: &str| -> Result<i64, Failure> {
@@ -129,11 +129,20 @@ pub fn fsck(db: &Path) -> Result<(), Failure> {
         }
     }
     bar.finish_and_clear();
-    for f in &faults {
-        println!("fault: {f}");
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "checked": total, "faults": faults })
+        );
+    } else {
+        for f in &faults {
+            println!("fault: {f}");
+        }
     }
     if faults.is_empty() {
-        println!("fsck: clean ({total} blobs and versions checked)");
+        if !json {
+            println!("fsck: clean ({total} blobs and versions checked)");
+        }
         Ok(())
     } else {
         Err(format!("fsck: {} faults", faults.len()))

@@ -151,12 +151,26 @@ pub fn history(db: &Path, path: &str, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `scratchfs show PATH[@N]`: the bytes of a version on stdout.
-pub fn show(db: &Path, spec: &str) -> Result<(), Failure> {
+/// `scratchfs show PATH[@N] [--json]`: the bytes of a version on stdout; with `--json`
+/// one object with the version's provenance and its content (`content` when UTF-8, else
+/// `content_hex`).
+pub fn show(db: &Path, spec: &str, json: bool) -> Result<(), Failure> {
     use std::io::Write;
     let conn = open(db)?;
     let v = version_of(&conn, spec)?;
     let bytes = crate::store::read_all(&conn, v.content()).map_err(|e| e.reason)?;
+    if json {
+        let mut o = serde_json::to_value(&v).map_err(|e| e.to_string())?;
+        match String::from_utf8(bytes) {
+            Ok(text) => o["content"] = text.into(),
+            Err(e) => {
+                let hex: String = e.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+                o["content_hex"] = hex.into();
+            }
+        }
+        println!("{o}");
+        return Ok(());
+    }
     std::io::stdout()
         .write_all(&bytes)
         .map_err(|e| format!("stdout: {e}"))

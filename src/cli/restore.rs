@@ -16,7 +16,7 @@ use crate::fs::{Ctx, Fs, ROOT};
 use crate::store::{Sqlite, Store};
 
 /// Restores `spec` (`PATH@N`).
-pub fn restore(db: &Path, spec: &str) -> Result<(), Failure> {
+pub fn restore(db: &Path, spec: &str, json: bool) -> Result<(), Failure> {
     let (path, n) = parse_spec(spec)?;
     let n = n.ok_or_else(|| format!("{spec}: expected PATH@N"))?;
     let path = path.trim_start_matches('/').to_string();
@@ -27,7 +27,7 @@ pub fn restore(db: &Path, spec: &str) -> Result<(), Failure> {
         Ok(lock) => lock,
         Err(_) => match mountpoint(db)? {
             Some(mnt) if crate::mount::fuse_mounted_at(Path::new(&mnt)) => {
-                return through_mount(&mnt, &path, n);
+                return through_mount(&mnt, &path, n).map(|()| report(&path, n, json));
             }
             // A daemon that was just unmounted may still be closing the database.
             _ => crate::mount::lock_database(db)?,
@@ -35,7 +35,15 @@ pub fn restore(db: &Path, spec: &str) -> Result<(), Failure> {
     };
     let r = offline(db, &path, n);
     drop(lock);
-    r
+    r.map(|()| report(&path, n, json))
+}
+
+fn report(path: &str, n: i64, json: bool) {
+    if json {
+        println!("{}", serde_json::json!({ "path": path, "restored": n }));
+    } else {
+        println!("{path}: version {n} restored");
+    }
 }
 
 fn mountpoint(db: &Path) -> Result<Option<String>, Failure> {
