@@ -17,7 +17,7 @@ mod serve_views;
 
 /// Names the views' serving code exports (the restore attribute, the xattr names).
 pub mod serve {
-    pub use super::serve_views::{ARCHIVE_XATTRS, RESTORE_XATTR, XATTR_PREFIX, XATTRS};
+    pub use super::serve_views::{ARCHIVE_XATTRS, GC_XATTR, RESTORE_XATTR, XATTR_PREFIX, XATTRS};
 }
 
 use std::collections::{BTreeSet, HashMap};
@@ -1289,6 +1289,22 @@ impl Fs {
         // The kernel's size and pages are those of the version restored over.
         self.invalidate(Invalidation::Attr(ino));
         Ok(())
+    }
+
+    /// Runs `gc` in the store, keeping the content every open handle still reads.
+    pub fn gc(&self, req: &crate::store::GcRequest) -> Result<crate::store::GcReport> {
+        let handles: Vec<Arc<Mutex<Handle>>> = self.handles.lock().values().cloned().collect();
+        let mut protected = Vec::new();
+        for h in handles {
+            match &h.lock().kind {
+                HandleKind::Read(c, _) => protected.push((c.stream, c.len)),
+                HandleKind::Write(w) => protected.push((w.base.stream, w.base.len)),
+                HandleKind::View(_) => {}
+            }
+        }
+        let report = self.store.gc(req, &protected)?;
+        self.views.changed();
+        Ok(report)
     }
 
     /// `fsyncdir`: every directory change answered so far is written.

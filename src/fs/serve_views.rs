@@ -22,6 +22,8 @@ const OUTLINE_CACHE: usize = 1024;
 pub const XATTR_PREFIX: &str = "user.scratchfs.";
 /// The provenance extended attributes of every file (SPEC §7), in listing order.
 pub const XATTRS: &[&str] = &["version", "writer", "blake3", "step", "committed"];
+/// Setting this attribute on the root to a JSON `GcRequest` runs gc in the daemon.
+pub const GC_XATTR: &str = "user.scratchfs.gc";
 /// Setting this attribute to N restores version N (see [`Fs::setxattr`]).
 pub const RESTORE_XATTR: &str = "user.scratchfs.restore";
 /// Also on `.archive/<path>`: who deleted the file and when.
@@ -347,6 +349,11 @@ impl Fs {
     /// makes version N its current version again, as a new version with op `restore`
     /// (how `scratchfs restore PATH@N` works while mounted).
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], ctx: super::Ctx) -> Result<()> {
+        if name == GC_XATTR.as_bytes() && ino == ROOT {
+            let req: crate::store::GcRequest = serde_json::from_slice(value)
+                .map_err(|e| Error::new(libc::EINVAL, format!("gc: {e}")))?;
+            return self.gc(&req).map(|_| ());
+        }
         if name == RESTORE_XATTR.as_bytes() && View::of(ino).is_none() {
             let n: i64 = std::str::from_utf8(value)
                 .ok()

@@ -12,7 +12,7 @@ mod sqlite;
 
 use std::io;
 
-pub use sqlite::{Sqlite, open_read_only, read_all};
+pub use sqlite::{Sqlite, gc as sqlite_gc, open_read_only, read_all};
 
 use crate::error::Result;
 use crate::identity::Caller;
@@ -102,6 +102,28 @@ pub struct RestorableInfo {
     pub size: u64,
     /// A file lives at the path again.
     pub live: bool,
+}
+
+/// What `gc` is asked to forget (SPEC §2).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
+pub struct GcRequest {
+    /// Keep the newest N versions of every file.
+    pub keep_last: Option<u64>,
+    /// Forget versions committed before this time, ns.
+    pub before_ns: Option<i64>,
+    /// Change nothing; report what would go.
+    pub dry_run: bool,
+}
+
+/// What `gc` did (or would do).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
+pub struct GcReport {
+    /// Versions deleted.
+    pub versions: u64,
+    /// Bytes of blob content deleted.
+    pub blob_bytes: u64,
+    /// Nothing was changed.
+    pub dry_run: bool,
 }
 
 /// A refused commit, as MANIFEST summarises it.
@@ -302,6 +324,8 @@ pub trait Store: Send + Sync {
     ) -> Result<()>;
     /// Writes every change already answered (pending unlinks): `fsyncdir`.
     fn sync(&self) -> Result<()>;
+    /// Forgets old versions (see [`sqlite::gc`]), keeping the `protected` stream bytes.
+    fn gc(&self, req: &GcRequest, protected: &[(i64, u64)]) -> Result<GcReport>;
     /// Renames; a file renamed gets a version with op `rename` on the lineage it lands in.
     /// Returns that version (files only).
     fn rename(&self, req: RenameRequest<'_>) -> Result<Option<VersionInfo>>;

@@ -8,12 +8,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{
-    Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, FieldInfo, Kind, Lineage,
-    NodeRecord, RefusalInfo, RenameRequest, RestorableInfo, Store, VersionInfo, VersionMeta,
+    Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, FieldInfo, GcReport, GcRequest,
+    Kind, Lineage, NodeRecord, RefusalInfo, RenameRequest, RestorableInfo, Store, VersionInfo,
+    VersionMeta,
 };
 use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::sync::Mutex;
+use crate::views::manifest::REFUSALS_SHOWN;
 
 const SCHEMA: &str = include_str!("schema.sql");
 /// Schema version written to `meta.schema_version`.
@@ -243,6 +245,92 @@ impl Sqlite {
         let i = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
         self.readers[i].lock()
     }
+}
+
+/// Forgets old versions and the content only they held (see `scratchfs gc`). Never: the
+/// current version of any file, versions MANIFEST points at, versions per-key provenance
+/// names, and the bytes of `protected` `(stream, len)` (content open handles still read).
+/// The report is also stored as `meta.last_gc` (JSON).
+pub fn gc(conn: &mut Connection, req: &GcRequest, protected: &[(i64, u64)]) -> Result<GcReport> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch(
+        "CREATE TEMP TABLE gc_keep(id INTEGER PRIMARY KEY);
+         CREATE TEMP TABLE gc_drop(id INTEGER PRIMARY KEY);",
+    )?;
+    // Protected versions.
+    tx.execute(
+        "INSERT OR IGNORE INTO gc_keep
+         SELECT id FROM versions v WHERE version = (SELECT MAX(version) FROM versions w WHERE w.file_id = v.file_id)
+         UNION SELECT version_id FROM fields
+         UNION SELECT version_id FROM events WHERE id IN (SELECT id FROM events_restorable ORDER BY id DESC LIMIT ?1)",
+        [REFUSALS_SHOWN as i64],
+    )
+    ?;
+    tx.execute(
+        "INSERT OR IGNORE INTO gc_drop
+         SELECT v.id FROM versions v
+         WHERE v.id NOT IN (SELECT id FROM gc_keep)
+           AND ((?1 IS NOT NULL AND (SELECT COUNT(*) FROM versions w WHERE w.file_id = v.file_id AND w.version > v.version) >= ?1)
+             OR (?2 IS NOT NULL AND v.time_ns < ?2))",
+        params![req.keep_last.map(|n| n as i64), req.before_ns],
+    )
+    ?;
+    let versions: i64 = tx.query_row("SELECT COUNT(*) FROM gc_drop", [], |r| r.get(0))?;
+    tx.execute(
+        "DELETE FROM versions WHERE id IN (SELECT id FROM gc_drop)",
+        [],
+    )?;
+    // Content: the bytes of each stream still referenced (by a version or a refusal) end
+    // at the longest reference; the rest of the stream, and unreferenced streams, go.
+    tx.execute_batch(
+        "CREATE TEMP TABLE gc_streams AS
+             SELECT stream, MAX(size) AS len FROM (
+                 SELECT stream, size FROM versions
+                 UNION ALL SELECT stream, size FROM events WHERE stream IS NOT NULL)
+             GROUP BY stream;",
+    )?;
+    // Content that open handles of the mount still read stays too.
+    for &(stream, len) in protected {
+        tx.execute(
+            "INSERT INTO gc_streams(stream, len) VALUES (?1, ?2)",
+            params![stream, len as i64],
+        )?;
+    }
+    tx.execute_batch(
+        "DELETE FROM extents WHERE NOT EXISTS
+             (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents.offset < s.len);
+         DELETE FROM streams WHERE id NOT IN (SELECT stream FROM gc_streams);",
+    )?;
+    let blob_bytes: i64 = tx
+        .query_row(
+            "SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)",
+            [],
+            |r| r.get(0),
+        )
+        ?;
+    tx.execute(
+        "DELETE FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)",
+        [],
+    )?;
+    let report = GcReport {
+        versions: versions as u64,
+        blob_bytes: blob_bytes as u64,
+        dry_run: req.dry_run,
+    };
+    tx.execute(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_gc', ?1)",
+        [serde_json::to_string(&report).unwrap_or_default()],
+    )?;
+    if req.dry_run {
+        tx.rollback()?;
+        conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_gc', ?1)",
+            [serde_json::to_string(&report).unwrap_or_default()],
+        )?;
+    } else {
+        tx.commit()?;
+    }
+    Ok(report)
 }
 
 /// Opens the database read-only, for inspection while it may be mounted (a WAL reader
@@ -1053,6 +1141,11 @@ impl Store for Sqlite {
             _ => drop(self.write_lock()?),
         }
         Ok(())
+    }
+
+    fn gc(&self, req: &GcRequest, protected: &[(i64, u64)]) -> Result<GcReport> {
+        let mut conn = self.write_lock()?;
+        gc(&mut conn, req, protected)
     }
 
     fn sync(&self) -> Result<()> {
