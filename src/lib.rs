@@ -9,7 +9,9 @@
 //! - [`mount`]: mounting, unmounting and stale-mount recovery;
 //! - [`sync`]: every lock, and the lock order;
 //! - [`error`]: the one error type, carrying an errno;
-//! - [`cli`]: the inspection commands (log, history, show, diff, fsck).
+//! - [`cli`]: the commands on a database (log, history, show, diff, fsck, restore, export,
+//!   gc);
+//! - [`rules`]: writer rules (the file format, its check, writer resolution).
 
 pub mod cli;
 pub mod error;
@@ -17,6 +19,7 @@ pub mod fs;
 pub mod fuse;
 pub mod identity;
 pub mod mount;
+pub mod rules;
 pub mod store;
 pub mod sync;
 pub mod views;

@@ -148,6 +148,11 @@ enum Command {
         #[command(flatten)]
         db: DbArg,
     },
+    /// Writer rules.
+    Rules {
+        #[command(subcommand)]
+        command: RulesCommand,
+    },
     /// Mount on a fresh temporary directory, run CMD there with SCRATCHFS_MOUNT set,
     /// unmount, and exit with CMD's status.
     Run {
@@ -156,6 +161,15 @@ enum Command {
         /// The command and its arguments.
         #[arg(required = true, last = true)]
         cmd: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum RulesCommand {
+    /// Check a rules file; each problem names its line, column and key.
+    Check {
+        /// The rules file (JSON, SPEC §5).
+        file: PathBuf,
     },
 }
 
@@ -209,6 +223,9 @@ fn main() -> ExitCode {
             }
         }
         Command::Unmount { mountpoint } => mount::unmount(&mountpoint),
+        Command::Rules {
+            command: RulesCommand::Check { file },
+        } => scratchfs::rules::check_file(&file),
         Command::Log {
             path,
             db,

@@ -185,3 +185,53 @@ fn a_live_mount_or_a_database_in_use_is_refused_and_a_dead_one_is_cleared() {
     assert!(st.success());
     m.kill9();
 }
+
+#[test]
+fn rules_check_names_line_column_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("rules.json");
+    std::fs::write(
+        &f,
+        "{\n  \"writers\": { \"agent\": { \"uid\": 1000 } },\n  \"paths\": [\n    { \"path\": \"plan.md\", \"writers\": [\"agnt\"] },\n    { \"path\": \"**\", \"writers\": [\"*\"], \"mdoe\": \"read-only\" }\n  ]\n}\n",
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .args(["rules", "check"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(":5:") && out.contains("unknown field `mdoe`"),
+        "{out}"
+    );
+    std::fs::write(
+        &f,
+        "{\n  \"writers\": { \"agent\": { \"uid\": 1000 } },\n  \"paths\": [\n    { \"path\": \"plan.md\", \"writers\": [\"agnt\"] }\n  ]\n}\n",
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .args(["rules", "check"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("rules.json:4:38: paths[0].writers: unknown writer \"agnt\""),
+        "{out}"
+    );
+    std::fs::write(&f, "{\"writers\": {\"agent\": {\"uid\": 1000}}, \"paths\": [{\"path\": \"**\", \"writers\": [\"agent\"]}]}").unwrap();
+    let o = Command::new(BIN)
+        .args(["rules", "check"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
