@@ -4,19 +4,6 @@ mod common;
 use common::*;
 use std::process::Command;
 
-fn cli(m: &Mount, args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(BIN)
-        .args(args)
-        .env("SCRATCHFS_DB", &m.db)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn history_lists_every_version_in_order_and_follows_renames() {
     let m = Mount::new();

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 
 use super::Failure;
 use crate::store::{GcReport, GcRequest};
@@ -62,32 +62,11 @@ pub fn gc(
 }
 
 fn through_mount(db: &Path, req: &GcRequest) -> Result<GcReport, Failure> {
-    use std::os::unix::ffi::OsStrExt;
-    let conn = super::open(db)?;
-    let meta = |key: &str| -> Result<Option<String>, Failure> {
-        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()
-            .map_err(|e| e.to_string())
-    };
-    let mnt = meta("mountpoint")?
-        .filter(|m| crate::mount::fuse_mounted_at(Path::new(m)))
+    let mnt = super::live_mountpoint(db)?
         .ok_or("gc: the database is in use, but not mounted where it says")?;
-    let c = std::ffi::CString::new(Path::new(&mnt).as_os_str().as_bytes())
-        .map_err(|e| e.to_string())?;
-    let name = std::ffi::CString::new(crate::fs::serve::GC_XATTR).map_err(|e| e.to_string())?;
     let value = serde_json::to_vec(req).map_err(|e| e.to_string())?;
-    let rc = unsafe {
-        libc::setxattr(
-            c.as_ptr(),
-            name.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    if rc != 0 {
-        return Err(format!("gc: {}", std::io::Error::last_os_error()));
-    }
-    let report = meta("last_gc")?.ok_or("gc: the daemon left no report")?;
+    super::set_xattr(Path::new(&mnt), crate::fs::serve::GC_XATTR, &value)
+        .map_err(|e| format!("gc: {e}"))?;
+    let report = super::meta(db, "last_gc")?.ok_or("gc: the daemon left no report")?;
     serde_json::from_str(&report).map_err(|e| e.to_string())
 }

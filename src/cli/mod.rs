@@ -55,6 +55,40 @@ impl VersionRow {
     }
 }
 
+/// A `meta` value of the database (e.g. `mountpoint`, `last_gc`).
+pub fn meta(db: &Path, key: &str) -> Result<Option<String>, Failure> {
+    open(db)?
+        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .optional()
+        .map_err(|e| e.to_string())
+}
+
+/// The mountpoint where the database is mounted now, if it is.
+pub fn live_mountpoint(db: &Path) -> Result<Option<String>, Failure> {
+    Ok(meta(db, "mountpoint")?.filter(|m| crate::mount::fuse_mounted_at(Path::new(m))))
+}
+
+/// Sets an extended attribute on `file` (inside a mount): how a command asks the daemon
+/// to act (`user.scratchfs.restore`, `user.scratchfs.gc`).
+pub fn set_xattr(file: &Path, name: &str, value: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(file.as_os_str().as_bytes())?;
+    let name = std::ffi::CString::new(name)?;
+    let rc = unsafe {
+        libc::setxattr(
+            c.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Opens the database read-only.
 pub fn open(db: &Path) -> Result<Connection, Failure> {
     crate::store::open_read_only(db).map_err(|e| e.reason)

@@ -3,14 +3,10 @@
 //! mount (setting `user.scratchfs.restore` on the file), so that the daemon commits it
 //! and drops the kernel's cached size and pages; otherwise it opens the store itself.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use rusqlite::OptionalExtension;
-
-use super::{Failure, open, parse_spec};
+use super::{Failure, parse_spec};
 use crate::fs::serve::RESTORE_XATTR;
 use crate::fs::{Ctx, Fs, ROOT};
 use crate::store::{Sqlite, Store};
@@ -25,12 +21,10 @@ pub fn restore(db: &Path, spec: &str, json: bool) -> Result<(), Failure> {
     }
     let lock = match crate::mount::lock_database_now(db) {
         Ok(lock) => lock,
-        Err(_) => match mountpoint(db)? {
-            Some(mnt) if crate::mount::fuse_mounted_at(Path::new(&mnt)) => {
-                return through_mount(&mnt, &path, n).map(|()| report(&path, n, json));
-            }
+        Err(_) => match super::live_mountpoint(db)? {
+            Some(mnt) => return through_mount(&mnt, &path, n).map(|()| report(&path, n, json)),
             // A daemon that was just unmounted may still be closing the database.
-            _ => crate::mount::lock_database(db)?,
+            None => crate::mount::lock_database(db)?,
         },
     };
     let r = offline(db, &path, n);
@@ -46,38 +40,16 @@ fn report(path: &str, n: i64, json: bool) {
     }
 }
 
-fn mountpoint(db: &Path) -> Result<Option<String>, Failure> {
-    open(db)?
-        .query_row("SELECT value FROM meta WHERE key = 'mountpoint'", [], |r| {
-            r.get(0)
-        })
-        .optional()
-        .map_err(|e| e.to_string())
-}
-
 fn through_mount(mnt: &str, path: &str, n: i64) -> Result<(), Failure> {
-    let file = Path::new(mnt).join(path);
-    let c = CString::new(file.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
-    let name = CString::new(RESTORE_XATTR).map_err(|e| e.to_string())?;
-    let value = n.to_string();
-    let rc = unsafe {
-        libc::setxattr(
-            c.as_ptr(),
-            name.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        let why = match e.raw_os_error() {
-            Some(libc::ENOENT) => format!("{path}@{n}: no such file or version"),
-            _ => format!("{path}@{n}: {e}"),
-        };
-        return Err(why);
-    }
-    Ok(())
+    super::set_xattr(
+        &Path::new(mnt).join(path),
+        RESTORE_XATTR,
+        n.to_string().as_bytes(),
+    )
+    .map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOENT) => format!("{path}@{n}: no such file or version"),
+        _ => format!("{path}@{n}: {e}"),
+    })
 }
 
 fn offline(db: &Path, path: &str, n: i64) -> Result<(), Failure> {

@@ -497,18 +497,7 @@ fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInfo>> {
             "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE file_id = ?1
              ORDER BY version DESC LIMIT 1",
         )?
-        .query_row([file_id], |r| {
-            Ok(VersionInfo {
-                id: r.get(0)?,
-                number: r.get(1)?,
-                content: ContentRef {
-                    stream: r.get(2)?,
-                    len: r.get::<_, i64>(3)? as u64,
-                },
-                time_ns: r.get(4)?,
-                writer: r.get::<_, String>(5)?.into(),
-            })
-        })
+        .query_row([file_id], version_from_row)
         .optional()?)
 }
 

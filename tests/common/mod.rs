@@ -231,6 +231,20 @@ impl Drop for Mount {
     }
 }
 
+/// Runs `scratchfs ARGS` on the mount's database: (exit code, stdout, stderr).
+pub fn cli(m: &Mount, args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(BIN)
+        .args(args)
+        .env("SCRATCHFS_DB", &m.db)
+        .output()
+        .expect("run scratchfs");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 /// Reads a file to a string, panicking with the path on error.
 pub fn read(p: impl AsRef<Path>) -> String {
     let p = p.as_ref();
