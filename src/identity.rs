@@ -148,10 +148,21 @@ impl Resolver {
         c.writer = c
             .env_writer
             .clone()
-            .filter(|w| !w.is_empty())
+            .filter(|w| is_writer_name(w))
             .unwrap_or_else(|| "anonymous".to_string());
         c
     }
+}
+
+/// A `SCRATCHFS_WRITER` value names a writer when it is 1 to 64 printable characters
+/// without spaces; anything else (a newline, say) leaves the caller `anonymous`, while the
+/// raw value is still recorded as `env_writer`.
+pub fn is_writer_name(w: &str) -> bool {
+    !w.is_empty()
+        && w.len() <= 64
+        && w.chars().all(|c| {
+            c.is_ascii_graphic() || (!c.is_ascii() && !c.is_control() && !c.is_whitespace())
+        })
 }
 
 fn tgid_of(pid: u32) -> Option<u32> {
@@ -228,6 +239,14 @@ mod tests {
         assert!(after.exe.ends_with("sleep"), "{}", after.exe);
         assert_eq!(after.env_writer.as_deref(), Some("after"));
         assert_eq!(after.start_time, before.start_time);
+    }
+
+    #[test]
+    fn writer_names_are_printable_words() {
+        assert!(is_writer_name("get_order") && is_writer_name("tool-7.v2"));
+        for bad in ["", "a b", "evil\nwriter", &"x".repeat(65)] {
+            assert!(!is_writer_name(bad), "{bad:?}");
+        }
     }
 
     #[test]

@@ -153,6 +153,13 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     std::fs::create_dir_all(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
     let db_dir =
         std::fs::canonicalize(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
+    if on_fuse(&db_dir) {
+        return Err(format!(
+            "database {}: its directory is on a FUSE filesystem; SQLite's WAL needs a local \
+             filesystem (and the daemon must never touch a mount, FUSE-TRAPS §16)",
+            db.display()
+        ));
+    }
     if db_dir.starts_with(&mp) {
         return Err(format!(
             "database {} is under the mountpoint {}: it must live outside the mount",
@@ -237,6 +244,14 @@ pub fn lock_database_now(db: &Path) -> Result<std::fs::File, Failure> {
         return Err(format!("database {}: mounted", db.display()));
     }
     Ok(f)
+}
+
+/// Whether `dir` lies on a FUSE filesystem (statfs(2) `f_type` FUSE_SUPER_MAGIC).
+fn on_fuse(dir: &Path) -> bool {
+    const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+    let c = cstr(dir);
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statfs(c.as_ptr(), &mut s) == 0 && s.f_type as i64 == FUSE_SUPER_MAGIC }
 }
 
 /// Absolute form of `p` (relative to the current directory), without resolving links.
