@@ -174,7 +174,9 @@ fn lost_update_is_estale_and_keeps_the_refused_content() {
     b.read_to_string(&mut String::new()).unwrap();
     a.write_all(b"+a").unwrap();
     b.write_all(b"+b").unwrap();
-    drop(a);
+    use std::os::fd::IntoRawFd;
+    let rc = unsafe { libc::close(a.into_raw_fd()) };
+    assert_eq!(rc, 0, "closing a: {}", std::io::Error::last_os_error());
     let err = b.sync_all().unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::ESTALE), "{err}");
     drop(b);
