@@ -48,6 +48,9 @@ enum Command {
         /// by name).
         #[arg(long)]
         list_views: bool,
+        /// Writer rules (JSON, SPEC §5; check with `scratchfs rules check`).
+        #[arg(long)]
+        rules: Option<PathBuf>,
     },
     /// Unmount (plain `umount` works too).
     Unmount {
@@ -206,6 +209,7 @@ fn main() -> ExitCode {
             owner,
             background,
             list_views,
+            rules,
         } => {
             let me = unsafe { (libc::getuid(), libc::getgid()) };
             let owner = owner.unwrap_or(me);
@@ -215,6 +219,10 @@ fn main() -> ExitCode {
                 owner,
                 allow_other: allow_other || owner.0 != me.0,
                 list_views,
+                rules: rules
+                    .map(|r| mount::absolute(&r))
+                    .transpose()
+                    .unwrap_or(None),
             };
             if background {
                 background_mount(&spec)
@@ -297,6 +305,9 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     if spec.list_views {
         cmd.arg("--list-views");
     }
+    if let Some(r) = &spec.rules {
+        cmd.arg("--rules").arg(r);
+    }
     unsafe {
         cmd.pre_exec(|| {
             libc::setsid();
@@ -342,6 +353,7 @@ fn run(db: PathBuf, cmd: Vec<String>) -> ExitCode {
         owner: me,
         allow_other: false,
         list_views: false,
+        rules: None,
     };
     let bg = match mount::Background::start(&spec) {
         Ok(b) => b,

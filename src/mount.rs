@@ -27,6 +27,8 @@ pub struct MountSpec {
     pub allow_other: bool,
     /// List the `<file>.outline` views in readdir (they always resolve by name).
     pub list_views: bool,
+    /// Writer rules file (SPEC §5); `None`: the defaults of SPEC §3.
+    pub rules: Option<PathBuf>,
 }
 
 /// A runtime failure with a one-line message (exit status 1).
@@ -178,12 +180,29 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     let store = Arc::new(store);
     Sqlite::start_flusher(&store);
     let store: Arc<dyn Store> = store;
-    let fs = Fs::new(store, db_dir)
+    let mut fs = Fs::new(store.clone(), db_dir)
         .map_err(|e| format!("database {}: {e}", db.display()))?
         .with_views_listed(spec.list_views);
+    // The default layout is created before any rules apply.
     if fresh {
         fs.seed(DEFAULT_LAYOUT, spec.owner)
             .map_err(|e| format!("database {}: {e}", db.display()))?;
+    }
+    if let Some(path) = &spec.rules {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("rules {}: {e}", path.display()))?;
+        let rules = crate::rules::Rules::parse(&text).map_err(|problems| {
+            format!(
+                "rules {}:{} ({} problems; see scratchfs rules check)",
+                path.display(),
+                problems[0],
+                problems.len()
+            )
+        })?;
+        store
+            .record_rules(&text, &crate::identity::Caller::internal("scratchfs"))
+            .map_err(|e| format!("database {}: {e}", db.display()))?;
+        fs = fs.with_rules(crate::rules::enforce::Compiled::new(rules));
     }
     let mut config = Config::default();
     config.mount_options = vec![

@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::identity::{Caller, Resolver};
+use crate::rules::enforce::Action;
 use crate::store::{
     Attrs, Build, CommitRequest, Committed, Kind, NodeRecord, RenameRequest, Store, VersionInfo,
 };
@@ -378,6 +379,8 @@ pub struct Fs {
     invalidator: RwLock<Option<Invalidator>>,
     /// The synthesized views and their caches.
     views: serve_views::ViewState,
+    /// The writer rules the mount was started with (SPEC §5); `None`: the defaults.
+    rules: Option<crate::rules::enforce::Compiled>,
 }
 
 /// Hasher states kept (about 2 KiB each).
@@ -408,6 +411,7 @@ impl Fs {
             hashers: Mutex::new(HashMap::new()),
             invalidator: RwLock::new(None),
             views: serve_views::ViewState::default(),
+            rules: None,
         })
     }
 
@@ -423,7 +427,76 @@ impl Fs {
     }
 
     fn caller(&self, ctx: Ctx) -> Arc<Caller> {
-        self.resolver.resolve(ctx.pid, ctx.uid, ctx.gid)
+        let c = self.resolver.resolve(ctx.pid, ctx.uid, ctx.gid);
+        match &self.rules {
+            // With writer rules, the writer is the first whose matchers all match.
+            Some(r) => {
+                let comm =
+                    std::fs::read_to_string(format!("/proc/{}/comm", c.tgid)).unwrap_or_default();
+                let writer = r.rules.writer_for(&c, comm.trim_end());
+                if writer == c.writer {
+                    c
+                } else {
+                    Arc::new(Caller {
+                        writer,
+                        ..(*c).clone()
+                    })
+                }
+            }
+            None => c,
+        }
+    }
+
+    /// Enforces the writer rules (SPEC §5, §6): `Ok`, or the refusal, recorded with its
+    /// reason in the store (`events`, op `rejected`) and returned (`EACCES`).
+    fn check_rules(&self, path: &str, caller: &Caller, action: Action) -> Result<()> {
+        let Some(r) = &self.rules else { return Ok(()) };
+        r.check(path, caller, action).inspect_err(|e| {
+            if let Err(se) = self.store.reject(path, e.errno, &e.reason, caller) {
+                log::error!("recording a refusal: {se}");
+            }
+            self.views.changed();
+        })
+    }
+
+    /// An `append-only` path (SPEC §5): a write or truncation that would change a byte
+    /// before the committed end is refused with `EPERM`, recorded.
+    fn check_append_only(&self, ino: u64, path: &str, at: u64, caller: &Caller) -> Result<()> {
+        let Some(rule) = self.rules.as_ref().and_then(|r| r.rule_for(path)) else {
+            return Ok(());
+        };
+        if rule.mode != crate::rules::Mode::AppendOnly {
+            return Ok(());
+        }
+        let end = self
+            .tree
+            .read()
+            .get(ino)?
+            .head
+            .as_ref()
+            .map(|h| h.content.len)
+            .unwrap_or(0);
+        if at >= end {
+            return Ok(());
+        }
+        let e = Error::new(
+            libc::EPERM,
+            format!(
+                "{path}: writer {} refused by rule \"{}\": append-only: a change at byte {at}, before the committed end {end}",
+                caller.writer, rule.path
+            ),
+        );
+        if let Err(se) = self.store.reject(path, e.errno, &e.reason, caller) {
+            log::error!("recording a refusal: {se}");
+        }
+        self.views.changed();
+        Err(e)
+    }
+
+    /// Mounts with these writer rules (they replace the defaults of SPEC §3).
+    pub fn with_rules(mut self, rules: crate::rules::enforce::Compiled) -> Self {
+        self.rules = Some(rules);
+        self
     }
 
     /// The store behind this filesystem.
@@ -473,14 +546,39 @@ impl Fs {
         if View::of(ino).is_some() {
             return Err(Error::new(libc::EACCES, "views are read-only"));
         }
+        if self.rules.is_some()
+            && ((set.size.is_some() && fh.is_none())
+                || set.mode.is_some()
+                || set.uid.is_some()
+                || set.gid.is_some())
+        {
+            let (path, kind) = {
+                let tree = self.tree.read();
+                (tree.path(ino), tree.get(ino)?.kind)
+            };
+            let action = if kind == Kind::Dir {
+                Action::Mkdir
+            } else {
+                Action::Modify
+            };
+            self.check_rules(&path, &self.caller(ctx), action)?;
+            if let Some(size) = set.size {
+                self.check_append_only(ino, &path, size, &self.caller(ctx))?;
+            }
+        }
         if let Some(size) = set.size {
             let handle = fh.and_then(|fh| self.handles.lock().get(&fh).cloned());
             let mut done = false;
             if let Some(h) = handle {
                 let mut h = h.lock();
+                let caller = h.caller.clone();
                 if let HandleKind::Write(w) = &mut h.kind {
                     if let Some(reason) = &w.poisoned {
                         return Err(Error::new(libc::ESTALE, reason.clone()));
+                    }
+                    if self.rules.is_some() {
+                        let path = self.tree.read().path(ino);
+                        self.check_append_only(ino, &path, size, &caller)?;
                     }
                     self.rebase_if_untouched(ino, w)?;
                     w.truncate(size)?;
@@ -602,6 +700,12 @@ impl Fs {
         }
         let attrs = self.new_attrs(ctx, mode, umask, pnode, kind);
         let path = tree.child_path(parent, name);
+        let action = if kind == Kind::Dir {
+            Action::Mkdir
+        } else {
+            Action::Create
+        };
+        self.check_rules(&path, caller, action)?;
         let rec = self
             .store
             .create(parent, name, &path, kind, attrs, caller)?;
@@ -638,7 +742,7 @@ impl Fs {
             ctx,
             &self.caller(ctx),
         )?;
-        match self.open(attr.ino, flags, ctx) {
+        match self.open_inner(attr.ino, flags, ctx, false) {
             Ok((fh, of)) => Ok((attr, fh, of)),
             Err(e) => {
                 self.forget(attr.ino, 1);
@@ -677,6 +781,12 @@ impl Fs {
     /// `open`. Write handles get a private copy and direct I/O; read handles a snapshot of
     /// the current version, keeping the page cache while that version is unchanged.
     pub fn open(&self, ino: u64, flags: i32, ctx: Ctx) -> Result<(u64, OpenFlags)> {
+        self.open_inner(ino, flags, ctx, true)
+    }
+
+    /// `open`; `check`: apply the writer rules (not for the handle of a `create`, whose
+    /// creation was checked).
+    fn open_inner(&self, ino: u64, flags: i32, ctx: Ctx, check: bool) -> Result<(u64, OpenFlags)> {
         let acc = flags & libc::O_ACCMODE;
         let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
         if let Some(view) = View::of(ino) {
@@ -692,6 +802,13 @@ impl Fs {
                 ..Default::default()
             })
         };
+        if check && (writable || flags & libc::O_TRUNC != 0) {
+            let path = self.tree.read().path(ino);
+            self.check_rules(&path, &caller, Action::Modify)?;
+            if flags & libc::O_TRUNC != 0 {
+                self.check_append_only(ino, &path, 0, &caller)?;
+            }
+        }
         // A truncation another handle owes becomes visible before anyone opens the file.
         let owed = self.tree.read().get(ino)?.owed_by;
         if let Some(ofh) = owed {
@@ -866,6 +983,7 @@ impl Fs {
         let h = self.handle(fh)?;
         let mut h = h.lock();
         let ino = h.ino;
+        let caller = h.caller.clone();
         let HandleKind::Write(w) = &mut h.kind else {
             return Err(Error::new(libc::EBADF, "handle not open for writing"));
         };
@@ -873,6 +991,10 @@ impl Fs {
             return Err(Error::new(libc::ESTALE, reason.clone()));
         }
         self.rebase_if_untouched(ino, w)?;
+        if self.rules.is_some() && !w.append {
+            let path = self.tree.read().path(ino);
+            self.check_append_only(ino, &path, offset, &caller)?;
+        }
         let size = w.write(&self.spill_dir, offset, data)?;
         let pending = if w.append { w.base.len + size } else { size };
         let mut tree = self.tree.write();
@@ -1110,6 +1232,12 @@ impl Fs {
             _ => {}
         }
         let (kind, file_id) = (node.kind, node.file_id);
+        let action = if kind == Kind::Dir {
+            Action::Mkdir
+        } else {
+            Action::Remove
+        };
+        self.check_rules(&path, &caller, action)?;
         self.store.unlink(ino, file_id, &path, &caller, now_ns())?;
         tree.detach(parent, ino, name, kind);
         let n = tree.get_mut(ino)?;
@@ -1173,6 +1301,19 @@ impl Fs {
                 }
                 at = tree.get(at)?.parent;
             }
+        }
+        // Both ends are checked: the source goes away, the target is created or replaced.
+        if kind == Kind::File {
+            self.check_rules(&old_path, &caller, Action::Remove)?;
+            let target = if existing.is_some() {
+                Action::Remove
+            } else {
+                Action::Create
+            };
+            self.check_rules(&new_path, &caller, target)?;
+        } else {
+            self.check_rules(&old_path, &caller, Action::Mkdir)?;
+            self.check_rules(&new_path, &caller, Action::Mkdir)?;
         }
         let mut replaced = None;
         if let Some(old) = existing {

@@ -1,9 +1,11 @@
 //! Writer rules (SPEC §5): the rules file, its check, and writer resolution.
 //!
-//! This is the first part of the rules engine: the file format is parsed and checked
-//! (`scratchfs rules check FILE`, errors with line and column), and a caller's facts
-//! resolve to a writer name. Enforcement on the write paths comes next (issue 3); until
-//! then a mount applies the defaults of SPEC §3.
+//! The file format is parsed and checked (`scratchfs rules check FILE`, errors with line
+//! and column); a caller's facts resolve to a writer name; [`enforce`] decides whether a
+//! writer may modify, create or remove a path (writers and modes). Content validation
+//! (formats, fields, max_bytes, secrets) is not enforced yet (issue 3).
+
+pub mod enforce;
 
 use std::collections::BTreeMap;
 

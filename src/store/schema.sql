@@ -135,3 +135,13 @@ CREATE TABLE IF NOT EXISTS fields (
     version_id INTEGER NOT NULL,
     PRIMARY KEY (file_id, key)
 ) WITHOUT ROWID;
+-- The writer rules mounts were started with: a new version whenever the text changes.
+CREATE TABLE IF NOT EXISTS rules (
+    id      INTEGER PRIMARY KEY,
+    version INTEGER NOT NULL,
+    text    TEXT NOT NULL,
+    blake3  TEXT NOT NULL,
+    writer  TEXT NOT NULL,
+    process INTEGER NOT NULL REFERENCES processes(id),
+    time_ns INTEGER NOT NULL
+);

@@ -1137,6 +1137,45 @@ impl Store for Sqlite {
         gc(&mut conn, req, protected)
     }
 
+    fn reject(&self, path: &str, errno: i32, reason: &str, caller: &Caller) -> Result<()> {
+        let conn = self.write_lock()?;
+        let caller = &self.process(&conn, caller)?;
+        insert_event(
+            &conn,
+            "rejected",
+            path,
+            None,
+            None,
+            None,
+            Some(errno),
+            Some(reason),
+            None,
+            caller,
+            now_ns(),
+        )
+    }
+
+    fn record_rules(&self, text: &str, caller: &Caller) -> Result<()> {
+        let conn = self.write_lock()?;
+        let caller = &self.process(&conn, caller)?;
+        let hash = blake3::hash(text.as_bytes()).to_hex().to_string();
+        let last: Option<String> = conn
+            .query_row(
+                "SELECT blake3 FROM rules ORDER BY id DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if last.as_deref() != Some(hash.as_str()) {
+            conn.execute(
+                "INSERT INTO rules(version, text, blake3, writer, process, time_ns)
+                 VALUES ((SELECT COUNT(*) + 1 FROM rules), ?1, ?2, ?3, ?4, ?5)",
+                params![text, hash, caller.writer, caller.id, now_ns()],
+            )?;
+        }
+        Ok(())
+    }
+
     fn sync(&self) -> Result<()> {
         drop(self.write_lock()?);
         Ok(())

@@ -1,0 +1,150 @@
+//! Deciding, from the rules a mount was started with, whether a writer may do something
+//! to a path (SPEC §5, §6). Pure: the filesystem core asks, and records what is refused.
+
+use globset::{Glob, GlobMatcher};
+
+use super::{Mode, PathRule, Rules};
+use crate::error::Error;
+use crate::identity::Caller;
+
+/// What a writer is about to do to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Open an existing file for writing (or truncate it, or chmod it).
+    Modify,
+    /// Create a file.
+    Create,
+    /// Create a directory.
+    Mkdir,
+    /// Remove, or rename away, or rename over.
+    Remove,
+}
+
+/// Rules with their globs compiled.
+#[derive(Debug)]
+pub struct Compiled {
+    /// The rules as written.
+    pub rules: Rules,
+    globs: Vec<GlobMatcher>,
+}
+
+impl Compiled {
+    /// Compiles checked rules (see [`Rules::parse`]).
+    pub fn new(rules: Rules) -> Compiled {
+        let globs = rules
+            .paths
+            .iter()
+            .map(|p| {
+                Glob::new(&p.path)
+                    .map(|g| g.compile_matcher())
+                    .unwrap_or_else(|_| Glob::new("!").unwrap().compile_matcher())
+            })
+            .collect();
+        Compiled { rules, globs }
+    }
+
+    /// The first path rule whose glob matches `path`.
+    pub fn rule_for(&self, path: &str) -> Option<&PathRule> {
+        self.globs
+            .iter()
+            .position(|g| g.is_match(path))
+            .map(|i| &self.rules.paths[i])
+    }
+
+    /// Whether `caller` may do `action` to `path`: `Ok`, or the refusal to record and
+    /// return (`EACCES`, SPEC §6: "writer may not write/create/delete/rename this path",
+    /// "write to a read-only or write-once file").
+    pub fn check(&self, path: &str, caller: &Caller, action: Action) -> Result<(), Error> {
+        let refuse = |rule: &str, what: String| {
+            Err(Error::new(
+                libc::EACCES,
+                format!(
+                    "{path}: writer {} refused by rule {rule}: {what}",
+                    caller.writer
+                ),
+            ))
+        };
+        let Some(rule) = self.rule_for(path) else {
+            return refuse("(none)", "no path rule matches".into());
+        };
+        let name = format!("\"{}\"", rule.path);
+        if let Some(ws) = &rule.writers
+            && !ws.iter().any(|w| w == "*" || *w == caller.writer)
+        {
+            return refuse(&name, format!("only {} may write here", ws.join(", ")));
+        }
+        if action == Action::Mkdir {
+            return Ok(());
+        }
+        match (rule.mode, action) {
+            (Mode::ReadOnly, _) => refuse(&name, "read-only".into()),
+            (Mode::WriteOnce, Action::Modify | Action::Remove) => refuse(
+                &name,
+                "write-once: written once, never changed or deleted".into(),
+            ),
+            (Mode::AppendOnly, Action::Remove) => {
+                refuse(&name, "append-only: existing bytes never go".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules() -> Compiled {
+        Compiled::new(
+            Rules::parse(
+                r#"{"writers": {"agent": {"uid": 1000}, "tool": {"env": "tool"}},
+                    "paths": [
+                      {"path": "plan.md", "writers": ["agent"]},
+                      {"path": "findings.md", "mode": "append-only"},
+                      {"path": "frozen/*", "mode": "write-once"},
+                      {"path": "ro.txt", "mode": "read-only"},
+                      {"path": "notes/**", "writers": ["*"]}
+                    ]}"#,
+            )
+            .unwrap(),
+        )
+    }
+
+    fn who(writer: &str) -> Caller {
+        Caller {
+            writer: writer.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn writers_modes_and_unmatched_paths() {
+        let r = rules();
+        assert!(r.check("plan.md", &who("agent"), Action::Modify).is_ok());
+        let e = r
+            .check("plan.md", &who("tool"), Action::Modify)
+            .unwrap_err();
+        assert_eq!(e.errno, libc::EACCES);
+        assert!(
+            e.reason.contains("only agent may write here"),
+            "{}",
+            e.reason
+        );
+        assert!(r.check("findings.md", &who("tool"), Action::Modify).is_ok());
+        assert!(
+            r.check("findings.md", &who("tool"), Action::Remove)
+                .is_err()
+        );
+        assert!(r.check("frozen/a", &who("x"), Action::Create).is_ok());
+        assert!(r.check("frozen/a", &who("x"), Action::Modify).is_err());
+        assert!(r.check("ro.txt", &who("x"), Action::Create).is_err());
+        assert!(
+            r.check("notes/deep/n.md", &who("anonymous"), Action::Create)
+                .is_ok()
+        );
+        let e = r
+            .check("elsewhere", &who("agent"), Action::Create)
+            .unwrap_err();
+        assert!(e.reason.contains("no path rule matches"), "{}", e.reason);
+    }
+}

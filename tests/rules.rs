@@ -1,0 +1,169 @@
+//! Writer rules (SPEC §5, §6), the part enforced so far: writers per path and modes.
+//! Tools run as other uids (setpriv) and with SCRATCHFS_WRITER tags; every refusal leaves
+//! the file, its version and its history unchanged, and is recorded with its reason.
+
+mod common;
+use common::*;
+
+const RULES: &str = r#"{
+  "writers": {
+    "agent":     { "uid": 1000 },
+    "get_order": { "env": "get_order" },
+    "human":     { "uid": 0 }
+  },
+  "paths": [
+    { "path": "plan.md",     "writers": ["agent", "human"] },
+    { "path": "findings.md", "writers": ["agent", "human"], "mode": "append-only" },
+    { "path": "frozen/**",   "mode": "write-once" },
+    { "path": "frozen",      "writers": ["*"] },
+    { "path": "policy.md",   "mode": "read-only" },
+    { "path": "orders/**",   "writers": ["get_order", "human"] },
+    { "path": "orders",      "writers": ["*"] },
+    { "path": "*.md",        "writers": ["*"] },
+    { "path": "state.json",  "writers": ["*"] }
+  ]
+}"#;
+
+fn mount_with_rules() -> Mount {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.json");
+    std::fs::write(&rules, RULES).unwrap();
+    let m = Mount::with_args(&["--rules", rules.to_str().unwrap(), "--owner", "1000:1000"]);
+    std::mem::forget(dir);
+    m
+}
+
+const AGENT: &str = "setpriv --reuid 1000 --regid 1000 --clear-groups";
+
+/// Runs `script` as the agent (uid 1000); returns (success, stderr).
+fn agent(m: &Mount, script: &str) -> (bool, String) {
+    let o = m.sh(&format!("{AGENT} bash -c '{script}'"));
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn refused(m: &Mount) -> String {
+    cli(m, &["log", "--rejected"]).1
+}
+
+#[test]
+fn writers_per_path_with_eacces_and_a_recorded_reason() {
+    let m = mount_with_rules();
+    assert_eq!(agent(&m, "echo step > plan.md"), (true, String::new()));
+    let before = m.versions("plan.md");
+    // A tool tagged get_order, running as another uid, may not write the plan.
+    // (POSIX bits open to all, so that the rules, not the kernel, decide.)
+    m.sh_ok("mkdir orders && chmod 777 orders && chmod 666 plan.md");
+    let o = m.sh("setpriv --reuid 2000 --regid 2000 --clear-groups env SCRATCHFS_WRITER=get_order bash -c 'echo 1 > orders/o1 && echo hijack > plan.md'");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("plan.md: Permission denied"), "{err}");
+    assert!(refused(&m).contains("plan.md: writer get_order refused by rule \"plan.md\": only agent, human may write here"), "{}", refused(&m));
+    assert_eq!(read(m.path("plan.md")), "step\n");
+    assert_eq!(m.versions("plan.md"), before, "nothing committed");
+    // The agent may not write where only get_order may.
+    let (ok, err) = agent(&m, "echo forged > orders/o2");
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    let (ok, err) = agent(&m, "rm orders/o1");
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    let (ok, err) = agent(&m, "mv plan.md orders/p");
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    assert_eq!(read(m.path("orders/o1")), "1\n");
+    // Paths no rule matches cannot be created.
+    let (ok, err) = agent(&m, "echo x > stray.txt");
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    // Provenance names the writers the rules resolve.
+    assert_eq!(
+        m.sql("SELECT writer FROM versions WHERE path = 'orders/o1' ORDER BY id DESC LIMIT 1"),
+        "get_order"
+    );
+    assert_eq!(
+        m.sql("SELECT writer FROM versions WHERE path = 'plan.md' ORDER BY id DESC LIMIT 1"),
+        "agent"
+    );
+    let log = refused(&m);
+    assert!(log.contains("orders/o2: writer agent refused by rule \"orders/**\": only get_order, human may write here"), "{log}");
+    assert!(
+        log.contains("stray.txt: writer agent refused by rule (none): no path rule matches"),
+        "{log}"
+    );
+    assert!(
+        read(m.path("MANIFEST")).contains("refused ("),
+        "MANIFEST shows refusals"
+    );
+}
+
+#[test]
+fn append_only_write_once_and_read_only() {
+    let m = mount_with_rules();
+    assert_eq!(
+        agent(&m, "echo a >> findings.md && echo b >> findings.md"),
+        (true, String::new())
+    );
+    let before = m.versions("findings.md");
+    // Overwriting an append-only file: EPERM (at open for O_TRUNC, at write otherwise).
+    let (ok, err) = agent(&m, "echo x > findings.md");
+    assert!(!ok && err.contains("Operation not permitted"), "{err}");
+    let (ok, err) = agent(
+        &m,
+        "python3 -c \"import os; f = os.open(\\\"findings.md\\\", os.O_WRONLY); os.write(f, b\\\"X\\\")\"",
+    );
+    assert!(
+        !ok && err.contains("PermissionError") && err.contains("Operation not permitted"),
+        "{err}"
+    );
+    let (ok, err) = agent(&m, "truncate -s 1 findings.md");
+    assert!(!ok && err.contains("Operation not permitted"), "{err}");
+    let (ok, err) = agent(&m, "rm findings.md");
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    assert_eq!(read(m.path("findings.md")), "a\nb\n");
+    assert_eq!(m.versions("findings.md"), before);
+    // write-once: created once, never changed or deleted.
+    assert_eq!(
+        agent(&m, "mkdir -p frozen && echo v1 > frozen/f"),
+        (true, String::new())
+    );
+    for cmd in [
+        "echo v2 > frozen/f",
+        "echo more >> frozen/f",
+        "rm frozen/f",
+        "mv frozen/f frozen/g",
+    ] {
+        let (ok, err) = agent(&m, cmd);
+        assert!(!ok && err.contains("Permission denied"), "{cmd}: {err}");
+    }
+    assert_eq!(read(m.path("frozen/f")), "v1\n");
+    // read-only: not even root may create it.
+    let e = m.sh("echo x > policy.md");
+    assert!(String::from_utf8_lossy(&e.stderr).contains("Permission denied"));
+    assert!(refused(&m).lines().count() >= 9, "{}", refused(&m));
+}
+
+#[test]
+fn a_bad_rules_file_stops_the_mount_with_line_and_column_and_rules_are_versioned() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        "{\n  \"writers\": {},\n  \"paths\": [ { \"path\": \"**\", \"mdoe\": \"x\" } ]\n}\n",
+    )
+    .unwrap();
+    let mnt = dir.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    let o = std::process::Command::new(BIN)
+        .arg("mount")
+        .arg(&mnt)
+        .arg("--db")
+        .arg(dir.path().join("s.db"))
+        .arg("--rules")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.json:3:") && err.contains("mdoe"), "{err}");
+    let m = mount_with_rules();
+    assert_eq!(m.sql("SELECT version, writer FROM rules"), "1|scratchfs");
+    assert!(m.sql("SELECT text FROM rules").contains("\"findings.md\""));
+}
