@@ -20,7 +20,10 @@ const RULES: &str = r#"{
     { "path": "orders/**",   "writers": ["get_order", "human"] },
     { "path": "orders",      "writers": ["*"] },
     { "path": "*.md",        "writers": ["*"] },
-    { "path": "state.json",  "writers": ["*"] }
+    { "path": "state.json",  "writers": ["*"], "format": "json" },
+    { "path": "notes/**",    "writers": ["*"], "max_bytes": 10 },
+    { "path": "notes",       "writers": ["*"] },
+    { "path": "*.tmp",       "writers": ["*"] }
   ]
 }"#;
 
@@ -166,4 +169,62 @@ fn a_bad_rules_file_stops_the_mount_with_line_and_column_and_rules_are_versioned
     let m = mount_with_rules();
     assert_eq!(m.sql("SELECT version, writer FROM rules"), "1|scratchfs");
     assert!(m.sql("SELECT text FROM rules").contains("\"findings.md\""));
+}
+
+#[test]
+fn invalid_content_is_einval_and_kept_on_record() {
+    let m = mount_with_rules();
+    let out = m.sh_ok(
+        "python3 -c '
+import errno
+f = open(\"state.json\", \"w\"); f.write(\"{\\\"order_id\\\": \")
+try:
+    f.close(); print(\"committed\")
+except OSError as e:
+    print(errno.errorcode[e.errno])'",
+    );
+    assert_eq!(out, "EINVAL\n");
+    assert_eq!(
+        read(m.path("state.json")).trim(),
+        "{}",
+        "the previous version stays"
+    );
+    // The refused content is stored with the reason.
+    let row = m.sql(
+        "SELECT size, blake3, reason FROM events WHERE op = 'rejected' AND path = 'state.json'",
+    );
+    let f: Vec<&str> = row.splitn(3, '|').collect();
+    assert_eq!(f[0], "13");
+    assert_eq!(f[1], blake3::hash(b"{\"order_id\": ").to_hex().as_str());
+    assert!(f[2].contains("not JSON"), "{row}");
+    // Through a rename, the target's rule applies: jq > tmp && mv tmp state.json.
+    // (mv renders rename's EINVAL as "cannot move ... to a subdirectory of itself".)
+    let e = m.sh("echo '{bad' > s.tmp && mv s.tmp state.json");
+    assert!(!e.status.success());
+    assert_eq!(read(m.path("state.json")).trim(), "{}");
+    let rejected = cli(&m, &["log", "--rejected"]).1;
+    assert_eq!(
+        rejected.matches("state.json: writer").count(),
+        2,
+        "{rejected}"
+    );
+    m.sh_ok("echo '{\"ok\": 1}' > s.tmp && mv s.tmp state.json");
+    assert_eq!(read(m.path("state.json")), "{\"ok\": 1}\n");
+    // max_bytes.
+    let out = m.sh_ok(
+        "mkdir -p notes && python3 -c '
+import errno
+f = open(\"notes/n\", \"w\"); f.write(\"x\" * 11)
+try:
+    f.close(); print(\"committed\")
+except OSError as e:
+    print(errno.errorcode[e.errno])'",
+    );
+    assert_eq!(out, "EINVAL\n");
+    assert_eq!(std::fs::metadata(m.path("notes/n")).unwrap().len(), 0);
+    assert!(
+        cli(&m, &["log", "--rejected"])
+            .1
+            .contains("max_bytes 10 exceeded (11 bytes)")
+    );
 }

@@ -452,11 +452,33 @@ impl Fs {
     fn check_rules(&self, path: &str, caller: &Caller, action: Action) -> Result<()> {
         let Some(r) = &self.rules else { return Ok(()) };
         r.check(path, caller, action).inspect_err(|e| {
-            if let Err(se) = self.store.reject(path, e.errno, &e.reason, caller) {
+            if let Err(se) = self.store.reject(path, e.errno, &e.reason, caller, None) {
                 log::error!("recording a refusal: {se}");
             }
             self.views.changed();
         })
+    }
+
+    /// The bytes a commit of `w` would give the file: its private copy, or for an
+    /// `O_APPEND` handle the current version followed by its pending bytes.
+    fn content_after(&self, ino: u64, w: &WriteState) -> Result<Vec<u8>> {
+        if !w.append {
+            return self.read_private(w, 0, u32::try_from(w.size).unwrap_or(u32::MAX));
+        }
+        let head = self.tree.read().get(ino)?.head.clone();
+        let mut bytes = match head {
+            Some(h) => {
+                let mut b = vec![0u8; h.content.len as usize];
+                let n = self.store.read(h.content, 0, &mut b)?;
+                b.truncate(n);
+                b
+            }
+            None => Vec::new(),
+        };
+        let mut pending = vec![0u8; w.size as usize];
+        w.spill.read_at(0, &mut pending)?;
+        bytes.extend_from_slice(&pending);
+        Ok(bytes)
     }
 
     /// An `append-only` path (SPEC §5): a write or truncation that would change a byte
@@ -486,7 +508,7 @@ impl Fs {
                 caller.writer, rule.path
             ),
         );
-        if let Err(se) = self.store.reject(path, e.errno, &e.reason, caller) {
+        if let Err(se) = self.store.reject(path, e.errno, &e.reason, caller, None) {
             log::error!("recording a refusal: {se}");
         }
         self.views.changed();
@@ -1069,6 +1091,36 @@ impl Fs {
             self.tree.write().get_mut(ino)?.owed_by = Some(fh);
             return Ok(());
         }
+        if let Some(r) = &self.rules {
+            let path = self.tree.read().path(ino);
+            if r.checks_content(&path) {
+                let content = self.content_after(ino, w)?;
+                if let Err(reason) = r.validate(&path, &h.caller.writer, &content) {
+                    let e = Error::new(libc::EINVAL, reason);
+                    if let Err(se) =
+                        self.store
+                            .reject(&path, e.errno, &e.reason, &h.caller, Some(&content))
+                    {
+                        log::error!("recording a refusal: {se}");
+                    }
+                    // The private copy goes (its content is on record); the file keeps
+                    // its current version.
+                    if let Some(head) = self.tree.read().get(ino)?.head.clone() {
+                        w.committed(head.id, head.content);
+                    }
+                    if let Some(n) = self.tree.write().nodes.get_mut(&ino) {
+                        n.pending_size = None;
+                        if n.owed_by == Some(fh) {
+                            n.owed_by = None;
+                        }
+                    }
+                    self.views.changed();
+                    drop(guard);
+                    self.invalidate(Invalidation::Attr(ino));
+                    return Err(e);
+                }
+            }
+        }
         let spill = &w.spill;
         let mut source = |off: u64, buf: &mut [u8]| spill.read_at(off, buf);
         let (build, expect, op) = if w.append {
@@ -1311,6 +1363,26 @@ impl Fs {
                 Action::Create
             };
             self.check_rules(&new_path, &caller, target)?;
+            // The content arriving is validated against the *target's* rule (SPEC §4).
+            if let Some(r) = &self.rules
+                && r.checks_content(&new_path)
+                && let Some(head) = tree.get(ino)?.head.clone()
+            {
+                let mut content = vec![0u8; head.content.len as usize];
+                let n = self.store.read(head.content, 0, &mut content)?;
+                content.truncate(n);
+                if let Err(reason) = r.validate(&new_path, &caller.writer, &content) {
+                    let e = Error::new(libc::EINVAL, reason);
+                    if let Err(se) =
+                        self.store
+                            .reject(&new_path, e.errno, &e.reason, &caller, Some(&content))
+                    {
+                        log::error!("recording a refusal: {se}");
+                    }
+                    self.views.changed();
+                    return Err(e);
+                }
+            }
         } else {
             self.check_rules(&old_path, &caller, Action::Mkdir)?;
             self.check_rules(&new_path, &caller, Action::Mkdir)?;

@@ -90,6 +90,63 @@ impl Compiled {
     }
 }
 
+impl Compiled {
+    /// Whether commits to `path` need their content checked ([`Compiled::validate`]).
+    pub fn checks_content(&self, path: &str) -> bool {
+        self.rule_for(path)
+            .is_some_and(|r| r.format.is_some() || r.max_bytes.is_some())
+    }
+
+    /// Checks the content a commit would give `path` against its rule's `max_bytes` and
+    /// `format` (SPEC §5): `Err(reason)` for `EINVAL`.
+    pub fn validate(&self, path: &str, writer: &str, content: &[u8]) -> Result<(), String> {
+        let Some(rule) = self.rule_for(path) else {
+            return Ok(());
+        };
+        let refuse = |what: String| {
+            Err(format!(
+                "{path}: writer {writer} refused by rule \"{}\": {what}",
+                rule.path
+            ))
+        };
+        if let Some(max) = rule.max_bytes
+            && content.len() as u64 > max
+        {
+            return refuse(format!(
+                "max_bytes {max} exceeded ({} bytes)",
+                content.len()
+            ));
+        }
+        let Some(format) = rule.format else {
+            return Ok(());
+        };
+        let text = match std::str::from_utf8(content) {
+            Ok(t) => t,
+            Err(e) => return refuse(format!("not UTF-8 (byte {})", e.valid_up_to())),
+        };
+        match format {
+            super::Format::Json => {
+                if let Err(e) = serde_json::from_str::<serde_json::Value>(text) {
+                    return refuse(format!("not JSON: {e}"));
+                }
+            }
+            super::Format::Jsonl => {
+                for (i, l) in text
+                    .lines()
+                    .enumerate()
+                    .filter(|(_, l)| !l.trim().is_empty())
+                {
+                    if let Err(e) = serde_json::from_str::<serde_json::Value>(l) {
+                        return refuse(format!("line {} is not JSON: {e}", i + 1));
+                    }
+                }
+            }
+            super::Format::Markdown | super::Format::Text => {}
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +172,40 @@ mod tests {
             writer: writer.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn formats_and_max_bytes() {
+        let r = Compiled::new(
+            Rules::parse(
+                r#"{"paths": [{"path": "s.json", "format": "json"},
+                              {"path": "l.jsonl", "format": "jsonl"},
+                              {"path": "t.md", "format": "markdown", "max_bytes": 5}]}"#,
+            )
+            .unwrap(),
+        );
+        assert!(r.validate("s.json", "w", br#"{"a": 1}"#).is_ok());
+        assert!(
+            r.validate("s.json", "w", br#"{"a": "#)
+                .unwrap_err()
+                .contains("not JSON")
+        );
+        assert!(
+            r.validate("l.jsonl", "w", b"{}\nnope\n")
+                .unwrap_err()
+                .contains("line 2")
+        );
+        assert!(r.validate("t.md", "w", b"abc").is_ok());
+        assert!(
+            r.validate("t.md", "w", b"abcdef")
+                .unwrap_err()
+                .contains("max_bytes 5")
+        );
+        assert!(
+            r.validate("t.md", "w", &[0xff])
+                .unwrap_err()
+                .contains("not UTF-8")
+        );
     }
 
     #[test]

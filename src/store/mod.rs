@@ -322,9 +322,16 @@ pub trait Store: Send + Sync {
         caller: &Caller,
         time_ns: i64,
     ) -> Result<()>;
-    /// Records a refusal by the writer rules (`events`, op `rejected`) with its errno and
-    /// one-line reason (SPEC §6).
-    fn reject(&self, path: &str, errno: i32, reason: &str, caller: &Caller) -> Result<()>;
+    /// Records a refusal by the writer rules (`events`, op `rejected`) with its errno,
+    /// one-line reason and, for a refused commit, the refused content (SPEC §6).
+    fn reject(
+        &self,
+        path: &str,
+        errno: i32,
+        reason: &str,
+        caller: &Caller,
+        content: Option<&[u8]>,
+    ) -> Result<()>;
     /// Stores the text of the rules a mount starts with, as a new row of `rules` when it
     /// differs from the last one (each change is a version with provenance, SPEC §5).
     fn record_rules(&self, text: &str, caller: &Caller) -> Result<()>;

@@ -1137,11 +1137,48 @@ impl Store for Sqlite {
         gc(&mut conn, req, protected)
     }
 
-    fn reject(&self, path: &str, errno: i32, reason: &str, caller: &Caller) -> Result<()> {
-        let conn = self.write_lock()?;
+    fn reject(
+        &self,
+        path: &str,
+        errno: i32,
+        reason: &str,
+        caller: &Caller,
+        content: Option<&[u8]>,
+    ) -> Result<()> {
+        let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, caller)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // The refused content is kept (SPEC §6: nothing is lost, not even a refused write).
+        let stored = match content {
+            Some(bytes) => {
+                let stream = new_stream(&tx)?;
+                let mut hasher = blake3::Hasher::new();
+                let mut fill = |off: u64, buf: &mut [u8]| -> Result<()> {
+                    buf.copy_from_slice(&bytes[off as usize..off as usize + buf.len()]);
+                    Ok(())
+                };
+                let mut scratch = Vec::new();
+                write_range(
+                    &tx,
+                    stream,
+                    0,
+                    bytes.len() as u64,
+                    &mut hasher,
+                    &mut fill,
+                    &mut scratch,
+                )?;
+                Some((
+                    ContentRef {
+                        stream,
+                        len: bytes.len() as u64,
+                    },
+                    hasher.finalize(),
+                ))
+            }
+            None => None,
+        };
         insert_event(
-            &conn,
+            &tx,
             "rejected",
             path,
             None,
@@ -1149,10 +1186,12 @@ impl Store for Sqlite {
             None,
             Some(errno),
             Some(reason),
-            None,
+            stored.as_ref().map(|(c, h)| (*c, h)),
             caller,
             now_ns(),
-        )
+        )?;
+        tx.commit()?;
+        Ok(())
     }
 
     fn record_rules(&self, text: &str, caller: &Caller) -> Result<()> {
