@@ -228,3 +228,50 @@ except OSError as e:
             .contains("max_bytes 10 exceeded (11 bytes)")
     );
 }
+
+/// The seeds' example: only get_order may write order_total_cents, so a number the model
+/// asserts has nowhere to go; a tool's value keeps its own provenance.
+#[test]
+fn per_field_writers_refuse_an_asserted_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{"writers": {"agent": {"uid": 1000}, "get_order": {"env": "get_order"}},
+            "paths": [{"path": "state.json", "format": "json", "additional_fields": false,
+                       "fields": {"order_total_cents": {"writers": ["get_order"], "type": "integer"},
+                                  "note": {"writers": ["*"]}}},
+                      {"path": "**", "writers": ["*"]}]}"#,
+    )
+    .unwrap();
+    let m = Mount::with_args(&["--rules", rules.to_str().unwrap(), "--owner", "1000:1000"]);
+    m.sh_ok("chmod 666 state.json");
+    // The tool (uid 2000, tagged get_order) writes the total.
+    m.sh_ok("setpriv --reuid 2000 --regid 2000 --clear-groups env SCRATCHFS_WRITER=get_order bash -c \"jq '.order_total_cents = 18000' state.json > /tmp/t.$$ && cat /tmp/t.$$ > state.json\"");
+    assert_eq!(m.sql("SELECT writer FROM fields f JOIN versions v ON v.id = f.version_id WHERE key = 'order_total_cents'"), "get_order");
+    // The agent asserts another number: refused at close with EINVAL, the reason on record.
+    let out = m.sh_ok(&format!(
+        "{AGENT} bash -c 'exec python3 -' <<'PYEOF'
+import errno, json
+s = json.load(open(\"state.json\")); s[\"order_total_cents\"] = 54000; s[\"note\"] = \"refund all\"
+f = open(\"state.json\", \"w\"); json.dump(s, f)
+try:
+    f.close(); print(\"committed\")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+PYEOF"
+    ));
+    assert_eq!(out, "EINVAL\n");
+    assert_eq!(
+        read(m.path("state.json")).trim(),
+        "{\n  \"order_total_cents\": 18000\n}"
+    );
+    let log = cli(&m, &["log", "--rejected"]).1;
+    assert!(log.contains("state.json: writer agent refused by rule \"state.json\": key \"order_total_cents\" may be written only by get_order"), "{log}");
+    // Keys it may write go through; reformatting is no change to the total.
+    m.sh_ok(&format!("{AGENT} bash -c \"jq -c '.note = \\\"checked\\\"' state.json > n.tmp && mv n.tmp state.json\""));
+    assert_eq!(
+        read(m.path("state.json")),
+        "{\"order_total_cents\":18000,\"note\":\"checked\"}\n"
+    );
+}

@@ -459,22 +459,24 @@ impl Fs {
         })
     }
 
+    /// The bytes of the file's current version.
+    fn current_bytes(&self, ino: u64) -> Result<Vec<u8>> {
+        let Some(h) = self.tree.read().get(ino)?.head.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut b = vec![0u8; h.content.len as usize];
+        let n = self.store.read(h.content, 0, &mut b)?;
+        b.truncate(n);
+        Ok(b)
+    }
+
     /// The bytes a commit of `w` would give the file: its private copy, or for an
     /// `O_APPEND` handle the current version followed by its pending bytes.
     fn content_after(&self, ino: u64, w: &WriteState) -> Result<Vec<u8>> {
         if !w.append {
             return self.read_private(w, 0, u32::try_from(w.size).unwrap_or(u32::MAX));
         }
-        let head = self.tree.read().get(ino)?.head.clone();
-        let mut bytes = match head {
-            Some(h) => {
-                let mut b = vec![0u8; h.content.len as usize];
-                let n = self.store.read(h.content, 0, &mut b)?;
-                b.truncate(n);
-                b
-            }
-            None => Vec::new(),
-        };
+        let mut bytes = self.current_bytes(ino)?;
         let mut pending = vec![0u8; w.size as usize];
         w.spill.read_at(0, &mut pending)?;
         bytes.extend_from_slice(&pending);
@@ -1095,7 +1097,11 @@ impl Fs {
             let path = self.tree.read().path(ino);
             if r.checks_content(&path) {
                 let content = self.content_after(ino, w)?;
-                if let Err(reason) = r.validate(&path, &h.caller.writer, &content) {
+                let current = self.current_bytes(ino)?;
+                let verdict = r
+                    .validate(&path, &h.caller.writer, &content)
+                    .and_then(|()| r.validate_fields(&path, &h.caller.writer, &current, &content));
+                if let Err(reason) = verdict {
                     let e = Error::new(libc::EINVAL, reason);
                     if let Err(se) =
                         self.store
@@ -1371,7 +1377,22 @@ impl Fs {
                 let mut content = vec![0u8; head.content.len as usize];
                 let n = self.store.read(head.content, 0, &mut content)?;
                 content.truncate(n);
-                if let Err(reason) = r.validate(&new_path, &caller.writer, &content) {
+                // The target's current content, for per-key rules.
+                let current = match existing.and_then(|o| tree.get(o).ok()?.head.clone()) {
+                    Some(h) => {
+                        let mut b = vec![0u8; h.content.len as usize];
+                        let n = self.store.read(h.content, 0, &mut b)?;
+                        b.truncate(n);
+                        b
+                    }
+                    None => Vec::new(),
+                };
+                let verdict = r
+                    .validate(&new_path, &caller.writer, &content)
+                    .and_then(|()| {
+                        r.validate_fields(&new_path, &caller.writer, &current, &content)
+                    });
+                if let Err(reason) = verdict {
                     let e = Error::new(libc::EINVAL, reason);
                     if let Err(se) =
                         self.store

@@ -94,7 +94,75 @@ impl Compiled {
     /// Whether commits to `path` need their content checked ([`Compiled::validate`]).
     pub fn checks_content(&self, path: &str) -> bool {
         self.rule_for(path)
-            .is_some_and(|r| r.format.is_some() || r.max_bytes.is_some())
+            .is_some_and(|r| r.format.is_some() || r.max_bytes.is_some() || r.fields.is_some())
+    }
+
+    /// Per-key rules of a JSON object (SPEC §5 `fields`): the top-level keys whose value
+    /// changes from `old` to `new` (compared as JSON values, so reformatting is no change)
+    /// must be writable by `writer`, keys outside `fields` need `additional_fields`, and
+    /// new values must have their field's type. `Err(reason)` for `EINVAL`.
+    pub fn validate_fields(
+        &self,
+        path: &str,
+        writer: &str,
+        old: &[u8],
+        new: &[u8],
+    ) -> Result<(), String> {
+        let Some(rule) = self.rule_for(path) else {
+            return Ok(());
+        };
+        let Some(fields) = &rule.fields else {
+            return Ok(());
+        };
+        let refuse = |what: String| {
+            Err(format!(
+                "{path}: writer {writer} refused by rule \"{}\": {what}",
+                rule.path
+            ))
+        };
+        let object = |b: &[u8]| match serde_json::from_slice::<serde_json::Value>(b) {
+            Ok(serde_json::Value::Object(m)) => Some(m),
+            _ => None,
+        };
+        let old = object(old).unwrap_or_default();
+        let Some(new) = object(new) else {
+            return refuse("not a JSON object".into());
+        };
+        let keys: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+        for k in keys {
+            let (before, after) = (old.get(k), new.get(k));
+            if before == after {
+                continue;
+            }
+            let Some(field) = fields.get(k) else {
+                if rule.additional_fields == Some(false) {
+                    return refuse(format!("key \"{k}\" is not among the fields"));
+                }
+                continue;
+            };
+            if !field.writers.iter().any(|w| w == "*" || w == writer) {
+                return refuse(format!(
+                    "key \"{k}\" may be written only by {}",
+                    field.writers.join(", ")
+                ));
+            }
+            if let (Some(ty), Some(v)) = (field.ty, after) {
+                use super::FieldType as T;
+                let ok = match ty {
+                    T::String => v.is_string(),
+                    T::Integer => v.is_i64() || v.is_u64(),
+                    T::Number => v.is_number(),
+                    T::Boolean => v.is_boolean(),
+                    T::Object => v.is_object(),
+                    T::Array => v.is_array(),
+                    T::Null => v.is_null(),
+                };
+                if !ok {
+                    return refuse(format!("key \"{k}\" must be of type {ty:?}").to_lowercase());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Checks the content a commit would give `path` against its rule's `max_bytes` and
@@ -172,6 +240,60 @@ mod tests {
             writer: writer.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn fields_writers_types_and_additional_fields() {
+        let r = Compiled::new(
+            Rules::parse(
+                r#"{"writers": {"get_order": {"env": "get_order"}, "agent": {"uid": 1000}},
+                    "paths": [{"path": "state.json", "format": "json", "additional_fields": false,
+                      "fields": {"order_total_cents": {"writers": ["get_order"], "type": "integer"},
+                                 "note": {"writers": ["*"]}}}]}"#,
+            )
+            .unwrap(),
+        );
+        let old = br#"{"order_total_cents": 18000, "note": "x"}"#;
+        // The agent may not assert a number only get_order may produce.
+        let e = r
+            .validate_fields(
+                "state.json",
+                "agent",
+                old,
+                br#"{"order_total_cents": 54000, "note": "x"}"#,
+            )
+            .unwrap_err();
+        assert!(e.contains("may be written only by get_order"), "{e}");
+        // Reformatting and reordering is no change; other keys are free.
+        assert!(
+            r.validate_fields(
+                "state.json",
+                "agent",
+                old,
+                br#"{ "note": "y",  "order_total_cents": 18000 }"#
+            )
+            .is_ok()
+        );
+        assert!(
+            r.validate_fields(
+                "state.json",
+                "get_order",
+                old,
+                br#"{"order_total_cents": "lots", "note": "x"}"#
+            )
+            .unwrap_err()
+            .contains("type integer")
+        );
+        assert!(
+            r.validate_fields(
+                "state.json",
+                "agent",
+                old,
+                br#"{"order_total_cents": 18000, "note": "x", "extra": 1}"#
+            )
+            .unwrap_err()
+            .contains("not among the fields")
+        );
     }
 
     #[test]
