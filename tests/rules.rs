@@ -275,3 +275,39 @@ PYEOF"
         "{\"order_total_cents\":18000,\"note\":\"checked\"}\n"
     );
 }
+
+/// `"on_conflict": "overwrite"`: the later of two concurrent commits wins, no ESTALE.
+#[test]
+fn on_conflict_overwrite_lets_the_later_commit_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{"paths": [{"path": "last.json", "format": "json", "on_conflict": "overwrite"},
+                      {"path": "**"}]}"#,
+    )
+    .unwrap();
+    let m = Mount::with_args(&["--rules", rules.to_str().unwrap()]);
+    for f in ["last.json", "other.json"] {
+        m.sh_ok(&format!("echo '{{}}' > {f}"));
+        let out = m.sh_ok(&format!(
+            "python3 -c '
+import errno, os
+a = os.open(\"{f}\", os.O_RDWR); b = os.open(\"{f}\", os.O_RDWR); os.read(a, 9); os.read(b, 9)
+os.pwrite(a, b\"{{\\\"a\\\": 1}}\", 0); os.ftruncate(a, 8); os.fsync(a)
+os.pwrite(b, b\"{{\\\"b\\\": 2}}\", 0); os.ftruncate(b, 8)
+try:
+    os.fsync(b); print(\"committed\")
+except OSError as e:
+    print(errno.errorcode[e.errno])'"
+        ));
+        let want = if f == "last.json" {
+            "committed\n"
+        } else {
+            "ESTALE\n"
+        };
+        assert_eq!(out, want, "{f}");
+    }
+    assert_eq!(read(m.path("last.json")), "{\"b\": 2}");
+    assert_eq!(read(m.path("other.json")), "{\"a\": 1}");
+}

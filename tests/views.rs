@@ -372,3 +372,61 @@ fn json_outline_shows_per_key_provenance() {
         "order_total_cents\nticket_id"
     );
 }
+
+/// Issue 4 item 1: with the SPEC example rules and 12 files, MANIFEST stays under 600
+/// estimated tokens and says who may write what.
+#[test]
+fn manifest_with_the_spec_example_rules_stays_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{
+  "writers": {
+    "agent":          { "uid": 1000 },
+    "trigger":        { "env": "trigger" },
+    "get_order":      { "env": "get_order" },
+    "compute_credit": { "env": "compute_credit" },
+    "human":          { "uid": 0 }
+  },
+  "paths": [
+    { "path": "plan.md",     "writers": ["agent", "human"], "format": "markdown" },
+    { "path": "findings.md", "writers": ["agent"], "mode": "append-only" },
+    { "path": "state.json",  "format": "json", "additional_fields": false,
+      "fields": {
+        "ticket_id":         { "writers": ["trigger"], "type": "string" },
+        "order_id":          { "writers": ["get_order"], "type": "string" },
+        "order_total_cents": { "writers": ["get_order"], "type": "integer" },
+        "credit_cents":      { "writers": ["compute_credit"], "type": "integer" },
+        "approval":          { "writers": ["human"] }
+      } },
+    { "path": "notes/**", "writers": ["*"], "max_bytes": 1048576, "deny_secrets": true },
+    { "path": "**", "writers": ["*"] }
+  ],
+  "ephemeral": ["*.swp", "*~"]
+}"#,
+    )
+    .unwrap();
+    let m = Mount::with_args(&["--rules", rules.to_str().unwrap()]);
+    m.sh_ok(
+        "mkdir -p notes && for i in 1 2 3 4 5 6; do echo note $i > notes/n$i.md; done; \
+         echo a > a.txt; echo b > b.txt; echo d > data.jsonl; echo swap > .plan.md.swp",
+    );
+    let text = read(m.path("MANIFEST"));
+    let files = text
+        .lines()
+        .filter(|l| l.contains("  ") && !l.starts_with(' ') && !l.starts_with("path"))
+        .count();
+    assert!(files >= 12, "{files} file lines:\n{text}");
+    assert!(
+        text.len().div_ceil(4) <= 600,
+        "{} tokens:\n{text}",
+        text.len().div_ceil(4)
+    );
+    assert!(text.contains("findings.md: agent, append-only"), "{text}");
+    assert!(text.contains("order_total_cents by get_order"), "{text}");
+    assert!(
+        !text.contains(".plan.md.swp"),
+        "ephemeral files stay out:\n{text}"
+    );
+}

@@ -459,6 +459,14 @@ impl Fs {
         })
     }
 
+    /// Whether the rule of the file at `ino` says `"on_conflict": "overwrite"`.
+    fn overwrites(&self, ino: u64) -> bool {
+        let Some(r) = &self.rules else { return false };
+        let path = self.tree.read().path(ino);
+        r.rule_for(&path)
+            .is_some_and(|p| p.on_conflict == crate::rules::OnConflict::Overwrite)
+    }
+
     /// The bytes of the file's current version.
     fn current_bytes(&self, ino: u64) -> Result<Vec<u8>> {
         let Some(h) = self.tree.read().get(ino)?.head.clone() else {
@@ -1139,7 +1147,12 @@ impl Fs {
                     size: w.size,
                     dirty: &w.dirty.0,
                 },
-                Some(w.base_version),
+                // `"on_conflict": "overwrite"`: the later commit wins (SPEC §4).
+                if self.overwrites(ino) {
+                    None
+                } else {
+                    Some(w.base_version)
+                },
                 w.op,
             )
         };

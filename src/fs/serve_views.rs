@@ -65,6 +65,19 @@ impl Fs {
         self
     }
 
+    /// Whether `path` matches the rules' ephemeral patterns (kept out of MANIFEST).
+    fn is_ephemeral(&self, path: &str) -> bool {
+        self.rules.as_ref().is_some_and(|r| r.is_ephemeral(path))
+    }
+
+    /// "who may write" lines of MANIFEST: one per path rule that restricts something.
+    fn rules_summary(&self) -> Vec<String> {
+        let Some(r) = &self.rules else {
+            return vec!["anyone may write any file (no writer rules)".into()];
+        };
+        r.summary()
+    }
+
     /// The view `name` in `parent` denotes, if any.
     pub(super) fn view_by_name(&self, parent: u64, name: &[u8]) -> Result<Option<View>> {
         if let Some(dir) = View::of(parent) {
@@ -176,6 +189,7 @@ impl Fs {
             tree.nodes
                 .iter()
                 .filter(|(_, n)| n.kind == Kind::File && !n.orphan)
+                .filter(|(ino, _)| !self.is_ephemeral(&tree.path(**ino)))
                 .filter_map(|(&ino, n)| {
                     let h = n.head.as_ref()?;
                     Some(FileEntry {
@@ -219,7 +233,7 @@ impl Fs {
                     .collect(),
                 count,
             ),
-            rules: vec!["anyone may write any file (no writer rules yet)".into()],
+            rules: self.rules_summary(),
             as_of_ns: self
                 .views
                 .last_change_ns

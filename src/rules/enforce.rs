@@ -26,6 +26,7 @@ pub struct Compiled {
     /// The rules as written.
     pub rules: Rules,
     globs: Vec<GlobMatcher>,
+    ephemeral: Vec<GlobMatcher>,
 }
 
 impl Compiled {
@@ -40,7 +41,16 @@ impl Compiled {
                     .unwrap_or_else(|_| Glob::new("!").unwrap().compile_matcher())
             })
             .collect();
-        Compiled { rules, globs }
+        let ephemeral = rules
+            .ephemeral
+            .iter()
+            .filter_map(|g| Glob::new(g).ok().map(|g| g.compile_matcher()))
+            .collect();
+        Compiled {
+            rules,
+            globs,
+            ephemeral,
+        }
     }
 
     /// The first path rule whose glob matches `path`.
@@ -91,6 +101,53 @@ impl Compiled {
 }
 
 impl Compiled {
+    /// Whether `path` is an editor or tool temporary (`ephemeral` globs, matched against
+    /// the file name and the whole path).
+    pub fn is_ephemeral(&self, path: &str) -> bool {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        self.ephemeral
+            .iter()
+            .any(|g| g.is_match(name) || g.is_match(path))
+    }
+
+    /// One short line per path rule (for MANIFEST): glob, writers, mode, format, fields.
+    pub fn summary(&self) -> Vec<String> {
+        self.rules
+            .paths
+            .iter()
+            .map(|p| {
+                let mut line = format!(
+                    "{}: {}",
+                    p.path,
+                    p.writers
+                        .as_ref()
+                        .map(|w| w.join(", "))
+                        .unwrap_or_else(|| "*".into())
+                );
+                match p.mode {
+                    Mode::ReadWrite => {}
+                    Mode::AppendOnly => line += ", append-only",
+                    Mode::WriteOnce => line += ", write-once",
+                    Mode::ReadOnly => line += ", read-only",
+                }
+                if let Some(f) = p.format {
+                    line += &format!(", {f:?}").to_lowercase();
+                }
+                if let Some(fields) = &p.fields {
+                    let fs: Vec<String> = fields
+                        .iter()
+                        .filter(|(_, f)| !f.writers.iter().any(|w| w == "*"))
+                        .map(|(k, f)| format!("{k} by {}", f.writers.join("/")))
+                        .collect();
+                    if !fs.is_empty() {
+                        line += &format!("; {}", fs.join(", "));
+                    }
+                }
+                line
+            })
+            .collect()
+    }
+
     /// Whether commits to `path` need their content checked ([`Compiled::validate`]).
     pub fn checks_content(&self, path: &str) -> bool {
         self.rule_for(path)
