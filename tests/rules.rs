@@ -23,6 +23,8 @@ const RULES: &str = r#"{
     { "path": "state.json",  "writers": ["*"], "format": "json" },
     { "path": "notes/**",    "writers": ["*"], "max_bytes": 10 },
     { "path": "notes",       "writers": ["*"] },
+    { "path": "vault/**",    "writers": ["*"], "deny_secrets": true },
+    { "path": "vault",       "writers": ["*"] },
     { "path": "*.tmp",       "writers": ["*"] }
   ]
 }"#;
@@ -227,6 +229,23 @@ except OSError as e:
             .1
             .contains("max_bytes 10 exceeded (11 bytes)")
     );
+    // deny_secrets: a cloud key cannot be written where secrets are denied.
+    let out = m.sh_ok(
+        "mkdir -p vault && python3 -c '
+import errno
+f = open(\"vault/creds\", \"w\"); f.write(\"aws_key = AKIAIOSFODNN7EXAMPLE\\n\")
+try:
+    f.close(); print(\"committed\")
+except OSError as e:
+    print(errno.errorcode[e.errno])'",
+    );
+    assert_eq!(out, "EINVAL\n");
+    assert!(
+        cli(&m, &["log", "--rejected"])
+            .1
+            .contains("deny_secrets: content holds an AWS access key id")
+    );
+    m.sh_ok("echo 'no secret here' > vault/ok");
 }
 
 /// The seeds' example: only get_order may write order_total_cents, so a number the model

@@ -150,8 +150,9 @@ impl Compiled {
 
     /// Whether commits to `path` need their content checked ([`Compiled::validate`]).
     pub fn checks_content(&self, path: &str) -> bool {
-        self.rule_for(path)
-            .is_some_and(|r| r.format.is_some() || r.max_bytes.is_some() || r.fields.is_some())
+        self.rule_for(path).is_some_and(|r| {
+            r.format.is_some() || r.max_bytes.is_some() || r.fields.is_some() || r.deny_secrets
+        })
     }
 
     /// Per-key rules of a JSON object (SPEC §5 `fields`): the top-level keys whose value
@@ -242,6 +243,11 @@ impl Compiled {
                 content.len()
             ));
         }
+        if rule.deny_secrets
+            && let Some(kind) = secret_in(content)
+        {
+            return refuse(format!("deny_secrets: content holds {kind}"));
+        }
         let Some(format) = rule.format else {
             return Ok(());
         };
@@ -270,6 +276,47 @@ impl Compiled {
         }
         Ok(())
     }
+}
+
+/// Well-known secret formats (`deny_secrets`, SPEC §5): private key blocks, cloud access
+/// keys, and the token formats of code hosts, chat and LLM APIs, and JWTs. The patterns
+/// follow the vendors' documented prefixes (as gitleaks' and GitHub secret scanning's rules
+/// do); no maintained Rust crate ships such a list.
+const SECRETS: &[(&str, &str)] = &[
+    (
+        "a private key",
+        r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY(?: BLOCK)?-----",
+    ),
+    ("an AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    ("a Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
+    (
+        "a GitHub token",
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b",
+    ),
+    ("a GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}\b"),
+    ("a Slack token", r"\bxox[abprs]-[A-Za-z0-9\-]{10,}\b"),
+    ("an Anthropic API key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
+    ("an OpenAI API key", r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}"),
+    ("a Stripe secret key", r"\b[sr]k_live_[0-9A-Za-z]{20,}\b"),
+    (
+        "a JSON Web Token",
+        r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+    ),
+];
+
+/// The kind of the first well-known secret in `content`, if any.
+pub fn secret_in(content: &[u8]) -> Option<&'static str> {
+    static SET: std::sync::OnceLock<Vec<(&'static str, regex::bytes::Regex)>> =
+        std::sync::OnceLock::new();
+    let set = SET.get_or_init(|| {
+        SECRETS
+            .iter()
+            .map(|(k, p)| (*k, regex::bytes::Regex::new(p).expect("secret pattern")))
+            .collect()
+    });
+    set.iter()
+        .find(|(_, re)| re.is_match(content))
+        .map(|(k, _)| *k)
 }
 
 #[cfg(test)]
@@ -350,6 +397,36 @@ mod tests {
             )
             .unwrap_err()
             .contains("not among the fields")
+        );
+    }
+
+    #[test]
+    fn well_known_secrets_are_found() {
+        for (text, kind) in [
+            (
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n",
+                "a private key",
+            ),
+            ("key = AKIAIOSFODNN7EXAMPLE", "an AWS access key id"),
+            (
+                "token ghp_0123456789abcdefghijABCDEFGHIJ012345",
+                "a GitHub token",
+            ),
+            (
+                "sk-ant-api03-abcdefghijklmnopqrstuv",
+                "an Anthropic API key",
+            ),
+            ("xoxb-123456789012-abcdef", "a Slack token"),
+            (
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+                "a JSON Web Token",
+            ),
+        ] {
+            assert_eq!(secret_in(text.as_bytes()), Some(kind), "{text}");
+        }
+        assert_eq!(
+            secret_in(b"order 1042 total 180.00; ask-for-approval"),
+            None
         );
     }
 
