@@ -76,7 +76,8 @@ cd /
 echo
 echo "== state.json, each field with its writer and step (sqlite3 $SCRATCHFS_DB)"
 sqlite3 -header -column "$SCRATCHFS_DB" "
-  SELECT f.key, v.version, v.writer, v.step, v.exe
+  SELECT f.key, v.version, v.writer, v.step,
+         replace(v.exe, rtrim(v.exe, replace(v.exe, '/', '')), '') AS exe
   FROM fields f JOIN version_log v ON v.id = f.version_id ORDER BY v.version, f.key"
 echo
 echo "== the refused attempt (scratchfs log --rejected)"
