@@ -1,4 +1,4 @@
-//! Writer rules (SPEC §5, §6), the part enforced so far: writers per path and modes.
+//! Writer rules (SPEC §5, §6): writers per path, modes, content validation and fields.
 //! Tools run as other uids (setpriv) and with SCRATCHFS_WRITER tags; every refusal leaves
 //! the file, its version and its history unchanged, and is recorded with its reason.
 
@@ -329,4 +329,53 @@ except OSError as e:
     }
     assert_eq!(read(m.path("last.json")), "{\"b\": 2}");
     assert_eq!(read(m.path("other.json")), "{\"a\": 1}");
+}
+
+/// `scripts/credit-scenario.sh` (the README's rules example) runs on a real mount and shows
+/// the agent's asserted credit refused with EINVAL while every tool-written key keeps the
+/// tool's writer and step.
+#[test]
+fn credit_scenario_script() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/credit-scenario.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .env("SCRATCHFS_BIN", env!("CARGO_BIN_EXE_scratchfs"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "credit-scenario.sh failed (it mounts with FUSE as root): {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("credit_cents = 54000: refused, EINVAL"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("credit_cents = 18000: committed"),
+        "{stdout}"
+    );
+    let field_row = |key: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} ")))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_else(|| panic!("no row for {key}:\n{stdout}"))
+    };
+    assert_eq!(
+        field_row("order_total_cents")[2..4],
+        ["get_order", "2"],
+        "{stdout}"
+    );
+    assert_eq!(
+        field_row("credit_cents")[2..4],
+        ["compute_credit", "5"],
+        "{stdout}"
+    );
+    assert_eq!(field_row("ticket_id")[2..4], ["trigger", "1"], "{stdout}");
+    assert!(
+        stdout.contains("rejected state.json") && stdout.contains("agent step 4"),
+        "{stdout}"
+    );
 }
