@@ -11,32 +11,8 @@ chmod 755 "$work"
 mnt=$work/mnt; export SCRATCHFS_DB=$work/scratchpad.db
 mkdir -p "$mnt"
 trap '"$bin" unmount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null; rm -rf "$work"' EXIT
-cat > "$work/rules.json" <<'JSON'
-{
-  "writers": {
-    "agent":          { "uid": 1000 },
-    "trigger":        { "env": "trigger" },
-    "get_order":      { "env": "get_order" },
-    "compute_credit": { "env": "compute_credit" },
-    "human":          { "uid": 0 }
-  },
-  "paths": [
-    { "path": "plan.md",     "writers": ["agent", "human"], "format": "markdown" },
-    { "path": "findings.md", "writers": ["agent"], "mode": "append-only" },
-    { "path": "state.json",  "format": "json", "additional_fields": false,
-      "fields": {
-        "ticket_id":         { "writers": ["trigger"], "type": "string" },
-        "order_id":          { "writers": ["get_order"], "type": "string" },
-        "order_total_cents": { "writers": ["get_order"], "type": "integer" },
-        "credit_cents":      { "writers": ["compute_credit"], "type": "integer" },
-        "approval":          { "writers": ["human"] }
-      } },
-    { "path": "notes/**", "writers": ["*"], "max_bytes": 1048576, "deny_secrets": true },
-    { "path": "**", "writers": ["*"] }
-  ]
-}
-JSON
-"$bin" mount "$mnt" --background --owner 1000:1000 --rules "$work/rules.json"
+rules=$here/examples/spec-rules.json   # the SPEC §5 example rules
+"$bin" mount "$mnt" --background --owner 1000:1000 --rules "$rules"
 cd "$mnt"
 
 # set_state STEP WRITER-TAG KEY VALUE: a tool process updating one key of state.json.

@@ -379,34 +379,11 @@ fn json_outline_shows_per_key_provenance() {
 fn manifest_with_the_spec_example_rules_stays_small() {
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("rules.json");
-    std::fs::write(
-        &rules,
-        r#"{
-  "writers": {
-    "agent":          { "uid": 1000 },
-    "trigger":        { "env": "trigger" },
-    "get_order":      { "env": "get_order" },
-    "compute_credit": { "env": "compute_credit" },
-    "human":          { "uid": 0 }
-  },
-  "paths": [
-    { "path": "plan.md",     "writers": ["agent", "human"], "format": "markdown" },
-    { "path": "findings.md", "writers": ["agent"], "mode": "append-only" },
-    { "path": "state.json",  "format": "json", "additional_fields": false,
-      "fields": {
-        "ticket_id":         { "writers": ["trigger"], "type": "string" },
-        "order_id":          { "writers": ["get_order"], "type": "string" },
-        "order_total_cents": { "writers": ["get_order"], "type": "integer" },
-        "credit_cents":      { "writers": ["compute_credit"], "type": "integer" },
-        "approval":          { "writers": ["human"] }
-      } },
-    { "path": "notes/**", "writers": ["*"], "max_bytes": 1048576, "deny_secrets": true },
-    { "path": "**", "writers": ["*"] }
-  ],
-  "ephemeral": ["*.swp", "*~"]
-}"#,
-    )
-    .unwrap();
+    // The SPEC §5 example, plus editor swap files marked ephemeral.
+    let mut example: serde_json::Value =
+        serde_json::from_str(include_str!("../examples/spec-rules.json")).unwrap();
+    example["ephemeral"] = serde_json::json!(["*.swp", "*~"]);
+    std::fs::write(&rules, example.to_string()).unwrap();
     let m = Mount::with_args(&["--rules", rules.to_str().unwrap()]);
     m.sh_ok(
         "mkdir -p notes && for i in 1 2 3 4 5 6; do echo note $i > notes/n$i.md; done; \

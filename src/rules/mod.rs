@@ -343,29 +343,8 @@ pub fn check_file(path: &std::path::Path) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    const SPEC_EXAMPLE: &str = r#"{
-  "writers": {
-    "agent":          { "uid": 1000 },
-    "trigger":        { "env": "trigger" },
-    "get_order":      { "env": "get_order" },
-    "compute_credit": { "env": "compute_credit" },
-    "human":          { "uid": 0 }
-  },
-  "paths": [
-    { "path": "plan.md",     "writers": ["agent", "human"], "format": "markdown" },
-    { "path": "findings.md", "writers": ["agent"], "mode": "append-only" },
-    { "path": "state.json",  "format": "json", "additional_fields": false,
-      "fields": {
-        "ticket_id":         { "writers": ["trigger"], "type": "string" },
-        "order_id":          { "writers": ["get_order"], "type": "string" },
-        "order_total_cents": { "writers": ["get_order"], "type": "integer" },
-        "credit_cents":      { "writers": ["compute_credit"], "type": "integer" },
-        "approval":          { "writers": ["human"] }
-      } },
-    { "path": "notes/**", "writers": ["*"], "max_bytes": 1048576, "deny_secrets": true },
-    { "path": "**", "writers": ["*"] }
-  ]
-}"#;
+    /// The SPEC §5 example, as shipped for users and scripts.
+    const SPEC_EXAMPLE: &str = include_str!("../../examples/spec-rules.json");
 
     #[test]
     fn the_spec_example_parses_and_resolves_writers_in_order() {
