@@ -379,3 +379,85 @@ fn credit_scenario_script() {
         "{stdout}"
     );
 }
+
+/// Issue 3 item 7: each row of SPEC §6 as an ordinary shell tool and as Python meet it,
+/// checking what the tool printed. Row 5 (lost update) is Python only: a shell cannot hold
+/// two write handles and report their close errors. Row 6 (a full or failing database)
+/// is not produced here.
+#[test]
+fn spec_section_6_rows_with_shell_tools_and_python() {
+    let m = mount_with_rules();
+    m.sh_ok("mkdir -p orders frozen notes && chmod 777 orders frozen notes");
+    m.sh_ok("setpriv --reuid 2000 --regid 2000 --clear-groups env SCRATCHFS_WRITER=get_order bash -c 'echo 1 > orders/o1'");
+    m.sh_ok("chmod 666 orders/o1");
+    assert_eq!(
+        agent(&m, "echo a >> findings.md && echo v1 > frozen/f"),
+        (true, String::new())
+    );
+    // Python: run a snippet as the agent, print the errno name and strerror it caught.
+    let py = |code: &str| {
+        let o = m.sh(&format!(
+            "{AGENT} bash -c 'exec python3 -' <<'PY'\nimport errno, os\ntry:\n{}\n    print(\"no error\")\nexcept OSError as e:\n    print(errno.errorcode[e.errno], e.strerror)\nPY",
+            code.lines().map(|l| format!("    {l}\n")).collect::<String>()
+        ));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let shell = |cmd: &str| {
+        let (ok, err) = agent(&m, cmd);
+        assert!(!ok, "{cmd} succeeded");
+        err
+    };
+    // Row 1: a writer that may not write/create/delete/rename the path: EACCES.
+    assert!(shell("echo forged > orders/o1").contains("orders/o1: Permission denied"));
+    assert!(shell("touch orders/o9").contains("Permission denied"));
+    assert!(shell("rm orders/o1").contains("Permission denied"));
+    assert!(shell("mv orders/o1 orders/o2").contains("Permission denied"));
+    assert_eq!(py("open('orders/o1', 'w')"), "EACCES Permission denied");
+    assert_eq!(py("open('orders/new', 'x')"), "EACCES Permission denied");
+    assert_eq!(py("os.unlink('orders/o1')"), "EACCES Permission denied");
+    assert_eq!(
+        py("os.rename('orders/o1', 'orders/o3')"),
+        "EACCES Permission denied"
+    );
+    // Row 2: a view, a read-only or a write-once file, at open: EACCES.
+    assert!(shell("echo x > MANIFEST").contains("MANIFEST: Permission denied"));
+    assert!(shell("echo x > policy.md").contains("policy.md: Permission denied"));
+    assert!(shell("echo v2 > frozen/f").contains("frozen/f: Permission denied"));
+    assert_eq!(py("open('MANIFEST', 'w')"), "EACCES Permission denied");
+    assert_eq!(py("open('frozen/f', 'a')"), "EACCES Permission denied");
+    // Row 3: append-only, a write before the committed end: EPERM at write.
+    assert!(
+        shell("dd if=/dev/zero of=findings.md bs=1 count=1 conv=notrunc status=none")
+            .contains("Operation not permitted")
+    );
+    assert_eq!(
+        py("fd = os.open('findings.md', os.O_WRONLY)\nos.pwrite(fd, b'X', 0)"),
+        "EPERM Operation not permitted"
+    );
+    // Row 4: invalid content: EINVAL at close (cp checks close), or at rename.
+    assert!(shell("printf '{bad' > /tmp/scratchfs-bad.$$ && cp /tmp/scratchfs-bad.$$ state.json; r=$?; rm -f /tmp/scratchfs-bad.$$; exit $r")
+        .contains("Invalid argument"));
+    assert_eq!(
+        py("f = open('state.json', 'w')\nf.write('{bad')\nf.close()"),
+        "EINVAL Invalid argument"
+    );
+    assert_eq!(
+        py("open('s.tmp', 'w').write('{bad')\nos.rename('s.tmp', 'state.json')"),
+        "EINVAL Invalid argument"
+    );
+    assert_eq!(read(m.path("state.json")).trim(), "{}");
+    assert_eq!(read(m.path("findings.md")), "a\n");
+    assert_eq!(read(m.path("frozen/f")), "v1\n");
+    // Row 5: a lost update: ESTALE at close (two handles of one process, so no other
+    // test's fork can flush them early; see tests/posix.rs).
+    assert_eq!(
+        py(
+            "a = os.open('plan.md', os.O_RDWR); b = os.open('plan.md', os.O_RDWR)\nos.read(a, 9); os.read(b, 9)\nos.write(a, b'first'); os.write(b, b'second')\nos.close(a); os.close(b)"
+        ),
+        "ESTALE Stale file handle"
+    );
+    assert_eq!(read(m.path("plan.md")), "first");
+    // Every refusal is on record with its reason.
+    let log = refused(&m);
+    assert!(log.lines().count() >= 14, "{log}");
+}
