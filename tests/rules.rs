@@ -445,6 +445,19 @@ fn spec_section_6_rows_with_shell_tools_and_python() {
         py("open('s.tmp', 'w').write('{bad')\nos.rename('s.tmp', 'state.json')"),
         "EINVAL Invalid argument"
     );
+    // ... and at write when already certain: a byte that is not UTF-8 in a text format.
+    // The handle's later writes fail too, and nothing of it is committed.
+    let before = refused(&m).lines().count();
+    assert!(shell("printf \"\\\\377\" > state.json").contains("write error: Invalid argument"));
+    assert_eq!(
+        py(
+            "fd = os.open('state.json', os.O_WRONLY | os.O_TRUNC)\ntry:\n    os.write(fd, b'{\"a\": \"\\xff\"}')\nexcept OSError as e:\n    print('at write:', errno.errorcode[e.errno])\nos.write(fd, b'{}')"
+        ),
+        "at write: EINVAL\nEINVAL Invalid argument"
+    );
+    let log = refused(&m);
+    assert_eq!(log.lines().count(), before + 2, "one refusal each: {log}");
+    assert!(log.contains("not UTF-8 (byte 7)"), "{log}");
     assert_eq!(read(m.path("state.json")).trim(), "{}");
     assert_eq!(read(m.path("findings.md")), "a\n");
     assert_eq!(read(m.path("frozen/f")), "v1\n");

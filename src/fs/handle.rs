@@ -160,9 +160,10 @@ pub struct WriteState {
     pub touched: bool,
     /// Op name for the next version: `write`, `append` or `truncate`.
     pub op: &'static str,
-    /// Set when a commit through this handle was refused as a lost update: every later
-    /// write fails with `ESTALE` too (the reason is kept).
-    pub poisoned: Option<String>,
+    /// Set when a commit through this handle was refused as a lost update (`ESTALE`), or a
+    /// write as certainly invalid content (`EINVAL`): every later write fails with the same
+    /// errno and reason.
+    pub poisoned: Option<crate::error::Error>,
     /// The only change is the truncation asked for by `O_TRUNC` at open. A flush of such a
     /// handle owes a commit instead of making one (see `Fs::flush`), so that the shell's
     /// `echo x > f` (whose dup2 flushes before the write) records one version, not two.

@@ -605,8 +605,8 @@ impl Fs {
                 let mut h = h.lock();
                 let caller = h.caller.clone();
                 if let HandleKind::Write(w) = &mut h.kind {
-                    if let Some(reason) = &w.poisoned {
-                        return Err(Error::new(libc::ESTALE, reason.clone()));
+                    if let Some(e) = &w.poisoned {
+                        return Err(e.clone());
                     }
                     if self.rules.is_some() {
                         let path = self.tree.read().path(ino);
@@ -1019,13 +1019,43 @@ impl Fs {
         let HandleKind::Write(w) = &mut h.kind else {
             return Err(Error::new(libc::EBADF, "handle not open for writing"));
         };
-        if let Some(reason) = &w.poisoned {
-            return Err(Error::new(libc::ESTALE, reason.clone()));
+        if let Some(e) = &w.poisoned {
+            return Err(e.clone());
         }
         self.rebase_if_untouched(ino, w)?;
-        if self.rules.is_some() && !w.append {
+        if let Some(r) = &self.rules {
             let path = self.tree.read().path(ino);
-            self.check_append_only(ino, &path, offset, &caller)?;
+            if !w.append {
+                self.check_append_only(ino, &path, offset, &caller)?;
+            }
+            if let Err(reason) = r.validate_write(&path, &caller.writer, offset, data) {
+                // Certain already (SPEC §6): refuse now, record the content the handle
+                // would have committed, drop its private copy and refuse the rest of its
+                // writes, so nothing of it is committed at close.
+                w.write(&self.spill_dir, offset, data)?;
+                let content = self.content_after(ino, w)?;
+                let e = Error::new(libc::EINVAL, reason);
+                if let Err(se) =
+                    self.store
+                        .reject(&path, e.errno, &e.reason, &caller, Some(&content))
+                {
+                    log::error!("recording a refusal: {se}");
+                }
+                if let Some(head) = self.tree.read().get(ino)?.head.clone() {
+                    w.committed(head.id, head.content);
+                }
+                w.poisoned = Some(e.clone());
+                if let Some(n) = self.tree.write().nodes.get_mut(&ino) {
+                    n.pending_size = None;
+                    if n.owed_by == Some(fh) {
+                        n.owed_by = None;
+                    }
+                }
+                self.views.changed();
+                drop(h);
+                self.invalidate(Invalidation::Attr(ino));
+                return Err(e);
+            }
         }
         let size = w.write(&self.spill_dir, offset, data)?;
         let pending = if w.append { w.base.len + size } else { size };
@@ -1198,7 +1228,7 @@ impl Fs {
                 // rest on the same outdated content (SQLite would roll back over another
                 // process's commit).
                 if e.errno == libc::ESTALE {
-                    w.poisoned = Some(e.reason.clone());
+                    w.poisoned = Some(e.clone());
                 }
                 if let Some(n) = self.tree.write().nodes.get_mut(&h.ino) {
                     n.pending_size = None;

@@ -223,6 +223,40 @@ impl Compiled {
         Ok(())
     }
 
+    /// The check SPEC §6 makes at `write` already, when a failure is certain: for a path
+    /// whose rule has a `format` (all of them are text), `data` written at `offset` (bytes)
+    /// holding a byte sequence that is not UTF-8 whatever comes after it. Up to 3 leading
+    /// continuation bytes are allowed when `offset > 0` (a character split between two
+    /// writes) and an incomplete sequence at the end is left to the commit. `Err(reason)`
+    /// for `EINVAL`.
+    pub fn validate_write(
+        &self,
+        path: &str,
+        writer: &str,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), String> {
+        let Some(rule) = self.rule_for(path).filter(|r| r.format.is_some()) else {
+            return Ok(());
+        };
+        let skip = if offset > 0 {
+            data.iter()
+                .take(3)
+                .take_while(|b| (0x80..0xc0).contains(*b))
+                .count()
+        } else {
+            0
+        };
+        match std::str::from_utf8(&data[skip..]) {
+            Err(e) if e.error_len().is_some() => Err(format!(
+                "{path}: writer {writer} refused by rule \"{}\": not UTF-8 (byte {})",
+                rule.path,
+                offset + (skip + e.valid_up_to()) as u64
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Checks the content a commit would give `path` against its rule's `max_bytes` and
     /// `format` (SPEC §5): `Err(reason)` for `EINVAL`.
     pub fn validate(&self, path: &str, writer: &str, content: &[u8]) -> Result<(), String> {
@@ -344,6 +378,25 @@ mod tests {
             writer: writer.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_write_is_refused_only_when_not_utf8_whatever_follows() {
+        let r = Compiled::new(
+            Rules::parse(r#"{"paths": [{"path": "*.md", "format": "markdown"}, {"path": "**"}]}"#)
+                .unwrap(),
+        );
+        let e = "é".as_bytes(); // [0xc3, 0xa9]
+        assert!(r.validate_write("a.md", "w", 0, b"plain").is_ok());
+        // A character split between two writes: its end, then its start.
+        assert!(r.validate_write("a.md", "w", 4, &[e[1], b'x']).is_ok());
+        assert!(r.validate_write("a.md", "w", 0, &[b'x', e[0]]).is_ok());
+        // At offset 0 a continuation byte cannot be the end of a split character.
+        assert!(r.validate_write("a.md", "w", 0, &[e[1]]).is_err());
+        let err = r.validate_write("a.md", "w", 10, b"ok\xffok").unwrap_err();
+        assert!(err.contains("not UTF-8 (byte 12)"), "{err}");
+        // No format: any bytes.
+        assert!(r.validate_write("a.bin", "w", 0, b"\xff").is_ok());
     }
 
     #[test]
