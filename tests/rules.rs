@@ -458,6 +458,15 @@ fn spec_section_6_rows_with_shell_tools_and_python() {
     let log = refused(&m);
     assert_eq!(log.lines().count(), before + 2, "one refusal each: {log}");
     assert!(log.contains("not UTF-8 (byte 7)"), "{log}");
+    // A JSON syntax error before the end of what was written: at write too.
+    assert_eq!(
+        py(
+            "fd = os.open('state.json', os.O_WRONLY | os.O_TRUNC)\nos.write(fd, b'{\"a\": ')\ntry:\n    os.write(fd, b'1 \"b\"')\nexcept OSError as e:\n    print('at write:', errno.errorcode[e.errno])\nos.close(fd)"
+        ),
+        "at write: EINVAL\nno error"
+    );
+    let log = refused(&m);
+    assert!(log.contains("not JSON: expected `,` or `}`"), "{log}");
     assert_eq!(read(m.path("state.json")).trim(), "{}");
     assert_eq!(read(m.path("findings.md")), "a\n");
     assert_eq!(read(m.path("frozen/f")), "v1\n");

@@ -40,6 +40,11 @@ pub const ROOT: u64 = 1;
 /// Longest name, in bytes (SPEC §8).
 pub const NAME_MAX: usize = 255;
 
+/// Bytes up to which a `json` path's content is re-parsed at each write that ends at the
+/// handle's end, to refuse a syntax error at `write` (SPEC §6); larger files are checked
+/// at commit only (each check reads and parses the whole private copy).
+pub const JSON_PREFIX_CHECK_MAX: u64 = 1 << 20;
+
 /// The caller of a request as the FUSE header gives it.
 #[derive(Debug, Clone, Copy)]
 pub struct Ctx {
@@ -1011,6 +1016,11 @@ impl Fs {
     }
 
     /// `write`: into the handle's private copy. Returns the bytes accepted.
+    ///
+    /// With rules, `EPERM` for an append-only path's committed bytes, and `EINVAL` already
+    /// here when the content is certainly invalid (SPEC §6): bytes that cannot become
+    /// UTF-8 in a path with a `format`, or a JSON syntax error in what a handle writing at
+    /// its end has written so far (up to [`JSON_PREFIX_CHECK_MAX`] bytes).
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32> {
         let h = self.handle(fh)?;
         let mut h = h.lock();
@@ -1023,17 +1033,37 @@ impl Fs {
             return Err(e.clone());
         }
         self.rebase_if_untouched(ino, w)?;
+        let at = if w.append {
+            w.base.len + w.size
+        } else {
+            offset
+        };
+        let mut checked = None;
         if let Some(r) = &self.rules {
             let path = self.tree.read().path(ino);
             if !w.append {
                 self.check_append_only(ino, &path, offset, &caller)?;
             }
-            if let Err(reason) = r.validate_write(&path, &caller.writer, offset, data) {
-                // Certain already (SPEC §6): refuse now, record the content the handle
-                // would have committed, drop its private copy and refuse the rest of its
-                // writes, so nothing of it is committed at close.
-                w.write(&self.spill_dir, offset, data)?;
-                let content = self.content_after(ino, w)?;
+            checked = Some((r, path));
+        }
+        let size = w.write(&self.spill_dir, offset, data)?;
+        let pending = if w.append { w.base.len + size } else { size };
+        if let Some((r, path)) = checked {
+            let mut verdict = r.validate_write(&path, &caller.writer, at, data);
+            let at_end = w.append || offset + data.len() as u64 == size;
+            let json = at_end && pending <= JSON_PREFIX_CHECK_MAX && r.is_json(&path);
+            let content = if verdict.is_err() || json {
+                Some(self.content_after(ino, w)?)
+            } else {
+                None
+            };
+            if let (Ok(()), Some(content)) = (&verdict, &content) {
+                verdict = r.validate_json_prefix(&path, &caller.writer, content);
+            }
+            if let (Err(reason), Some(content)) = (verdict, content) {
+                // Certain already: record the content the handle would have committed,
+                // drop its private copy and refuse the rest of its writes, so nothing of
+                // it is committed at close.
                 let e = Error::new(libc::EINVAL, reason);
                 if let Err(se) =
                     self.store
@@ -1057,8 +1087,6 @@ impl Fs {
                 return Err(e);
             }
         }
-        let size = w.write(&self.spill_dir, offset, data)?;
-        let pending = if w.append { w.base.len + size } else { size };
         let mut tree = self.tree.write();
         let node = tree.get_mut(ino)?;
         node.pending_size = Some(pending);

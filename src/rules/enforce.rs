@@ -257,6 +257,36 @@ impl Compiled {
         }
     }
 
+    /// Whether `path`'s rule has `"format": "json"` (so [`Compiled::validate_json_prefix`]
+    /// applies to it).
+    pub fn is_json(&self, path: &str) -> bool {
+        self.rule_for(path)
+            .is_some_and(|r| r.format == Some(super::Format::Json))
+    }
+
+    /// The JSON half of the check at `write` (SPEC §6 "a JSON syntax error before the end
+    /// of the data"): `content` is everything a handle would commit so far, written up to
+    /// its end; for a `json` path, a syntax error (not the end of input) means no later
+    /// bytes can make it JSON, for a writer that writes in order (callers use it only for
+    /// writes that end at the handle's end). `Err(reason)` for `EINVAL`.
+    pub fn validate_json_prefix(
+        &self,
+        path: &str,
+        writer: &str,
+        content: &[u8],
+    ) -> Result<(), String> {
+        let Some(rule) = self.rule_for(path).filter(|_| self.is_json(path)) else {
+            return Ok(());
+        };
+        match serde_json::from_slice::<serde::de::IgnoredAny>(content) {
+            Err(e) if !e.is_eof() => Err(format!(
+                "{path}: writer {writer} refused by rule \"{}\": not JSON: {e}",
+                rule.path
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Checks the content a commit would give `path` against its rule's `max_bytes` and
     /// `format` (SPEC §5): `Err(reason)` for `EINVAL`.
     pub fn validate(&self, path: &str, writer: &str, content: &[u8]) -> Result<(), String> {
@@ -378,6 +408,27 @@ mod tests {
             writer: writer.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_json_prefix_is_refused_only_after_a_syntax_error() {
+        let r = Compiled::new(
+            Rules::parse(r#"{"paths": [{"path": "s.json", "format": "json"}, {"path": "**"}]}"#)
+                .unwrap(),
+        );
+        for ok in ["", "{", "{\"a\": [1, tr", "{\"a\": \"x", "{}", "{}\n", "12"] {
+            assert!(
+                r.validate_json_prefix("s.json", "w", ok.as_bytes()).is_ok(),
+                "{ok}"
+            );
+        }
+        for bad in ["{\"a\" 1", "{} x", "{'a'", "[1,,"] {
+            let err = r
+                .validate_json_prefix("s.json", "w", bad.as_bytes())
+                .unwrap_err();
+            assert!(err.contains("not JSON"), "{bad}: {err}");
+        }
+        assert!(r.validate_json_prefix("t.md", "w", b"{'a'").is_ok());
     }
 
     #[test]
