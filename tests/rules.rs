@@ -382,8 +382,8 @@ fn credit_scenario_script() {
 
 /// Issue 3 item 7: each row of SPEC §6 as an ordinary shell tool and as Python meet it,
 /// checking what the tool printed. Row 5 (lost update) is Python only: a shell cannot hold
-/// two write handles and report their close errors. Row 6 (a full or failing database)
-/// is not produced here.
+/// two write handles and report their close errors. Row 6 (a full database) is in
+/// tests/storage.rs `a_full_database_is_enospc_and_harms_nothing_committed`.
 #[test]
 fn spec_section_6_rows_with_shell_tools_and_python() {
     let m = mount_with_rules();

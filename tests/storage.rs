@@ -95,3 +95,39 @@ fn a_large_write_does_not_sit_in_the_daemons_memory() {
         "daemon peak RSS {hwm_kb} kB after a 200 MB write"
     );
 }
+
+/// SPEC §6 "database full": with the database on a small tmpfs, shell tools and Python
+/// writing until the disk is full get `ENOSPC` ("No space left on device") where it
+/// happens, and what was committed before stays intact and readable.
+#[test]
+fn a_full_database_is_enospc_and_harms_nothing_committed() {
+    let m = Mount::with_db_on_tmpfs("6m");
+    m.sh_ok("head -c 100000 /dev/urandom > kept");
+    let kept = std::fs::read(m.path("kept")).unwrap();
+    // Shell: cp of incompressible files until one fails.
+    let o = m.sh(
+        "head -c 400000 /dev/urandom > /tmp/scratchfs-blob.$$
+         for i in $(seq 1 40); do cp /tmp/scratchfs-blob.$$ f$i || break; head -c 400000 /dev/urandom > /tmp/scratchfs-blob.$$; done
+         rm -f /tmp/scratchfs-blob.$$",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("No space left on device"), "shell: {err}");
+    // Python, once the store is full.
+    let out = m.sh_ok(
+        "python3 -c '
+import errno, os
+try:
+    with open(\"py\", \"wb\") as f:
+        f.write(os.urandom(400000))
+    print(\"committed\")
+except OSError as e:
+    print(errno.errorcode[e.errno], e.strerror)'",
+    );
+    assert_eq!(out.trim(), "ENOSPC No space left on device");
+    assert_eq!(std::fs::read(m.path("kept")).unwrap(), kept);
+    assert_eq!(
+        m.head_hash("kept"),
+        blake3::hash(&kept).to_hex().to_string(),
+        "the committed version is untouched"
+    );
+}

@@ -20,6 +20,8 @@ pub struct Mount {
     pub db: PathBuf,
     child: Option<Child>,
     extra: Vec<String>,
+    /// A small tmpfs holding the database ([`Mount::with_db_on_tmpfs`]), unmounted on drop.
+    disk: Option<PathBuf>,
 }
 
 fn mounted(mnt: &Path) -> bool {
@@ -55,6 +57,40 @@ impl Mount {
             db,
             child: None,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            disk: None,
+        };
+        m.start();
+        m
+    }
+
+    /// Mounts a fresh scratchpad whose database lives on a tmpfs of `size` (as `mount -o
+    /// size=`, e.g. "4m"), so a test can fill it (SPEC §6 "database full").
+    pub fn with_db_on_tmpfs(size: &str) -> Mount {
+        let dir = tempfile::Builder::new()
+            .prefix("scratchfs-test-")
+            .tempdir()
+            .unwrap();
+        let mnt = dir.path().join("mnt");
+        let disk = dir.path().join("disk");
+        std::fs::create_dir(&mnt).unwrap();
+        std::fs::create_dir(&disk).unwrap();
+        let o = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&disk)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "cannot mount a tmpfs for the database (needs root): {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let mut m = Mount {
+            db: disk.join("scratch.db"),
+            dir,
+            mnt,
+            child: None,
+            extra: Vec::new(),
+            disk: Some(disk),
         };
         m.start();
         m
@@ -227,6 +263,9 @@ impl Drop for Mount {
             }
             let _ = c.kill();
             let _ = c.wait();
+        }
+        if let Some(disk) = &self.disk {
+            let _ = Command::new("umount").arg("-l").arg(disk).status();
         }
     }
 }
