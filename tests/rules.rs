@@ -381,8 +381,7 @@ fn credit_scenario_script() {
 }
 
 /// Issue 3 item 7: each row of SPEC §6 as an ordinary shell tool and as Python meet it,
-/// checking what the tool printed. Row 5 (lost update) is Python only: a shell cannot hold
-/// two write handles and report their close errors. Row 6 (a full database) is in
+/// checking what the tool printed. Row 6 (a full database) is in
 /// tests/storage.rs `a_full_database_is_enospc_and_harms_nothing_committed`.
 #[test]
 fn spec_section_6_rows_with_shell_tools_and_python() {
@@ -479,6 +478,17 @@ fn spec_section_6_rows_with_shell_tools_and_python() {
         "ESTALE Stale file handle"
     );
     assert_eq!(read(m.path("plan.md")), "first");
+    // The same with a shell tool: tee holds plan.md open with a byte written while
+    // another process commits; tee's close reports the lost update.
+    let o = m.sh(
+        "go=$(mktemp -u /tmp/scratchfs-go.XXXXXX) && mkfifo $go
+         ( { printf x; read line < $go; printf y; } | tee plan.md > /dev/null ) &
+         for i in $(seq 200); do ls -l /proc/*/fd 2>/dev/null | grep -q \"$PWD/plan.md$\" && break; sleep 0.05; done
+         sleep 0.2; echo A > plan.md; echo > $go; wait $!; r=$?; rm -f $go; exit $r",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("tee: plan.md: Stale file handle"), "{err}");
+    assert_eq!(read(m.path("plan.md")), "A\n");
     // Every refusal is on record with its reason.
     let log = refused(&m);
     assert!(log.lines().count() >= 14, "{log}");
