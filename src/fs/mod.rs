@@ -496,6 +496,40 @@ impl Fs {
         Ok(bytes)
     }
 
+    /// After a content refusal (`e`, SPEC §6): records `content` (what the handle would
+    /// have committed) with the reason, drops the handle's private copy so the file keeps
+    /// its current version, and clears its pending size and owed truncation. The caller
+    /// invalidates the inode's attributes once it has let go of the handle.
+    #[allow(clippy::too_many_arguments)]
+    fn drop_refused(
+        &self,
+        fh: u64,
+        ino: u64,
+        w: &mut WriteState,
+        path: &str,
+        caller: &Caller,
+        content: &[u8],
+        e: &Error,
+    ) -> Result<()> {
+        if let Err(se) = self
+            .store
+            .reject(path, e.errno, &e.reason, caller, Some(content))
+        {
+            log::error!("recording a refusal: {se}");
+        }
+        if let Some(head) = self.tree.read().get(ino)?.head.clone() {
+            w.committed(head.id, head.content);
+        }
+        if let Some(n) = self.tree.write().nodes.get_mut(&ino) {
+            n.pending_size = None;
+            if n.owed_by == Some(fh) {
+                n.owed_by = None;
+            }
+        }
+        self.views.changed();
+        Ok(())
+    }
+
     /// An `append-only` path (SPEC §5): a write or truncation that would change a byte
     /// before the committed end is refused with `EPERM`, recorded.
     fn check_append_only(&self, ino: u64, path: &str, at: u64, caller: &Caller) -> Result<()> {
@@ -1065,23 +1099,8 @@ impl Fs {
                 // drop its private copy and refuse the rest of its writes, so nothing of
                 // it is committed at close.
                 let e = Error::new(libc::EINVAL, reason);
-                if let Err(se) =
-                    self.store
-                        .reject(&path, e.errno, &e.reason, &caller, Some(&content))
-                {
-                    log::error!("recording a refusal: {se}");
-                }
-                if let Some(head) = self.tree.read().get(ino)?.head.clone() {
-                    w.committed(head.id, head.content);
-                }
+                self.drop_refused(fh, ino, w, &path, &caller, &content, &e)?;
                 w.poisoned = Some(e.clone());
-                if let Some(n) = self.tree.write().nodes.get_mut(&ino) {
-                    n.pending_size = None;
-                    if n.owed_by == Some(fh) {
-                        n.owed_by = None;
-                    }
-                }
-                self.views.changed();
                 drop(h);
                 self.invalidate(Invalidation::Attr(ino));
                 return Err(e);
@@ -1169,24 +1188,7 @@ impl Fs {
                     .and_then(|()| r.validate_fields(&path, &h.caller.writer, &current, &content));
                 if let Err(reason) = verdict {
                     let e = Error::new(libc::EINVAL, reason);
-                    if let Err(se) =
-                        self.store
-                            .reject(&path, e.errno, &e.reason, &h.caller, Some(&content))
-                    {
-                        log::error!("recording a refusal: {se}");
-                    }
-                    // The private copy goes (its content is on record); the file keeps
-                    // its current version.
-                    if let Some(head) = self.tree.read().get(ino)?.head.clone() {
-                        w.committed(head.id, head.content);
-                    }
-                    if let Some(n) = self.tree.write().nodes.get_mut(&ino) {
-                        n.pending_size = None;
-                        if n.owed_by == Some(fh) {
-                            n.owed_by = None;
-                        }
-                    }
-                    self.views.changed();
+                    self.drop_refused(fh, ino, w, &path, &h.caller, &content, &e)?;
                     drop(guard);
                     self.invalidate(Invalidation::Attr(ino));
                     return Err(e);
