@@ -51,6 +51,7 @@ SCRATCHFS_STEP=6 set_state 6 '' approval '{"by": "human", "ok": true}'
 cd /
 echo
 echo "== state.json, each field with its writer and step (sqlite3 $SCRATCHFS_DB)"
+sync "$mnt"   # the daemon writes what it acknowledged to the database at once
 sqlite3 -header -column "$SCRATCHFS_DB" "
   SELECT f.key, v.version, v.writer, v.step,
          replace(v.exe, rtrim(v.exe, replace(v.exe, '/', '')), '') AS exe

@@ -54,6 +54,7 @@ cd /
 echo "== state.json"; cat "$mnt/state.json"
 echo
 echo "== provenance of every version (sqlite3 $db)"
+sync "$mnt"   # the daemon writes what it acknowledged to the database at once
 sqlite3 -header -column "$db" "
   SELECT version AS v, path, op, size, writer, step, replace(exe, rtrim(exe, replace(exe, '/', '')), '') AS exe,
          substr(blake3, 1, 12) AS blake3

@@ -21,7 +21,7 @@ pub const WRITER_ENV: &str = "SCRATCHFS_WRITER";
 pub const STEP_ENV: &str = "SCRATCHFS_STEP";
 
 /// The facts about one calling process, as recorded in provenance.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct Caller {
     /// Resolved writer name (SPEC §5): without writer rules, the `SCRATCHFS_WRITER` tag if
     /// set, else `anonymous`.

@@ -302,14 +302,20 @@ pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
             }
         })
         .map_err(|e| format!("signal thread: {e}"))?;
-    session
+    let served = session
         .run()
-        .map_err(|e| format!("session {}: {e}", spec.mountpoint.display()))
+        .map_err(|e| format!("session {}: {e}", spec.mountpoint.display()));
+    // Write what the redo log holds (dropping the store would too, if nothing else held it).
+    if let Err(e) = fs.fsyncdir() {
+        log::error!("writing acknowledged changes at unmount (the redo log keeps them): {e}");
+    }
+    served
 }
 
 /// A mount served by background threads of this process (for `scratchfs run` and tests).
 pub struct Background {
     session: Option<fuser::BackgroundSession>,
+    fs: Arc<Fs>,
     mountpoint: PathBuf,
 }
 
@@ -325,6 +331,7 @@ impl Background {
             .map_err(|e| format!("mount {}: {e}", spec.mountpoint.display()))?;
         Ok(Background {
             session: Some(session),
+            fs,
             mountpoint: spec.mountpoint.clone(),
         })
     }
@@ -338,6 +345,9 @@ impl Background {
         if let Some(s) = self.session.take() {
             unmount(&self.mountpoint)?;
             s.join().map_err(|e| format!("session: {e}"))?;
+            self.fs
+                .fsyncdir()
+                .map_err(|e| format!("writing acknowledged changes: {e}"))?;
         }
         Ok(())
     }

@@ -1248,7 +1248,7 @@ EOF
 python3 $W/writer.py & pid=$!
 for i in $(seq 1000); do [ -e $W/ready ] && break; sleep 0.01; done
 [ -e $W/ready ]
-n() {{ sqlite3 "$DB" "SELECT count(*) || ':' || ifnull(max(size), -1) FROM versions WHERE path = 'live.txt'"; }}
+n() {{ sync .; sqlite3 "$DB" "SELECT count(*) || ':' || ifnull(max(size), -1) FROM versions WHERE path = 'live.txt'"; }}
 n
 cat live.txt | wc -c
 touch $W/go
@@ -1266,7 +1266,8 @@ n"#
         m.versions("live.txt"),
         vec![v(1, "create", 0), v(2, "write", 4), v(3, "append", 8)]
     );
-    // The latest commit is seen at once by a fresh sqlite3 process.
+    // The latest commit is seen by a fresh sqlite3 process once `sync` (fsync of the
+    // mount's root) asked the daemon to write what it acknowledged (`m.sql` does that).
     run(&m, "echo ghi >> live.txt");
     assert_eq!(
         m.sql("SELECT version || ' ' || op || ' ' || size FROM versions WHERE path = 'live.txt' ORDER BY id DESC LIMIT 1"),

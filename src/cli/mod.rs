@@ -57,7 +57,8 @@ impl VersionRow {
 
 /// A `meta` value of the database (e.g. `mountpoint`, `last_gc`).
 pub fn meta(db: &Path, key: &str) -> Result<Option<String>, Failure> {
-    open(db)?
+    crate::store::open_read_only(db)
+        .map_err(|e| e.reason)?
         .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
         .optional()
         .map_err(|e| e.to_string())
@@ -89,8 +90,21 @@ pub fn set_xattr(file: &Path, name: &str, value: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Opens the database read-only.
+/// Opens the database read-only, after making every change the daemon acknowledged
+/// visible in it: while the database is mounted, `fsync` of the mountpoint asks the daemon
+/// to write its batch (`fsyncdir`, docs/SEMANTICS.md); when it is not, a redo log left by
+/// a killed daemon is applied (as the next mount would), if the database is free.
 pub fn open(db: &Path) -> Result<Connection, Failure> {
+    let asked = live_mountpoint(db)?
+        .is_some_and(|m| std::fs::File::open(m).and_then(|d| d.sync_all()).is_ok());
+    // A dead mount (a killed daemon) answers ENOTCONN: then the log is applied here.
+    if !asked
+        && std::fs::metadata(crate::store::RedoLog::path_for(db)).is_ok_and(|m| m.len() > 0)
+        && let Ok(_lock) = crate::mount::lock_database_now(db)
+    {
+        let owner = (unsafe { libc::geteuid() }, unsafe { libc::getegid() });
+        crate::store::Sqlite::open(db, owner).map_err(|e| e.reason)?;
+    }
     crate::store::open_read_only(db).map_err(|e| e.reason)
 }
 

@@ -1124,9 +1124,19 @@ impl Fs {
         self.commit_handle(fh, false, false)
     }
 
-    /// `fsync`: commits if modified and makes the store durable.
+    /// `fsync`: commits if modified, durably (the commit's SQLite transaction is synced);
+    /// with nothing to commit, writes every change already answered and syncs the store
+    /// ([`Store::sync`]).
     pub fn fsync(&self, fh: u64) -> Result<()> {
-        self.commit_handle(fh, true, true)
+        let modified = self
+            .handle(fh)
+            .map(|h| matches!(&h.lock().kind, HandleKind::Write(w) if w.modified))
+            .unwrap_or(false);
+        self.commit_handle(fh, true, true)?;
+        if !modified {
+            self.store.sync()?;
+        }
+        Ok(())
     }
 
     /// `release`: commits any leftover (errors cannot reach the application any more, so
@@ -1614,7 +1624,8 @@ impl Fs {
         Ok(report)
     }
 
-    /// `fsyncdir`: every directory change answered so far is written.
+    /// `fsyncdir`: every change answered so far is written to SQLite and synced
+    /// ([`Store::sync`]).
     pub fn fsyncdir(&self) -> Result<()> {
         self.store.sync()
     }

@@ -8,10 +8,12 @@
 //! to a shorter length is a new `len` on the same stream and stores nothing; any other
 //! change writes a new stream whose unchanged chunks dedupe against existing blobs.
 
+mod redo;
 mod sqlite;
 
 use std::io;
 
+pub use redo::RedoLog;
 pub use sqlite::{Sqlite, gc as sqlite_gc, open_read_only, read_all};
 
 use crate::error::Result;
@@ -21,7 +23,7 @@ use crate::identity::Caller;
 pub const CHUNK: usize = 64 * 1024;
 
 /// Where a version's bytes are: the first `len` bytes of stream `stream`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ContentRef {
     /// Stream id (`streams.id`).
     pub stream: i64,
@@ -138,7 +140,7 @@ pub struct RefusalInfo {
 }
 
 /// Node kinds the filesystem supports (SPEC §3: no symlinks, hard links or devices).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Kind {
     /// Regular file.
     File,
@@ -147,7 +149,7 @@ pub enum Kind {
 }
 
 /// POSIX attributes kept per node. Times are ns since the Unix epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Attrs {
     /// Permission bits (no file type bits).
     pub mode: u32,
@@ -278,8 +280,11 @@ pub struct RenameRequest<'a> {
     pub time_ns: i64,
 }
 
-/// The persistent state of a scratchpad. Every method is one transaction; errors carry an
-/// errno (`EIO`, `ENOSPC`, `ESTALE`; see [`crate::error::Error`]).
+/// The persistent state of a scratchpad. Every method is atomic and durable against
+/// `kill -9` of the daemon when it returns: its own SQLite transaction, or (creates and
+/// small commits) a savepoint in the open batch plus a record in the redo log
+/// (`redo.rs`, docs/SEMANTICS.md). Reads see every change made. Errors carry an errno
+/// (`EIO`, `ENOSPC`, `ESTALE`; see [`crate::error::Error`]).
 pub trait Store: Send + Sync {
     /// All live nodes, parents before children.
     fn load(&self) -> Result<Vec<NodeRecord>>;
@@ -295,7 +300,8 @@ pub trait Store: Send + Sync {
         caller: &Caller,
     ) -> Result<NodeRecord>;
     /// Commits a version. On a lost update the content is still stored, with a refusal
-    /// event, and `ESTALE` is returned.
+    /// event, and `ESTALE` is returned. `req.durable` (fsync) commits the batch and then
+    /// this commit with the WAL synced to disk.
     fn commit(&self, req: CommitRequest<'_>) -> Result<Committed>;
     /// Reads up to `buf.len()` bytes at `offset`; returns the count (0 at or past EOF).
     fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize>;
@@ -335,7 +341,9 @@ pub trait Store: Send + Sync {
     /// Stores the text of the rules a mount starts with, as a new row of `rules` when it
     /// differs from the last one (each change is a version with provenance, SPEC §5).
     fn record_rules(&self, text: &str, caller: &Caller) -> Result<()>;
-    /// Writes every change already answered (pending unlinks): `fsyncdir`.
+    /// Writes every change already answered (pending unlinks, the batch of the redo log)
+    /// to the database and syncs it to disk: `fsyncdir`, and `fsync` of a file with
+    /// nothing to commit.
     fn sync(&self) -> Result<()>;
     /// Forgets old versions (see [`sqlite::gc`]), keeping the `protected` stream bytes.
     fn gc(&self, req: &GcRequest, protected: &[(i64, u64)]) -> Result<GcReport>;

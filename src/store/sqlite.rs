@@ -3,10 +3,11 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+use super::redo::{LoggedBuild, MAX_PAYLOAD, Op, Pieces, RedoLog};
 use super::{
     Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, FieldInfo, GcReport, GcRequest,
     Kind, Lineage, NodeRecord, RefusalInfo, RenameRequest, RestorableInfo, Store, VersionInfo,
@@ -22,10 +23,40 @@ const SCHEMA: &str = include_str!("schema.sql");
 pub const SCHEMA_VERSION: &str = "1";
 const READERS: usize = 3;
 
-/// How long an unlink may wait to be written with the ones that follow it.
-pub const UNLINK_DELAY: std::time::Duration = std::time::Duration::from_millis(5);
+/// How long an answered change may wait to be written to SQLite with the ones that
+/// follow it: unlinks, and the creates and small commits of the batch (see
+/// [`super::redo`]).
+pub const FOLD_DELAY: std::time::Duration = std::time::Duration::from_millis(3);
 /// Unlinks that may wait at most; one more writes them at once.
 const UNLINK_BATCH: usize = 1024;
+/// Operations a batch may hold; one more folds it first.
+const BATCH_OPS: usize = 1024;
+/// Bytes the redo log may hold; a batch that grows it past this folds first, and a fold
+/// empties a log this long (otherwise the log is emptied when the database is closed).
+const REDO_BYTES: u64 = 8 << 20;
+
+/// The redo log and the batch it backs (see [`super::redo`]).
+struct Redo {
+    log: RedoLog,
+    /// Sequence number of the last record appended (or replayed).
+    last_seq: u64,
+    /// Sequence number SQLite holds every record up to (`meta.redo_seq`).
+    folded: u64,
+    /// Records in the open batch.
+    ops: usize,
+}
+
+/// What applying an operation did.
+enum Applied {
+    /// A create: the new node.
+    Node(NodeRecord),
+    /// A commit that made a version.
+    Committed(Committed),
+    /// A commit of the same bytes as the current version: nothing to store or log.
+    Unchanged(Committed),
+    /// A lost update: the refusal is recorded (and logged); the caller gets the error.
+    Stale(Error),
+}
 
 struct PendingUnlink {
     ino: u64,
@@ -44,8 +75,14 @@ pub struct Sqlite {
     /// Unlinks answered but not yet written (see [`Store::unlink`]); written before any
     /// other change, by the flusher thread within [`UNLINK_DELAY`], or on drop.
     pending_unlinks: Mutex<Vec<PendingUnlink>>,
-    /// Wakes the flusher thread when `pending_unlinks` becomes non-empty.
+    /// Wakes the flusher thread when `pending_unlinks` becomes non-empty or a batch opens.
     kick: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+    /// The redo log; locked after `writer`.
+    redo: Mutex<Redo>,
+    /// Set while the writer connection holds changes SQLite has not committed (an open
+    /// batch, or one a failed fold lost and the log still holds); readers then use the
+    /// writer connection.
+    batched: AtomicBool,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
 }
@@ -65,7 +102,10 @@ fn open_conn(path: &Path) -> Result<Connection> {
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "cache_size", -4096)?;
     conn.set_prepared_statement_cache_capacity(128);
-    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
     Ok(conn)
 }
 
@@ -89,22 +129,256 @@ impl Sqlite {
                 [SCHEMA_VERSION],
             )?;
         }
+        let folded: u64 = conn
+            .query_row("SELECT value FROM meta WHERE key = 'redo_seq'", [], |r| {
+                r.get::<_, String>(0)
+            })
+            .optional()?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let log = RedoLog::open(path)?;
         let mut readers = Vec::new();
         for _ in 0..READERS {
             readers.push(Mutex::new(open_conn(path)?));
         }
-        Ok((
-            Sqlite {
-                path: path.to_path_buf(),
-                writer: Mutex::new(conn),
-                processes: Mutex::new(HashMap::new()),
-                pending_unlinks: Mutex::new(Vec::new()),
-                kick: Mutex::new(None),
-                readers,
-                next_reader: AtomicUsize::new(0),
-            },
-            fresh,
-        ))
+        let store = Sqlite {
+            path: path.to_path_buf(),
+            writer: Mutex::new(conn),
+            processes: Mutex::new(HashMap::new()),
+            pending_unlinks: Mutex::new(Vec::new()),
+            kick: Mutex::new(None),
+            redo: Mutex::new(Redo {
+                log,
+                last_seq: folded,
+                folded,
+                ops: 0,
+            }),
+            batched: AtomicBool::new(false),
+            readers,
+            next_reader: AtomicUsize::new(0),
+        };
+        store.recover()?;
+        Ok((store, fresh))
+    }
+
+    /// Applies the records of the redo log that SQLite does not hold yet (a daemon killed
+    /// after acknowledging them), folds them and empties the log.
+    fn recover(&self) -> Result<()> {
+        let mut conn = self.writer.lock();
+        let pending = {
+            let mut redo = self.redo.lock();
+            if redo.log.is_empty() {
+                return Ok(());
+            }
+            let folded = redo.folded;
+            let records = redo.log.read_all()?;
+            redo.last_seq = records.iter().map(|r| r.seq).fold(folded, u64::max);
+            records.into_iter().filter(|r| r.seq > folded).count()
+        };
+        if pending > 0 {
+            // `fold` finds no transaction and rebuilds the batch from the log.
+            self.batched.store(true, Ordering::SeqCst);
+        }
+        self.fold(&mut conn)?;
+        self.redo.lock().log.clear()?;
+        if pending > 0 {
+            log::info!(
+                "{}: applied {pending} acknowledged changes from the redo log",
+                self.path.display()
+            );
+        }
+        Ok(())
+    }
+
+    /// Commits the open batch to SQLite with `meta.redo_seq`, first rebuilding it from the
+    /// redo log if SQLite dropped it (a failed commit rolls the transaction back). Errors
+    /// keep their errno (`ENOSPC` for a full disk); the log keeps every record until a
+    /// fold succeeds.
+    fn fold(&self, conn: &mut Connection) -> Result<()> {
+        let mut redo = self.redo.lock();
+        if conn.is_autocommit() && redo.last_seq == redo.folded {
+            self.batched.store(false, Ordering::SeqCst);
+            return Ok(());
+        }
+        if conn.is_autocommit() {
+            self.processes.lock().clear();
+            conn.execute_batch("BEGIN IMMEDIATE")?;
+            if let Err(e) = self.replay(conn, &mut redo) {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+        let done = (|| -> Result<()> {
+            conn.prepare_cached("INSERT OR REPLACE INTO meta(key, value) VALUES ('redo_seq', ?1)")?
+                .execute([redo.last_seq.to_string()])?;
+            conn.execute_batch("COMMIT")?;
+            Ok(())
+        })();
+        if let Err(e) = done {
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            self.processes.lock().clear();
+            log::error!("writing acknowledged changes to SQLite (kept in the redo log): {e}");
+            return Err(e);
+        }
+        redo.folded = redo.last_seq;
+        redo.ops = 0;
+        self.batched.store(false, Ordering::SeqCst);
+        if redo.log.len() >= REDO_BYTES
+            && let Err(e) = redo.log.clear()
+        {
+            log::warn!("emptying the redo log: {e}");
+        }
+        Ok(())
+    }
+
+    /// Applies, inside the open transaction, the logged records after `redo.folded`.
+    fn replay(&self, conn: &mut Connection, redo: &mut Redo) -> Result<()> {
+        for rec in redo.log.read_all()? {
+            if rec.seq <= redo.folded {
+                continue;
+            }
+            let proc = self.process(conn, rec.op.caller())?;
+            let sp = conn.savepoint()?;
+            let applied = self.apply(&sp, &rec.op, &rec.payload, &proc, None)?;
+            if matches!(applied, Applied::Unchanged(_)) {
+                drop(sp);
+            } else {
+                sp.commit()?;
+            }
+            redo.last_seq = redo.last_seq.max(rec.seq);
+        }
+        Ok(())
+    }
+
+    /// Applies `op` to `conn` (the writer, inside a savepoint): the work of a create or a
+    /// commit, shared by the live path and replay. `payload` is a commit's source bytes;
+    /// `proc` is the caller's `processes` row, resolved before the savepoint (a rolled
+    /// back savepoint must not take a row the cache of process ids still names).
+    fn apply(
+        &self,
+        conn: &Connection,
+        op: &Op,
+        payload: &[u8],
+        proc: &Proc,
+        prefix_hasher: Option<(i64, blake3::Hasher)>,
+    ) -> Result<Applied> {
+        match op {
+            Op::Create {
+                parent,
+                name,
+                path,
+                kind,
+                attrs,
+                caller: _,
+            } => create_in(conn, *parent, name, path, *kind, *attrs, proc).map(Applied::Node),
+            Op::Commit {
+                ino,
+                path,
+                op,
+                expect_head,
+                build,
+                caller,
+                time_ns,
+                set_mtime,
+                pieces,
+            } => {
+                let pieces = Pieces::new(pieces, payload)?;
+                let mut source = |off: u64, buf: &mut [u8]| pieces.read(off, buf);
+                commit_in(
+                    conn,
+                    CommitRequest {
+                        ino: *ino,
+                        path,
+                        op,
+                        expect_head: *expect_head,
+                        build: build.as_build(),
+                        source: &mut source,
+                        prefix_hasher,
+                        caller,
+                        time_ns: *time_ns,
+                        set_mtime: *set_mtime,
+                        durable: false,
+                    },
+                    proc,
+                )
+            }
+        }
+    }
+
+    /// Applies `op` inside the batch and appends it to the redo log; the change is then
+    /// acknowledged (it survives `kill -9`) though SQLite has not committed it yet.
+    fn apply_logged(
+        &self,
+        op: Op,
+        payload: &[u8],
+        prefix_hasher: Option<(i64, blake3::Hasher)>,
+    ) -> Result<Applied> {
+        let mut conn = self.batch_lock()?;
+        let proc = self.process(&conn, op.caller())?;
+        let sp = conn.savepoint()?;
+        let applied = match self.apply(&sp, &op, payload, &proc, prefix_hasher) {
+            Ok(Applied::Unchanged(c)) => {
+                drop(sp);
+                return Ok(Applied::Unchanged(c));
+            }
+            Ok(a) => a,
+            Err(e) => {
+                drop(sp);
+                if conn.is_autocommit() {
+                    // SQLite dropped the whole batch (a failed write while spilling pages):
+                    // the log rebuilds it, but the process rows inserted in it are gone.
+                    self.processes.lock().clear();
+                }
+                return Err(e);
+            }
+        };
+        {
+            let mut redo = self.redo.lock();
+            let seq = redo.last_seq + 1;
+            if let Err(e) = redo.log.append(seq, &op, payload) {
+                drop(redo);
+                drop(sp);
+                return Err(e);
+            }
+            redo.last_seq = seq;
+            redo.ops += 1;
+        }
+        sp.commit()?;
+        if self.kick.lock().is_none() {
+            // No fold thread (the CLI, unit tests): write it now.
+            self.fold(&mut conn)?;
+        }
+        Ok(applied)
+    }
+
+    /// The writer connection inside the open batch (beginning one if needed), after
+    /// writing pending unlinks, and after folding a batch that is full.
+    fn batch_lock(&self) -> Result<crate::sync::MutexGuard<'_, Connection>> {
+        let mut conn = self.writer.lock();
+        let full = {
+            let redo = self.redo.lock();
+            redo.ops >= BATCH_OPS || redo.log.len() >= REDO_BYTES
+        };
+        if full || !self.pending_unlinks.lock().is_empty() || self.needs_rebuild(&conn) {
+            drop(conn);
+            conn = self.write_lock()?;
+        }
+        if conn.is_autocommit() {
+            conn.execute_batch("BEGIN IMMEDIATE")?;
+            self.batched.store(true, Ordering::SeqCst);
+            if let Some(k) = self.kick.lock().as_ref() {
+                let _ = k.send(());
+            }
+        }
+        Ok(conn)
+    }
+
+    /// Whether SQLite dropped a batch the redo log still holds (a failed fold).
+    fn needs_rebuild(&self, conn: &Connection) -> bool {
+        let redo = self.redo.lock();
+        conn.is_autocommit() && redo.last_seq != redo.folded
     }
 
     /// Sets a `meta` row (e.g. `mountpoint`, which `scratchfs restore` uses to reach a
@@ -122,29 +396,31 @@ impl Sqlite {
         &self.path
     }
 
-    /// Starts the thread that writes pending unlinks within [`UNLINK_DELAY`]. It ends
-    /// when the store is dropped.
+    /// Starts the thread that writes pending unlinks and folds the batch within
+    /// [`FOLD_DELAY`]. It ends when the store is dropped.
     pub fn start_flusher(store: &std::sync::Arc<Sqlite>) {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         *store.kick.lock() = Some(tx);
         let weak = std::sync::Arc::downgrade(store);
         let _ = std::thread::Builder::new()
-            .name("scratchfs-unlinks".into())
+            .name("scratchfs-fold".into())
             .spawn(move || {
                 while rx.recv().is_ok() {
-                    std::thread::sleep(UNLINK_DELAY);
+                    std::thread::sleep(FOLD_DELAY);
                     let Some(store) = weak.upgrade() else { break };
                     if let Err(e) = store.write_lock() {
-                        log::error!("writing pending unlinks: {e}");
+                        log::error!("writing answered changes: {e}");
                     }
                 }
             });
     }
 
-    /// The writer connection, after writing any pending unlinks (so that every change is
-    /// stored in the order the filesystem made it).
+    /// The writer connection outside any transaction, after folding the batch and
+    /// writing any pending unlinks (so that every change is stored in the order the
+    /// filesystem made it).
     fn write_lock(&self) -> Result<crate::sync::MutexGuard<'_, Connection>> {
         let mut conn = self.writer.lock();
+        self.fold(&mut conn)?;
         let pending = std::mem::take(&mut *self.pending_unlinks.lock());
         if !pending.is_empty() {
             self.write_unlinks(&mut conn, &pending)?;
@@ -238,7 +514,15 @@ impl Sqlite {
         })
     }
 
+    /// A connection to read with: the writer while it holds changes SQLite has not
+    /// committed (so reads see every acknowledged change), else a free reader.
     fn reader(&self) -> crate::sync::MutexGuard<'_, Connection> {
+        if self.batched.load(Ordering::SeqCst) {
+            let w = self.writer.lock();
+            if self.batched.load(Ordering::SeqCst) {
+                return w;
+            }
+        }
         for r in &self.readers {
             if let Some(g) = r.try_lock() {
                 return g;
@@ -407,7 +691,7 @@ fn read_at(conn: &Connection, content: ContentRef, offset: u64, buf: &mut [u8]) 
 }
 
 /// Stores one chunk as a blob (deduplicated) and returns its id.
-fn put_blob(tx: &Transaction<'_>, data: &[u8]) -> Result<i64> {
+fn put_blob(tx: &Connection, data: &[u8]) -> Result<i64> {
     let hash = blake3::hash(data);
     let id: Option<i64> = tx
         .prepare_cached("SELECT id FROM blobs WHERE hash = ?1")?
@@ -428,7 +712,7 @@ const INLINE_MAX: usize = 4096;
 /// The empty stream, shared by every empty version; it never grows.
 const EMPTY_STREAM: i64 = 0;
 
-fn new_stream(tx: &Transaction<'_>) -> Result<i64> {
+fn new_stream(tx: &Connection) -> Result<i64> {
     tx.prepare_cached("INSERT INTO streams DEFAULT VALUES")?
         .execute([])?;
     Ok(tx.last_insert_rowid())
@@ -448,7 +732,7 @@ fn stream_end(tx: &Connection, stream: i64) -> Result<u64> {
 /// Appends bytes `[from, to)` of the new content to `stream` at stream offset `from`,
 /// in chunks of at most [`CHUNK`], feeding `hasher`. `fill(offset, buf)` supplies bytes.
 fn write_range(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     stream: i64,
     from: u64,
     to: u64,
@@ -595,7 +879,7 @@ fn process_key(c: &Caller) -> Caller {
 
 #[allow(clippy::too_many_arguments)]
 fn insert_version(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     file_id: i64,
     path: &str,
     op: &str,
@@ -721,10 +1005,342 @@ fn node_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord> {
     })
 }
 
+impl Sqlite {
+    /// A commit written to SQLite in its own transaction, after folding the batch: one
+    /// made by `fsync` (`synchronous = FULL`, so it is on disk) or one too large for the
+    /// redo log.
+    fn commit_now(&self, req: CommitRequest<'_>) -> Result<Committed> {
+        let durable = req.durable;
+        let mut conn = self.write_lock()?;
+        let caller = &self.process(&conn, req.caller)?;
+        if durable {
+            conn.pragma_update(None, "synchronous", "FULL")?;
+        }
+        let result = (|| -> Result<Committed> {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            match commit_in(&tx, req, caller)? {
+                Applied::Committed(c) => {
+                    tx.commit()?;
+                    Ok(c)
+                }
+                Applied::Unchanged(c) => Ok(c),
+                Applied::Stale(e) => {
+                    tx.commit()?;
+                    Err(e)
+                }
+                Applied::Node(_) => Err(Error::new(libc::EIO, "store: a commit made a node")),
+            }
+        })();
+        if durable {
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+        }
+        result
+    }
+}
+
+/// The rows of a new file (with its `create` version) or directory (with its `mkdir`
+/// event), inside the caller's transaction.
+#[allow(clippy::too_many_arguments)]
+fn create_in(
+    tx: &Connection,
+    parent: u64,
+    name: &[u8],
+    path: &str,
+    kind: Kind,
+    attrs: Attrs,
+    caller: &Proc,
+) -> Result<NodeRecord> {
+    let mut file_id = None;
+    let mut head = None;
+    if kind == Kind::File {
+        tx.prepare_cached("INSERT INTO files(path) VALUES (?1)")?
+            .execute([path])?;
+        let fid = tx.last_insert_rowid();
+        let v = insert_version(
+            tx,
+            fid,
+            path,
+            "create",
+            ContentRef {
+                stream: EMPTY_STREAM,
+                len: 0,
+            },
+            &blake3::hash(b""),
+            caller,
+            attrs.mtime_ns,
+        )?;
+        file_id = Some(fid);
+        head = Some(v);
+    }
+    tx.prepare_cached(
+        "INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns, file_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        parent as i64,
+        name,
+        if kind == Kind::Dir { "dir" } else { "file" },
+        attrs.mode,
+        attrs.uid,
+        attrs.gid,
+        attrs.atime_ns,
+        attrs.mtime_ns,
+        attrs.ctime_ns,
+        file_id
+    ])?;
+    let ino = tx.last_insert_rowid() as u64;
+    touch_dir(tx, parent, attrs.ctime_ns)?;
+    if kind == Kind::Dir {
+        insert_event(
+            tx,
+            "mkdir",
+            path,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            caller,
+            attrs.ctime_ns,
+        )?;
+    }
+    Ok(NodeRecord {
+        ino,
+        parent,
+        name: name.to_vec(),
+        kind,
+        attrs,
+        file_id,
+        head,
+        mtime_pinned: false,
+    })
+}
+
+/// The work of a commit (SPEC §4), inside the caller's transaction: the new content, its
+/// version and per-key provenance, or the lost-update refusal (`ESTALE`), or nothing when
+/// the bytes are those of the current version. `req.caller` and `req.durable` are not
+/// used (the caller resolved `caller` and owns the transaction).
+fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) -> Result<Applied> {
+    let CommitRequest {
+        ino,
+        path,
+        op,
+        expect_head,
+        build,
+        source,
+        prefix_hasher,
+        caller: _,
+        time_ns,
+        set_mtime,
+        durable: _,
+    } = req;
+    let file_id: i64 = tx
+        .prepare_cached("SELECT file_id FROM nodes WHERE ino = ?1")?
+        .query_row([ino as i64], |r| r.get::<_, Option<i64>>(0))
+        .optional()?
+        .flatten()
+        .ok_or_else(|| {
+            Error::new(
+                libc::ESTALE,
+                format!("{path}: the file was replaced by a rename while open"),
+            )
+        })?;
+    let head = head_of(tx, file_id)?
+        .ok_or_else(|| Error::new(libc::EIO, format!("store: {path} has no version")))?;
+    let stale = expect_head.is_some_and(|e| e != head.id);
+    // Normalise both builds to: base, base_limit, size, dirty ranges, source shift.
+    let (base, base_limit, size, dirty, shift): (ContentRef, u64, u64, Vec<(u64, u64)>, u64) =
+        match build {
+            Build::Overlay {
+                base,
+                base_limit,
+                size,
+                dirty,
+            } => (base, base_limit.min(base.len), size, dirty.to_vec(), 0),
+            Build::Append { len } => (
+                head.content,
+                head.content.len,
+                head.content.len + len,
+                vec![(head.content.len, head.content.len + len)],
+                head.content.len,
+            ),
+            Build::Truncate { size } => (
+                head.content,
+                head.content.len.min(size),
+                size,
+                Vec::new(),
+                0,
+            ),
+        };
+    let extends = base.stream != EMPTY_STREAM
+        && base_limit == base.len
+        && base.len == stream_end(tx, base.stream)?
+        && dirty.iter().all(|&(s, _)| s >= base.len)
+        && size >= base.len;
+    // Source of byte `off` of the new content: dirty → source; base → stored; else 0.
+    let mut fill = |off: u64, buf: &mut [u8]| -> Result<()> {
+        let mut pos = 0usize;
+        while pos < buf.len() {
+            let at = off + pos as u64;
+            let remaining = buf.len() - pos;
+            if let Some(&(_, e)) = dirty.iter().find(|&&(s, e)| s <= at && at < e) {
+                let n = ((e - at) as usize).min(remaining);
+                source(at - shift, &mut buf[pos..pos + n])?;
+                pos += n;
+                continue;
+            }
+            let next_dirty = dirty
+                .iter()
+                .map(|&(s, _)| s)
+                .filter(|&s| s > at)
+                .min()
+                .unwrap_or(u64::MAX);
+            let limit = ((next_dirty - at).min(remaining as u64)) as usize;
+            if at < base_limit {
+                let n = limit.min((base_limit - at) as usize);
+                let got = read_at(tx, base, at, &mut buf[pos..pos + n])?;
+                buf[pos + got..pos + n].fill(0);
+                pos += n;
+            } else {
+                buf[pos..pos + limit].fill(0);
+                pos += limit;
+            }
+        }
+        Ok(())
+    };
+    let mut scratch = Vec::with_capacity(CHUNK);
+    let (content, hasher) = if extends {
+        let mut hasher = match prefix_hasher {
+            Some((vid, h)) if vid == head.id && base == head.content => h,
+            _ => hash_prefix(tx, base, base.len)?,
+        };
+        write_range(
+            tx,
+            base.stream,
+            base.len,
+            size,
+            &mut hasher,
+            &mut fill,
+            &mut scratch,
+        )?;
+        (
+            ContentRef {
+                stream: base.stream,
+                len: size,
+            },
+            hasher,
+        )
+    } else if dirty.is_empty() && size <= base_limit {
+        // A pure truncation: a shorter view of the same stream stores nothing.
+        (
+            ContentRef {
+                stream: if size == 0 { EMPTY_STREAM } else { base.stream },
+                len: size,
+            },
+            hash_prefix(tx, base, size)?,
+        )
+    } else {
+        let stream = new_stream(tx)?;
+        let mut hasher = blake3::Hasher::new();
+        write_range(tx, stream, 0, size, &mut hasher, &mut fill, &mut scratch)?;
+        (ContentRef { stream, len: size }, hasher)
+    };
+    let hash = hasher.finalize();
+    if !stale && content.len == head.content.len {
+        // The same bytes again: nothing changed, so no version (SPEC §4).
+        let same: bool = tx
+            .prepare_cached("SELECT blake3 = ?2 FROM versions WHERE id = ?1")?
+            .query_row(params![head.id, hash.to_hex().as_str()], |r| r.get(0))?;
+        if same {
+            return Ok(Applied::Unchanged(Committed {
+                file_id,
+                version: head,
+                hasher,
+            }));
+        }
+    }
+    if stale {
+        let reason = format!(
+            "{path}: lost update: written from version {}, but the current version is {} (on_conflict: refuse)",
+            expect_head.unwrap_or_default(),
+            head.number
+        );
+        let base_number: Option<i64> = tx
+            .query_row(
+                "SELECT version FROM versions WHERE id = ?1",
+                [expect_head.unwrap_or_default()],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let reason = match base_number {
+            Some(n) => reason.replace(
+                &format!("from version {}", expect_head.unwrap_or_default()),
+                &format!("from version {n}"),
+            ),
+            None => reason,
+        };
+        insert_event(
+            tx,
+            "rejected",
+            path,
+            None,
+            Some(file_id),
+            None,
+            Some(libc::ESTALE),
+            Some(&reason),
+            Some((content, &hash)),
+            caller,
+            time_ns,
+        )?;
+        return Ok(Applied::Stale(Error::new(libc::ESTALE, reason)));
+    }
+    let version = insert_version(tx, file_id, path, op, content, &hash, caller, time_ns)?;
+    update_fields(tx, file_id, path, Some(head.content), content, version.id)?;
+    if content.len * 2 < head.content.len {
+        // Compaction or a wipe: MANIFEST names the version dropped (SPEC §7).
+        insert_event(
+            tx,
+            "shrink",
+            path,
+            None,
+            Some(file_id),
+            Some(head.id),
+            None,
+            Some(&format!(
+                "{path} shrank from {} to {} bytes; version {} is .history/{path}/{}",
+                head.content.len, content.len, head.number, head.number
+            )),
+            None,
+            caller,
+            time_ns,
+        )?;
+    }
+    // The node row is not rewritten: its mtime and ctime follow the current version
+    // (see `node_from_row`), except for an explicit mtime, which a write unpins.
+    if set_mtime {
+        tx.prepare_cached(
+            "UPDATE nodes SET mtime_ns = ?1, mtime_pinned = 0 WHERE ino = ?2 AND mtime_pinned = 1",
+        )?
+        .execute(params![time_ns, ino as i64])?;
+    }
+    Ok(Applied::Committed(Committed {
+        file_id,
+        version,
+        hasher,
+    }))
+}
+
 impl Drop for Sqlite {
     fn drop(&mut self) {
-        if let Err(e) = self.write_lock() {
-            log::error!("writing pending unlinks: {e}");
+        match self.write_lock() {
+            Ok(conn) => {
+                drop(conn);
+                if let Err(e) = self.redo.lock().log.clear() {
+                    log::warn!("emptying the redo log: {e}");
+                }
+            }
+            Err(e) => log::error!("writing answered changes (the redo log keeps them): {e}"),
         }
     }
 }
@@ -763,305 +1379,45 @@ impl Store for Sqlite {
         attrs: Attrs,
         caller: &Caller,
     ) -> Result<NodeRecord> {
-        let mut conn = self.write_lock()?;
-        let caller = &self.process(&conn, caller)?;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut file_id = None;
-        let mut head = None;
-        if kind == Kind::File {
-            tx.prepare_cached("INSERT INTO files(path) VALUES (?1)")?
-                .execute([path])?;
-            let fid = tx.last_insert_rowid();
-            let v = insert_version(
-                &tx,
-                fid,
-                path,
-                "create",
-                ContentRef {
-                    stream: EMPTY_STREAM,
-                    len: 0,
-                },
-                &blake3::hash(b""),
-                caller,
-                attrs.mtime_ns,
-            )?;
-            file_id = Some(fid);
-            head = Some(v);
-        }
-        tx.prepare_cached(
-            "INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns, file_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )?
-        .execute(params![
-            parent as i64,
-            name,
-            if kind == Kind::Dir { "dir" } else { "file" },
-            attrs.mode,
-            attrs.uid,
-            attrs.gid,
-            attrs.atime_ns,
-            attrs.mtime_ns,
-            attrs.ctime_ns,
-            file_id
-        ])?;
-        let ino = tx.last_insert_rowid() as u64;
-        touch_dir(&tx, parent, attrs.ctime_ns)?;
-        if kind == Kind::Dir {
-            insert_event(
-                &tx,
-                "mkdir",
-                path,
-                None,
-                None,
-                None,
-                None,
-                None,
-                None,
-                caller,
-                attrs.ctime_ns,
-            )?;
-        }
-        tx.commit()?;
-        Ok(NodeRecord {
-            ino,
+        let op = Op::Create {
             parent,
             name: name.to_vec(),
+            path: path.to_string(),
             kind,
             attrs,
-            file_id,
-            head,
-            mtime_pinned: false,
-        })
+            caller: caller.clone(),
+        };
+        match self.apply_logged(op, &[], None)? {
+            Applied::Node(n) => Ok(n),
+            _ => Err(Error::new(libc::EIO, "store: a create made no node")),
+        }
     }
 
     fn commit(&self, req: CommitRequest<'_>) -> Result<Committed> {
-        let CommitRequest {
-            ino,
-            path,
-            op,
-            expect_head,
+        let build = LoggedBuild::of(&req.build);
+        let pieces = build.source_ranges();
+        let bytes: u64 = pieces.iter().map(|&(_, n)| n).sum();
+        if req.durable || bytes > MAX_PAYLOAD {
+            return self.commit_now(req);
+        }
+        let payload = Pieces::capture(&pieces, req.source)
+            .map_err(|e| Error::new(e.raw_os_error().unwrap_or(libc::EIO), e.to_string()))?;
+        let op = Op::Commit {
+            ino: req.ino,
+            path: req.path.to_string(),
+            op: req.op.to_string(),
+            expect_head: req.expect_head,
             build,
-            source,
-            prefix_hasher,
-            caller,
-            time_ns,
-            set_mtime,
-            durable,
-        } = req;
-        let mut conn = self.write_lock()?;
-        let caller = &self.process(&conn, caller)?;
-        if durable {
-            conn.pragma_update(None, "synchronous", "FULL")?;
+            caller: req.caller.clone(),
+            time_ns: req.time_ns,
+            set_mtime: req.set_mtime,
+            pieces,
+        };
+        match self.apply_logged(op, &payload, req.prefix_hasher)? {
+            Applied::Committed(c) | Applied::Unchanged(c) => Ok(c),
+            Applied::Stale(e) => Err(e),
+            Applied::Node(_) => Err(Error::new(libc::EIO, "store: a commit made a node")),
         }
-        let result = (|| -> Result<Committed> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let file_id: i64 = tx
-                .prepare_cached("SELECT file_id FROM nodes WHERE ino = ?1")?
-                .query_row([ino as i64], |r| r.get::<_, Option<i64>>(0))
-                .optional()?
-                .flatten()
-                .ok_or_else(|| {
-                    Error::new(
-                        libc::ESTALE,
-                        format!("{path}: the file was replaced by a rename while open"),
-                    )
-                })?;
-            let head = head_of(&tx, file_id)?
-                .ok_or_else(|| Error::new(libc::EIO, format!("store: {path} has no version")))?;
-            let stale = expect_head.is_some_and(|e| e != head.id);
-            // Normalise both builds to: base, base_limit, size, dirty ranges, source shift.
-            let (base, base_limit, size, dirty, shift): (
-                ContentRef,
-                u64,
-                u64,
-                Vec<(u64, u64)>,
-                u64,
-            ) = match build {
-                Build::Overlay {
-                    base,
-                    base_limit,
-                    size,
-                    dirty,
-                } => (base, base_limit.min(base.len), size, dirty.to_vec(), 0),
-                Build::Append { len } => (
-                    head.content,
-                    head.content.len,
-                    head.content.len + len,
-                    vec![(head.content.len, head.content.len + len)],
-                    head.content.len,
-                ),
-                Build::Truncate { size } => (
-                    head.content,
-                    head.content.len.min(size),
-                    size,
-                    Vec::new(),
-                    0,
-                ),
-            };
-            let extends = base.stream != EMPTY_STREAM
-                && base_limit == base.len
-                && base.len == stream_end(&tx, base.stream)?
-                && dirty.iter().all(|&(s, _)| s >= base.len)
-                && size >= base.len;
-            // Source of byte `off` of the new content: dirty → source; base → stored; else 0.
-            let mut fill = |off: u64, buf: &mut [u8]| -> Result<()> {
-                let mut pos = 0usize;
-                while pos < buf.len() {
-                    let at = off + pos as u64;
-                    let remaining = buf.len() - pos;
-                    if let Some(&(_, e)) = dirty.iter().find(|&&(s, e)| s <= at && at < e) {
-                        let n = ((e - at) as usize).min(remaining);
-                        source(at - shift, &mut buf[pos..pos + n])?;
-                        pos += n;
-                        continue;
-                    }
-                    let next_dirty = dirty
-                        .iter()
-                        .map(|&(s, _)| s)
-                        .filter(|&s| s > at)
-                        .min()
-                        .unwrap_or(u64::MAX);
-                    let limit = ((next_dirty - at).min(remaining as u64)) as usize;
-                    if at < base_limit {
-                        let n = limit.min((base_limit - at) as usize);
-                        let got = read_at(&tx, base, at, &mut buf[pos..pos + n])?;
-                        buf[pos + got..pos + n].fill(0);
-                        pos += n;
-                    } else {
-                        buf[pos..pos + limit].fill(0);
-                        pos += limit;
-                    }
-                }
-                Ok(())
-            };
-            let mut scratch = Vec::with_capacity(CHUNK);
-            let (content, hasher) = if extends {
-                let mut hasher = match prefix_hasher {
-                    Some((vid, h)) if vid == head.id && base == head.content => h,
-                    _ => hash_prefix(&tx, base, base.len)?,
-                };
-                write_range(
-                    &tx,
-                    base.stream,
-                    base.len,
-                    size,
-                    &mut hasher,
-                    &mut fill,
-                    &mut scratch,
-                )?;
-                (
-                    ContentRef {
-                        stream: base.stream,
-                        len: size,
-                    },
-                    hasher,
-                )
-            } else if dirty.is_empty() && size <= base_limit {
-                // A pure truncation: a shorter view of the same stream stores nothing.
-                (
-                    ContentRef {
-                        stream: if size == 0 { EMPTY_STREAM } else { base.stream },
-                        len: size,
-                    },
-                    hash_prefix(&tx, base, size)?,
-                )
-            } else {
-                let stream = new_stream(&tx)?;
-                let mut hasher = blake3::Hasher::new();
-                write_range(&tx, stream, 0, size, &mut hasher, &mut fill, &mut scratch)?;
-                (ContentRef { stream, len: size }, hasher)
-            };
-            let hash = hasher.finalize();
-            if !stale && content.len == head.content.len {
-                // The same bytes again: nothing changed, so no version (SPEC §4).
-                let same: bool = tx
-                    .prepare_cached("SELECT blake3 = ?2 FROM versions WHERE id = ?1")?
-                    .query_row(params![head.id, hash.to_hex().as_str()], |r| r.get(0))?;
-                if same {
-                    drop(tx);
-                    return Ok(Committed {
-                        file_id,
-                        version: head,
-                        hasher,
-                    });
-                }
-            }
-            if stale {
-                let reason = format!(
-                    "{path}: lost update: written from version {}, but the current version is {} (on_conflict: refuse)",
-                    expect_head.unwrap_or_default(),
-                    head.number
-                );
-                let base_number: Option<i64> = tx
-                    .query_row(
-                        "SELECT version FROM versions WHERE id = ?1",
-                        [expect_head.unwrap_or_default()],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
-                let reason = match base_number {
-                    Some(n) => reason.replace(
-                        &format!("from version {}", expect_head.unwrap_or_default()),
-                        &format!("from version {n}"),
-                    ),
-                    None => reason,
-                };
-                insert_event(
-                    &tx,
-                    "rejected",
-                    path,
-                    None,
-                    Some(file_id),
-                    None,
-                    Some(libc::ESTALE),
-                    Some(&reason),
-                    Some((content, &hash)),
-                    caller,
-                    time_ns,
-                )?;
-                tx.commit()?;
-                return Err(Error::new(libc::ESTALE, reason));
-            }
-            let version = insert_version(&tx, file_id, path, op, content, &hash, caller, time_ns)?;
-            update_fields(&tx, file_id, path, Some(head.content), content, version.id)?;
-            if content.len * 2 < head.content.len {
-                // Compaction or a wipe: MANIFEST names the version dropped (SPEC §7).
-                insert_event(
-                    &tx,
-                    "shrink",
-                    path,
-                    None,
-                    Some(file_id),
-                    Some(head.id),
-                    None,
-                    Some(&format!(
-                        "{path} shrank from {} to {} bytes; version {} is .history/{path}/{}",
-                        head.content.len, content.len, head.number, head.number
-                    )),
-                    None,
-                    caller,
-                    time_ns,
-                )?;
-            }
-            // The node row is not rewritten: its mtime and ctime follow the current version
-            // (see `node_from_row`), except for an explicit mtime, which a write unpins.
-            if set_mtime {
-                tx.prepare_cached(
-                    "UPDATE nodes SET mtime_ns = ?1, mtime_pinned = 0 WHERE ino = ?2 AND mtime_pinned = 1",
-                )?
-                .execute(params![time_ns, ino as i64])?;
-            }
-            tx.commit()?;
-            Ok(Committed {
-                file_id,
-                version,
-                hasher,
-            })
-        })();
-        if durable {
-            conn.pragma_update(None, "synchronous", "NORMAL")?;
-        }
-        result
     }
 
     fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize> {
@@ -1218,7 +1574,18 @@ impl Store for Sqlite {
     }
 
     fn sync(&self) -> Result<()> {
-        drop(self.write_lock()?);
+        let conn = self.write_lock()?;
+        // Committed frames are in the WAL (`synchronous = NORMAL` does not sync it).
+        let mut wal = self.path.as_os_str().to_owned();
+        wal.push("-wal");
+        match std::fs::File::open(&wal) {
+            Ok(f) => f
+                .sync_data()
+                .map_err(|e| Error::new(e.raw_os_error().unwrap_or(libc::EIO), e.to_string()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::new(libc::EIO, format!("{}: {e}", wal.display()))),
+        }
+        drop(conn);
         Ok(())
     }
 
