@@ -26,14 +26,14 @@ const READERS: usize = 3;
 /// How long an answered change may wait to be written to SQLite with the ones that
 /// follow it: unlinks, and the creates and small commits of the batch (see
 /// [`super::redo`]).
-pub const FOLD_DELAY: std::time::Duration = std::time::Duration::from_millis(3);
+pub const FOLD_DELAY: std::time::Duration = std::time::Duration::from_millis(5);
 /// Unlinks that may wait at most; one more writes them at once.
 const UNLINK_BATCH: usize = 1024;
 /// Operations a batch may hold; one more folds it first.
 const BATCH_OPS: usize = 1024;
 /// Bytes the redo log may hold; a batch that grows it past this folds first, and a fold
 /// empties a log this long (otherwise the log is emptied when the database is closed).
-const REDO_BYTES: u64 = 8 << 20;
+const REDO_BYTES: u64 = 1 << 20;
 
 /// The redo log and the batch it backs (see [`super::redo`]).
 struct Redo {
