@@ -4,8 +4,9 @@
 mod common;
 use common::*;
 
+/// Bytes of the database, its WAL and its redo log.
 fn db_bytes(m: &Mount) -> u64 {
-    ["", "-wal"]
+    ["", "-wal", "-redo"]
         .iter()
         .map(|s| {
             std::fs::metadata(format!("{}{s}", m.db.display()))

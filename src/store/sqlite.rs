@@ -407,6 +407,8 @@ impl Sqlite {
             .spawn(move || {
                 while rx.recv().is_ok() {
                     std::thread::sleep(FOLD_DELAY);
+                    // Kicks that came meanwhile are answered by this fold.
+                    while rx.try_recv().is_ok() {}
                     let Some(store) = weak.upgrade() else { break };
                     if let Err(e) = store.write_lock() {
                         log::error!("writing answered changes: {e}");
