@@ -132,3 +132,53 @@ except OSError as e:
         "the committed version is untouched"
     );
 }
+
+/// When the batch cannot be committed (the disk holding the database is full), a later
+/// change either fails with ENOSPC or is kept: an unlink is never answered and then
+/// forgotten (docs/SEMANTICS.md, Durability). After the disk grows, a kill -9 and a
+/// remount show every change that was answered, and `rm` did what it said.
+#[test]
+fn with_the_batch_unwritable_an_unlink_is_refused_not_forgotten() {
+    let mut m = Mount::with_db_on_tmpfs("8m");
+    m.sh_ok("echo keep > victim && sync .");
+    // Small commits (acknowledged through the redo log) until `sync` (fsyncdir, which
+    // commits the batch) fails: the batch cannot be written; then at once `rm`.
+    let acks = m.dir.path().join("acked");
+    let src = m.dir.path().join("src");
+    let o = m.sh(&format!(
+        "i=0; while sync . 2>/dev/null; do i=$((i+1)); [ $i -gt 4000 ] && break
+           head -c $(( (i * 7919) % 3000 + 10 )) /dev/urandom | base64 > {src}
+           /usr/bin/cp {src} f$i 2>/dev/null && echo f$i >> {acks}; done
+         echo filled=$i; rm victim; echo rm=$?",
+        src = src.display(),
+        acks = acks.display()
+    ));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!out.contains("filled=4001"), "the disk never filled: {out}");
+    let removed = out.contains("rm=0");
+    assert!(
+        removed || err.contains("rm: cannot remove 'victim': No space left on device"),
+        "{out} {err}"
+    );
+    assert_eq!(m.path("victim").exists(), !removed);
+    // Room again, then a kill: every answered change is there after the remount.
+    let disk = m.db.parent().unwrap().to_path_buf();
+    let grown = std::process::Command::new("mount")
+        .args(["-o", "remount,size=64m"])
+        .arg(&disk)
+        .status()
+        .unwrap();
+    assert!(grown.success());
+    m.kill9();
+    m.start();
+    assert_eq!(m.path("victim").exists(), !removed, "rm said {removed}");
+    let mut n = 0;
+    for f in read(&acks).lines() {
+        assert!(m.path(f).exists(), "acknowledged {f} lost");
+        n += 1;
+    }
+    assert!(n > 10, "only {n} files acknowledged before the disk filled");
+    let (code, out, err) = cli(&m, &["fsck"]);
+    assert_eq!(code, 0, "fsck: {out} {err}");
+}

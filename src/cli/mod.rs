@@ -90,20 +90,39 @@ pub fn set_xattr(file: &Path, name: &str, value: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// How long a command waits for the database lock to apply a killed daemon's redo log.
+const REDO_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Opens the database read-only, after making every change the daemon acknowledged
 /// visible in it: while the database is mounted, `fsync` of the mountpoint asks the daemon
 /// to write its batch (`fsyncdir`, docs/SEMANTICS.md); when it is not, a redo log left by
-/// a killed daemon is applied (as the next mount would), if the database is free.
+/// a killed daemon is applied, as the next mount would. If another process holds the
+/// database lock (a mount starting, another command applying the log), this waits for it
+/// up to [`REDO_LOCK_WAIT`], then reads what SQLite has, with a warning on stderr.
 pub fn open(db: &Path) -> Result<Connection, Failure> {
-    let asked = live_mountpoint(db)?
-        .is_some_and(|m| std::fs::File::open(m).and_then(|d| d.sync_all()).is_ok());
-    // A dead mount (a killed daemon) answers ENOTCONN: then the log is applied here.
-    if !asked
-        && std::fs::metadata(crate::store::RedoLog::path_for(db)).is_ok_and(|m| m.len() > 0)
-        && let Ok(_lock) = crate::mount::lock_database_now(db)
-    {
-        let owner = (unsafe { libc::geteuid() }, unsafe { libc::getegid() });
-        crate::store::Sqlite::open(db, owner).map_err(|e| e.reason)?;
+    let start = std::time::Instant::now();
+    loop {
+        let asked = live_mountpoint(db)?
+            .is_some_and(|m| std::fs::File::open(m).and_then(|d| d.sync_all()).is_ok());
+        // A dead mount (a killed daemon) answers ENOTCONN: then the log is applied here.
+        let log = std::fs::metadata(crate::store::RedoLog::path_for(db)).map_or(0, |m| m.len());
+        if asked || log == 0 {
+            break;
+        }
+        if let Ok(_lock) = crate::mount::lock_database_now(db) {
+            let owner = (unsafe { libc::geteuid() }, unsafe { libc::getegid() });
+            crate::store::Sqlite::open(db, owner).map_err(|e| e.reason)?;
+            break;
+        }
+        if start.elapsed() >= REDO_LOCK_WAIT {
+            eprintln!(
+                "scratchfs: warning: {} holds {log} bytes of changes not yet in the database, \
+                 and another process holds its lock; the latest changes may be missing",
+                crate::store::RedoLog::path_for(db).display()
+            );
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
     crate::store::open_read_only(db).map_err(|e| e.reason)
 }

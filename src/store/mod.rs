@@ -315,11 +315,8 @@ pub trait Store: Send + Sync {
         path: &str,
         caller: &Caller,
     ) -> Result<()>;
-    /// Unlinks a node (file or empty directory): its row and every version stay.
-    ///
-    /// An unlink may be written a few ms after it returns, batched with the ones that
-    /// follow (as `rm -rf` makes them), but always before any other change is written:
-    /// a commit acknowledged after an unlink implies the unlink is stored (docs/SEMANTICS.md).
+    /// Unlinks a node (file or empty directory): its row and every version stay. Like a
+    /// create, it goes through the batch and the redo log (docs/SEMANTICS.md).
     fn unlink(
         &self,
         ino: u64,
@@ -341,7 +338,7 @@ pub trait Store: Send + Sync {
     /// Stores the text of the rules a mount starts with, as a new row of `rules` when it
     /// differs from the last one (each change is a version with provenance, SPEC §5).
     fn record_rules(&self, text: &str, caller: &Caller) -> Result<()>;
-    /// Writes every change already answered (pending unlinks, the batch of the redo log)
+    /// Writes every change already answered (the batch of the redo log)
     /// to the database and syncs it to disk: `fsyncdir`, and `fsync` of a file with
     /// nothing to commit.
     fn sync(&self) -> Result<()>;

@@ -1,7 +1,7 @@
 //! The redo log: how a small commit is acknowledged before SQLite writes it.
 //!
-//! A small commit (at most [`MAX_PAYLOAD`] bytes of new content, no fsync) and a create are
-//! applied to the writer connection inside one long SQLite transaction, the *batch*, and
+//! A small commit (at most [`MAX_PAYLOAD`] bytes of new content, no fsync), a create
+//! (file or directory) and an unlink (or rmdir) are applied to the writer connection inside one long SQLite transaction, the *batch*, and
 //! appended to `<db>-redo` as one record with one `write(2)`; the FUSE reply follows that
 //! write. The batch is committed to SQLite (*folded*) a few ms later by the fold thread,
 //! before any other kind of change, at `fsync`, and at unmount; the fold records the last
@@ -48,6 +48,14 @@ pub enum Op {
         attrs: Attrs,
         caller: Caller,
     },
+    /// [`super::Store::unlink`] (a file, `file_id` set) or rmdir.
+    Unlink {
+        ino: u64,
+        file_id: Option<i64>,
+        path: String,
+        caller: Caller,
+        time_ns: i64,
+    },
     /// [`super::Store::commit`]; `pieces` are the `(offset, len)` ranges of the commit's
     /// source, whose bytes are the record's payload, in this order.
     Commit {
@@ -67,7 +75,9 @@ impl Op {
     /// The process the operation was made by.
     pub fn caller(&self) -> &Caller {
         match self {
-            Op::Create { caller, .. } | Op::Commit { caller, .. } => caller,
+            Op::Create { caller, .. } | Op::Unlink { caller, .. } | Op::Commit { caller, .. } => {
+                caller
+            }
         }
     }
 }

@@ -23,12 +23,9 @@ const SCHEMA: &str = include_str!("schema.sql");
 pub const SCHEMA_VERSION: &str = "1";
 const READERS: usize = 3;
 
-/// How long an answered change may wait to be written to SQLite with the ones that
-/// follow it: unlinks, and the creates and small commits of the batch (see
-/// [`super::redo`]).
+/// How long the batch (creates, unlinks and small commits acknowledged through the redo
+/// log, see [`super::redo`]) may stay open before the fold thread commits it to SQLite.
 pub const FOLD_DELAY: std::time::Duration = std::time::Duration::from_millis(5);
-/// Unlinks that may wait at most; one more writes them at once.
-const UNLINK_BATCH: usize = 1024;
 /// Operations a batch may hold; one more folds it first.
 const BATCH_OPS: usize = 1024;
 /// Bytes the redo log may hold; a batch that grows it past this folds first, and a fold
@@ -50,6 +47,8 @@ struct Redo {
 enum Applied {
     /// A create: the new node.
     Node(NodeRecord),
+    /// An unlink or rmdir.
+    Unlinked,
     /// A commit that made a version.
     Committed(Committed),
     /// A commit of the same bytes as the current version: nothing to store or log.
@@ -58,24 +57,13 @@ enum Applied {
     Stale(Error),
 }
 
-struct PendingUnlink {
-    ino: u64,
-    file_id: Option<i64>,
-    path: String,
-    caller: Caller,
-    time_ns: i64,
-}
-
 /// The SQLite implementation of [`Store`].
 pub struct Sqlite {
     path: PathBuf,
     writer: Mutex<Connection>,
     /// `processes` row ids by caller facts (rows are never deleted, so ids stay valid).
     processes: Mutex<HashMap<Caller, i64>>,
-    /// Unlinks answered but not yet written (see [`Store::unlink`]); written before any
-    /// other change, by the flusher thread within [`UNLINK_DELAY`], or on drop.
-    pending_unlinks: Mutex<Vec<PendingUnlink>>,
-    /// Wakes the flusher thread when `pending_unlinks` becomes non-empty or a batch opens.
+    /// Wakes the fold thread when a batch opens.
     kick: Mutex<Option<std::sync::mpsc::Sender<()>>>,
     /// The redo log; locked after `writer`.
     redo: Mutex<Redo>,
@@ -145,7 +133,6 @@ impl Sqlite {
             path: path.to_path_buf(),
             writer: Mutex::new(conn),
             processes: Mutex::new(HashMap::new()),
-            pending_unlinks: Mutex::new(Vec::new()),
             kick: Mutex::new(None),
             redo: Mutex::new(Redo {
                 log,
@@ -273,6 +260,13 @@ impl Sqlite {
                 attrs,
                 caller: _,
             } => create_in(conn, *parent, name, path, *kind, *attrs, proc).map(Applied::Node),
+            Op::Unlink {
+                ino,
+                file_id,
+                path,
+                caller: _,
+                time_ns,
+            } => unlink_in(conn, *ino, *file_id, path, proc, *time_ns).map(|()| Applied::Unlinked),
             Op::Commit {
                 ino,
                 path,
@@ -354,14 +348,14 @@ impl Sqlite {
     }
 
     /// The writer connection inside the open batch (beginning one if needed), after
-    /// writing pending unlinks, and after folding a batch that is full.
+    /// folding a batch that is full or rebuilding one a failed fold lost.
     fn batch_lock(&self) -> Result<crate::sync::MutexGuard<'_, Connection>> {
         let mut conn = self.writer.lock();
         let full = {
             let redo = self.redo.lock();
             redo.ops >= BATCH_OPS || redo.log.len() >= REDO_BYTES
         };
-        if full || !self.pending_unlinks.lock().is_empty() || self.needs_rebuild(&conn) {
+        if full || self.needs_rebuild(&conn) {
             drop(conn);
             conn = self.write_lock()?;
         }
@@ -396,8 +390,8 @@ impl Sqlite {
         &self.path
     }
 
-    /// Starts the thread that writes pending unlinks and folds the batch within
-    /// [`FOLD_DELAY`]. It ends when the store is dropped.
+    /// Starts the thread that folds the batch within [`FOLD_DELAY`] of its first change.
+    /// It ends when the store is dropped.
     pub fn start_flusher(store: &std::sync::Arc<Sqlite>) {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         *store.kick.lock() = Some(tx);
@@ -417,50 +411,12 @@ impl Sqlite {
             });
     }
 
-    /// The writer connection outside any transaction, after folding the batch and
-    /// writing any pending unlinks (so that every change is stored in the order the
-    /// filesystem made it).
+    /// The writer connection outside any transaction, after folding the batch (so that
+    /// every change is stored in the order the filesystem made it).
     fn write_lock(&self) -> Result<crate::sync::MutexGuard<'_, Connection>> {
         let mut conn = self.writer.lock();
         self.fold(&mut conn)?;
-        let pending = std::mem::take(&mut *self.pending_unlinks.lock());
-        if !pending.is_empty() {
-            self.write_unlinks(&mut conn, &pending)?;
-        }
         Ok(conn)
-    }
-
-    fn write_unlinks(&self, conn: &mut Connection, pending: &[PendingUnlink]) -> Result<()> {
-        let procs = pending
-            .iter()
-            .map(|u| self.process(conn, &u.caller))
-            .collect::<Result<Vec<_>>>()?;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        for (u, caller) in pending.iter().zip(&procs) {
-            tx.prepare_cached(
-                "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
-                 WHERE ino = (SELECT parent FROM nodes WHERE ino = ?2)",
-            )?
-            .execute(params![u.time_ns, u.ino as i64])?;
-            tx.prepare_cached("UPDATE nodes SET parent = NULL, unlinked_ns = ?1 WHERE ino = ?2")?
-                .execute(params![u.time_ns, u.ino as i64])?;
-            let mut version_id = None;
-            if let Some(fid) = u.file_id {
-                tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
-                    .execute(params![u.time_ns, fid])?;
-                version_id = head_of(&tx, fid)?.map(|v| v.id);
-            }
-            let op = if u.file_id.is_some() {
-                "unlink"
-            } else {
-                "rmdir"
-            };
-            insert_event(
-                &tx, op, &u.path, None, u.file_id, version_id, None, None, None, caller, u.time_ns,
-            )?;
-        }
-        tx.commit()?;
-        Ok(())
     }
 
     /// The `processes` row for `c`, inserted (in its own transaction) on first use.
@@ -1030,7 +986,9 @@ impl Sqlite {
                     tx.commit()?;
                     Err(e)
                 }
-                Applied::Node(_) => Err(Error::new(libc::EIO, "store: a commit made a node")),
+                Applied::Node(_) | Applied::Unlinked => {
+                    Err(Error::new(libc::EIO, "store: a commit did something else"))
+                }
             }
         })();
         if durable {
@@ -1038,6 +996,37 @@ impl Sqlite {
         }
         result
     }
+}
+
+/// The rows of an unlink (`file_id` set) or rmdir, inside the caller's transaction: the
+/// node leaves its parent, the lineage is marked deleted (every version stays) and an
+/// event records it.
+fn unlink_in(
+    tx: &Connection,
+    ino: u64,
+    file_id: Option<i64>,
+    path: &str,
+    caller: &Proc,
+    time_ns: i64,
+) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
+         WHERE ino = (SELECT parent FROM nodes WHERE ino = ?2)",
+    )?
+    .execute(params![time_ns, ino as i64])?;
+    tx.prepare_cached("UPDATE nodes SET parent = NULL, unlinked_ns = ?1 WHERE ino = ?2")?
+        .execute(params![time_ns, ino as i64])?;
+    let mut version_id = None;
+    if let Some(fid) = file_id {
+        tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
+            .execute(params![time_ns, fid])?;
+        version_id = head_of(tx, fid)?.map(|v| v.id);
+    }
+    let op = if file_id.is_some() { "unlink" } else { "rmdir" };
+    insert_event(
+        tx, op, path, None, file_id, version_id, None, None, None, caller, time_ns,
+    )?;
+    Ok(())
 }
 
 /// The rows of a new file (with its `create` version) or directory (with its `mkdir`
@@ -1418,7 +1407,9 @@ impl Store for Sqlite {
         match self.apply_logged(op, &payload, req.prefix_hasher)? {
             Applied::Committed(c) | Applied::Unchanged(c) => Ok(c),
             Applied::Stale(e) => Err(e),
-            Applied::Node(_) => Err(Error::new(libc::EIO, "store: a commit made a node")),
+            Applied::Node(_) | Applied::Unlinked => {
+                Err(Error::new(libc::EIO, "store: a commit did something else"))
+            }
         }
     }
 
@@ -1468,28 +1459,14 @@ impl Store for Sqlite {
         caller: &Caller,
         time_ns: i64,
     ) -> Result<()> {
-        let (first, full) = {
-            let mut pending = self.pending_unlinks.lock();
-            pending.push(PendingUnlink {
-                ino,
-                file_id,
-                path: path.to_string(),
-                caller: caller.clone(),
-                time_ns,
-            });
-            (pending.len() == 1, pending.len() >= UNLINK_BATCH)
+        let op = Op::Unlink {
+            ino,
+            file_id,
+            path: path.to_string(),
+            caller: caller.clone(),
+            time_ns,
         };
-        let kick = self.kick.lock().clone();
-        match kick {
-            Some(k) if !full => {
-                if first {
-                    let _ = k.send(());
-                }
-            }
-            // No flusher thread (tests, CLI) or a full batch: write now.
-            _ => drop(self.write_lock()?),
-        }
-        Ok(())
+        self.apply_logged(op, &[], None).map(|_| ())
     }
 
     fn gc(&self, req: &GcRequest, protected: &[(i64, u64)]) -> Result<GcReport> {

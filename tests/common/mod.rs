@@ -161,7 +161,8 @@ impl Mount {
 
     /// Runs a query with the sqlite3 shell against the database while it is mounted.
     /// First it fsyncs the mount's root directory, which writes every change already
-    /// answered (unlinks may otherwise wait a few ms, docs/SEMANTICS.md).
+    /// answered (the daemon may otherwise commit it to SQLite a few ms later,
+    /// docs/SEMANTICS.md).
     pub fn sql(&self, query: &str) -> String {
         if self.child.is_some()
             && let Ok(d) = std::fs::File::open(&self.mnt)
