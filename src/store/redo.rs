@@ -1,14 +1,20 @@
 //! The redo log: how a small commit is acknowledged before SQLite writes it.
 //!
-//! A small commit (at most [`MAX_PAYLOAD`] bytes of new content, no fsync), a create
-//! (file or directory) and an unlink (or rmdir) are applied to the writer connection inside one long SQLite transaction, the *batch*, and
-//! appended to `<db>-redo` as one record with one `write(2)`; the FUSE reply follows that
-//! write. The batch is committed to SQLite (*folded*) a few ms later by the fold thread,
-//! before any other kind of change, at `fsync`, and at unmount; the fold records the last
+//! A small commit (at most [`MAX_PAYLOAD`] bytes of new content, no fsync) and a create
+//! (file or directory) are applied to the writer connection inside one long SQLite
+//! transaction, the *batch*, and appended to `<db>-redo` as one record with one
+//! `write(2)`; the FUSE reply follows that write. An unlink (or rmdir) is appended and
+//! answered at once, and applied to the batch before the next operation or by the fold
+//! thread; sequence numbers give the order in which SQLite sees the changes (an operation
+//! takes its number before its work, so the log's file order may differ; numbers of
+//! operations that stored nothing are skipped).
+//!
+//! The batch is committed to SQLite (*folded*) within a few ms by the fold thread, before
+//! any other kind of change, at `fsync`, and at unmount; the fold records the last
 //! sequence number it holds in `meta.redo_seq`, in the same SQLite transaction. A record
-//! in the page cache survives `kill -9` of the daemon, so an acknowledged commit does too:
-//! the next open of the database applies the records after `meta.redo_seq` again, in
-//! order, and folds them (docs/schema.md, docs/SEMANTICS.md).
+//! in the page cache survives `kill -9` of the daemon, so an acknowledged change does
+//! too: the next open of the database applies the records after `meta.redo_seq` again, in
+//! sequence order, and folds them (docs/schema.md, docs/SEMANTICS.md).
 //!
 //! Replaying gives the same inode numbers and row ids as the first run because the
 //! records are applied, in the same order, to the same state: every change that is not

@@ -35,12 +35,57 @@ const REDO_BYTES: u64 = 1 << 20;
 /// The redo log and the batch it backs (see [`super::redo`]).
 struct Redo {
     log: RedoLog,
-    /// Sequence number of the last record appended (or replayed).
+    /// The last sequence number given out (a record appended, replayed, or reserved by an
+    /// operation that then stored nothing: sequence numbers may have gaps).
     last_seq: u64,
     /// Sequence number SQLite holds every record up to (`meta.redo_seq`).
     folded: u64,
-    /// Records in the open batch.
+    /// Records since the last fold.
     ops: usize,
+    /// Unlinks and rmdirs logged and answered but not applied to the batch yet; applied,
+    /// in order, before any other operation and at every fold (so that SQLite sees every
+    /// change in sequence order), off the FUSE request's path.
+    pending: Vec<(u64, Op)>,
+    /// SQLite dropped a batch whose records the log holds (a failed commit or write):
+    /// the next fold rebuilds it from the log before anything else.
+    lost: bool,
+}
+
+/// A savepoint around one operation of the batch, through cached statements (rusqlite's
+/// `Savepoint` parses its SQL each time); rolled back when dropped unless released.
+struct Savepoint<'a> {
+    conn: &'a Connection,
+    released: bool,
+}
+
+impl<'a> Savepoint<'a> {
+    fn new(conn: &'a Connection) -> Result<Savepoint<'a>> {
+        conn.prepare_cached("SAVEPOINT op")?.execute([])?;
+        Ok(Savepoint {
+            conn,
+            released: false,
+        })
+    }
+
+    fn release(mut self) -> Result<()> {
+        self.released = true;
+        self.conn.prepare_cached("RELEASE op")?.execute([])?;
+        Ok(())
+    }
+}
+
+impl Drop for Savepoint<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            // Fails harmlessly when SQLite already rolled the whole transaction back.
+            for sql in ["ROLLBACK TO op", "RELEASE op"] {
+                let _ = self
+                    .conn
+                    .prepare_cached(sql)
+                    .and_then(|mut s| s.execute([]));
+            }
+        }
+    }
 }
 
 /// What applying an operation did.
@@ -139,6 +184,8 @@ impl Sqlite {
                 last_seq: folded,
                 folded,
                 ops: 0,
+                pending: Vec::new(),
+                lost: false,
             }),
             batched: AtomicBool::new(false),
             readers,
@@ -160,12 +207,11 @@ impl Sqlite {
             let folded = redo.folded;
             let records = redo.log.read_all()?;
             redo.last_seq = records.iter().map(|r| r.seq).fold(folded, u64::max);
-            records.into_iter().filter(|r| r.seq > folded).count()
+            let n = records.into_iter().filter(|r| r.seq > folded).count();
+            // `fold` rebuilds the batch from the log.
+            redo.lost = n > 0;
+            n
         };
-        if pending > 0 {
-            // `fold` finds no transaction and rebuilds the batch from the log.
-            self.batched.store(true, Ordering::SeqCst);
-        }
         self.fold(&mut conn)?;
         self.redo.lock().log.clear()?;
         if pending > 0 {
@@ -177,42 +223,44 @@ impl Sqlite {
         Ok(())
     }
 
-    /// Commits the open batch to SQLite with `meta.redo_seq`, first rebuilding it from the
-    /// redo log if SQLite dropped it (a failed commit rolls the transaction back). Errors
-    /// keep their errno (`ENOSPC` for a full disk); the log keeps every record until a
-    /// fold succeeds.
+    /// Commits the batch to SQLite with `meta.redo_seq`: first rebuilding it from the redo
+    /// log if SQLite dropped it, then applying the pending unlinks. Errors keep their
+    /// errno (`ENOSPC` for a full disk); the log keeps every record until a fold succeeds.
+    /// The redo lock is released during the commit itself, so that unlinks can be logged
+    /// meanwhile (they belong to the next batch).
     fn fold(&self, conn: &mut Connection) -> Result<()> {
-        let mut redo = self.redo.lock();
-        if conn.is_autocommit() && redo.last_seq == redo.folded {
-            self.batched.store(false, Ordering::SeqCst);
-            return Ok(());
-        }
-        if conn.is_autocommit() {
-            self.processes.lock().clear();
-            conn.execute_batch("BEGIN IMMEDIATE")?;
-            if let Err(e) = self.replay(conn, &mut redo) {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(e);
+        let (seq, pending) = {
+            let mut redo = self.redo.lock();
+            if redo.lost {
+                self.rebuild(conn, &mut redo)?;
             }
+            if conn.is_autocommit() && redo.pending.is_empty() {
+                self.batched.store(false, Ordering::SeqCst);
+                return Ok(());
+            }
+            (redo.last_seq, std::mem::take(&mut redo.pending))
+        };
+        if let Err(e) = self.apply_pending(conn, pending) {
+            self.drop_batch(conn, &mut self.redo.lock());
+            return Err(e);
         }
         let done = (|| -> Result<()> {
             conn.prepare_cached("INSERT OR REPLACE INTO meta(key, value) VALUES ('redo_seq', ?1)")?
-                .execute([redo.last_seq.to_string()])?;
-            conn.execute_batch("COMMIT")?;
+                .execute([seq.to_string()])?;
+            conn.prepare_cached("COMMIT")?.execute([])?;
             Ok(())
         })();
+        let mut redo = self.redo.lock();
         if let Err(e) = done {
-            if !conn.is_autocommit() {
-                let _ = conn.execute_batch("ROLLBACK");
-            }
-            self.processes.lock().clear();
+            self.drop_batch(conn, &mut redo);
             log::error!("writing acknowledged changes to SQLite (kept in the redo log): {e}");
             return Err(e);
         }
-        redo.folded = redo.last_seq;
-        redo.ops = 0;
+        redo.folded = seq;
+        redo.ops = redo.pending.len();
         self.batched.store(false, Ordering::SeqCst);
-        if redo.log.len() >= REDO_BYTES
+        if redo.last_seq == seq
+            && redo.log.len() >= REDO_BYTES
             && let Err(e) = redo.log.clear()
         {
             log::warn!("emptying the redo log: {e}");
@@ -220,23 +268,80 @@ impl Sqlite {
         Ok(())
     }
 
-    /// Applies, inside the open transaction, the logged records after `redo.folded`.
+    /// Rolls back what is left of a batch SQLite could not write and marks it for a
+    /// rebuild from the log (the process rows inserted in it are gone too).
+    fn drop_batch(&self, conn: &Connection, redo: &mut Redo) {
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        self.processes.lock().clear();
+        redo.lost = true;
+    }
+
+    /// Rebuilds, in a new transaction, the batch SQLite dropped: every logged record after
+    /// `redo.folded`, pending unlinks included.
+    fn rebuild(&self, conn: &mut Connection, redo: &mut Redo) -> Result<()> {
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        self.processes.lock().clear();
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.batched.store(true, Ordering::SeqCst);
+        if let Err(e) = self.replay(conn, redo) {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(e);
+        }
+        redo.pending.clear();
+        redo.lost = false;
+        Ok(())
+    }
+
+    /// Applies, inside the open transaction, the logged records after `redo.folded`, in
+    /// sequence order.
     fn replay(&self, conn: &mut Connection, redo: &mut Redo) -> Result<()> {
-        for rec in redo.log.read_all()? {
+        let mut records = redo.log.read_all()?;
+        records.sort_by_key(|r| r.seq);
+        for rec in records {
             if rec.seq <= redo.folded {
                 continue;
             }
-            let proc = self.process(conn, rec.op.caller())?;
-            let sp = conn.savepoint()?;
-            let applied = self.apply(&sp, &rec.op, &rec.payload, &proc, None)?;
-            if matches!(applied, Applied::Unchanged(_)) {
-                drop(sp);
-            } else {
-                sp.commit()?;
-            }
+            self.apply_in_savepoint(conn, &rec.op, &rec.payload, None)?;
             redo.last_seq = redo.last_seq.max(rec.seq);
         }
         Ok(())
+    }
+
+    /// Applies unlinks taken from `Redo::pending` to the batch (beginning one if needed),
+    /// in order. On failure the caller drops the batch: the log holds them.
+    fn apply_pending(&self, conn: &Connection, pending: Vec<(u64, Op)>) -> Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        if conn.is_autocommit() {
+            conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+            self.batched.store(true, Ordering::SeqCst);
+        }
+        for (_, op) in pending {
+            self.apply_in_savepoint(conn, &op, &[], None)?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::apply`] in a savepoint, released unless nothing changed.
+    fn apply_in_savepoint(
+        &self,
+        conn: &Connection,
+        op: &Op,
+        payload: &[u8],
+        prefix_hasher: Option<(i64, blake3::Hasher)>,
+    ) -> Result<Applied> {
+        let proc = self.process(conn, op.caller())?;
+        let sp = Savepoint::new(conn)?;
+        let applied = self.apply(conn, op, payload, &proc, prefix_hasher)?;
+        if !matches!(applied, Applied::Unchanged(_)) {
+            sp.release()?;
+        }
+        Ok(applied)
     }
 
     /// Applies `op` to `conn` (the writer, inside a savepoint): the work of a create or a
@@ -302,7 +407,9 @@ impl Sqlite {
     }
 
     /// Applies `op` inside the batch and appends it to the redo log; the change is then
-    /// acknowledged (it survives `kill -9`) though SQLite has not committed it yet.
+    /// acknowledged (it survives `kill -9`) though SQLite has not committed it yet. Its
+    /// sequence number is taken before its work, after the pending unlinks are applied, so
+    /// that SQLite sees the changes in sequence order.
     fn apply_logged(
         &self,
         op: Op,
@@ -310,9 +417,18 @@ impl Sqlite {
         prefix_hasher: Option<(i64, blake3::Hasher)>,
     ) -> Result<Applied> {
         let mut conn = self.batch_lock()?;
+        let (seq, pending) = {
+            let mut redo = self.redo.lock();
+            redo.last_seq += 1;
+            (redo.last_seq, std::mem::take(&mut redo.pending))
+        };
+        if let Err(e) = self.apply_pending(&conn, pending) {
+            self.drop_batch(&conn, &mut self.redo.lock());
+            return Err(e);
+        }
         let proc = self.process(&conn, op.caller())?;
-        let sp = conn.savepoint()?;
-        let applied = match self.apply(&sp, &op, payload, &proc, prefix_hasher) {
+        let sp = Savepoint::new(&conn)?;
+        let applied = match self.apply(&conn, &op, payload, &proc, prefix_hasher) {
             Ok(Applied::Unchanged(c)) => {
                 drop(sp);
                 return Ok(Applied::Unchanged(c));
@@ -321,25 +437,22 @@ impl Sqlite {
             Err(e) => {
                 drop(sp);
                 if conn.is_autocommit() {
-                    // SQLite dropped the whole batch (a failed write while spilling pages):
-                    // the log rebuilds it, but the process rows inserted in it are gone.
-                    self.processes.lock().clear();
+                    // SQLite dropped the whole batch (a failed write while spilling pages).
+                    self.drop_batch(&conn, &mut self.redo.lock());
                 }
                 return Err(e);
             }
         };
         {
             let mut redo = self.redo.lock();
-            let seq = redo.last_seq + 1;
             if let Err(e) = redo.log.append(seq, &op, payload) {
                 drop(redo);
                 drop(sp);
                 return Err(e);
             }
-            redo.last_seq = seq;
             redo.ops += 1;
         }
-        sp.commit()?;
+        sp.release()?;
         if self.kick.lock().is_none() {
             // No fold thread (the CLI, unit tests): write it now.
             self.fold(&mut conn)?;
@@ -347,32 +460,48 @@ impl Sqlite {
         Ok(applied)
     }
 
+    /// Logs an unlink (or rmdir) and queues it for the batch: the SQL work is done later,
+    /// before any other operation or by the fold thread, so `rm -rf` does not wait for it
+    /// nor for the folds of its earlier unlinks. With a batch to rebuild it goes the
+    /// synchronous way, so that a failure reaches the caller.
+    fn log_unlink(&self, op: Op) -> Result<()> {
+        let first = {
+            let mut redo = self.redo.lock();
+            if redo.lost || self.kick.lock().is_none() {
+                drop(redo);
+                return self.apply_logged(op, &[], None).map(|_| ());
+            }
+            let seq = redo.last_seq + 1;
+            redo.log.append(seq, &op, &[])?;
+            redo.last_seq = seq;
+            redo.ops += 1;
+            redo.pending.push((seq, op));
+            redo.pending.len() == 1
+        };
+        if first {
+            self.kick();
+        }
+        Ok(())
+    }
+
     /// The writer connection inside the open batch (beginning one if needed), after
-    /// folding a batch that is full or rebuilding one a failed fold lost.
+    /// folding a batch that is full or rebuilding one SQLite dropped.
     fn batch_lock(&self) -> Result<crate::sync::MutexGuard<'_, Connection>> {
         let mut conn = self.writer.lock();
-        let full = {
+        let refold = {
             let redo = self.redo.lock();
-            redo.ops >= BATCH_OPS || redo.log.len() >= REDO_BYTES
+            redo.ops >= BATCH_OPS || redo.log.len() >= REDO_BYTES || redo.lost
         };
-        if full || self.needs_rebuild(&conn) {
+        if refold {
             drop(conn);
             conn = self.write_lock()?;
         }
         if conn.is_autocommit() {
-            conn.execute_batch("BEGIN IMMEDIATE")?;
+            conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
             self.batched.store(true, Ordering::SeqCst);
-            if let Some(k) = self.kick.lock().as_ref() {
-                let _ = k.send(());
-            }
+            self.kick();
         }
         Ok(conn)
-    }
-
-    /// Whether SQLite dropped a batch the redo log still holds (a failed fold).
-    fn needs_rebuild(&self, conn: &Connection) -> bool {
-        let redo = self.redo.lock();
-        conn.is_autocommit() && redo.last_seq != redo.folded
     }
 
     /// Sets a `meta` row (e.g. `mountpoint`, which `scratchfs restore` uses to reach a
@@ -409,6 +538,13 @@ impl Sqlite {
                     }
                 }
             });
+    }
+
+    /// Wakes the fold thread, if there is one.
+    fn kick(&self) {
+        if let Some(k) = self.kick.lock().as_ref() {
+            let _ = k.send(());
+        }
     }
 
     /// The writer connection outside any transaction, after folding the batch (so that
@@ -1459,14 +1595,13 @@ impl Store for Sqlite {
         caller: &Caller,
         time_ns: i64,
     ) -> Result<()> {
-        let op = Op::Unlink {
+        self.log_unlink(Op::Unlink {
             ino,
             file_id,
             path: path.to_string(),
             caller: caller.clone(),
             time_ns,
-        };
-        self.apply_logged(op, &[], None).map(|_| ())
+        })
     }
 
     fn gc(&self, req: &GcRequest, protected: &[(i64, u64)]) -> Result<GcReport> {
