@@ -971,6 +971,7 @@ fn process_key(c: &Caller) -> Caller {
     }
 }
 
+/// Inserts the next version of lineage `file_id` (its number: the highest so far + 1).
 #[allow(clippy::too_many_arguments)]
 fn insert_version(
     tx: &Connection,
@@ -985,6 +986,22 @@ fn insert_version(
     let number: i64 = tx
         .prepare_cached("SELECT COALESCE(MAX(version), 0) + 1 FROM versions WHERE file_id = ?1")?
         .query_row([file_id], |r| r.get(0))?;
+    insert_version_numbered(tx, file_id, number, path, op, content, hash, c, time_ns)
+}
+
+/// Inserts version `number` of lineage `file_id`.
+#[allow(clippy::too_many_arguments)]
+fn insert_version_numbered(
+    tx: &Connection,
+    file_id: i64,
+    number: i64,
+    path: &str,
+    op: &str,
+    content: ContentRef,
+    hash: &blake3::Hash,
+    c: &Proc,
+    time_ns: i64,
+) -> Result<VersionInfo> {
     tx.prepare_cached(
         "INSERT INTO versions(file_id, version, path, op, size, blake3, stream, writer, process,
             pid, time_ns)
@@ -1422,7 +1439,18 @@ fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) -> Result<A
         )?;
         return Ok(Applied::Stale(Error::new(libc::ESTALE, reason)));
     }
-    let version = insert_version(tx, file_id, path, op, content, &hash, caller, time_ns)?;
+    // The head is the highest version (`head_of`), so the new one is the next number.
+    let version = insert_version_numbered(
+        tx,
+        file_id,
+        head.number + 1,
+        path,
+        op,
+        content,
+        &hash,
+        caller,
+        time_ns,
+    )?;
     update_fields(tx, file_id, path, Some(head.content), content, version.id)?;
     if content.len * 2 < head.content.len {
         // Compaction or a wipe: MANIFEST names the version dropped (SPEC §7).
