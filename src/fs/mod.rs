@@ -1653,6 +1653,32 @@ impl Fs {
         })
     }
 
+    /// `readdirplus` (FUSE protocol 7.21): the entries of [`Fs::readdir`] with their
+    /// attributes. Like a `lookup`, each entry other than `.` and `..` counts one kernel
+    /// reference (views count none); the caller gives back, with [`Fs::forget`], the
+    /// references of entries it could not send. An entry removed since the listing is
+    /// left out.
+    pub fn readdirplus(&self, ino: u64, offset: u64, max: usize) -> Result<Vec<(DirEntry, Attr)>> {
+        let dir = self.getattr(ino)?;
+        let mut out = Vec::new();
+        for e in self.readdir(ino, offset, max)? {
+            let attr = match e.name.as_slice() {
+                b"." => dir,
+                b".." => match self.getattr(e.ino) {
+                    Ok(a) => a,
+                    Err(_) => dir,
+                },
+                name => match self.lookup(ino, name) {
+                    Ok(a) => a,
+                    Err(err) if err.errno == libc::ENOENT => continue,
+                    Err(err) => return Err(err),
+                },
+            };
+            out.push((e, attr));
+        }
+        Ok(out)
+    }
+
     /// `readdir`: entries after cookie `offset` (0 = start). Cookies never change while
     /// an entry exists, so removals between calls skip nothing (FUSE-TRAPS §8): `.` is 1,
     /// `..` 2, `MANIFEST` (root only) 3, a child with inode `c` is `2c + 4` and, when views

@@ -13,8 +13,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 pub use notifier::spawn_notifier;
@@ -153,10 +153,51 @@ impl Filesystem for Adapter {
         // Shared mmap on direct-I/O (write) handles; not fatal on older kernels.
         let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // Listings carry attributes (READDIRPLUS), so `rm -rf`, `ls -l`, `find` and
+        // `git status` need no LOOKUP per entry; AUTO lets the kernel use plain READDIR
+        // when no lookups follow.
+        let _ = config
+            .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
         // O_TRUNC arrives with the open instead of as a separate setattr without a handle
         // (FUSE-TRAPS §4), so the truncation belongs to the handle's private copy.
         let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC);
         Ok(())
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        match guard("readdirplus", || self.fs.readdirplus(ino.0, offset, 4096)) {
+            Ok(entries) => {
+                let mut sent = true;
+                for (e, a) in entries {
+                    let counted = e.name != b"." && e.name != b"..";
+                    if sent {
+                        // One TTL for the entry and its attributes: the shorter.
+                        let t = ttl(&a).min(entry_ttl(&a));
+                        sent = !reply.add(
+                            INodeNo(e.ino),
+                            e.next_offset,
+                            OsStr::from_bytes(&e.name),
+                            &t,
+                            &file_attr(&a),
+                            Generation(0),
+                        );
+                    }
+                    if !sent && counted {
+                        // Not sent (the buffer is full): the kernel holds no reference.
+                        self.fs.forget(e.ino, 1);
+                    }
+                }
+                reply.ok();
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
