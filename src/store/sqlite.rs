@@ -276,6 +276,8 @@ impl Sqlite {
         }
         self.processes.lock().clear();
         redo.lost = true;
+        // Readers go to the writer, which rebuilds the batch before reading.
+        self.batched.store(true, Ordering::SeqCst);
     }
 
     /// Rebuilds, in a new transaction, the batch SQLite dropped: every logged record after
@@ -293,6 +295,8 @@ impl Sqlite {
         }
         redo.pending.clear();
         redo.lost = false;
+        // The fold thread tries to commit it again.
+        self.kick();
         Ok(())
     }
 
@@ -609,21 +613,30 @@ impl Sqlite {
     }
 
     /// A connection to read with: the writer while it holds changes SQLite has not
-    /// committed (so reads see every acknowledged change), else a free reader.
-    fn reader(&self) -> crate::sync::MutexGuard<'_, Connection> {
+    /// committed (so reads see every acknowledged change), else a free reader. A batch
+    /// SQLite dropped (a failed commit) is rebuilt from the log first, so that a read never
+    /// sees less than what was acknowledged; if that fails, so does the read (`EIO` or
+    /// the rebuild's errno), rather than return bytes that are not there.
+    fn reader(&self) -> Result<crate::sync::MutexGuard<'_, Connection>> {
         if self.batched.load(Ordering::SeqCst) {
-            let w = self.writer.lock();
+            let mut w = self.writer.lock();
+            {
+                let mut redo = self.redo.lock();
+                if redo.lost {
+                    self.rebuild(&mut w, &mut redo)?;
+                }
+            }
             if self.batched.load(Ordering::SeqCst) {
-                return w;
+                return Ok(w);
             }
         }
         for r in &self.readers {
             if let Some(g) = r.try_lock() {
-                return g;
+                return Ok(g);
             }
         }
         let i = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
-        self.readers[i].lock()
+        Ok(self.readers[i].lock())
     }
 }
 
@@ -1578,7 +1591,7 @@ impl Store for Sqlite {
     }
 
     fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let conn = self.reader();
+        let conn = self.reader()?;
         read_at(&conn, content, offset, buf)
     }
 
@@ -1840,7 +1853,7 @@ impl Store for Sqlite {
     }
 
     fn version_meta(&self, id: i64) -> Result<VersionMeta> {
-        let conn = self.reader();
+        let conn = self.reader()?;
         Ok(conn
             .prepare_cached(
                 "SELECT v.writer, v.blake3, p.step, v.time_ns FROM versions v
@@ -1857,7 +1870,7 @@ impl Store for Sqlite {
     }
 
     fn lineages(&self, prefix: &str) -> Result<Vec<Lineage>> {
-        let conn = self.reader();
+        let conn = self.reader()?;
         // Paths below `prefix`: from "prefix/" up to (not including) "prefix0" ('0' follows '/').
         let (lo, hi) = if prefix.is_empty() {
             (String::new(), "\u{10FFFF}".to_string())
@@ -1880,7 +1893,7 @@ impl Store for Sqlite {
     }
 
     fn versions(&self, file_id: i64) -> Result<Vec<VersionInfo>> {
-        let conn = self.reader();
+        let conn = self.reader()?;
         let mut stmt = conn.prepare_cached(
             "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE file_id = ?1
              ORDER BY version",
@@ -1890,7 +1903,7 @@ impl Store for Sqlite {
     }
 
     fn version(&self, id: i64) -> Result<VersionInfo> {
-        let conn = self.reader();
+        let conn = self.reader()?;
         Ok(conn
             .prepare_cached(
                 "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE id = ?1",
@@ -1899,7 +1912,7 @@ impl Store for Sqlite {
     }
 
     fn deletion(&self, file_id: i64) -> Result<Option<(String, i64)>> {
-        let conn = self.reader();
+        let conn = self.reader()?;
         Ok(conn
             .prepare_cached(
                 "SELECT writer, time_ns FROM events WHERE file_id = ?1 AND op = 'unlink'
@@ -1910,7 +1923,7 @@ impl Store for Sqlite {
     }
 
     fn fields(&self, file_id: i64) -> Result<Vec<FieldInfo>> {
-        let conn = self.reader();
+        let conn = self.reader()?;
         let mut stmt = conn.prepare_cached(
             "SELECT f.key, v.version, v.writer, p.step, v.time_ns FROM fields f
              JOIN versions v ON v.id = f.version_id JOIN processes p ON p.id = v.process
@@ -1933,7 +1946,7 @@ impl Store for Sqlite {
     }
 
     fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>> {
-        let conn = self.reader();
+        let conn = self.reader()?;
         let mut stmt = conn.prepare_cached(
             "SELECT e.op, e.path, e.writer, e.time_ns, v.version, v.size,
                     (SELECT COUNT(*) FROM files f WHERE f.path = e.path AND f.deleted_ns IS NULL)
@@ -1956,7 +1969,7 @@ impl Store for Sqlite {
     }
 
     fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
-        let conn = self.reader();
+        let conn = self.reader()?;
         let count: i64 = conn
             .prepare_cached("SELECT COUNT(*) FROM events WHERE op = 'rejected'")?
             .query_row([], |r| r.get(0))?;
