@@ -1126,7 +1126,7 @@ impl Fs {
 
     /// `fsync`: commits if modified, durably (the commit's SQLite transaction is synced);
     /// with nothing to commit, writes every change already answered and syncs the store
-    /// ([`Store::sync`]).
+    /// ([`Store::sync_to_disk`]).
     pub fn fsync(&self, fh: u64) -> Result<()> {
         let modified = self
             .handle(fh)
@@ -1134,7 +1134,7 @@ impl Fs {
             .unwrap_or(false);
         self.commit_handle(fh, true, true)?;
         if !modified {
-            self.store.sync()?;
+            self.store.sync_to_disk()?;
         }
         Ok(())
     }
@@ -1625,9 +1625,9 @@ impl Fs {
     }
 
     /// `fsyncdir`: every change answered so far is written to SQLite and synced
-    /// ([`Store::sync`]).
+    /// ([`Store::sync_to_disk`]).
     pub fn fsyncdir(&self) -> Result<()> {
-        self.store.sync()
+        self.store.sync_to_disk()
     }
 
     /// `opendir`: checks that `ino` is a directory; its listing may be cached by the

@@ -78,7 +78,8 @@ impl Fs {
 
     /// The child `name` of a history or archive directory.
     pub(super) fn history_child(&self, dir: View, name: &[u8]) -> Result<Option<View>> {
-        // Unlinks answered but not yet stored must show (views are never stale).
+        // Changes answered but not yet in SQLite (pending unlinks) must show (views are
+        // never stale).
         self.store.sync()?;
         let name = String::from_utf8_lossy(name).into_owned();
         match dir {

@@ -338,10 +338,12 @@ pub trait Store: Send + Sync {
     /// Stores the text of the rules a mount starts with, as a new row of `rules` when it
     /// differs from the last one (each change is a version with provenance, SPEC §5).
     fn record_rules(&self, text: &str, caller: &Caller) -> Result<()>;
-    /// Writes every change already answered (the batch of the redo log)
-    /// to the database and syncs it to disk: `fsyncdir`, and `fsync` of a file with
-    /// nothing to commit.
+    /// Writes every change already answered (the batch of the redo log) to the database,
+    /// so that other readers of the file and every query see it (views, the CLI).
     fn sync(&self) -> Result<()>;
+    /// [`Store::sync`], then syncs the database to disk: `fsyncdir`, and `fsync` of a
+    /// file with nothing to commit.
+    fn sync_to_disk(&self) -> Result<()>;
     /// Forgets old versions (see [`sqlite::gc`]), keeping the `protected` stream bytes.
     fn gc(&self, req: &GcRequest, protected: &[(i64, u64)]) -> Result<GcReport>;
     /// Renames; a file renamed gets a version with op `rename` on the lineage it lands in.

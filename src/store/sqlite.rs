@@ -1729,6 +1729,11 @@ impl Store for Sqlite {
     }
 
     fn sync(&self) -> Result<()> {
+        drop(self.write_lock()?);
+        Ok(())
+    }
+
+    fn sync_to_disk(&self) -> Result<()> {
         let conn = self.write_lock()?;
         // Committed frames are in the WAL (`synchronous = NORMAL` does not sync it).
         let mut wal = self.path.as_os_str().to_owned();
