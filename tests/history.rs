@@ -118,3 +118,19 @@ fn manifest_points_at_what_deletion_and_compaction_dropped() {
     m.sh_ok("cp .archive/g g");
     assert!(!read(m.path("MANIFEST")).contains("g deleted"));
 }
+
+/// Names that differ only in non-UTF-8 bytes share a stored path (`k\u{FFFD}`); their
+/// `.history/<name>/` still shows each file's own versions, looked up by the exact bytes.
+#[test]
+fn history_of_names_with_non_utf8_bytes_is_their_own() {
+    let m = Mount::new();
+    m.sh_ok(r#"a=$(printf 'k\377'); b=$(printf 'k\376'); echo one > "$a"; echo two > "$b"; echo three >> "$a""#);
+    assert_eq!(
+        m.sh_ok(r#"a=$(printf 'k\377'); cat .history/"$a"/2 .history/"$a"/3"#),
+        "one\none\nthree\n"
+    );
+    assert_eq!(
+        m.sh_ok(r#"b=$(printf 'k\376'); cat .history/"$b"/2; ls .history/"$b""#),
+        "two\n000001\n000002\n"
+    );
+}

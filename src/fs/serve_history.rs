@@ -12,14 +12,17 @@ use crate::sync::Mutex;
 use crate::views::{self, View};
 
 /// Paths of the history and archive directories, by id (id 0 is the tree's root, "").
+/// Paths are the exact bytes of the names looked up: the store keeps paths as UTF-8
+/// (non-UTF-8 bytes lossily), so two names can share a stored path, and only the bytes
+/// tell which live file a `.history/<name>/` means.
 #[derive(Default)]
 pub struct DirRegistry {
-    ids: HashMap<String, u64>,
-    paths: Vec<String>,
+    ids: HashMap<Vec<u8>, u64>,
+    paths: Vec<Vec<u8>>,
 }
 
 impl DirRegistry {
-    fn id(&mut self, path: &str) -> u64 {
+    fn id(&mut self, path: &[u8]) -> u64 {
         if path.is_empty() {
             return 0;
         }
@@ -27,17 +30,17 @@ impl DirRegistry {
             return id;
         }
         if self.paths.is_empty() {
-            self.paths.push(String::new());
+            self.paths.push(Vec::new());
         }
         let id = self.paths.len() as u64;
-        self.paths.push(path.to_string());
-        self.ids.insert(path.to_string(), id);
+        self.paths.push(path.to_vec());
+        self.ids.insert(path.to_vec(), id);
         id
     }
 
-    fn path(&self, id: u64) -> Option<String> {
+    fn path(&self, id: u64) -> Option<Vec<u8>> {
         if id == 0 {
-            return Some(String::new());
+            return Some(Vec::new());
         }
         self.paths.get(id as usize).cloned()
     }
@@ -46,12 +49,17 @@ impl DirRegistry {
 /// The history directory registry of a mount.
 pub type Registry = Mutex<DirRegistry>;
 
-fn join(prefix: &str, name: &str) -> String {
+fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
     if prefix.is_empty() {
-        name.to_string()
+        name.to_vec()
     } else {
-        format!("{prefix}/{name}")
+        [prefix, b"/", name].concat()
     }
+}
+
+/// The path as the store records it (UTF-8, other bytes lossily).
+fn stored(path: &[u8]) -> String {
+    String::from_utf8_lossy(path).into_owned()
 }
 
 /// The lineage shown for `path`: the live one, else the one deleted last.
@@ -68,7 +76,23 @@ pub fn version_name(n: i64) -> String {
 }
 
 impl Fs {
-    fn dir_path(&self, id: u64) -> Result<String> {
+    /// The lineage shown for the exact `path`: that of the live file at `path` if there is
+    /// one (names that differ only in non-UTF-8 bytes share a stored path), else
+    /// [`chosen`] by stored path.
+    fn chosen_exact<'a>(&self, lineages: &'a [Lineage], path: &[u8]) -> Option<&'a Lineage> {
+        let live = {
+            let tree = self.tree.read();
+            let mut ino = Some(ROOT);
+            for name in path.split(|&b| b == b'/') {
+                ino = ino.and_then(|i| tree.child(i, name).ok().flatten());
+            }
+            ino.and_then(|i| tree.get(i).ok().and_then(|n| n.file_id))
+        };
+        live.and_then(|fid| lineages.iter().find(|l| l.file_id == fid))
+            .or_else(|| chosen(lineages, &stored(path)))
+    }
+
+    fn dir_path(&self, id: u64) -> Result<Vec<u8>> {
         self.views
             .dirs
             .lock()
@@ -81,15 +105,16 @@ impl Fs {
         // Changes answered but not yet in SQLite (pending unlinks) must show (views are
         // never stale).
         self.store.sync()?;
-        let name = String::from_utf8_lossy(name).into_owned();
         match dir {
             View::HistoryDir(id) => {
                 let prefix = self.dir_path(id)?;
-                if let Ok(n) = name.parse::<i64>()
+                if let Some(n) = std::str::from_utf8(name)
+                    .ok()
+                    .and_then(|n| n.parse::<i64>().ok())
                     && !prefix.is_empty()
                 {
-                    let lineages = self.store.lineages(&prefix)?;
-                    if let Some(l) = chosen(&lineages, &prefix) {
+                    let lineages = self.store.lineages(&stored(&prefix))?;
+                    if let Some(l) = self.chosen_exact(&lineages, &prefix) {
                         let v = self.store.versions(l.file_id)?;
                         return Ok(v
                             .iter()
@@ -97,21 +122,21 @@ impl Fs {
                             .map(|v| View::Version(v.id as u64)));
                     }
                 }
-                let child = join(&prefix, &name);
-                if self.store.lineages(&child)?.is_empty() {
+                let child = join(&prefix, name);
+                if self.store.lineages(&stored(&child))?.is_empty() {
                     return Ok(None);
                 }
                 Ok(Some(View::HistoryDir(self.views.dirs.lock().id(&child))))
             }
             View::ArchiveDir(id) => {
-                let child = join(&self.dir_path(id)?, &name);
+                let child = join(&self.dir_path(id)?, name);
                 let deleted: Vec<Lineage> = self
                     .store
-                    .lineages(&child)?
+                    .lineages(&stored(&child))?
                     .into_iter()
                     .filter(|l| l.deleted_ns.is_some() && !l.merged)
                     .collect();
-                if let Some(l) = chosen(&deleted, &child) {
+                if let Some(l) = chosen(&deleted, &stored(&child)) {
                     return Ok(Some(View::Archived(l.file_id as u64)));
                 }
                 if deleted.is_empty() {
@@ -128,18 +153,19 @@ impl Fs {
     pub(super) fn history_readdir(&self, dir: View, offset: u64) -> Result<Vec<DirEntry>> {
         self.store.sync()?;
         let mut names: BTreeMap<String, (View, Kind)> = BTreeMap::new();
-        let (prefix, archive) = match dir {
+        let (exact, archive) = match dir {
             View::HistoryDir(id) => (self.dir_path(id)?, false),
             View::ArchiveDir(id) => (self.dir_path(id)?, true),
             _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
         };
+        let prefix = stored(&exact);
         let mut lineages = self.store.lineages(&prefix)?;
         if archive {
             lineages.retain(|l| l.deleted_ns.is_some() && !l.merged);
         }
         if !archive
             && !prefix.is_empty()
-            && let Some(l) = chosen(&lineages, &prefix)
+            && let Some(l) = self.chosen_exact(&lineages, &exact)
         {
             for v in self.store.versions(l.file_id)? {
                 names.insert(
@@ -159,9 +185,9 @@ impl Fs {
             }
             let rest = &l.path[below..];
             let first = rest.split('/').next().unwrap_or(rest).to_string();
-            let child = join(&prefix, &first);
+            let child = join(&exact, first.as_bytes());
             if archive && !rest.contains('/') {
-                if let Some(c) = chosen(&lineages, &child) {
+                if let Some(c) = chosen(&lineages, &stored(&child)) {
                     names.insert(first, (View::Archived(c.file_id as u64), Kind::File));
                 }
                 continue;
