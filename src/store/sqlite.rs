@@ -212,7 +212,18 @@ impl Sqlite {
             redo.lost = n > 0;
             n
         };
-        self.fold(&mut conn)?;
+        if let Err(e) = self.fold(&mut conn) {
+            let log = RedoLog::path_for(&self.path);
+            return Err(Error::new(
+                e.errno,
+                format!(
+                    "applying the redo log {} ({pending} acknowledged changes): {} \
+                     (the log is kept; moving it aside opens the database without them)",
+                    log.display(),
+                    e.reason
+                ),
+            ));
+        }
         self.redo.lock().log.clear()?;
         if pending > 0 {
             log::info!(
