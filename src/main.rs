@@ -198,6 +198,14 @@ fn parse_owner(s: &str) -> Result<(u32, u32), String> {
 }
 
 fn main() -> ExitCode {
+    // Commands whose output goes to `head` end quietly when it stops reading (SIGPIPE's
+    // default action), instead of panicking on EPIPE. Not the daemon: it writes only to
+    // its log and to /dev/fuse.
+    if !matches!(std::env::args().nth(1).as_deref(), Some("mount")) {
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn,fuser=error"))
         .init();
     let cli = Cli::parse();
@@ -282,6 +290,8 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     // Refuse a live mount (or clear a dead one) before starting: the mount that then
     // appears at the mountpoint can only be the daemon's.
     let mp = mount::check_mountpoint(&spec.mountpoint)?;
+    // Nothing is created next to a database that may not be used (inside a mount, say).
+    mount::check_database(&db, &mp)?;
     let log_path = PathBuf::from(format!("{}.log", db.display()));
     let log = std::fs::OpenOptions::new()
         .create(true)

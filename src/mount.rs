@@ -144,10 +144,11 @@ pub fn unmount(mountpoint: &Path) -> Result<(), Failure> {
     }
 }
 
-/// Validates the spec, opens (or creates) the store and builds the core.
-pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
-    let mp = check_mountpoint(&spec.mountpoint)?;
-    let db = absolute(&spec.db)?;
+/// Checks where the database may live for a mount at `mp` (canonical): not on a FUSE
+/// filesystem and not under the mountpoint (FUSE-TRAPS §16). Creates its directory;
+/// returns the database's absolute path and its directory's canonical path.
+pub fn check_database(db: &Path, mp: &Path) -> Result<(PathBuf, PathBuf), Failure> {
+    let db = absolute(db)?;
     let db_dir = db
         .parent()
         .map(Path::to_path_buf)
@@ -162,13 +163,20 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
             db.display()
         ));
     }
-    if db_dir.starts_with(&mp) {
+    if db_dir.starts_with(mp) {
         return Err(format!(
             "database {} is under the mountpoint {}: it must live outside the mount",
             db.display(),
             mp.display()
         ));
     }
+    Ok((db, db_dir))
+}
+
+/// Validates the spec, opens (or creates) the store and builds the core.
+pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
+    let mp = check_mountpoint(&spec.mountpoint)?;
+    let (db, db_dir) = check_database(&spec.db, &mp)?;
     let lock = lock_database(&db)?;
     let (store, fresh) =
         Sqlite::open(&db, spec.owner).map_err(|e| format!("database {}: {e}", db.display()))?;
