@@ -112,7 +112,10 @@ impl Mount {
             .expect("spawn scratchfs mount");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !(mounted(&self.mnt) && std::fs::read_dir(&self.mnt).is_ok()) {
+        // MANIFEST answers only through a live scratchfs mount: not through a killed
+        // daemon's dead mount (ENOTCONN), nor through the bare directory a starting daemon
+        // exposes for a moment when it clears that dead mount before mounting.
+        while !(mounted(&self.mnt) && self.mnt.join("MANIFEST").exists()) {
             if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!(
                     "cannot mount {}: scratchfs exited with {st}: {}",
