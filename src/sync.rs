@@ -2,6 +2,8 @@
 //! loom) can swap the implementation in one place.
 //!
 //! Lock order, outermost first (never take an outer lock while holding an inner one):
+//! 0. the gc guard (`fs::Fs::gc_guard`: a restore reads it across its lookup and commit,
+//!    gc writes it), so gc never collects the version a restore is copying,
 //! 1. one open handle (`fs::handle::Handle`, held across its commit),
 //! 2. the inode table (`fs::Fs::tree`; namespace operations hold it across their store
 //!    transaction; a commit takes it only before and after its transaction),

@@ -191,6 +191,11 @@ fn gc_forgets_old_versions_only_when_asked_and_keeps_what_matters() {
         "an open reader of a forgotten version reads it whole"
     );
     assert_ne!(count(&m), before);
+    // Again through the same daemon (its writer connection lives on between runs).
+    m.sh_ok("echo one > again && echo two > again && echo three > again");
+    let (rc, out, err) = cli(&m, &["gc", "--keep-last", "1"]);
+    assert_eq!(rc, 0, "second gc while mounted: {out} {err}");
+    assert_eq!(m.sh_ok("ls .history/again"), "000004\n");
     m.unmount();
     let (rc, out, _) = cli(&m, &["fsck"]);
     assert_eq!(rc, 0, "{out}");

@@ -33,6 +33,10 @@ pub fn gc(
     };
     let report = match crate::mount::lock_database_now(db) {
         Ok(_lock) => {
+            // A killed daemon's redo log first: its records replay onto the state they were
+            // made on, which deleting rows would change.
+            let owner = (unsafe { libc::geteuid() }, unsafe { libc::getegid() });
+            drop(crate::store::Sqlite::open(db, owner).map_err(|e| e.reason)?);
             let mut conn = Connection::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
             conn.busy_timeout(std::time::Duration::from_secs(10))
                 .map_err(|e| e.to_string())?;

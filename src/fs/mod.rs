@@ -386,6 +386,9 @@ pub struct Fs {
     views: serve_views::ViewState,
     /// The writer rules the mount was started with (SPEC §5); `None`: the defaults.
     rules: Option<crate::rules::enforce::Compiled>,
+    /// Held (read) by a restore from its lookup of the version to its commit, and
+    /// (write) by gc, which could otherwise collect that version in between.
+    gc_guard: RwLock<()>,
 }
 
 /// Hasher states kept (about 2 KiB each).
@@ -415,6 +418,7 @@ impl Fs {
             spill_dir,
             hashers: Mutex::new(HashMap::new()),
             invalidator: RwLock::new(None),
+            gc_guard: RwLock::new(()),
             views: serve_views::ViewState::default(),
             rules: None,
         })
@@ -1582,6 +1586,7 @@ impl Fs {
     /// with op `restore` that shares the old version's content (SPEC §2 `restore`).
     /// `ENOENT` when the file has no version `n`.
     pub fn restore(&self, ino: u64, n: i64, ctx: Ctx) -> Result<()> {
+        let _gc = self.gc_guard.read();
         let file_id = self
             .tree
             .read()
@@ -1610,6 +1615,7 @@ impl Fs {
 
     /// Runs `gc` in the store, keeping the content every open handle still reads.
     pub fn gc(&self, req: &crate::store::GcRequest) -> Result<crate::store::GcReport> {
+        let _restores = self.gc_guard.write();
         let handles: Vec<Arc<Mutex<Handle>>> = self.handles.lock().values().cloned().collect();
         let mut protected = Vec::new();
         for h in handles {

@@ -657,8 +657,13 @@ impl Sqlite {
 /// The report is also stored as `meta.last_gc` (JSON).
 pub fn gc(conn: &mut Connection, req: &GcRequest, protected: &[(i64, u64)]) -> Result<GcReport> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // The daemon's writer connection lives on: a previous gc's temporary tables are still
+    // there (a committed gc keeps them, a rolled back dry run does not).
     tx.execute_batch(
-        "CREATE TEMP TABLE gc_keep(id INTEGER PRIMARY KEY);
+        "DROP TABLE IF EXISTS temp.gc_keep;
+         DROP TABLE IF EXISTS temp.gc_drop;
+         DROP TABLE IF EXISTS temp.gc_streams;
+         CREATE TEMP TABLE gc_keep(id INTEGER PRIMARY KEY);
          CREATE TEMP TABLE gc_drop(id INTEGER PRIMARY KEY);",
     )?;
     // Protected versions.
@@ -1341,6 +1346,20 @@ fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) -> Result<A
                 0,
             ),
         };
+    // The content built on must still be there: `gc` may have collected the version a
+    // restore names between its lookup and this commit, and a replay on a database that
+    // was changed before the log was applied would find other rows (never zeros instead).
+    if base_limit > 0 && base.stream != EMPTY_STREAM {
+        let present: bool = tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM streams WHERE id = ?1)")?
+            .query_row([base.stream], |r| r.get(0))?;
+        if !present {
+            return Err(Error::new(
+                libc::ENOENT,
+                format!("{path}: the content this commit builds on was collected (gc)"),
+            ));
+        }
+    }
     let extends = base.stream != EMPTY_STREAM
         && base_limit == base.len
         && base.len == stream_end(tx, base.stream)?

@@ -213,6 +213,15 @@ impl Mount {
         ))
     }
 
+    /// Reaps a daemon a test killed itself (see [`Mount::daemon_pid`]), leaving the dead
+    /// mount behind as [`Mount::kill9`] does.
+    pub fn reap(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            c.wait().unwrap();
+        }
+    }
+
     /// Kills the daemon with SIGKILL, leaving a dead mount behind.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
