@@ -1349,7 +1349,8 @@ fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) -> Result<A
     // The content built on must still be there: `gc` may have collected the version a
     // restore names between its lookup and this commit, and a replay on a database that
     // was changed before the log was applied would find other rows (never zeros instead).
-    if base_limit > 0 && base.stream != EMPTY_STREAM {
+    // The current version's content is never collected, so appends skip the query.
+    if base_limit > 0 && base.stream != EMPTY_STREAM && base != head.content {
         let present: bool = tx
             .prepare_cached("SELECT EXISTS (SELECT 1 FROM streams WHERE id = ?1)")?
             .query_row([base.stream], |r| r.get(0))?;
