@@ -1,0 +1,335 @@
+//! The commit path (SPEC §4): a write handle's private copy becomes a version on flush,
+//! fsync or release ([`Fs::flush`] → `commit_handle` → [`Fs::commit`] →
+//! [`crate::store::Store::commit`]). Content is checked by the gate
+//! ([`super::gate`]) before the store is asked; the store checks for a lost update
+//! (`ESTALE`) in the same transaction; then the in-memory inode is updated and the
+//! kernel's cached attributes invalidated.
+
+use super::handle::{HandleKind, WriteState};
+use super::{Fs, HASHER_CACHE, Invalidation, now_ns};
+use crate::error::{Error, Result};
+use crate::identity::Caller;
+use crate::store::{Build, CommitRequest, Committed, VersionInfo};
+
+impl Fs {
+    /// The bytes of the file's current version.
+    pub(super) fn current_bytes(&self, ino: u64) -> Result<Vec<u8>> {
+        let Some(h) = self.tree.read().get(ino)?.head.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut b = vec![0u8; h.content.len as usize];
+        let n = self.store.read(h.content, 0, &mut b)?;
+        b.truncate(n);
+        Ok(b)
+    }
+
+    /// The bytes a commit of `w` would give the file: its private copy, or for an
+    /// `O_APPEND` handle the current version followed by its pending bytes.
+    pub(super) fn content_after(&self, ino: u64, w: &WriteState) -> Result<Vec<u8>> {
+        if !w.append {
+            return self.read_private(w, 0, u32::try_from(w.size).unwrap_or(u32::MAX));
+        }
+        let mut bytes = self.current_bytes(ino)?;
+        let mut pending = vec![0u8; w.size as usize];
+        w.spill.read_at(0, &mut pending)?;
+        bytes.extend_from_slice(&pending);
+        Ok(bytes)
+    }
+
+    /// After a content refusal (`e`, SPEC §6): records `content` (what the handle would
+    /// have committed) with the reason, drops the handle's private copy so the file keeps
+    /// its current version, and clears its pending size and owed truncation. The caller
+    /// invalidates the inode's attributes once it has let go of the handle.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn drop_refused(
+        &self,
+        fh: u64,
+        ino: u64,
+        w: &mut WriteState,
+        path: &str,
+        caller: &Caller,
+        content: &[u8],
+        e: &Error,
+    ) -> Result<()> {
+        if let Err(se) = self
+            .store
+            .reject(path, e.errno, &e.reason, caller, Some(content))
+        {
+            log::error!("recording a refusal: {se}");
+        }
+        if let Some(head) = self.tree.read().get(ino)?.head.clone() {
+            w.committed(head.id, head.content);
+        }
+        if let Some(n) = self.tree.write().nodes.get_mut(&ino) {
+            n.pending_size = None;
+            if n.owed_by == Some(fh) {
+                n.owed_by = None;
+            }
+        }
+        self.views.changed();
+        Ok(())
+    }
+
+    pub(super) fn read_private(&self, w: &WriteState, offset: u64, size: u32) -> Result<Vec<u8>> {
+        // An append handle sees its base followed by its pending bytes.
+        let (total, pending_at) = if w.append {
+            (w.base.len + w.size, w.base.len)
+        } else {
+            (w.size, 0)
+        };
+        let end = total.min(offset + size as u64);
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        let mut buf = vec![0u8; (end - offset) as usize];
+        let mut at = offset;
+        while at < end {
+            let i = (at - offset) as usize;
+            if at < pending_at {
+                let n = (pending_at.min(end) - at) as usize;
+                self.store.read(w.base, at, &mut buf[i..i + n])?;
+                at += n as u64;
+                continue;
+            }
+            let rel = at - pending_at;
+            let (inside, bound) = w.dirty.locate(rel);
+            let seg_end = end.min(bound.saturating_add(pending_at));
+            let n = (seg_end - at) as usize;
+            if inside {
+                w.spill.read_at(rel, &mut buf[i..i + n])?;
+            } else if rel < w.base_limit && !w.append {
+                let m = n.min((w.base_limit - rel) as usize);
+                self.store.read(w.base, rel, &mut buf[i..i + m])?;
+            }
+            at += n as u64;
+        }
+        Ok(buf)
+    }
+
+    /// `flush` (each `close()` of a descriptor): commits if modified; idempotent.
+    ///
+    /// One exception: a handle whose only change is the `O_TRUNC` of its open owes the
+    /// truncation instead of committing it, because the shell flushes `echo x > f` (its
+    /// dup2) before writing. The owed truncation is committed by the handle's next flush
+    /// after a write, by its release, or before anyone else opens the file, so no other
+    /// process can observe the difference: the file reads as empty (stat size 0) meanwhile.
+    pub fn flush(&self, fh: u64) -> Result<()> {
+        self.commit_handle(fh, false, false)
+    }
+
+    /// `fsync`: commits if modified, durably (the commit's SQLite transaction is synced);
+    /// with nothing to commit, writes every change already answered and syncs the store
+    /// ([`Store::sync_to_disk`]).
+    pub fn fsync(&self, fh: u64) -> Result<()> {
+        let modified = self
+            .handle(fh)
+            .map(|h| matches!(&h.lock().kind, HandleKind::Write(w) if w.modified))
+            .unwrap_or(false);
+        self.commit_handle(fh, true, true)?;
+        if !modified {
+            self.store.sync_to_disk()?;
+        }
+        Ok(())
+    }
+
+    /// `release`: commits any leftover (errors cannot reach the application any more, so
+    /// they are only logged and recorded) and drops the handle.
+    pub fn release(&self, fh: u64) -> Result<()> {
+        let result = self.commit_handle(fh, false, true);
+        let h = self.handles.lock().remove(&fh);
+        if let Some(h) = h {
+            let (ino, cached) = {
+                let h = h.lock();
+                (h.ino, matches!(h.kind, HandleKind::Read(_, true)))
+            };
+            let mut tree = self.tree.write();
+            if let Some(n) = tree.nodes.get_mut(&ino) {
+                n.open_handles = n.open_handles.saturating_sub(1);
+                if cached {
+                    n.cache_readers = n.cache_readers.saturating_sub(1);
+                }
+                if n.open_handles == 0 {
+                    n.pending_size = None;
+                }
+            }
+            tree.reap(ino);
+        }
+        result
+    }
+
+    /// Commits a write handle's private copy if modified. `force`: also an owed
+    /// `O_TRUNC`-only truncation (see [`Fs::flush`]).
+    pub(super) fn commit_handle(&self, fh: u64, durable: bool, force: bool) -> Result<()> {
+        let h = match self.handle(fh) {
+            Ok(h) => h,
+            Err(e) if force => {
+                log::debug!("{e}");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        let mut guard = h.lock();
+        let h = &mut *guard;
+        let ino = h.ino;
+        let HandleKind::Write(w) = &mut h.kind else {
+            return Ok(());
+        };
+        if !w.modified {
+            return Ok(());
+        }
+        if w.open_trunc_only && !force {
+            self.tree.write().get_mut(ino)?.owed_by = Some(fh);
+            return Ok(());
+        }
+        if let Some(r) = &self.rules {
+            let path = self.tree.read().path(ino);
+            if r.checks_content(&path) {
+                let content = self.content_after(ino, w)?;
+                let current = self.current_bytes(ino)?;
+                let verdict = r
+                    .validate(&path, &h.caller.writer, &content)
+                    .and_then(|()| r.validate_fields(&path, &h.caller.writer, &current, &content));
+                if let Err(reason) = verdict {
+                    let e = Error::new(libc::EINVAL, reason);
+                    self.drop_refused(fh, ino, w, &path, &h.caller, &content, &e)?;
+                    drop(guard);
+                    self.invalidate(Invalidation::Attr(ino));
+                    return Err(e);
+                }
+            }
+        }
+        let spill = &w.spill;
+        let mut source = |off: u64, buf: &mut [u8]| spill.read_at(off, buf);
+        let (build, expect, op) = if w.append {
+            (Build::Append { len: w.size }, None, "append")
+        } else {
+            (
+                Build::Overlay {
+                    base: w.base,
+                    base_limit: w.base_limit,
+                    size: w.size,
+                    dirty: &w.dirty.0,
+                },
+                // `"on_conflict": "overwrite"`: the later commit wins (SPEC §4).
+                if self.overwrites(ino) {
+                    None
+                } else {
+                    Some(w.base_version)
+                },
+                w.op,
+            )
+        };
+        // The size the kernel believes (it updates i_size as direct-I/O writes extend the
+        // file): when the commit lands elsewhere (an append onto a newer version, or a
+        // refusal), its cached attributes must go.
+        let kernel_size = if w.append {
+            w.base.len + w.size
+        } else {
+            w.size
+        };
+        let result = self.commit(h.ino, op, expect, build, &mut source, &h.caller, durable);
+        // Only now, with the commit done (and this handle still locked), may an opener
+        // that waited for the owed truncation go on.
+        if let Some(n) = self.tree.write().nodes.get_mut(&ino)
+            && n.owed_by == Some(fh)
+        {
+            n.owed_by = None;
+        }
+        match result {
+            Ok(v) => {
+                w.committed(v.id, v.content);
+                drop(guard);
+                if v.content.len != kernel_size {
+                    self.invalidate(Invalidation::Attr(ino));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // Refused or failed: the private copy is dropped (the store kept the
+                // refused content with the reason); the handle goes on from the current
+                // version so that repeated flushes do not repeat the refusal.
+                if let Some(head) = self
+                    .tree
+                    .read()
+                    .nodes
+                    .get(&h.ino)
+                    .and_then(|n| n.head.clone())
+                {
+                    w.committed(head.id, head.content);
+                }
+                // Like an NFS stale handle, it stays stale: later writes through it would
+                // rest on the same outdated content (SQLite would roll back over another
+                // process's commit).
+                if e.errno == libc::ESTALE {
+                    w.poisoned = Some(e.clone());
+                }
+                if let Some(n) = self.tree.write().nodes.get_mut(&h.ino) {
+                    n.pending_size = None;
+                }
+                drop(guard);
+                self.invalidate(Invalidation::Attr(ino));
+                log::warn!("commit refused: {e}");
+                Err(e)
+            }
+        }
+    }
+
+    /// The commit path: one store transaction, then the inode and the kernel's caches.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn commit(
+        &self,
+        ino: u64,
+        op: &str,
+        expect_head: Option<i64>,
+        build: Build<'_>,
+        source: &mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
+        caller: &Caller,
+        durable: bool,
+    ) -> Result<VersionInfo> {
+        let (path, file_id, pinned) = {
+            let tree = self.tree.read();
+            let n = tree.get(ino)?;
+            (tree.path(ino), n.file_id, n.mtime_pinned)
+        };
+        let prefix_hasher = file_id.and_then(|f| self.hashers.lock().get(&f).cloned());
+        let Committed {
+            file_id,
+            version,
+            hasher,
+        } = self.store.commit(CommitRequest {
+            ino,
+            path: &path,
+            op,
+            expect_head,
+            build,
+            source,
+            prefix_hasher,
+            caller,
+            time_ns: now_ns(),
+            set_mtime: !pinned,
+            durable,
+        })?;
+        {
+            let mut hashers = self.hashers.lock();
+            if hashers.len() >= HASHER_CACHE {
+                hashers.clear();
+            }
+            hashers.insert(file_id, (version.id, hasher));
+        }
+        {
+            let mut tree = self.tree.write();
+            if let Some(n) = tree.nodes.get_mut(&ino) {
+                if n.head.as_ref().is_none_or(|h| h.id < version.id) {
+                    n.head = Some(version.clone());
+                    if !pinned {
+                        n.attrs.mtime_ns = version.time_ns;
+                    }
+                    n.attrs.ctime_ns = version.time_ns;
+                }
+                n.pending_size = None;
+            }
+        }
+        self.views.changed();
+        Ok(version)
+    }
+}

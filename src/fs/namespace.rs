@@ -1,0 +1,375 @@
+//! Operations on names: create, mkdir, unlink, rmdir and rename (SPEC §3, §4). Each
+//! change passes the gate ([`super::gate`]) before the store is asked.
+
+use super::tree::{Node, check_name, check_not_reserved, check_not_view};
+use super::{Attr, Ctx, Fs, OpenFlags, ROOT, now_ns};
+use crate::error::{Error, Result};
+use crate::identity::Caller;
+use crate::rules::enforce::Action;
+use crate::store::{Attrs, Build, Kind, RenameRequest};
+
+impl Fs {
+    pub(super) fn new_attrs(&self, ctx: Ctx, mode: u32, umask: u32, parent: &Node, kind: Kind) -> Attrs {
+        let now = now_ns();
+        // A setgid parent directory passes its group on, and to directories its setgid
+        // bit too (inode(7), "The set-group-ID bit").
+        let setgid = parent.attrs.mode & 0o2000 != 0;
+        let gid = if setgid { parent.attrs.gid } else { ctx.gid };
+        let inherit = if setgid && kind == Kind::Dir {
+            0o2000
+        } else {
+            0
+        };
+        Attrs {
+            mode: (mode & !umask & 0o7777) | inherit,
+            uid: ctx.uid,
+            gid,
+            atime_ns: now,
+            mtime_ns: now,
+            ctime_ns: now,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn make(
+        &self,
+        parent: u64,
+        name: &[u8],
+        kind: Kind,
+        mode: u32,
+        umask: u32,
+        ctx: Ctx,
+        caller: &Caller,
+    ) -> Result<Attr> {
+        check_name(name)?;
+        check_not_reserved(parent, name)?;
+        check_not_view(parent)?;
+        let mut tree = self.tree.write();
+        let pnode = tree.dir(parent)?;
+        if pnode.orphan {
+            return Err(Error::new(libc::ENOENT, "parent directory was removed"));
+        }
+        if pnode.children.contains_key(name) {
+            return Err(Error::new(
+                libc::EEXIST,
+                format!("{}: file exists", tree.child_path(parent, name)),
+            ));
+        }
+        let attrs = self.new_attrs(ctx, mode, umask, pnode, kind);
+        let path = tree.child_path(parent, name);
+        let action = if kind == Kind::Dir {
+            Action::Mkdir
+        } else {
+            Action::Create
+        };
+        self.check_rules(&path, caller, action)?;
+        let rec = self
+            .store
+            .create(parent, name, &path, kind, attrs, caller)?;
+        let ino = rec.ino;
+        let mut node = Node::from_record(rec);
+        node.nlookup = 1;
+        tree.nodes.insert(ino, node);
+        tree.attach(parent, ino, name, kind);
+        self.views.changed();
+        tree.attr(ino)
+    }
+
+    /// `mkdir`.
+    pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, umask: u32, ctx: Ctx) -> Result<Attr> {
+        self.make(parent, name, Kind::Dir, mode, umask, ctx, &self.caller(ctx))
+    }
+
+    /// `create`: a new empty file (version 1, op `create`) and an open handle on it.
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        ctx: Ctx,
+    ) -> Result<(Attr, u64, OpenFlags)> {
+        let attr = self.make(
+            parent,
+            name,
+            Kind::File,
+            mode,
+            umask,
+            ctx,
+            &self.caller(ctx),
+        )?;
+        match self.open_inner(attr.ino, flags, ctx, false) {
+            Ok((fh, of)) => Ok((attr, fh, of)),
+            Err(e) => {
+                self.forget(attr.ino, 1);
+                Err(e)
+            }
+        }
+    }
+
+    /// Creates the default layout of a new scratchpad (SPEC §3) as the internal writer
+    /// `scratchfs`, owned by `owner` (uid, gid): each `(name, content)` becomes a file
+    /// with mode 0644 and two versions (`create`, then `write` when non-empty).
+    pub fn seed(&self, files: &[(&str, &[u8])], owner: (u32, u32)) -> Result<()> {
+        let caller = Caller::internal("scratchfs");
+        let ctx = Ctx {
+            pid: 0,
+            uid: owner.0,
+            gid: owner.1,
+        };
+        for (name, content) in files {
+            let a = self.make(ROOT, name.as_bytes(), Kind::File, 0o644, 0, ctx, &caller)?;
+            self.forget(a.ino, 1);
+            if !content.is_empty() {
+                let mut src = |off: u64, buf: &mut [u8]| {
+                    buf.copy_from_slice(&content[off as usize..off as usize + buf.len()]);
+                    Ok(())
+                };
+                let build = Build::Append {
+                    len: content.len() as u64,
+                };
+                self.commit(a.ino, "write", None, build, &mut src, &caller, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `unlink` (files) and `rmdir` (empty directories, else `ENOTEMPTY`). Every version
+    /// is kept; the node stays while the kernel or a handle refers to it.
+    pub fn remove(&self, parent: u64, name: &[u8], dir: bool, ctx: Ctx) -> Result<()> {
+        check_not_view(parent)?;
+        if self.view_by_name(parent, name)?.is_some() {
+            return Err(Error::new(libc::EACCES, "views are read-only"));
+        }
+        let caller = self.caller(ctx);
+        let mut tree = self.tree.write();
+        let path = tree.child_path(parent, name);
+        let ino = tree
+            .child(parent, name)?
+            .ok_or_else(|| Error::not_found(&path))?;
+        let node = tree.get(ino)?;
+        match (dir, node.kind) {
+            (true, Kind::File) => {
+                return Err(Error::new(
+                    libc::ENOTDIR,
+                    format!("{path}: not a directory"),
+                ));
+            }
+            (false, Kind::Dir) => {
+                return Err(Error::new(libc::EISDIR, format!("{path}: is a directory")));
+            }
+            (true, Kind::Dir) if !node.children.is_empty() => {
+                return Err(Error::new(
+                    libc::ENOTEMPTY,
+                    format!("{path}: directory not empty"),
+                ));
+            }
+            _ => {}
+        }
+        let (kind, file_id) = (node.kind, node.file_id);
+        let action = if kind == Kind::Dir {
+            Action::Mkdir
+        } else {
+            Action::Remove
+        };
+        self.check_rules(&path, &caller, action)?;
+        self.store.unlink(ino, file_id, &path, &caller, now_ns())?;
+        tree.detach(parent, ino, name, kind);
+        let n = tree.get_mut(ino)?;
+        n.orphan = true;
+        n.attrs.ctime_ns = now_ns();
+        tree.reap(ino);
+        self.views.changed();
+        Ok(())
+    }
+
+    /// `rename`. `flags` are renameat2 flags: `RENAME_NOREPLACE` is honoured,
+    /// `RENAME_EXCHANGE` and others get `EINVAL`. Replacing a file gives the target path a
+    /// new version (op `rename`) on the target's lineage.
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        new_parent: u64,
+        new_name: &[u8],
+        flags: u32,
+        ctx: Ctx,
+    ) -> Result<()> {
+        const NOREPLACE: u32 = libc::RENAME_NOREPLACE;
+        if flags & !NOREPLACE != 0 {
+            return Err(Error::new(
+                libc::EINVAL,
+                "rename flags other than RENAME_NOREPLACE are not supported",
+            ));
+        }
+        check_name(new_name)?;
+        check_not_view(parent)?;
+        check_not_view(new_parent)?;
+        if self.view_by_name(parent, name)?.is_some() {
+            return Err(Error::new(libc::EACCES, "views are read-only"));
+        }
+        check_not_reserved(new_parent, new_name)?;
+        let caller = self.caller(ctx);
+        let mut tree = self.tree.write();
+        let old_path = tree.child_path(parent, name);
+        let new_path = tree.child_path(new_parent, new_name);
+        let ino = tree
+            .child(parent, name)?
+            .ok_or_else(|| Error::not_found(&old_path))?;
+        let (kind, file_id) = {
+            let n = tree.get(ino)?;
+            (n.kind, n.file_id)
+        };
+        let existing = tree.child(new_parent, new_name)?;
+        if existing == Some(ino) {
+            return Ok(());
+        }
+        if kind == Kind::Dir {
+            // A directory may not move below itself.
+            let mut at = new_parent;
+            while at != ROOT {
+                if at == ino {
+                    return Err(Error::new(
+                        libc::EINVAL,
+                        format!("{old_path}: cannot move a directory into itself"),
+                    ));
+                }
+                at = tree.get(at)?.parent;
+            }
+        }
+        // Both ends are checked: the source goes away, the target is created or replaced.
+        if kind == Kind::File {
+            self.check_rules(&old_path, &caller, Action::Remove)?;
+            let target = if existing.is_some() {
+                Action::Remove
+            } else {
+                Action::Create
+            };
+            self.check_rules(&new_path, &caller, target)?;
+            // The content arriving is validated against the *target's* rule (SPEC §4).
+            if let Some(r) = &self.rules
+                && r.checks_content(&new_path)
+                && let Some(head) = tree.get(ino)?.head.clone()
+            {
+                let mut content = vec![0u8; head.content.len as usize];
+                let n = self.store.read(head.content, 0, &mut content)?;
+                content.truncate(n);
+                // The target's current content, for per-key rules.
+                let current = match existing.and_then(|o| tree.get(o).ok()?.head.clone()) {
+                    Some(h) => {
+                        let mut b = vec![0u8; h.content.len as usize];
+                        let n = self.store.read(h.content, 0, &mut b)?;
+                        b.truncate(n);
+                        b
+                    }
+                    None => Vec::new(),
+                };
+                let verdict = r
+                    .validate(&new_path, &caller.writer, &content)
+                    .and_then(|()| {
+                        r.validate_fields(&new_path, &caller.writer, &current, &content)
+                    });
+                if let Err(reason) = verdict {
+                    let e = Error::new(libc::EINVAL, reason);
+                    if let Err(se) =
+                        self.store
+                            .reject(&new_path, e.errno, &e.reason, &caller, Some(&content))
+                    {
+                        log::error!("recording a refusal: {se}");
+                    }
+                    self.views.changed();
+                    return Err(e);
+                }
+            }
+        } else {
+            self.check_rules(&old_path, &caller, Action::Mkdir)?;
+            self.check_rules(&new_path, &caller, Action::Mkdir)?;
+        }
+        let mut replaced = None;
+        if let Some(old) = existing {
+            if flags & NOREPLACE != 0 {
+                return Err(Error::new(libc::EEXIST, format!("{new_path}: file exists")));
+            }
+            let o = tree.get(old)?;
+            match (kind, o.kind) {
+                (Kind::File, Kind::Dir) => {
+                    return Err(Error::new(
+                        libc::EISDIR,
+                        format!("{new_path}: is a directory"),
+                    ));
+                }
+                (Kind::Dir, Kind::File) => {
+                    return Err(Error::new(
+                        libc::ENOTDIR,
+                        format!("{new_path}: not a directory"),
+                    ));
+                }
+                (Kind::Dir, Kind::Dir) if !o.children.is_empty() => {
+                    return Err(Error::new(
+                        libc::ENOTEMPTY,
+                        format!("{new_path}: directory not empty"),
+                    ));
+                }
+                _ => {}
+            }
+            replaced = Some((old, o.file_id));
+        }
+        let mut moved_files = Vec::new();
+        if kind == Kind::Dir {
+            let mut stack = vec![(ino, new_path.clone())];
+            while let Some((d, p)) = stack.pop() {
+                for (cname, &c) in &tree.get(d)?.children {
+                    let cp = format!("{p}/{}", String::from_utf8_lossy(cname));
+                    let cn = tree.get(c)?;
+                    match cn.kind {
+                        Kind::Dir => stack.push((c, cp)),
+                        Kind::File => {
+                            if let Some(f) = cn.file_id {
+                                moved_files.push((f, cp));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let t = now_ns();
+        let version = self.store.rename(RenameRequest {
+            ino,
+            kind,
+            file_id,
+            new_parent,
+            new_name,
+            old_path: &old_path,
+            new_path: &new_path,
+            replaced,
+            moved_files,
+            caller: &caller,
+            time_ns: t,
+        })?;
+        if let Some((old, old_fid)) = replaced {
+            let okind = tree.get(old)?.kind;
+            tree.detach(new_parent, old, new_name, okind);
+            let o = tree.get_mut(old)?;
+            o.orphan = true;
+            o.file_id = None;
+            tree.reap(old);
+            if kind == Kind::File {
+                tree.get_mut(ino)?.file_id = old_fid;
+            }
+        }
+        tree.detach(parent, ino, name, kind);
+        tree.attach(new_parent, ino, new_name, kind);
+        let n = tree.get_mut(ino)?;
+        n.parent = new_parent;
+        n.name = new_name.to_vec();
+        n.attrs.ctime_ns = t;
+        if let Some(v) = version
+            && n.head.as_ref().is_none_or(|h| h.id < v.id)
+        {
+            n.head = Some(v);
+        }
+        self.views.changed();
+        Ok(())
+    }
+}

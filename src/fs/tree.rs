@@ -1,0 +1,229 @@
+//! The inode table: nodes, their names and children, lookup counts and orphans
+//! (FUSE protocol: lookup/forget). No policy and no store access.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::{Attr, ROOT, NAME_MAX};
+use crate::error::{Error, Result};
+use crate::store::{Attrs, Kind, NodeRecord, VersionInfo};
+use crate::views::{self, View};
+
+pub(super) struct Node {
+    pub(super) parent: u64,
+    pub(super) name: Vec<u8>,
+    pub(super) kind: Kind,
+    pub(super) attrs: Attrs,
+    pub(super) file_id: Option<i64>,
+    pub(super) head: Option<VersionInfo>,
+    /// Kernel lookup count (FUSE protocol: lookup/create/mkdir add, forget subtracts).
+    pub(super) nlookup: u64,
+    pub(super) open_handles: u32,
+    /// Pending size of the most recent write through a handle, until it commits.
+    pub(super) pending_size: Option<u64>,
+    /// mtime was set explicitly (utimens) after the last write: a commit keeps it, so
+    /// that `cp -a` and `touch -d` on an open file are not overridden at close.
+    pub(super) mtime_pinned: bool,
+    /// A handle whose `O_TRUNC`-only change was flushed but not yet committed: the next
+    /// open of this inode, or the handle's release, commits it first.
+    pub(super) owed_by: Option<u64>,
+    /// Open read handles that read through the page cache (all of `cached_version`).
+    pub(super) cache_readers: u32,
+    /// Version whose bytes the kernel page cache may hold (decides `FOPEN_KEEP_CACHE`).
+    pub(super) cached_version: i64,
+    /// Children by name, and their inodes in cookie order (directories only).
+    pub(super) children: HashMap<Vec<u8>, u64>,
+    pub(super) cookies: BTreeSet<u64>,
+    pub(super) subdirs: u32,
+    /// Unlinked (or replaced by a rename) but still referenced by the kernel or a handle.
+    pub(super) orphan: bool,
+}
+
+impl Node {
+    pub(super) fn from_record(r: NodeRecord) -> Node {
+        Node {
+            parent: r.parent,
+            name: r.name,
+            kind: r.kind,
+            attrs: r.attrs,
+            file_id: r.file_id,
+            head: r.head,
+            nlookup: 0,
+            open_handles: 0,
+            pending_size: None,
+            mtime_pinned: r.mtime_pinned,
+            owed_by: None,
+            cached_version: 0,
+            cache_readers: 0,
+            children: HashMap::new(),
+            cookies: BTreeSet::new(),
+            subdirs: 0,
+            orphan: false,
+        }
+    }
+    pub(super) fn size(&self) -> u64 {
+        self.pending_size
+            .or(self.head.as_ref().map(|h| h.content.len))
+            .unwrap_or(0)
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Tree {
+    pub(super) nodes: HashMap<u64, Node>,
+}
+
+impl Tree {
+    pub(super) fn get(&self, ino: u64) -> Result<&Node> {
+        self.nodes
+            .get(&ino)
+            .ok_or_else(|| Error::new(libc::ENOENT, format!("inode {ino}: not found")))
+    }
+    pub(super) fn get_mut(&mut self, ino: u64) -> Result<&mut Node> {
+        self.nodes
+            .get_mut(&ino)
+            .ok_or_else(|| Error::new(libc::ENOENT, format!("inode {ino}: not found")))
+    }
+    pub(super) fn dir(&self, ino: u64) -> Result<&Node> {
+        let n = self.get(ino)?;
+        if n.kind != Kind::Dir {
+            return Err(Error::new(
+                libc::ENOTDIR,
+                format!("inode {ino}: not a directory"),
+            ));
+        }
+        Ok(n)
+    }
+    pub(super) fn child(&self, parent: u64, name: &[u8]) -> Result<Option<u64>> {
+        Ok(self.dir(parent)?.children.get(name).copied())
+    }
+    /// Path from the root, `/`-separated, no leading slash (lossy UTF-8 for display).
+    pub(super) fn path(&self, ino: u64) -> String {
+        let mut parts = Vec::new();
+        let mut at = ino;
+        while at != ROOT {
+            let Some(n) = self.nodes.get(&at) else { break };
+            parts.push(String::from_utf8_lossy(&n.name).into_owned());
+            if n.orphan {
+                break;
+            }
+            at = n.parent;
+        }
+        parts.reverse();
+        parts.join("/")
+    }
+    pub(super) fn child_path(&self, parent: u64, name: &[u8]) -> String {
+        let p = self.path(parent);
+        let n = String::from_utf8_lossy(name);
+        if p.is_empty() {
+            n.into_owned()
+        } else {
+            format!("{p}/{n}")
+        }
+    }
+    /// Links `ino` into `parent` (updating the parent's mtime and ctime, POSIX).
+    pub(super) fn attach(&mut self, parent: u64, ino: u64, name: &[u8], kind: Kind) {
+        if let Some(p) = self.nodes.get_mut(&parent) {
+            let now = now_ns();
+            p.attrs.mtime_ns = now;
+            p.attrs.ctime_ns = now;
+        }
+        self.link(parent, ino, name, kind);
+    }
+
+    /// Links `ino` into `parent`'s listing, times untouched (loading the tree).
+    pub(super) fn link(&mut self, parent: u64, ino: u64, name: &[u8], kind: Kind) {
+        if let Some(p) = self.nodes.get_mut(&parent) {
+            p.children.insert(name.to_vec(), ino);
+            p.cookies.insert(ino);
+            if kind == Kind::Dir {
+                p.subdirs += 1;
+            }
+        }
+    }
+    /// Unlinks `ino` from `parent` (updating the parent's mtime and ctime, POSIX).
+    pub(super) fn detach(&mut self, parent: u64, ino: u64, name: &[u8], kind: Kind) {
+        if let Some(p) = self.nodes.get_mut(&parent) {
+            let now = now_ns();
+            p.attrs.mtime_ns = now;
+            p.attrs.ctime_ns = now;
+            p.children.remove(name);
+            p.cookies.remove(&ino);
+            if kind == Kind::Dir {
+                p.subdirs = p.subdirs.saturating_sub(1);
+            }
+        }
+    }
+    /// Drops an orphan once neither the kernel nor a handle refers to it.
+    pub(super) fn reap(&mut self, ino: u64) {
+        if let Some(n) = self.nodes.get(&ino)
+            && n.orphan
+            && n.nlookup == 0
+            && n.open_handles == 0
+        {
+            self.nodes.remove(&ino);
+        }
+    }
+    pub(super) fn attr(&self, ino: u64) -> Result<Attr> {
+        let n = self.get(ino)?;
+        Ok(Attr {
+            ino,
+            kind: n.kind,
+            size: n.size(),
+            attrs: n.attrs,
+            nlink: match n.kind {
+                Kind::Dir => 2 + n.subdirs,
+                Kind::File if n.orphan => 0,
+                Kind::File => 1,
+            },
+            // Uncommitted writes, or readers of an older version reading through the page
+            // cache (a short read of theirs makes the kernel cut i_size to their version's
+            // size): the kernel must ask for the size every time.
+            volatile: n.pending_size.is_some()
+                || (n.cache_readers > 0
+                    && n.head.as_ref().is_some_and(|h| h.id != n.cached_version)),
+            synthesized: false,
+        })
+    }
+}
+
+pub(super) fn now_ns() -> i64 {
+    crate::store::sqlite_now_ns()
+}
+
+pub(super) fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return Err(Error::new(libc::ENAMETOOLONG, "name longer than 255 bytes"));
+    }
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
+        return Err(Error::new(libc::EINVAL, "invalid name"));
+    }
+    Ok(())
+}
+
+/// Names reserved for views are refused for user files (SPEC §3): `EEXIST` for
+/// `MANIFEST`, `.history` and `.archive` (they exist), `EACCES` for `*.outline`.
+pub(super) fn check_not_reserved(parent: u64, name: &[u8]) -> Result<()> {
+    if !views::is_reserved(parent, name) {
+        return Ok(());
+    }
+    let shown = String::from_utf8_lossy(name);
+    if parent == ROOT && (name == views::MANIFEST || views::HISTORY_NAMES.contains(&name)) {
+        return Err(Error::new(
+            libc::EEXIST,
+            format!("{shown}: reserved for the view"),
+        ));
+    }
+    Err(Error::new(
+        libc::EACCES,
+        format!("{shown}: name reserved for views"),
+    ))
+}
+
+/// Nothing is created, removed or renamed inside a view directory (`.history`,
+/// `.archive`): `EACCES`.
+pub(super) fn check_not_view(dir: u64) -> Result<()> {
+    if View::of(dir).is_some() {
+        return Err(Error::new(libc::EACCES, "views are read-only"));
+    }
+    Ok(())
+}
