@@ -38,7 +38,7 @@ pub struct Caller {
     pub gid: u32,
     /// Absolute path of the executable, empty when unreadable.
     pub exe: String,
-    /// Command line, one element per argument.
+    /// Command line, one element per argument, well-known secrets redacted.
     pub argv: Vec<String>,
     /// Value of `SCRATCHFS_WRITER` in the process environment.
     pub env_writer: Option<String>,
@@ -136,7 +136,15 @@ impl Resolver {
             c.exe = std::fs::read_link(format!("/proc/{tgid}/exe"))
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
-            c.argv = read_nul_list(&format!("/proc/{tgid}/cmdline"));
+            // A command line can carry a secret (`echo KEY > f`): stored redacted, like
+            // refused content (SPEC §10 "no secret at rest").
+            c.argv = read_nul_list(&format!("/proc/{tgid}/cmdline"))
+                .into_iter()
+                .map(|a| {
+                    String::from_utf8_lossy(&crate::rules::enforce::redact_secrets(a.as_bytes()))
+                        .into_owned()
+                })
+                .collect();
             for kv in read_nul_list(&format!("/proc/{tgid}/environ")) {
                 if let Some(v) = kv.strip_prefix("SCRATCHFS_WRITER=") {
                     c.env_writer = Some(v.to_string());

@@ -211,6 +211,12 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
             .record_rules(&text, &crate::identity::Caller::internal("scratchfs"))
             .map_err(|e| format!("database {}: {e}", db.display()))?;
         fs = fs.with_rules(crate::rules::enforce::Compiled::new(rules));
+    } else {
+        // An empty text: this mount runs with the defaults (what `scratchfs restore` on
+        // an unmounted database checks against: the rules of the last mount).
+        store
+            .record_rules("", &crate::identity::Caller::internal("scratchfs"))
+            .map_err(|e| format!("database {}: {e}", db.display()))?;
     }
     let mut config = Config::default();
     config.mount_options = vec![

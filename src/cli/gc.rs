@@ -10,6 +10,9 @@ use std::path::Path;
 use rusqlite::Connection;
 
 use super::Failure;
+use crate::fs::gate::{Change, Gate};
+use crate::identity::Caller;
+use crate::store::Store;
 use crate::store::{GcReport, GcRequest};
 
 /// Runs gc. `keep_last`: keep the newest N versions of every file; `before_ns`: forget
@@ -36,11 +39,31 @@ pub fn gc(
             // A killed daemon's redo log first: its records replay onto the state they were
             // made on, which deleting rows would change.
             let owner = (unsafe { libc::geteuid() }, unsafe { libc::getegid() });
-            drop(crate::store::Sqlite::open(db, owner).map_err(|e| e.reason)?);
+            let (store, _) = crate::store::Sqlite::open(db, owner).map_err(|e| e.reason)?;
+            // The gate: erasing history is for root and the user who mounted, whom the
+            // database file belongs to (it is created 0600 by that user).
+            let caller = cli_caller();
+            let gate = Gate {
+                rules: None,
+                admins: vec![0, db_owner(db)?],
+            };
+            if let Err(e) = gate.check(
+                &caller,
+                &Change::Erase {
+                    what: "gc",
+                    path: "",
+                },
+            ) {
+                if let Err(se) = store.reject("", e.errno, &e.reason, &caller, None) {
+                    log::error!("recording a refusal: {se}");
+                }
+                return Err(e.reason);
+            }
+            drop(store);
             let mut conn = Connection::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
             conn.busy_timeout(std::time::Duration::from_secs(10))
                 .map_err(|e| e.to_string())?;
-            crate::store::sqlite_gc(&mut conn, &req, &[]).map_err(|e| e.reason)?
+            crate::store::sqlite_gc(&mut conn, &req, &[], &caller).map_err(|e| e.reason)?
         }
         Err(_) => through_mount(db, &req)?,
     };
@@ -73,4 +96,18 @@ fn through_mount(db: &Path, req: &GcRequest) -> Result<GcReport, Failure> {
         .map_err(|e| format!("gc: {e}"))?;
     let report = super::meta(db, "last_gc")?.ok_or("gc: the daemon left no report")?;
     serde_json::from_str(&report).map_err(|e| e.to_string())
+}
+
+/// The CLI's own caller: this process, writer `SCRATCHFS_WRITER` or `anonymous`.
+pub(crate) fn cli_caller() -> Caller {
+    let writer = std::env::var(crate::identity::WRITER_ENV).unwrap_or_else(|_| "anonymous".into());
+    Caller::internal(&writer)
+}
+
+/// The uid the database file belongs to (the user who mounts it).
+pub(crate) fn db_owner(db: &Path) -> Result<u32, Failure> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(db)
+        .map(|m| m.uid())
+        .map_err(|e| format!("{}: {e}", db.display()))
 }

@@ -60,7 +60,16 @@ fn offline(db: &Path, path: &str, n: i64) -> Result<(), Failure> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| ".".into());
-    let fs = Fs::new(store, dir).map_err(|e| e.to_string())?;
+    let mut fs = Fs::new(store, dir).map_err(|e| e.to_string())?;
+    // The gate checks the restore against the rules of the last mount, stored in the
+    // database (an empty text: the defaults).
+    if let Some(text) = last_rules(db)?
+        && !text.trim().is_empty()
+    {
+        let rules = crate::rules::Rules::parse(&text)
+            .map_err(|p| format!("{}: the stored rules do not parse: {}", db.display(), p[0]))?;
+        fs = fs.with_rules(crate::rules::enforce::Compiled::new(rules));
+    }
     let mut ino = ROOT;
     for part in path.split('/').filter(|p| !p.is_empty()) {
         ino = fs
@@ -74,4 +83,15 @@ fn offline(db: &Path, path: &str, n: i64) -> Result<(), Failure> {
         gid: me.1,
     };
     fs.restore(ino, n, ctx).map_err(|e| e.reason)
+}
+
+/// The text of the rules the database was last mounted with, if any were recorded.
+fn last_rules(db: &Path) -> Result<Option<String>, Failure> {
+    use rusqlite::OptionalExtension;
+    let conn = crate::store::open_read_only(db).map_err(|e| e.reason)?;
+    conn.query_row("SELECT text FROM rules ORDER BY id DESC LIMIT 1", [], |r| {
+        r.get::<_, String>(0)
+    })
+    .optional()
+    .map_err(|e| format!("{}: {e}", db.display()))
 }

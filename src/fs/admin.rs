@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::gate::Change;
 use super::handle::{Handle, HandleKind};
 use super::{Ctx, Fs, Invalidation};
 use crate::error::{Error, Result};
@@ -28,6 +29,18 @@ impl Fs {
             .find(|v| v.number == n)
             .ok_or_else(|| Error::new(libc::ENOENT, format!("restore: no version {n}")))?;
         let caller = self.caller(ctx);
+        // A commit of old content by the caller: the same checks as a write of it.
+        let path = self.tree.read().path(ino);
+        if self.gate.has_rules() {
+            let current = self.current_bytes(ino)?;
+            let restored = self.bytes_of(v.content)?;
+            let change = Change::Restore {
+                path: &path,
+                current: &current,
+                restored: &restored,
+            };
+            self.admit(&caller, &change, || Some(restored.clone()))?;
+        }
         let mut none = |_: u64, _: &mut [u8]| Ok(());
         let build = Build::Overlay {
             base: v.content,
@@ -41,8 +54,19 @@ impl Fs {
         Ok(())
     }
 
-    /// Runs `gc` in the store, keeping the content every open handle still reads.
-    pub fn gc(&self, req: &crate::store::GcRequest) -> Result<crate::store::GcReport> {
+    /// Runs `gc` in the store for the caller of `ctx`, keeping the content every open
+    /// handle still reads. Only root and the user who mounted may (`EPERM`, recorded);
+    /// the run is an event in the log.
+    pub fn gc(&self, req: &crate::store::GcRequest, ctx: Ctx) -> Result<crate::store::GcReport> {
+        let caller = self.caller(ctx);
+        self.admit(
+            &caller,
+            &Change::Erase {
+                what: "gc",
+                path: "",
+            },
+            || None,
+        )?;
         let _restores = self.gc_guard.write();
         let handles: Vec<Arc<Mutex<Handle>>> = self.handles.lock().values().cloned().collect();
         let mut protected = Vec::new();
@@ -53,7 +77,7 @@ impl Fs {
                 HandleKind::View(_) => {}
             }
         }
-        let report = self.store.gc(req, &protected)?;
+        let report = self.store.gc(req, &protected, &caller)?;
         self.views.changed();
         Ok(report)
     }

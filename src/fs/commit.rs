@@ -5,11 +5,12 @@
 //! (`ESTALE`) in the same transaction; then the in-memory inode is updated and the
 //! kernel's cached attributes invalidated.
 
+use super::gate::{Change, Content};
 use super::handle::{HandleKind, WriteState};
 use super::{Fs, HASHER_CACHE, Invalidation, now_ns};
 use crate::error::{Error, Result};
 use crate::identity::Caller;
-use crate::store::{Build, CommitRequest, Committed, VersionInfo};
+use crate::store::{Build, CommitRequest, Committed, Kind, VersionInfo};
 
 impl Fs {
     /// The bytes of the file's current version.
@@ -19,6 +20,49 @@ impl Fs {
         };
         let mut b = vec![0u8; h.content.len as usize];
         let n = self.store.read(h.content, 0, &mut b)?;
+        b.truncate(n);
+        Ok(b)
+    }
+
+    /// The bytes of `content` (a version's), read whole.
+    pub(super) fn bytes_of(&self, content: crate::store::ContentRef) -> Result<Vec<u8>> {
+        let mut b = vec![0u8; content.len as usize];
+        let n = self.store.read(content, 0, &mut b)?;
+        b.truncate(n);
+        Ok(b)
+    }
+
+    /// A write by a caller other than root clears the file's S_ISUID (and S_ISGID with
+    /// group execute), as the kernel's filesystems do at write (`file_remove_privs`;
+    /// pjdfstest chmod/12.t). Recorded as a `setattr` event by that caller.
+    fn drop_privileges_after_write(&self, ino: u64, caller: &Caller) {
+        let mut tree = self.tree.write();
+        let path = tree.path(ino);
+        let Some(n) = tree.nodes.get_mut(&ino) else {
+            return;
+        };
+        let mode = super::clear_suid_sgid(n.attrs.mode);
+        if caller.uid == 0 || mode == n.attrs.mode {
+            return;
+        }
+        let mut a = n.attrs;
+        a.mode = mode;
+        let pinned = n.mtime_pinned;
+        match self.store.set_attrs(ino, a, pinned, &path, caller) {
+            Ok(()) => n.attrs = a,
+            Err(e) => log::error!("{path}: clearing set-user-ID: {e}"),
+        }
+        drop(tree);
+        self.invalidate(Invalidation::Attr(ino));
+    }
+
+    /// The current version's bytes from `from` to its end.
+    pub(super) fn window_of_current(&self, ino: u64, from: u64) -> Result<Vec<u8>> {
+        let Some(h) = self.tree.read().get(ino)?.head.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut b = vec![0u8; h.content.len.saturating_sub(from) as usize];
+        let n = self.store.read(h.content, from, &mut b)?;
         b.truncate(n);
         Ok(b)
     }
@@ -36,27 +80,10 @@ impl Fs {
         Ok(bytes)
     }
 
-    /// After a content refusal (`e`, SPEC §6): records `content` (what the handle would
-    /// have committed) with the reason, drops the handle's private copy so the file keeps
-    /// its current version, and clears its pending size and owed truncation. The caller
-    /// invalidates the inode's attributes once it has let go of the handle.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn drop_refused(
-        &self,
-        fh: u64,
-        ino: u64,
-        w: &mut WriteState,
-        path: &str,
-        caller: &Caller,
-        content: &[u8],
-        e: &Error,
-    ) -> Result<()> {
-        if let Err(se) = self
-            .store
-            .reject(path, e.errno, &e.reason, caller, Some(content))
-        {
-            log::error!("recording a refusal: {se}");
-        }
+    /// After a content refusal (SPEC §6): drops the handle's private copy so the file
+    /// keeps its current version, and clears its pending size and owed truncation. The
+    /// caller invalidates the inode's attributes once it has let go of the handle.
+    pub(super) fn drop_private(&self, fh: u64, ino: u64, w: &mut WriteState) -> Result<()> {
         if let Some(head) = self.tree.read().get(ino)?.head.clone() {
             w.committed(head.id, head.content);
         }
@@ -66,8 +93,62 @@ impl Fs {
                 n.owed_by = None;
             }
         }
-        self.views.changed();
         Ok(())
+    }
+
+    /// A refusal at `write` (the gate's verdict `e`): recorded; for content (`EINVAL`,
+    /// certain already) with the content the handle would have committed, its private
+    /// copy dropped and its later writes refused, so nothing of it is committed at close.
+    /// Returns the error to reply with.
+    pub(super) fn refuse_write(
+        &self,
+        fh: u64,
+        ino: u64,
+        w: &mut WriteState,
+        path: &str,
+        caller: &Caller,
+        e: Error,
+    ) -> Result<Error> {
+        if e.errno != libc::EINVAL {
+            self.record_refusal(path, caller, &e, None);
+            return Ok(e);
+        }
+        let content = self.content_after(ino, w)?;
+        self.record_refusal(path, caller, &e, Some(&content));
+        self.drop_private(fh, ino, w)?;
+        w.poisoned = Some(e.clone());
+        Ok(e)
+    }
+
+    /// A file whose creating handle's first content was refused (its only version the
+    /// empty one of `create`) is removed again, so that a refused create leaves no file
+    /// behind (issue 9: no empty file stays in a `format: json` path). Recorded as an
+    /// `unlink` by the same caller; every version is kept as always. Returns the name the
+    /// kernel must forget.
+    pub(super) fn forget_refused_create(
+        &self,
+        ino: u64,
+        caller: &Caller,
+    ) -> Option<(u64, Vec<u8>)> {
+        let mut tree = self.tree.write();
+        let n = tree.nodes.get(&ino)?;
+        if n.orphan || n.kind != Kind::File || n.head.as_ref().is_none_or(|h| h.number != 1) {
+            return None;
+        }
+        let (parent, name, file_id) = (n.parent, n.name.clone(), n.file_id);
+        let path = tree.path(ino);
+        if let Err(e) = self.store.unlink(ino, file_id, &path, caller, now_ns()) {
+            log::error!("{path}: removing a refused create: {e}");
+            return None;
+        }
+        tree.detach(parent, ino, &name, Kind::File);
+        if let Some(n) = tree.nodes.get_mut(&ino) {
+            n.orphan = true;
+            n.attrs.ctime_ns = now_ns();
+        }
+        tree.reap(ino);
+        self.views.changed();
+        Some((parent, name))
     }
 
     pub(super) fn read_private(&self, w: &WriteState, offset: u64, size: u32) -> Result<Vec<u8>> {
@@ -181,21 +262,62 @@ impl Fs {
             self.tree.write().get_mut(ino)?.owed_by = Some(fh);
             return Ok(());
         }
-        if let Some(r) = &self.rules {
-            let path = self.tree.read().path(ino);
-            if r.checks_content(&path) {
+        let path = self.tree.read().path(ino);
+        if self.gate.needs_content(&path) {
+            let current = if self.gate.has_fields(&path) {
+                Some(self.current_bytes(ino)?)
+            } else {
+                None
+            };
+            let verdict = if w.append && !self.gate.append_needs_whole(&path) {
+                // An append: its new bytes, with the overlap a secret could span.
+                let old_len = self
+                    .tree
+                    .read()
+                    .get(ino)?
+                    .head
+                    .as_ref()
+                    .map_or(0, |h| h.content.len);
+                let window_at = old_len.saturating_sub(super::gate::SECRET_OVERLAP as u64);
+                let mut window = self.window_of_current(ino, window_at)?;
+                let mut pending = vec![0u8; w.size as usize];
+                w.spill.read_at(0, &mut pending)?;
+                window.extend_from_slice(&pending);
+                let change = Change::Commit {
+                    path: &path,
+                    current: None,
+                    new: Content::Appended {
+                        old_len,
+                        new_len: old_len + w.size,
+                        window_at,
+                        window: &window,
+                    },
+                };
+                self.gate.check(&h.caller, &change)
+            } else {
                 let content = self.content_after(ino, w)?;
-                let current = self.current_bytes(ino)?;
-                let verdict = r
-                    .validate(&path, &h.caller.writer, &content)
-                    .and_then(|()| r.validate_fields(&path, &h.caller.writer, &current, &content));
-                if let Err(reason) = verdict {
-                    let e = Error::new(libc::EINVAL, reason);
-                    self.drop_refused(fh, ino, w, &path, &h.caller, &content, &e)?;
-                    drop(guard);
-                    self.invalidate(Invalidation::Attr(ino));
-                    return Err(e);
+                let change = Change::Commit {
+                    path: &path,
+                    current: current.as_deref(),
+                    new: Content::Whole(&content),
+                };
+                self.gate.check(&h.caller, &change)
+            };
+            if let Err(e) = verdict {
+                let content = self.content_after(ino, w)?;
+                self.record_refusal(&path, &h.caller, &e, Some(&content));
+                self.drop_private(fh, ino, w)?;
+                let gone = if h.created {
+                    self.forget_refused_create(ino, &h.caller)
+                } else {
+                    None
+                };
+                drop(guard);
+                self.invalidate(Invalidation::Attr(ino));
+                if let Some((parent, name)) = gone {
+                    self.invalidate(Invalidation::Entry(parent, name));
                 }
+                return Err(e);
             }
         }
         let spill = &w.spill;
@@ -238,7 +360,9 @@ impl Fs {
         match result {
             Ok(v) => {
                 w.committed(v.id, v.content);
+                let caller = h.caller.clone();
                 drop(guard);
+                self.drop_privileges_after_write(ino, &caller);
                 if v.content.len != kernel_size {
                     self.invalidate(Invalidation::Attr(ino));
                 }

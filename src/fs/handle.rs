@@ -274,6 +274,9 @@ pub struct Handle {
     pub caller: Arc<Caller>,
     /// Read snapshot or private copy.
     pub kind: HandleKind,
+    /// The handle of the `create` that made the file: a refusal of its first content
+    /// leaves no file behind (issue 9).
+    pub created: bool,
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 
 mod admin;
 mod commit;
+pub mod gate;
 pub mod handle;
 mod namespace;
 mod serve_history;
@@ -31,10 +32,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::identity::{Caller, Resolver};
-use crate::rules::enforce::Action;
 use crate::store::{Attrs, Build, Kind, Store};
 use crate::sync::{Mutex, RwLock};
 use crate::views::{self, View};
+use gate::Change;
 use handle::{Handle, HandleKind, WriteState};
 use tree::{Node, Tree, now_ns};
 
@@ -132,6 +133,9 @@ pub struct StatFs {
 pub enum Invalidation {
     /// Cached attributes of an inode (attribute-only: never waits on page locks).
     Attr(u64),
+    /// A cached name (parent inode, name): the core removed it on its own (a refused
+    /// create that leaves no file behind).
+    Entry(u64, Vec<u8>),
 }
 
 /// Called (with no lock held) to have the kernel drop cached state; returns once sent.
@@ -154,6 +158,16 @@ pub struct SetAttr {
     pub mtime_ns: Option<i64>,
 }
 
+/// `mode` without S_ISUID, and without S_ISGID when group execute is set (with it clear,
+/// S_ISGID marks mandatory locking and stays): what the kernel's
+/// `setattr_should_drop_suidgid` drops on a write or chown by an unprivileged caller.
+pub(crate) fn clear_suid_sgid(mode: u32) -> u32 {
+    let mut m = mode & !0o4000;
+    if m & 0o010 != 0 {
+        m &= !0o2000;
+    }
+    m
+}
 
 /// The mounted filesystem's state.
 pub struct Fs {
@@ -168,8 +182,9 @@ pub struct Fs {
     invalidator: RwLock<Option<Invalidator>>,
     /// The synthesized views and their caches.
     views: serve_views::ViewState,
-    /// The writer rules the mount was started with (SPEC §5); `None`: the defaults.
-    rules: Option<crate::rules::enforce::Compiled>,
+    /// The policy gate: the writer rules the mount was started with (SPEC §5; `None`: the
+    /// defaults) and who may erase history.
+    gate: gate::Gate,
     /// Held (read) by a restore from its lookup of the version to its commit, and
     /// (write) by gc, which could otherwise collect that version in between.
     gc_guard: RwLock<()>,
@@ -204,7 +219,7 @@ impl Fs {
             invalidator: RwLock::new(None),
             gc_guard: RwLock::new(()),
             views: serve_views::ViewState::default(),
-            rules: None,
+            gate: gate::Gate::new(),
         })
     }
 
@@ -221,7 +236,7 @@ impl Fs {
 
     fn caller(&self, ctx: Ctx) -> Arc<Caller> {
         let c = self.resolver.resolve(ctx.pid, ctx.uid, ctx.gid);
-        match &self.rules {
+        match &self.gate.rules {
             // With writer rules, the writer is the first whose matchers all match.
             Some(r) => {
                 let comm =
@@ -240,65 +255,33 @@ impl Fs {
         }
     }
 
-    /// Enforces the writer rules (SPEC §5, §6): `Ok`, or the refusal, recorded with its
-    /// reason in the store (`events`, op `rejected`) and returned (`EACCES`).
-    fn check_rules(&self, path: &str, caller: &Caller, action: Action) -> Result<()> {
-        let Some(r) = &self.rules else { return Ok(()) };
-        r.check(path, caller, action).inspect_err(|e| {
-            if let Err(se) = self.store.reject(path, e.errno, &e.reason, caller, None) {
-                log::error!("recording a refusal: {se}");
-            }
-            self.views.changed();
-        })
-    }
-
     /// Whether the rule of the file at `ino` says `"on_conflict": "overwrite"`.
     fn overwrites(&self, ino: u64) -> bool {
-        let Some(r) = &self.rules else { return false };
+        let Some(r) = &self.gate.rules else {
+            return false;
+        };
         let path = self.tree.read().path(ino);
         r.rule_for(&path)
             .is_some_and(|p| p.on_conflict == crate::rules::OnConflict::Overwrite)
     }
 
-
-    /// An `append-only` path (SPEC §5): a write or truncation that would change a byte
-    /// before the committed end is refused with `EPERM`, recorded.
-    fn check_append_only(&self, ino: u64, path: &str, at: u64, caller: &Caller) -> Result<()> {
-        let Some(rule) = self.rules.as_ref().and_then(|r| r.rule_for(path)) else {
-            return Ok(());
-        };
-        if rule.mode != crate::rules::Mode::AppendOnly {
-            return Ok(());
-        }
-        let end = self
-            .tree
-            .read()
-            .get(ino)?
-            .head
-            .as_ref()
-            .map(|h| h.content.len)
-            .unwrap_or(0);
-        if at >= end {
-            return Ok(());
-        }
-        let e = Error::new(
-            libc::EPERM,
-            format!(
-                "{path}: writer {} refused by rule \"{}\": append-only: a change at byte {at}, before the committed end {end}",
-                caller.writer, rule.path
-            ),
-        );
-        if let Err(se) = self.store.reject(path, e.errno, &e.reason, caller, None) {
-            log::error!("recording a refusal: {se}");
-        }
-        self.views.changed();
-        Err(e)
-    }
-
     /// Mounts with these writer rules (they replace the defaults of SPEC §3).
     pub fn with_rules(mut self, rules: crate::rules::enforce::Compiled) -> Self {
-        self.rules = Some(rules);
+        self.gate.rules = Some(rules);
         self
+    }
+
+    /// Who may erase history (gc, redact): root and these uids (default: root and the
+    /// user this process runs as, i.e. the user who mounted).
+    pub fn with_admins(mut self, uids: &[u32]) -> Self {
+        self.gate.admins = std::iter::once(0).chain(uids.iter().copied()).collect();
+        self.gate.admins.dedup();
+        self
+    }
+
+    /// The policy gate this filesystem asks.
+    pub fn gate(&self) -> &gate::Gate {
+        &self.gate
     }
 
     /// The store behind this filesystem.
@@ -348,25 +331,16 @@ impl Fs {
         if View::of(ino).is_some() {
             return Err(Error::new(libc::EACCES, "views are read-only"));
         }
-        if self.rules.is_some()
-            && ((set.size.is_some() && fh.is_none())
-                || set.mode.is_some()
-                || set.uid.is_some()
-                || set.gid.is_some())
-        {
+        if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
             let (path, kind) = {
                 let tree = self.tree.read();
                 (tree.path(ino), tree.get(ino)?.kind)
             };
-            let action = if kind == Kind::Dir {
-                Action::Mkdir
-            } else {
-                Action::Modify
-            };
-            self.check_rules(&path, &self.caller(ctx), action)?;
-            if let Some(size) = set.size {
-                self.check_append_only(ino, &path, size, &self.caller(ctx))?;
-            }
+            self.admit(
+                &self.caller(ctx),
+                &Change::SetAttr { path: &path, kind },
+                || None,
+            )?;
         }
         if let Some(size) = set.size {
             let handle = fh.and_then(|fh| self.handles.lock().get(&fh).cloned());
@@ -378,11 +352,14 @@ impl Fs {
                     if let Some(e) = &w.poisoned {
                         return Err(e.clone());
                     }
-                    if self.rules.is_some() {
-                        let path = self.tree.read().path(ino);
-                        self.check_append_only(ino, &path, size, &caller)?;
-                    }
                     self.rebase_if_untouched(ino, w)?;
+                    let path = self.tree.read().path(ino);
+                    let change = Change::TruncateHandle {
+                        path: &path,
+                        size,
+                        committed_len: w.base.len,
+                    };
+                    self.admit(&caller, &change, || None)?;
                     w.truncate(size)?;
                     let pending = w.size;
                     self.tree.write().get_mut(ino)?.pending_size = Some(pending);
@@ -404,6 +381,29 @@ impl Fs {
             }
             if !done {
                 let caller = self.caller(ctx);
+                let (path, committed_len) = {
+                    let tree = self.tree.read();
+                    let n = tree.get(ino)?;
+                    (tree.path(ino), n.head.as_ref().map_or(0, |h| h.content.len))
+                };
+                let current = if self.gate.needs_content(&path) {
+                    Some(self.current_bytes(ino)?)
+                } else {
+                    None
+                };
+                let change = Change::Truncate {
+                    path: &path,
+                    size,
+                    committed_len,
+                    current: current.as_deref(),
+                };
+                self.admit(&caller, &change, || {
+                    current.as_ref().map(|c| {
+                        let mut c = c.clone();
+                        c.resize(size.min(1 << 20) as usize, 0);
+                        c
+                    })
+                })?;
                 let mut none = |_: u64, _: &mut [u8]| Ok(());
                 self.commit(
                     ino,
@@ -436,6 +436,16 @@ impl Fs {
             if let Some(g) = set.gid {
                 a.gid = g;
             }
+            // chown(2): "When the owner or group of an executable file is changed by an
+            // unprivileged user, the S_ISUID and S_ISGID mode bits are cleared" (S_ISGID
+            // only with group execute, as the kernel's setattr_should_drop_suidgid does).
+            if (set.uid.is_some() || set.gid.is_some())
+                && set.mode.is_none()
+                && ctx.uid != 0
+                && node.kind == Kind::File
+            {
+                a.mode = clear_suid_sgid(a.mode);
+            }
             if let Some(t) = set.atime_ns {
                 a.atime_ns = t;
             }
@@ -453,7 +463,6 @@ impl Fs {
         }
         self.getattr(ino)
     }
-
 
     /// `open`. Write handles get a private copy and direct I/O; read handles a snapshot of
     /// the current version, keeping the page cache while that version is unchanged.
@@ -480,11 +489,17 @@ impl Fs {
             })
         };
         if check && (writable || flags & libc::O_TRUNC != 0) {
-            let path = self.tree.read().path(ino);
-            self.check_rules(&path, &caller, Action::Modify)?;
-            if flags & libc::O_TRUNC != 0 {
-                self.check_append_only(ino, &path, 0, &caller)?;
-            }
+            let (path, committed_len) = {
+                let tree = self.tree.read();
+                let n = tree.get(ino)?;
+                (tree.path(ino), n.head.as_ref().map_or(0, |h| h.content.len))
+            };
+            let change = Change::Open {
+                path: &path,
+                trunc: flags & libc::O_TRUNC != 0,
+                committed_len,
+            };
+            self.admit(&caller, &change, || None)?;
         }
         // A truncation another handle owes becomes visible before anyone opens the file.
         let owed = self.tree.read().get(ino)?.owed_by;
@@ -557,9 +572,15 @@ impl Fs {
         node.open_handles += 1;
         drop(tree);
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        self.handles
-            .lock()
-            .insert(fh, Arc::new(Mutex::new(Handle { ino, caller, kind })));
+        self.handles.lock().insert(
+            fh,
+            Arc::new(Mutex::new(Handle {
+                ino,
+                caller,
+                kind,
+                created: !check,
+            })),
+        );
         Ok((fh, of))
     }
 
@@ -619,7 +640,6 @@ impl Fs {
         }
     }
 
-
     /// `write`: into the handle's private copy. Returns the bytes accepted.
     ///
     /// With rules, `EPERM` for an append-only path's committed bytes, and `EINVAL` already
@@ -631,6 +651,7 @@ impl Fs {
         let mut h = h.lock();
         let ino = h.ino;
         let caller = h.caller.clone();
+        let created = h.created;
         let HandleKind::Write(w) = &mut h.kind else {
             return Err(Error::new(libc::EBADF, "handle not open for writing"));
         };
@@ -643,37 +664,98 @@ impl Fs {
         } else {
             offset
         };
-        let mut checked = None;
-        if let Some(r) = &self.rules {
-            let path = self.tree.read().path(ino);
-            if !w.append {
-                self.check_append_only(ino, &path, offset, &caller)?;
-            }
-            checked = Some((r, path));
+        let Some(path) = self.gate.has_rules().then(|| self.tree.read().path(ino)) else {
+            let size = w.write(&self.spill_dir, offset, data)?;
+            let pending = if w.append { w.base.len + size } else { size };
+            let mut tree = self.tree.write();
+            let node = tree.get_mut(ino)?;
+            node.pending_size = Some(pending);
+            node.mtime_pinned = false;
+            return Ok(data.len() as u32);
+        };
+        // Before the bytes land: the append-only rule, and what these bytes make certain
+        // (a secret in them or across their start, the size past max_bytes).
+        let committed_len = self
+            .tree
+            .read()
+            .get(ino)?
+            .head
+            .as_ref()
+            .map_or(0, |h| h.content.len);
+        let end = at + data.len() as u64;
+        let size_after = if w.append { end } else { w.size.max(end) };
+        let window_at = at.saturating_sub(gate::SECRET_OVERLAP as u64);
+        let mut window = Vec::new();
+        if self.gate.checks_secrets(&path) {
+            window = self.read_private(w, window_at, (at - window_at) as u32)?;
+            window.extend_from_slice(data);
         }
-        let size = w.write(&self.spill_dir, offset, data)?;
-        let pending = if w.append { w.base.len + size } else { size };
-        if let Some((r, path)) = checked {
-            let mut verdict = r.validate_write(&path, &caller.writer, at, data);
-            let at_end = w.append || offset + data.len() as u64 == size;
-            let json = at_end && pending <= JSON_PREFIX_CHECK_MAX && r.is_json(&path);
-            let content = if verdict.is_err() || json {
-                Some(self.content_after(ino, w)?)
+        let change = Change::Write {
+            path: &path,
+            at,
+            data,
+            size_after,
+            committed_len,
+            append: w.append,
+            window: &window,
+            window_at,
+            whole: None,
+            current: None,
+        };
+        if let Err(e) = self.gate.check(&caller, &change) {
+            let content = e.errno == libc::EINVAL;
+            if content {
+                w.write(&self.spill_dir, offset, data)?;
+            }
+            let e = self.refuse_write(fh, ino, w, &path, &caller, e)?;
+            let gone = if content && created {
+                self.forget_refused_create(ino, &caller)
             } else {
                 None
             };
-            if let (Ok(()), Some(content)) = (&verdict, &content) {
-                verdict = r.validate_json_prefix(&path, &caller.writer, content);
+            drop(h);
+            self.invalidate(Invalidation::Attr(ino));
+            if let Some((parent, name)) = gone {
+                self.invalidate(Invalidation::Entry(parent, name));
             }
-            if let (Err(reason), Some(content)) = (verdict, content) {
-                // Certain already: record the content the handle would have committed,
-                // drop its private copy and refuse the rest of its writes, so nothing of
-                // it is committed at close.
-                let e = Error::new(libc::EINVAL, reason);
-                self.drop_refused(fh, ino, w, &path, &caller, &content, &e)?;
-                w.poisoned = Some(e.clone());
+            return Err(e);
+        }
+        let size = w.write(&self.spill_dir, offset, data)?;
+        let pending = if w.append { w.base.len + size } else { size };
+        // A `json` path written in order: a syntax error, or a complete object breaking
+        // `fields`, is certain now.
+        let at_end = w.append || offset + data.len() as u64 == size;
+        if at_end && pending <= JSON_PREFIX_CHECK_MAX && self.gate.write_needs_whole(&path) {
+            let whole = self.content_after(ino, w)?;
+            let current = if self.gate.has_fields(&path) {
+                Some(self.current_bytes(ino)?)
+            } else {
+                None
+            };
+            let change = Change::Write {
+                path: &path,
+                at,
+                data,
+                size_after: pending,
+                committed_len,
+                append: w.append,
+                window: &[],
+                window_at: at,
+                whole: Some(&whole),
+                current: current.as_deref(),
+            };
+            if let Err(e) = self.gate.check(&caller, &change) {
+                let e = self.refuse_write(fh, ino, w, &path, &caller, e)?;
+                let gone = if created {
+                    self.forget_refused_create(ino, &caller)
+                } else {
+                    None
+                };
                 drop(h);
                 self.invalidate(Invalidation::Attr(ino));
+                if let Some((parent, name)) = gone {
+                    self.invalidate(Invalidation::Entry(parent, name));
+                }
                 return Err(e);
             }
         }
@@ -683,9 +765,6 @@ impl Fs {
         node.mtime_pinned = false;
         Ok(data.len() as u32)
     }
-
-
-
 
     /// `fsyncdir`: every change answered so far is written to SQLite and synced
     /// ([`Store::sync_to_disk`]).

@@ -1,15 +1,22 @@
 //! Operations on names: create, mkdir, unlink, rmdir and rename (SPEC §3, §4). Each
 //! change passes the gate ([`super::gate`]) before the store is asked.
 
-use super::tree::{Node, check_name, check_not_reserved, check_not_view};
+use super::gate::{Change, Move, check_not_reserved, check_not_view};
+use super::tree::{Node, check_name};
 use super::{Attr, Ctx, Fs, OpenFlags, ROOT, now_ns};
 use crate::error::{Error, Result};
 use crate::identity::Caller;
-use crate::rules::enforce::Action;
 use crate::store::{Attrs, Build, Kind, RenameRequest};
 
 impl Fs {
-    pub(super) fn new_attrs(&self, ctx: Ctx, mode: u32, umask: u32, parent: &Node, kind: Kind) -> Attrs {
+    pub(super) fn new_attrs(
+        &self,
+        ctx: Ctx,
+        mode: u32,
+        umask: u32,
+        parent: &Node,
+        kind: Kind,
+    ) -> Attrs {
         let now = now_ns();
         // A setgid parent directory passes its group on, and to directories its setgid
         // bit too (inode(7), "The set-group-ID bit").
@@ -57,12 +64,7 @@ impl Fs {
         }
         let attrs = self.new_attrs(ctx, mode, umask, pnode, kind);
         let path = tree.child_path(parent, name);
-        let action = if kind == Kind::Dir {
-            Action::Mkdir
-        } else {
-            Action::Create
-        };
-        self.check_rules(&path, caller, action)?;
+        self.admit(caller, &Change::Create { path: &path, kind }, || None)?;
         let rec = self
             .store
             .create(parent, name, &path, kind, attrs, caller)?;
@@ -168,12 +170,16 @@ impl Fs {
             _ => {}
         }
         let (kind, file_id) = (node.kind, node.file_id);
-        let action = if kind == Kind::Dir {
-            Action::Mkdir
-        } else {
-            Action::Remove
+        let content = match &node.head {
+            Some(h) if self.gate.remove_needs_content(&path) => Some(self.bytes_of(h.content)?),
+            _ => None,
         };
-        self.check_rules(&path, &caller, action)?;
+        let change = Change::Remove {
+            path: &path,
+            kind,
+            content: content.as_deref(),
+        };
+        self.admit(&caller, &change, || None)?;
         self.store.unlink(ino, file_id, &path, &caller, now_ns())?;
         tree.detach(parent, ino, name, kind);
         let n = tree.get_mut(ino)?;
@@ -238,54 +244,6 @@ impl Fs {
                 at = tree.get(at)?.parent;
             }
         }
-        // Both ends are checked: the source goes away, the target is created or replaced.
-        if kind == Kind::File {
-            self.check_rules(&old_path, &caller, Action::Remove)?;
-            let target = if existing.is_some() {
-                Action::Remove
-            } else {
-                Action::Create
-            };
-            self.check_rules(&new_path, &caller, target)?;
-            // The content arriving is validated against the *target's* rule (SPEC §4).
-            if let Some(r) = &self.rules
-                && r.checks_content(&new_path)
-                && let Some(head) = tree.get(ino)?.head.clone()
-            {
-                let mut content = vec![0u8; head.content.len as usize];
-                let n = self.store.read(head.content, 0, &mut content)?;
-                content.truncate(n);
-                // The target's current content, for per-key rules.
-                let current = match existing.and_then(|o| tree.get(o).ok()?.head.clone()) {
-                    Some(h) => {
-                        let mut b = vec![0u8; h.content.len as usize];
-                        let n = self.store.read(h.content, 0, &mut b)?;
-                        b.truncate(n);
-                        b
-                    }
-                    None => Vec::new(),
-                };
-                let verdict = r
-                    .validate(&new_path, &caller.writer, &content)
-                    .and_then(|()| {
-                        r.validate_fields(&new_path, &caller.writer, &current, &content)
-                    });
-                if let Err(reason) = verdict {
-                    let e = Error::new(libc::EINVAL, reason);
-                    if let Err(se) =
-                        self.store
-                            .reject(&new_path, e.errno, &e.reason, &caller, Some(&content))
-                    {
-                        log::error!("recording a refusal: {se}");
-                    }
-                    self.views.changed();
-                    return Err(e);
-                }
-            }
-        } else {
-            self.check_rules(&old_path, &caller, Action::Mkdir)?;
-            self.check_rules(&new_path, &caller, Action::Mkdir)?;
-        }
         let mut replaced = None;
         if let Some(old) = existing {
             if flags & NOREPLACE != 0 {
@@ -315,24 +273,56 @@ impl Fs {
             }
             replaced = Some((old, o.file_id));
         }
+        // What moves: the node itself, and for a directory every path under it, each
+        // judged by the gate as a delete at the old path and a create at the new one.
+        let mut moves = vec![Move {
+            from: old_path.clone(),
+            to: new_path.clone(),
+            kind,
+            content: None,
+        }];
         let mut moved_files = Vec::new();
         if kind == Kind::Dir {
-            let mut stack = vec![(ino, new_path.clone())];
-            while let Some((d, p)) = stack.pop() {
+            let mut stack = vec![(ino, old_path.clone(), new_path.clone())];
+            while let Some((d, from, to)) = stack.pop() {
                 for (cname, &c) in &tree.get(d)?.children {
-                    let cp = format!("{p}/{}", String::from_utf8_lossy(cname));
+                    let cname = String::from_utf8_lossy(cname);
+                    let (cf, ct) = (format!("{from}/{cname}"), format!("{to}/{cname}"));
                     let cn = tree.get(c)?;
-                    match cn.kind {
-                        Kind::Dir => stack.push((c, cp)),
-                        Kind::File => {
-                            if let Some(f) = cn.file_id {
-                                moved_files.push((f, cp));
-                            }
-                        }
+                    if cn.kind == Kind::Dir {
+                        stack.push((c, cf.clone(), ct.clone()));
+                    } else if let Some(f) = cn.file_id {
+                        moved_files.push((f, ct.clone()));
                     }
+                    moves.push(Move {
+                        content: self.move_content(cn.head.as_ref(), &cf, &ct)?,
+                        from: cf,
+                        to: ct,
+                        kind: cn.kind,
+                    });
                 }
             }
+        } else {
+            moves[0].content =
+                self.move_content(tree.get(ino)?.head.as_ref(), &old_path, &new_path)?;
         }
+        let replaced_content = match replaced {
+            Some((old, _)) if kind == Kind::File && self.gate.has_fields(&new_path) => {
+                match &tree.get(old)?.head {
+                    Some(h) => Some(self.bytes_of(h.content)?),
+                    None => None,
+                }
+            }
+            _ => None,
+        };
+        let change = Change::Rename {
+            moves: &moves,
+            replaces: replaced.is_some(),
+            replaced: replaced_content.as_deref(),
+        };
+        self.admit(&caller, &change, || {
+            moves.first().and_then(|m| m.content.clone())
+        })?;
         let t = now_ns();
         let version = self.store.rename(RenameRequest {
             ino,
@@ -371,5 +361,20 @@ impl Fs {
         }
         self.views.changed();
         Ok(())
+    }
+
+    /// The content of a file that moves from `from` to `to`, when the gate needs it.
+    fn move_content(
+        &self,
+        head: Option<&crate::store::VersionInfo>,
+        from: &str,
+        to: &str,
+    ) -> Result<Option<Vec<u8>>> {
+        match head {
+            Some(h) if self.gate.move_needs_content(from, to) => {
+                Ok(Some(self.bytes_of(h.content)?))
+            }
+            _ => Ok(None),
+        }
     }
 }

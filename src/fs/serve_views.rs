@@ -67,12 +67,15 @@ impl Fs {
 
     /// Whether `path` matches the rules' ephemeral patterns (kept out of MANIFEST).
     fn is_ephemeral(&self, path: &str) -> bool {
-        self.rules.as_ref().is_some_and(|r| r.is_ephemeral(path))
+        self.gate
+            .rules
+            .as_ref()
+            .is_some_and(|r| r.is_ephemeral(path))
     }
 
     /// "who may write" lines of MANIFEST: one per path rule that restricts something.
     fn rules_summary(&self) -> Vec<String> {
-        let Some(r) = &self.rules else {
+        let Some(r) = &self.gate.rules else {
             return vec!["anyone may write any file (no writer rules)".into()];
         };
         r.summary()
@@ -156,6 +159,7 @@ impl Fs {
                 ino: view.ino(),
                 caller: Arc::new(Caller::default()),
                 kind,
+                created: false,
             })),
         );
         Ok((
@@ -366,7 +370,7 @@ impl Fs {
         if name == GC_XATTR.as_bytes() && ino == ROOT {
             let req: crate::store::GcRequest = serde_json::from_slice(value)
                 .map_err(|e| Error::new(libc::EINVAL, format!("gc: {e}")))?;
-            return self.gc(&req).map(|_| ());
+            return self.gc(&req, ctx).map(|_| ());
         }
         if name == RESTORE_XATTR.as_bytes() && View::of(ino).is_none() {
             let n: i64 = std::str::from_utf8(value)

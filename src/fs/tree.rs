@@ -3,10 +3,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::{Attr, ROOT, NAME_MAX};
+use super::{Attr, NAME_MAX, ROOT};
 use crate::error::{Error, Result};
 use crate::store::{Attrs, Kind, NodeRecord, VersionInfo};
-use crate::views::{self, View};
 
 pub(super) struct Node {
     pub(super) parent: u64,
@@ -196,34 +195,6 @@ pub(super) fn check_name(name: &[u8]) -> Result<()> {
     }
     if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
         return Err(Error::new(libc::EINVAL, "invalid name"));
-    }
-    Ok(())
-}
-
-/// Names reserved for views are refused for user files (SPEC §3): `EEXIST` for
-/// `MANIFEST`, `.history` and `.archive` (they exist), `EACCES` for `*.outline`.
-pub(super) fn check_not_reserved(parent: u64, name: &[u8]) -> Result<()> {
-    if !views::is_reserved(parent, name) {
-        return Ok(());
-    }
-    let shown = String::from_utf8_lossy(name);
-    if parent == ROOT && (name == views::MANIFEST || views::HISTORY_NAMES.contains(&name)) {
-        return Err(Error::new(
-            libc::EEXIST,
-            format!("{shown}: reserved for the view"),
-        ));
-    }
-    Err(Error::new(
-        libc::EACCES,
-        format!("{shown}: name reserved for views"),
-    ))
-}
-
-/// Nothing is created, removed or renamed inside a view directory (`.history`,
-/// `.archive`): `EACCES`.
-pub(super) fn check_not_view(dir: u64) -> Result<()> {
-    if View::of(dir).is_some() {
-        return Err(Error::new(libc::EACCES, "views are read-only"));
     }
     Ok(())
 }

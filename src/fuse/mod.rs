@@ -224,7 +224,7 @@ impl Filesystem for Adapter {
                 });
                 none.ino = INodeNo(0);
                 // A view name (`x.outline`) appears with its file: never cache its absence.
-                let ttl = if crate::views::is_reserved(parent.0, name.as_bytes()) {
+                let ttl = if !self.fs.absence_cacheable(parent.0, name.as_bytes()) {
                     Duration::ZERO
                 } else {
                     TTL

@@ -1,6 +1,7 @@
 //! The invalidation notifier: a dedicated thread that sends `FUSE_NOTIFY_INVAL_*` to the
 //! kernel while no filesystem lock is held (FUSE-TRAPS §2). Only attribute-only
-//! invalidations (negative offset) are sent, which never wait on page locks, so the
+//! invalidations (negative offset) and entry invalidations are sent, which never wait on
+//! page locks, so the
 //! committing handler may wait for the send to finish: a `stat` after `close()` returns
 //! then always sees the committed size.
 
@@ -25,6 +26,11 @@ pub fn spawn_notifier(notifier: fuser::Notifier) -> Invalidator {
                     Invalidation::Attr(ino) => {
                         // ENOENT: the kernel does not know the inode; nothing to drop.
                         let _ = notifier.inval_inode(fuser::INodeNo(ino), -1, 0);
+                    }
+                    Invalidation::Entry(parent, name) => {
+                        use std::os::unix::ffi::OsStrExt;
+                        let name = std::ffi::OsStr::from_bytes(&name);
+                        let _ = notifier.inval_entry(fuser::INodeNo(parent), name);
                     }
                 }
                 let _ = done.try_send(());

@@ -368,19 +368,43 @@ const SECRETS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The kind of the first well-known secret in `content`, if any.
-pub fn secret_in(content: &[u8]) -> Option<&'static str> {
+fn secret_patterns() -> &'static [(&'static str, regex::bytes::Regex)] {
     static SET: std::sync::OnceLock<Vec<(&'static str, regex::bytes::Regex)>> =
         std::sync::OnceLock::new();
-    let set = SET.get_or_init(|| {
+    SET.get_or_init(|| {
         SECRETS
             .iter()
             .map(|(k, p)| (*k, regex::bytes::Regex::new(p).expect("secret pattern")))
             .collect()
-    });
-    set.iter()
+    })
+}
+
+/// The kind of the first well-known secret in `content`, if any.
+pub fn secret_in(content: &[u8]) -> Option<&'static str> {
+    secret_patterns()
+        .iter()
         .find(|(_, re)| re.is_match(content))
         .map(|(k, _)| *k)
+}
+
+/// `content` with every well-known secret replaced by `[REDACTED <kind> blake3:<16 hex
+/// digits of the secret's blake3>]`, so that a repeat is recognised and the secret never
+/// recovered (SPEC §10 "no secret at rest"). Borrowed unchanged when nothing matches.
+pub fn redact_secrets(content: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let mut out = std::borrow::Cow::Borrowed(content);
+    for (kind, re) in secret_patterns() {
+        if !re.is_match(&out) {
+            continue;
+        }
+        let replaced = re
+            .replace_all(&out, |c: &regex::bytes::Captures<'_>| {
+                let h = blake3::hash(&c[0]).to_hex();
+                format!("[REDACTED {kind} blake3:{}]", &h[..16]).into_bytes()
+            })
+            .into_owned();
+        out = std::borrow::Cow::Owned(replaced);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -344,8 +344,9 @@ pub trait Store: Send + Sync {
     /// [`Store::sync`], then syncs the database to disk: `fsyncdir`, and `fsync` of a
     /// file with nothing to commit.
     fn sync_to_disk(&self) -> Result<()>;
-    /// Forgets old versions (see [`sqlite::gc`]), keeping the `protected` stream bytes.
-    fn gc(&self, req: &GcRequest, protected: &[(i64, u64)]) -> Result<GcReport>;
+    /// Forgets old versions (see [`sqlite::gc`]), keeping the `protected` stream bytes;
+    /// the run is an event (op `gc`) by `caller`. The gate has allowed it ([`crate::fs::gate`]).
+    fn gc(&self, req: &GcRequest, protected: &[(i64, u64)], caller: &Caller) -> Result<GcReport>;
     /// Renames; a file renamed gets a version with op `rename` on the lineage it lands in.
     /// Returns that version (files only).
     fn rename(&self, req: RenameRequest<'_>) -> Result<Option<VersionInfo>>;

@@ -577,37 +577,7 @@ impl Sqlite {
         let id = match cached {
             Some(id) => id,
             None => {
-                let argv = argv_json(c);
-                let facts = params![
-                    c.writer,
-                    c.tgid,
-                    c.start_time as i64,
-                    c.uid,
-                    c.gid,
-                    c.exe,
-                    argv,
-                    c.env_writer,
-                    c.step
-                ];
-                let found: Option<i64> = conn
-                    .prepare_cached(
-                        "SELECT id FROM processes WHERE writer = ?1 AND tgid = ?2 AND start_time = ?3
-                         AND uid = ?4 AND gid = ?5 AND exe = ?6 AND argv = ?7 AND env_writer IS ?8
-                         AND step IS ?9",
-                    )?
-                    .query_row(facts, |r| r.get(0))
-                    .optional()?;
-                let id = match found {
-                    Some(id) => id,
-                    None => {
-                        conn.prepare_cached(
-                            "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
-                                env_writer, step) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                        )?
-                        .execute(facts)?;
-                        conn.last_insert_rowid()
-                    }
-                };
+                let id = process_id(conn, c)?;
                 let mut cache = self.processes.lock();
                 if cache.len() >= 4096 {
                     cache.clear();
@@ -651,11 +621,53 @@ impl Sqlite {
     }
 }
 
+/// The `processes` row of these caller facts, inserted when new.
+fn process_id(conn: &Connection, c: &Caller) -> Result<i64> {
+    let argv = argv_json(c);
+    let facts = params![
+        c.writer,
+        c.tgid,
+        c.start_time as i64,
+        c.uid,
+        c.gid,
+        c.exe,
+        argv,
+        c.env_writer,
+        c.step
+    ];
+    let found: Option<i64> = conn
+        .prepare_cached(
+            "SELECT id FROM processes WHERE writer = ?1 AND tgid = ?2 AND start_time = ?3
+             AND uid = ?4 AND gid = ?5 AND exe = ?6 AND argv = ?7 AND env_writer IS ?8
+             AND step IS ?9",
+        )?
+        .query_row(facts, |r| r.get(0))
+        .optional()?;
+    Ok(match found {
+        Some(id) => id,
+        None => {
+            conn.prepare_cached(
+                "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
+                    env_writer, step) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(facts)?;
+            conn.last_insert_rowid()
+        }
+    })
+}
+
 /// Forgets old versions and the content only they held (see `scratchfs gc`). Never: the
 /// current version of any file, versions MANIFEST points at, versions per-key provenance
 /// names, and the bytes of `protected` `(stream, len)` (content open handles still read).
-/// The report is also stored as `meta.last_gc` (JSON).
-pub fn gc(conn: &mut Connection, req: &GcRequest, protected: &[(i64, u64)]) -> Result<GcReport> {
+/// The report is also stored as `meta.last_gc` (JSON), and a run that is not a dry run is
+/// an event (op `gc`) by `caller`, whose reason says what it forgot (issue 9: every gc
+/// run is on record).
+pub fn gc(
+    conn: &mut Connection,
+    req: &GcRequest,
+    protected: &[(i64, u64)],
+    caller: &Caller,
+) -> Result<GcReport> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // The daemon's writer connection lives on: a previous gc's temporary tables are still
     // there (a committed gc keeps them, a rolled back dry run does not).
@@ -729,6 +741,37 @@ pub fn gc(conn: &mut Connection, req: &GcRequest, protected: &[(i64, u64)]) -> R
     tx.execute(
         "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_gc', ?1)",
         [serde_json::to_string(&report).unwrap_or_default()],
+    )?;
+    let proc_ = Proc {
+        id: process_id(&tx, caller)?,
+        pid: caller.pid,
+        writer: caller.writer.clone(),
+    };
+    let mut selected = Vec::new();
+    if let Some(n) = req.keep_last {
+        selected.push(format!("keep_last {n}"));
+    }
+    if let Some(t) = req.before_ns {
+        selected.push(format!("before_ns {t}"));
+    }
+    insert_event(
+        &tx,
+        "gc",
+        "",
+        None,
+        None,
+        None,
+        None,
+        Some(&format!(
+            "gc ({}) by uid {}: forgot {} versions and {} bytes of content",
+            selected.join(", "),
+            caller.uid,
+            report.versions,
+            report.blob_bytes
+        )),
+        None,
+        &proc_,
+        now_ns(),
     )?;
     if req.dry_run {
         tx.rollback()?;
@@ -1676,9 +1719,9 @@ impl Store for Sqlite {
         })
     }
 
-    fn gc(&self, req: &GcRequest, protected: &[(i64, u64)]) -> Result<GcReport> {
+    fn gc(&self, req: &GcRequest, protected: &[(i64, u64)], caller: &Caller) -> Result<GcReport> {
         let mut conn = self.write_lock()?;
-        gc(&mut conn, req, protected)
+        gc(&mut conn, req, protected, caller)
     }
 
     fn reject(
@@ -1988,6 +2031,7 @@ impl Store for Sqlite {
                     (SELECT COUNT(*) FROM files f WHERE f.path = e.path AND f.deleted_ns IS NULL)
              FROM events e JOIN versions v ON v.id = e.version_id
              WHERE e.id IN (SELECT id FROM events_restorable ORDER BY id DESC LIMIT ?1)
+               AND NOT (e.op = 'unlink' AND v.size = 0)
              ORDER BY e.id DESC",
         )?;
         let rows = stmt.query_map([limit as i64], |r| {

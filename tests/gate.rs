@@ -1,0 +1,313 @@
+//! The policy gate (issue 9) on a real mount, as an unprivileged agent (uid 1000) on an
+//! `--owner` mount with writer rules: each bypass found before the gate existed is a
+//! named regression test, and each checks that the refusal is on record and that the
+//! protected content and its history are unchanged.
+
+mod common;
+use common::*;
+
+const RULES: &str = r#"{
+  "writers": {
+    "agent":     { "uid": 1000 },
+    "get_order": { "env": "get_order" },
+    "human":     { "uid": 0 }
+  },
+  "paths": [
+    { "path": "orders/**",   "writers": ["get_order", "human"] },
+    { "path": "orders",      "writers": ["*"] },
+    { "path": "frozen/**",   "mode": "write-once" },
+    { "path": "frozen",      "writers": ["*"] },
+    { "path": "findings.md", "mode": "append-only" },
+    { "path": "state.json",  "format": "json",
+      "fields": { "order_total_cents": { "writers": ["get_order"], "type": "integer" },
+                  "note": { "writers": ["*"] } } },
+    { "path": "*.json",      "format": "json",
+      "fields": { "credit_cents": { "writers": ["get_order"] } } },
+    { "path": "vault/**",    "deny_secrets": true, "max_bytes": 200 },
+    { "path": "vault",       "writers": ["*"] },
+    { "path": "**",          "writers": ["*"] }
+  ]
+}"#;
+
+const AGENT: &str = "setpriv --reuid 1000 --regid 1000 --clear-groups";
+const SECRET: &str = "AKIAIOSFODNN7EXAMPLE";
+
+fn mount() -> Mount {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.json");
+    std::fs::write(&rules, RULES).unwrap();
+    let m = Mount::with_args(&["--rules", rules.to_str().unwrap(), "--owner", "1000:1000"]);
+    std::mem::forget(dir);
+    // The tools' files, written as get_order (root, tagged) and opened to all by POSIX
+    // bits, so that the rules and not the kernel decide.
+    m.sh_ok(
+        "umask 000 && mkdir -p orders frozen vault && chmod 777 . && \
+         SCRATCHFS_WRITER=get_order bash -c 'echo o1 > orders/o1' && echo v1 > frozen/f && \
+         chmod 666 state.json && \
+         SCRATCHFS_WRITER=get_order python3 -c 'import json; json.dump({\"order_total_cents\": 18000, \"note\": \"n\"}, open(\"state.json\", \"w\"))'",
+    );
+    m
+}
+
+/// Runs `script` as the agent; returns (success, stdout, stderr).
+fn agent(m: &Mount, script: &str) -> (bool, String, String) {
+    let o = m.sh(&format!(
+        "{AGENT} bash -c '{}'",
+        script.replace('\'', r"'\''")
+    ));
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn refused(m: &Mount) -> String {
+    cli(m, &["log", "--rejected"]).1
+}
+
+#[test]
+fn a_directory_rename_cannot_carry_a_protected_file_past_its_rule() {
+    let m = mount();
+    let before = m.versions("orders/o1");
+    let (ok, _, err) = agent(&m, "mv orders x && rm x/o1 && mv x orders");
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    assert_eq!(read(m.path("orders/o1")), "o1\n");
+    assert_eq!(m.versions("orders/o1"), before);
+    assert!(!m.path("x").exists(), "nothing moved");
+    let log = refused(&m);
+    assert!(
+        log.contains("rename of directory orders to x refused: orders/o1: writer agent"),
+        "{log}"
+    );
+    // A write-once file's directory cannot be moved away to rewrite it.
+    let (ok, _, err) = agent(&m, "mv frozen fz && echo v2 > fz/f && mv fz frozen");
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    assert_eq!(read(m.path("frozen/f")), "v1\n");
+    assert!(refused(&m).contains("frozen/f"), "{}", refused(&m));
+}
+
+#[test]
+fn the_restore_attribute_is_a_commit_by_its_caller() {
+    let m = mount();
+    // get_order moves the total on; the agent tries to put the old value back.
+    m.sh_ok("SCRATCHFS_WRITER=get_order python3 -c 'import json; json.dump({\"order_total_cents\": 54000, \"note\": \"n\"}, open(\"state.json\", \"w\"))'");
+    let n = m.versions("state.json").len();
+    let before = read(m.path("state.json"));
+    let (ok, _, err) = agent(
+        &m,
+        &format!("setfattr -n user.scratchfs.restore -v {} state.json", n - 1),
+    );
+    assert!(!ok && err.contains("Invalid argument"), "{err}");
+    assert_eq!(read(m.path("state.json")), before);
+    assert_eq!(m.versions("state.json").len(), n, "no version committed");
+    assert!(
+        refused(&m).contains("key \"order_total_cents\" may be written only by get_order"),
+        "{}",
+        refused(&m)
+    );
+    // The create version (empty) would remove every key: refused too.
+    let (ok, _, _) = agent(&m, "setfattr -n user.scratchfs.restore -v 1 state.json");
+    assert!(!ok);
+    assert_eq!(read(m.path("state.json")), before);
+    // A restore over a write-once file is refused.
+    let (ok, _, err) = agent(&m, "setfattr -n user.scratchfs.restore -v 1 frozen/f");
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    // get_order itself may restore.
+    m.sh_ok(&format!(
+        "SCRATCHFS_WRITER=get_order setfattr -n user.scratchfs.restore -v {} state.json",
+        n - 1
+    ));
+    assert!(read(m.path("state.json")).contains("18000"));
+}
+
+#[test]
+fn the_cli_restore_of_an_unmounted_database_passes_the_stored_rules() {
+    let mut m = mount();
+    m.sh_ok("SCRATCHFS_WRITER=get_order python3 -c 'import json; json.dump({\"order_total_cents\": 1, \"note\": \"n\"}, open(\"state.json\", \"w\"))'");
+    let n = m.versions("state.json").len();
+    m.unmount();
+    // The database is the mounting user's (0600 may keep others out entirely): run the
+    // CLI as root, tagged as a writer that may not write the key.
+    let o = std::process::Command::new(BIN)
+        .args(["restore", &format!("state.json@{}", n - 1)])
+        .env("SCRATCHFS_DB", &m.db)
+        .env("SCRATCHFS_WRITER", "someone")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("may be written only by get_order"), "{err}");
+    let (_, show, _) = cli(&m, &["show", "state.json"]);
+    assert!(show.contains("\"order_total_cents\": 1"), "{show}");
+}
+
+#[test]
+fn gc_is_for_root_and_the_user_who_mounted_and_is_on_record() {
+    let m = mount();
+    for i in 0..4 {
+        agent(&m, &format!("echo {i} > plan.md"));
+    }
+    let before = m.versions("plan.md").len();
+    let (ok, _, err) = agent(
+        &m,
+        r#"setfattr -n user.scratchfs.gc -v "{\"keep_last\":1,\"before_ns\":null,\"dry_run\":false}" ."#,
+    );
+    assert!(!ok && err.contains("Operation not permitted"), "{err}");
+    assert_eq!(m.versions("plan.md").len(), before, "nothing forgotten");
+    assert!(
+        refused(&m).contains("gc by uid 1000 refused"),
+        "{}",
+        refused(&m)
+    );
+    // Root (who mounted) may, and the run is an event.
+    let (code, out, err) = cli(&m, &["gc", "--keep-last", "1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(m.versions("plan.md").len(), 1);
+    let (_, log, _) = cli(&m, &["log"]);
+    assert!(log.contains("gc (keep_last 1) by uid 0: forgot"), "{log}");
+}
+
+#[test]
+fn unlinking_a_field_ruled_file_needs_every_key() {
+    let m = mount();
+    let before = read(m.path("state.json"));
+    let (ok, _, err) = agent(&m, "rm state.json");
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+    assert_eq!(read(m.path("state.json")), before);
+    assert!(
+        refused(&m).contains("unlink would remove key \"order_total_cents\""),
+        "{}",
+        refused(&m)
+    );
+    // Renaming it away removes its keys at that path too.
+    let (ok, _, _) = agent(&m, "mv state.json elsewhere.txt");
+    assert!(!ok);
+    assert_eq!(read(m.path("state.json")), before);
+}
+
+#[test]
+fn a_refused_create_leaves_no_file_behind() {
+    let m = mount();
+    for script in [
+        r#"echo "{\"credit_cents\": 1}" > c1.json"#,
+        r#"python3 -c "import json; json.dump({\"credit_cents\": 1}, open(\"c2.json\", \"w\"))""#,
+        r#"env printf "{\"credit_cents\": 1" > c3.json"#,
+    ] {
+        let (ok, _, err) = agent(&m, script);
+        // Python without `with` writes only when the file object is finalized, where
+        // CPython reports errors only in development mode: the refusal is on record, and
+        // the file gone, all the same.
+        assert!(
+            script.starts_with("python3") || (!ok && err.contains("Invalid argument")),
+            "{script}: {err}"
+        );
+    }
+    for name in ["c1.json", "c2.json", "c3.json"] {
+        assert!(!m.path(name).exists(), "{name} stayed behind");
+        // Neither among the files nor among the restorable (only the refusal names it).
+        let manifest = read(m.path("MANIFEST"));
+        assert!(
+            !manifest
+                .lines()
+                .any(|l| l.starts_with(name)
+                    || l.trim_start().starts_with(&format!("{name} deleted"))),
+            "{name} in MANIFEST:\n{manifest}"
+        );
+    }
+    // A valid one is created as usual.
+    let (ok, _, err) = agent(&m, r#"echo "{\"other\": 1}" > c4.json"#);
+    assert!(ok, "{err}");
+    assert_eq!(read(m.path("c4.json")), "{\"other\": 1}\n");
+}
+
+#[test]
+fn refusals_come_at_write_for_bash_and_python_without_with() {
+    let m = mount();
+    let cases = [
+        // A secret complete in the bytes written.
+        ("vault/k1", format!("echo key {SECRET} > vault/k1")),
+        ("vault/k2", format!("echo ok > vault/k2 && echo key {SECRET} >> vault/k2")),
+        (
+            "vault/k3",
+            format!("python3 -c \"f = open(\\\"vault/k3\\\", \\\"w\\\"); f.write(\\\"key {SECRET}\\\"); f.flush()\""),
+        ),
+        // The size past max_bytes.
+        ("vault/big1", "head -c 300 /dev/zero | tr \"\\\\0\" x > vault/big1".to_string()),
+        ("vault/big2", "echo a > vault/big2 && head -c 300 /dev/zero | tr \"\\\\0\" x >> vault/big2".to_string()),
+        (
+            "vault/big3",
+            "python3 -c \"f = open(\\\"vault/big3\\\", \\\"w\\\"); f.write(\\\"x\\\" * 300); f.flush()\"".to_string(),
+        ),
+        // A complete JSON object breaking `fields`.
+        ("state.json", "echo \"{\\\"order_total_cents\\\": 1}\" > state.json".to_string()),
+        (
+            "state.json",
+            "python3 -c \"import json; f = open(\\\"state.json\\\", \\\"w\\\"); json.dump({\\\"order_total_cents\\\": 2}, f); f.flush()\"".to_string(),
+        ),
+    ];
+    for (path, script) in &cases {
+        let before = std::fs::read(m.path(path)).ok();
+        let (ok, _, err) = agent(&m, script);
+        assert!(!ok, "{script}: succeeded");
+        assert!(
+            err.contains("Invalid argument"),
+            "{script}: the tool did not print the refusal: {err}"
+        );
+        if path.starts_with("state") {
+            assert_eq!(std::fs::read(m.path(path)).ok(), before, "{script}");
+        }
+    }
+    // bash `>>` onto a field-ruled JSON file: the appended object is not JSON.
+    let (ok, _, err) = agent(&m, "echo \"{}\" >> state.json");
+    assert!(!ok && err.contains("Invalid argument"), "{err}");
+    assert!(read(m.path("state.json")).contains("18000"));
+}
+
+#[test]
+fn refused_secrets_are_stored_redacted() {
+    let m = mount();
+    let (ok, _, _) = agent(&m, &format!("echo key {SECRET} > vault/k"));
+    assert!(!ok);
+    m.sql("SELECT 1"); // sync: every answered change is in SQLite
+    let log = refused(&m);
+    assert!(log.contains("deny_secrets"), "{log}");
+    // No byte of the secret in any file of the store.
+    for suffix in ["", "-wal", "-shm", "-redo"] {
+        let p = format!("{}{suffix}", m.db.display());
+        if let Ok(bytes) = std::fs::read(&p) {
+            assert!(
+                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+                "{p} holds the secret"
+            );
+        }
+    }
+    // The refusal keeps the rest of the content and a marker with the secret's hash.
+    let stored = m.sql(
+        "SELECT group_concat(CAST(data AS TEXT), '') FROM extents WHERE stream =
+           (SELECT stream FROM events WHERE op = 'rejected' AND path = 'vault/k' ORDER BY id DESC LIMIT 1)",
+    );
+    let h = blake3::hash(SECRET.as_bytes()).to_hex();
+    assert!(
+        stored.contains(&format!(
+            "key [REDACTED an AWS access key id blake3:{}]",
+            &h[..16]
+        )),
+        "{stored}"
+    );
+}
+
+#[test]
+fn a_write_by_another_user_clears_setuid_and_setgid() {
+    let m = mount();
+    m.sh_ok("echo x > suid && chmod 06777 suid");
+    let o = m.sh("setpriv --reuid 65534 --regid 65534 --clear-groups bash -c 'echo y >> suid'");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mode = m.sh_ok("stat -c %a suid");
+    assert_eq!(mode.trim(), "777");
+    // chown by a non-root caller (to a group it is in) clears them too.
+    m.sh_ok("chown 1000:1000 suid && chmod 06777 suid");
+    let (ok, _, err) = agent(&m, "chgrp 1000 suid");
+    assert!(ok, "{err}");
+    assert_eq!(m.sh_ok("stat -c %a suid").trim(), "777");
+}
