@@ -113,6 +113,21 @@ enum Command {
         #[command(flatten)]
         db: DbArg,
     },
+    /// Replace every well-known secret in version N of a file (and wherever that file's
+    /// versions and refusals hold it) with a marker and its blake3, leaving no byte of it
+    /// in the database; root or the user who mounted only; also while mounted.
+    Redact {
+        /// PATH@N.
+        spec: String,
+        /// Why (recorded with the event).
+        #[arg(long, default_value = "a secret written before a rule caught it")]
+        why: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
     /// Write the tree as it was at TIME (default: now) into DIR (new or empty).
     Export {
         /// Target directory.
@@ -253,6 +268,12 @@ fn main() -> ExitCode {
         Command::Diff { a, b, db, json } => cli::diff::diff(&db.db, &a, b.as_deref(), json),
         Command::Fsck { db, json } => cli::fsck::fsck(&db.db, json),
         Command::Restore { spec, db, json } => cli::restore::restore(&db.db, &spec, json),
+        Command::Redact {
+            spec,
+            why,
+            db,
+            json,
+        } => cli::redact::redact(&db.db, &spec, &why, json),
         Command::Gc {
             keep_last,
             before,

@@ -311,3 +311,63 @@ fn a_write_by_another_user_clears_setuid_and_setgid() {
     assert!(ok, "{err}");
     assert_eq!(m.sh_ok("stat -c %a suid").trim(), "777");
 }
+
+#[test]
+fn redact_leaves_no_byte_of_a_secret_in_the_store() {
+    let m = mount();
+    // Written before any rule caught it (plan.md has no deny_secrets), then appended to.
+    m.sh_ok(&format!(
+        "echo key {SECRET} > plan.md && echo more >> plan.md"
+    ));
+    let n = m.versions("plan.md").len();
+    // The agent may not erase history.
+    let (ok, _, err) = agent(
+        &m,
+        &format!(
+            r#"setfattr -n user.scratchfs.redact -v "{{\"path\":\"plan.md\",\"version\":{},\"why\":\"x\"}}" ."#,
+            n - 1
+        ),
+    );
+    assert!(!ok && err.contains("Operation not permitted"), "{err}");
+    assert!(
+        refused(&m).contains("redact by uid 1000 refused"),
+        "{}",
+        refused(&m)
+    );
+    let (code, out, err) = cli(
+        &m,
+        &[
+            "redact",
+            &format!("plan.md@{}", n - 1),
+            "--why",
+            "leaked key",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("an AWS access key id"), "{out}");
+    for suffix in ["", "-wal", "-shm", "-redo"] {
+        let p = format!("{}{suffix}", m.db.display());
+        if let Ok(bytes) = std::fs::read(&p) {
+            assert!(
+                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+                "{p} still holds the secret"
+            );
+        }
+    }
+    // Every version that held it reads redacted, the rest is kept; fsck is clean.
+    let h = blake3::hash(SECRET.as_bytes()).to_hex();
+    let marker = format!("key [REDACTED an AWS access key id blake3:{}]\n", &h[..16]);
+    assert_eq!(read(m.path("plan.md")), format!("{marker}more\n"));
+    assert_eq!(
+        read(m.path(&format!(".history/plan.md/{:06}", n - 1))),
+        marker
+    );
+    let (code, out, err) = cli(&m, &["fsck"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, log, _) = cli(&m, &["log"]);
+    assert!(log.contains("leaked key"), "{log}");
+    // A version without a secret is refused with a clear message.
+    let (code, _, err) = cli(&m, &["redact", "plan.md@1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("holds no secret"), "{err}");
+}

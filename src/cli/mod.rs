@@ -1,5 +1,5 @@
 //! The commands of SPEC §2 that work on the database (usable while it is mounted):
-//! `log`, `history`, `show`, `diff`, `fsck`, `restore`, `export`, `gc`. One file per command; each returns
+//! `log`, `history`, `show`, `diff`, `fsck`, `restore`, `redact`, `export`, `gc`. One file per command; each returns
 //! `Err(message)` for a runtime failure (exit status 1).
 
 pub mod diff;
@@ -7,6 +7,7 @@ pub mod export;
 pub mod fsck;
 pub mod gc;
 pub mod log;
+pub mod redact;
 pub mod restore;
 
 use std::path::Path;

@@ -81,4 +81,56 @@ impl Fs {
         self.views.changed();
         Ok(report)
     }
+
+    /// Redacts version `n` of the file at `path` (live, or the latest deleted file that
+    /// was there) for the caller of `ctx`: only root and the user who mounted (`EPERM`,
+    /// recorded). The file's in-memory version and the kernel's caches follow the
+    /// redacted content. See [`crate::store::Store::redact`].
+    pub fn redact(
+        &self,
+        path: &str,
+        n: i64,
+        why: &str,
+        ctx: Ctx,
+    ) -> Result<crate::store::RedactReport> {
+        let caller = self.caller(ctx);
+        self.admit(
+            &caller,
+            &Change::Erase {
+                what: "redact",
+                path,
+            },
+            || None,
+        )?;
+        let lineages = self.store.lineages(path)?;
+        let lineage = lineages
+            .iter()
+            .filter(|l| l.path == path)
+            .max_by_key(|l| (l.deleted_ns.is_none(), l.deleted_ns, l.file_id))
+            .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no such file")))?;
+        let file_id = lineage.file_id;
+        let _gc = self.gc_guard.write();
+        let report = self.store.redact(file_id, n, path, why, &caller)?;
+        self.hashers.lock().remove(&file_id);
+        let mut touched = Vec::new();
+        {
+            let mut tree = self.tree.write();
+            for (&ino, node) in tree.nodes.iter_mut() {
+                if node.file_id != Some(file_id) {
+                    continue;
+                }
+                if let Some(h) = &node.head {
+                    node.head = Some(self.store.version(h.id)?);
+                }
+                // The page cache may hold the secret: the next open drops it.
+                node.cached_version = 0;
+                touched.push(ino);
+            }
+        }
+        self.views.changed();
+        for ino in touched {
+            self.invalidate(Invalidation::Attr(ino));
+        }
+        Ok(report)
+    }
 }

@@ -22,7 +22,9 @@ mod tree;
 
 /// Names the views' serving code exports (the restore attribute, the xattr names).
 pub mod serve {
-    pub use super::serve_views::{ARCHIVE_XATTRS, GC_XATTR, RESTORE_XATTR, XATTR_PREFIX, XATTRS};
+    pub use super::serve_views::{
+        ARCHIVE_XATTRS, GC_XATTR, REDACT_XATTR, RESTORE_XATTR, RedactRequest, XATTR_PREFIX, XATTRS,
+    };
 }
 
 use std::collections::HashMap;

@@ -26,6 +26,21 @@ pub const XATTRS: &[&str] = &["version", "writer", "blake3", "step", "committed"
 pub const GC_XATTR: &str = "user.scratchfs.gc";
 /// Setting this attribute to N restores version N (see [`Fs::setxattr`]).
 pub const RESTORE_XATTR: &str = "user.scratchfs.restore";
+/// Setting this attribute on the root to a JSON [`RedactRequest`] redacts a version in the
+/// daemon (`scratchfs redact`).
+pub const REDACT_XATTR: &str = "user.scratchfs.redact";
+
+/// What `scratchfs redact PATH@N` asks the daemon for (the value of [`REDACT_XATTR`]).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RedactRequest {
+    /// The file's path from the mount's root.
+    pub path: String,
+    /// The version to redact.
+    pub version: i64,
+    /// Why (recorded with the event).
+    pub why: String,
+}
+
 /// Also on `.archive/<path>`: who deleted the file and when.
 pub const ARCHIVE_XATTRS: &[&str] = &["deleted_by", "deleted"];
 
@@ -371,6 +386,13 @@ impl Fs {
             let req: crate::store::GcRequest = serde_json::from_slice(value)
                 .map_err(|e| Error::new(libc::EINVAL, format!("gc: {e}")))?;
             return self.gc(&req, ctx).map(|_| ());
+        }
+        if name == REDACT_XATTR.as_bytes() && ino == ROOT {
+            let req: RedactRequest = serde_json::from_slice(value)
+                .map_err(|e| Error::new(libc::EINVAL, format!("redact: {e}")))?;
+            return self
+                .redact(&req.path, req.version, &req.why, ctx)
+                .map(|_| ());
         }
         if name == RESTORE_XATTR.as_bytes() && View::of(ino).is_none() {
             let n: i64 = std::str::from_utf8(value)

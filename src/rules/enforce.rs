@@ -387,6 +387,17 @@ pub fn secret_in(content: &[u8]) -> Option<&'static str> {
         .map(|(k, _)| *k)
 }
 
+/// Every well-known secret in `content`: (kind, the secret's bytes), in pattern order.
+pub fn secrets_found(content: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (kind, re) in secret_patterns() {
+        for m in re.find_iter(content) {
+            out.push((*kind, m.as_bytes().to_vec()));
+        }
+    }
+    out
+}
+
 /// `content` with every well-known secret replaced by `[REDACTED <kind> blake3:<16 hex
 /// digits of the secret's blake3>]`, so that a repeat is recognised and the secret never
 /// recovered (SPEC §10 "no secret at rest"). Borrowed unchanged when nothing matches.

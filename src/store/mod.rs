@@ -128,6 +128,17 @@ pub struct GcReport {
     pub dry_run: bool,
 }
 
+/// What `redact` did (SPEC §10).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct RedactReport {
+    /// Versions of the file whose content was redacted.
+    pub versions: u64,
+    /// Refusals recorded at its path whose content was redacted.
+    pub refusals: u64,
+    /// The kinds of secret found (the `deny_secrets` pattern names).
+    pub kinds: Vec<String>,
+}
+
 /// A refused commit, as MANIFEST summarises it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefusalInfo {
@@ -344,6 +355,17 @@ pub trait Store: Send + Sync {
     /// [`Store::sync`], then syncs the database to disk: `fsyncdir`, and `fsync` of a
     /// file with nothing to commit.
     fn sync_to_disk(&self) -> Result<()>;
+    /// Redacts the secrets in version `number` of file `file_id` (recorded at `path`) and
+    /// wherever else the file's versions and refusals hold them, leaving no byte of them in
+    /// the store's files; an event by `caller` says `why`. The gate has allowed it.
+    fn redact(
+        &self,
+        file_id: i64,
+        number: i64,
+        path: &str,
+        why: &str,
+        caller: &Caller,
+    ) -> Result<RedactReport>;
     /// Forgets old versions (see [`sqlite::gc`]), keeping the `protected` stream bytes;
     /// the run is an event (op `gc`) by `caller`. The gate has allowed it ([`crate::fs::gate`]).
     fn gc(&self, req: &GcRequest, protected: &[(i64, u64)], caller: &Caller) -> Result<GcReport>;

@@ -10,8 +10,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::redo::{LoggedBuild, MAX_PAYLOAD, Op, Pieces, RedoLog};
 use super::{
     Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, FieldInfo, GcReport, GcRequest,
-    Kind, Lineage, NodeRecord, RefusalInfo, RenameRequest, RestorableInfo, Store, VersionInfo,
-    VersionMeta,
+    Kind, Lineage, NodeRecord, RedactReport, RefusalInfo, RenameRequest, RestorableInfo, Store,
+    VersionInfo, VersionMeta,
 };
 use crate::error::{Error, Result};
 use crate::identity::Caller;
@@ -519,6 +519,47 @@ impl Sqlite {
         Ok(conn)
     }
 
+    /// Redacts `path@number` ([`redact_in`]) by `caller`, then leaves no byte of the
+    /// secrets in the database's files: the file is rewritten (`VACUUM`, so no freed page
+    /// keeps them), the WAL checkpointed and truncated, and the redo log, every record of
+    /// which SQLite then holds, emptied. Fails with `EBUSY` when a reader keeps the WAL
+    /// from being truncated.
+    pub fn redact_version(
+        &self,
+        file_id: i64,
+        number: i64,
+        path: &str,
+        why: &str,
+        caller: &Caller,
+    ) -> Result<RedactReport> {
+        let mut conn = self.write_lock()?;
+        let proc_ = self.process(&conn, caller)?;
+        let report = redact_in(&mut conn, file_id, number, path, why, &proc_)?;
+        loop {
+            self.fold(&mut conn)?;
+            let mut redo = self.redo.lock();
+            if redo.pending.is_empty() && redo.folded == redo.last_seq && conn.is_autocommit() {
+                redo.log.clear()?;
+                break;
+            }
+        }
+        conn.execute_batch("VACUUM")?;
+        for _ in 0..50 {
+            let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+            if busy == 0 {
+                return Ok(report);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Err(Error::new(
+            libc::EBUSY,
+            format!(
+                "{}: redacted, but a reader keeps the WAL from being emptied: run `scratchfs redact` again when it is done",
+                self.path.display()
+            ),
+        ))
+    }
+
     /// Sets a `meta` row (e.g. `mountpoint`, which `scratchfs restore` uses to reach a
     /// mounted scratchpad).
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
@@ -782,6 +823,169 @@ pub fn gc(
     } else {
         tx.commit()?;
     }
+    Ok(report)
+}
+
+/// Redacts version `number` of file `file_id` (SPEC §10 `redact`): every well-known
+/// secret in it is replaced by a marker naming the pattern and the secret's blake3
+/// ([`crate::rules::enforce::redact_secrets`]), and so is every other version of that file
+/// and every refusal recorded at `path` that holds one of the same secrets, so that no
+/// byte of them stays referenced. Content no longer referenced is deleted, and the
+/// version rows get the redacted content's size and blake3. An event (op `redact`)
+/// records who did it and `why`. `EINVAL` when the version holds no secret, `ENOENT`
+/// when there is no such version. The caller then rewrites the file (VACUUM) and empties
+/// the WAL and the redo log ([`Sqlite::redact`]).
+fn redact_in(
+    conn: &mut Connection,
+    file_id: i64,
+    number: i64,
+    path: &str,
+    why: &str,
+    caller: &Proc,
+) -> Result<RedactReport> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let (stream, size): (i64, i64) = tx
+        .query_row(
+            "SELECT stream, size FROM versions WHERE file_id = ?1 AND version = ?2",
+            params![file_id, number],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?
+        .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}@{number}: no such version")))?;
+    let content = read_all(
+        &tx,
+        ContentRef {
+            stream,
+            len: size as u64,
+        },
+    )?;
+    let secrets = crate::rules::enforce::secrets_found(&content);
+    if secrets.is_empty() {
+        return Err(Error::new(
+            libc::EINVAL,
+            format!("{path}@{number}: holds no secret the deny_secrets patterns know"),
+        ));
+    }
+    let holds = |bytes: &[u8]| {
+        secrets
+            .iter()
+            .any(|(_, s)| bytes.windows(s.len()).any(|w| w == s.as_slice()))
+    };
+    // Every version of the file and every refusal at its path holding one of them.
+    let mut targets: Vec<(&str, i64, i64, i64)> = Vec::new();
+    {
+        let mut stmt = tx.prepare(
+            "SELECT 'versions', id, stream, size FROM versions WHERE file_id = ?1
+             UNION ALL SELECT 'events', id, stream, size FROM events
+                 WHERE path = ?2 AND stream IS NOT NULL",
+        )?;
+        let rows = stmt.query_map(params![file_id, path], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })?;
+        for row in rows {
+            let (table, id, stream, size) = row?;
+            let table = if table == "versions" {
+                "versions"
+            } else {
+                "events"
+            };
+            targets.push((table, id, stream, size));
+        }
+    }
+    let mut report = RedactReport {
+        kinds: secrets.iter().map(|(k, _)| k.to_string()).collect(),
+        ..Default::default()
+    };
+    report.kinds.dedup();
+    let mut redacted_streams: std::collections::HashMap<i64, (i64, i64, String)> =
+        std::collections::HashMap::new();
+    for (table, id, stream, size) in targets {
+        let bytes = read_all(
+            &tx,
+            ContentRef {
+                stream,
+                len: size as u64,
+            },
+        )?;
+        if !holds(&bytes) {
+            continue;
+        }
+        let clean = crate::rules::enforce::redact_secrets(&bytes).into_owned();
+        let key = stream * 1_000_003 + size;
+        let (new_stream, new_size, hash) = match redacted_streams.get(&key) {
+            Some(v) => v.clone(),
+            None => {
+                let new_stream = new_stream(&tx)?;
+                let mut hasher = blake3::Hasher::new();
+                let mut fill = |off: u64, buf: &mut [u8]| -> Result<()> {
+                    buf.copy_from_slice(&clean[off as usize..off as usize + buf.len()]);
+                    Ok(())
+                };
+                write_range(
+                    &tx,
+                    new_stream,
+                    0,
+                    clean.len() as u64,
+                    &mut hasher,
+                    &mut fill,
+                    &mut Vec::new(),
+                )?;
+                let v = (
+                    new_stream,
+                    clean.len() as i64,
+                    hasher.finalize().to_hex().to_string(),
+                );
+                redacted_streams.insert(key, v.clone());
+                v
+            }
+        };
+        tx.execute(
+            &format!("UPDATE {table} SET stream = ?1, size = ?2, blake3 = ?3 WHERE id = ?4"),
+            params![new_stream, new_size, hash, id],
+        )?;
+        if table == "versions" {
+            report.versions += 1;
+        } else {
+            report.refusals += 1;
+        }
+    }
+    // Content no longer referenced goes, as in gc.
+    tx.execute_batch(
+        "DROP TABLE IF EXISTS temp.gc_streams;
+         CREATE TEMP TABLE gc_streams AS
+             SELECT stream, MAX(size) AS len FROM (
+                 SELECT stream, size FROM versions
+                 UNION ALL SELECT stream, size FROM events WHERE stream IS NOT NULL)
+             GROUP BY stream;
+         DELETE FROM extents WHERE NOT EXISTS
+             (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents.offset < s.len);
+         DELETE FROM streams WHERE id NOT IN (SELECT stream FROM gc_streams) AND id != 0;
+         DELETE FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL);",
+    )?;
+    insert_event(
+        &tx,
+        "redact",
+        path,
+        None,
+        Some(file_id),
+        None,
+        None,
+        Some(&format!(
+            "redact {path}@{number}: {} ({} versions, {} refusals redacted): {why}",
+            report.kinds.join(", "),
+            report.versions,
+            report.refusals
+        )),
+        None,
+        caller,
+        now_ns(),
+    )?;
+    tx.commit()?;
     Ok(report)
 }
 
@@ -1717,6 +1921,17 @@ impl Store for Sqlite {
             caller: caller.clone(),
             time_ns,
         })
+    }
+
+    fn redact(
+        &self,
+        file_id: i64,
+        number: i64,
+        path: &str,
+        why: &str,
+        caller: &Caller,
+    ) -> Result<RedactReport> {
+        self.redact_version(file_id, number, path, why, caller)
     }
 
     fn gc(&self, req: &GcRequest, protected: &[(i64, u64)], caller: &Caller) -> Result<GcReport> {
