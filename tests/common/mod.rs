@@ -132,6 +132,13 @@ impl Mount {
         }
     }
 
+    /// Starts the daemon again (after [`Mount::unmount`]) with other `scratchfs mount`
+    /// arguments, on the same database.
+    pub fn restart_with(&mut self, extra: &[&str]) {
+        self.extra = extra.iter().map(|s| s.to_string()).collect();
+        self.start();
+    }
+
     /// Path of `rel` inside the mount.
     pub fn path(&self, rel: &str) -> PathBuf {
         self.mnt.join(rel)
