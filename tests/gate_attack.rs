@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use std::sync::Arc;
 
 use scratchfs::fs::{Ctx, Fs, ROOT, SetAttr};
-use scratchfs::store::{Sqlite, Store};
+use scratchfs::store::Sqlite;
 
 const RULES: &str = r#"{
   "writers": { "agent": { "uid": 1000 }, "admin": { "uid": 0 } },

@@ -36,6 +36,15 @@ impl Fs {
     /// group execute), as the kernel's filesystems do at write (`file_remove_privs`;
     /// pjdfstest chmod/12.t). Recorded as a `setattr` event by that caller.
     fn drop_privileges_after_write(&self, ino: u64, caller: &Caller) {
+        if caller.uid == 0
+            || self
+                .tree
+                .read()
+                .get(ino)
+                .map_or(true, |n| n.attrs.mode & 0o6000 == 0)
+        {
+            return;
+        }
         let mut tree = self.tree.write();
         let path = tree.path(ino);
         let Some(n) = tree.nodes.get_mut(&ino) else {
@@ -262,8 +271,12 @@ impl Fs {
             self.tree.write().get_mut(ino)?.owed_by = Some(fh);
             return Ok(());
         }
-        let path = self.tree.read().path(ino);
-        if self.gate.needs_content(&path) {
+        let path = if self.gate.has_rules() {
+            self.tree.read().path(ino)
+        } else {
+            String::new()
+        };
+        if self.gate.has_rules() && self.gate.needs_content(&path) {
             let current = if self.gate.has_fields(&path) {
                 Some(self.current_bytes(ino)?)
             } else {
