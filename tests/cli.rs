@@ -235,3 +235,32 @@ fn rules_check_names_line_column_and_key() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// `log`, `history` and `fsck` print a name holding a newline quoted, on one line, as git
+/// quotes paths; `--json` carries it as a JSON string.
+#[test]
+fn log_and_history_print_a_forged_name_quoted_on_one_line() {
+    let m = Mount::new();
+    let evil = "a\nfake.md    999  9  1  root  0s";
+    std::fs::write(m.path(evil), "hello\n").unwrap();
+    let quoted = r#""a\nfake.md    999  9  1  root  0s""#;
+    let (code, out, err) = cli(&m, &["log"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("fake.md")).collect();
+    assert_eq!(rows.len(), 2, "create and write, one line each:\n{out}");
+    for r in &rows {
+        assert!(r.contains(&format!(" {quoted}  v")), "{out}");
+    }
+    assert!(!out.lines().any(|l| l.starts_with("fake.md")), "{out}");
+    let (code, out, err) = cli(&m, &["history", evil]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.lines().all(|l| l.contains(quoted)), "{out}");
+    let (code, out, _) = cli(&m, &["log", "--json", evil]);
+    assert_eq!(code, 0);
+    let first: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(first["path"], evil);
+    let (code, _, err) = cli(&m, &["show", "no\nsuch"]);
+    assert_eq!(code, 1);
+    assert_eq!(err, "scratchfs: \"no\\nsuch\": no such file in the store\n");
+}
