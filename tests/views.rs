@@ -436,7 +436,9 @@ fn a_file_name_cannot_forge_manifest_rows() {
     let rows: Vec<&str> = text.lines().filter(|l| l.contains("fake.md")).collect();
     assert_eq!(
         rows,
-        [r#"  "a\nfake.md    999  9  1  root  0s" deleted by anonymous 0s ago (6 B): ".archive/a\nfake.md    999  9  1  root  0s""#],
+        [
+            r#"  "a\nfake.md    999  9  1  root  0s" deleted by anonymous 0s ago (6 B): ".archive/a\nfake.md    999  9  1  root  0s""#
+        ],
         "{text}"
     );
 }

@@ -58,7 +58,7 @@ fn through_mount(mnt: &str, path: &str, n: i64) -> Result<(), Failure> {
 
 fn offline(db: &Path, path: &str, n: i64) -> Result<(), Failure> {
     let me = unsafe { (libc::getuid(), libc::getgid()) };
-    let (store, _) = Sqlite::open(db, me).map_err(|e| e.to_string())?;
+    let (store, _) = Sqlite::open(db, me).map_err(|e| e.reason)?;
     let store: Arc<dyn Store> = Arc::new(store);
     let dir = db
         .parent()
