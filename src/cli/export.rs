@@ -109,10 +109,12 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         bar.inc(1);
         let Some(rel) = safe(&path) else {
             bar.suspend(|| {
-                eprintln!(
-                    "scratchfs: export: skipped unsafe path {}",
-                    quote_path(&path)
-                )
+                // Always in quotes: the name is the point of the message.
+                let q = match quote_path(&path) {
+                    std::borrow::Cow::Borrowed(p) => format!("\"{p}\""),
+                    std::borrow::Cow::Owned(q) => q,
+                };
+                eprintln!("scratchfs: export: skipped unsafe path {q}")
             });
             continue;
         };
