@@ -305,6 +305,7 @@ fn main() -> ExitCode {
 /// answers (or the daemon fails, whose message is then printed). The daemon's log goes
 /// to `<db>.log`.
 fn background_mount(spec: &MountSpec) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
     let db = mount::absolute(&spec.db)?;
@@ -313,10 +314,13 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     let mp = mount::check_mountpoint(&spec.mountpoint)?;
     // Nothing is created next to a database that may not be used (inside a mount, say).
     mount::check_database(&db, &mp)?;
+    // Nor next to a file that is not a scratchfs database.
+    scratchfs::store::probe(&db).map_err(|e| e.reason)?;
     let log_path = PathBuf::from(format!("{}.log", db.display()));
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(&log_path)
         .map_err(|e| format!("log file {}: {e}", log_path.display()))?;
     let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);

@@ -177,9 +177,14 @@ pub fn check_database(db: &Path, mp: &Path) -> Result<(PathBuf, PathBuf), Failur
 pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     let mp = check_mountpoint(&spec.mountpoint)?;
     let (db, db_dir) = check_database(&spec.db, &mp)?;
+    // A file that is not a scratchfs database is left as it is: refused before the lock
+    // (which creates a missing database, mode 0600) and before SQLite opens it.
+    crate::store::probe(&db).map_err(|e| e.reason)?;
     let lock = lock_database(&db)?;
     let (store, fresh) =
         Sqlite::open(&db, spec.owner).map_err(|e| format!("database {}: {e}", db.display()))?;
+    // An existing database (and its -wal, -shm, redo log, daemon log) with looser modes.
+    crate::store::make_private(&db);
     // Held for the life of the process: one mount per database.
     std::mem::forget(lock);
     store
@@ -248,11 +253,13 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
 /// `fcntl` locks, which `flock` does not touch, so `sqlite3` readers are unaffected).
 pub fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(db)
         .map_err(|e| format!("database {}: {e}", db.display()))?;
     // A daemon killed a moment ago may still be closing its files: wait for it a little.

@@ -235,3 +235,215 @@ fn rules_check_names_line_column_and_key() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// `log`, `history` and `fsck` print a name holding a newline quoted, on one line, as git
+/// quotes paths; `--json` carries it as a JSON string.
+#[test]
+fn log_and_history_print_a_forged_name_quoted_on_one_line() {
+    let m = Mount::new();
+    let evil = "a\nfake.md    999  9  1  root  0s";
+    std::fs::write(m.path(evil), "hello\n").unwrap();
+    let quoted = r#""a\nfake.md    999  9  1  root  0s""#;
+    let (code, out, err) = cli(&m, &["log"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("fake.md")).collect();
+    assert_eq!(rows.len(), 2, "create and write, one line each:\n{out}");
+    for r in &rows {
+        assert!(r.contains(&format!(" {quoted}  v")), "{out}");
+    }
+    assert!(!out.lines().any(|l| l.starts_with("fake.md")), "{out}");
+    let (code, out, err) = cli(&m, &["history", evil]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.lines().all(|l| l.contains(quoted)), "{out}");
+    let (code, out, _) = cli(&m, &["log", "--json", evil]);
+    assert_eq!(code, 0);
+    let first: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(first["path"], evil);
+    let (code, _, err) = cli(&m, &["show", "no\nsuch"]);
+    assert_eq!(code, 1);
+    assert_eq!(err, "scratchfs: \"no\\nsuch\": no such file in the store\n");
+}
+
+fn sha256(p: &std::path::Path) -> String {
+    let o = Command::new("sha256sum").arg(p).output().unwrap();
+    assert!(o.status.success(), "sha256sum {}", p.display());
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// Files beside `p` whose names start with its name (`-wal`, `-shm`, `-redo`, `.log`).
+fn companions(p: &std::path::Path) -> Vec<String> {
+    let name = p.file_name().unwrap().to_string_lossy().to_string();
+    let mut v: Vec<String> = std::fs::read_dir(p.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with(&name) && *n != name)
+        .collect();
+    v.sort();
+    v
+}
+
+/// A file that is not a scratchfs database (a SQLite database of another application,
+/// one with a clashing `meta(key, value)` table, one in WAL mode, plain text) is refused
+/// by `mount` (foreground and --background) and every command, with exit status 1 and
+/// "FILE is not a scratchfs database", and left byte for byte as it was, with nothing
+/// created beside it.
+#[test]
+fn a_foreign_database_is_refused_and_left_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    let sql = |db: &std::path::Path, q: &str| {
+        let o = Command::new("sqlite3").arg(db).arg(q).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let clash = dir.path().join("clash.db");
+    sql(
+        &clash,
+        "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT); \
+         INSERT INTO meta VALUES ('schema_version', '7'), ('owner', 'someone else');",
+    );
+    let plain = dir.path().join("plain.db");
+    sql(
+        &plain,
+        "CREATE TABLE orders(id INTEGER PRIMARY KEY, total INTEGER); INSERT INTO orders VALUES (1, 18000);",
+    );
+    let wal = dir.path().join("wal.db");
+    sql(
+        &wal,
+        "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1);",
+    );
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "not a database at all\n").unwrap();
+    for db in [&clash, &plain, &wal, &text] {
+        let before = sha256(db);
+        let want = format!("scratchfs: {} is not a scratchfs database\n", db.display());
+        let runs: Vec<Vec<&str>> = vec![
+            vec!["mount", mnt.to_str().unwrap()],
+            vec!["mount", mnt.to_str().unwrap(), "--background"],
+            vec!["log"],
+            vec!["history", "plan.md"],
+            vec!["show", "plan.md"],
+            vec!["fsck"],
+            vec!["gc", "--keep-last", "1"],
+            vec!["restore", "plan.md@1"],
+        ];
+        for args in runs {
+            // A mount that wrongly starts would serve until killed: `timeout` ends it
+            // (SIGTERM unmounts) and the test fails instead of hanging.
+            let o = Command::new("timeout")
+                .arg("20")
+                .arg(BIN)
+                .args(&args)
+                .arg("--db")
+                .arg(db)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(
+                o.status.code(),
+                Some(1),
+                "{args:?} on {}: {err}",
+                db.display()
+            );
+            assert_eq!(err, want, "{args:?}");
+            assert_eq!(sha256(db), before, "{args:?} changed {}", db.display());
+            assert_eq!(
+                companions(db),
+                Vec::<String>::new(),
+                "{args:?} left files beside {}",
+                db.display()
+            );
+        }
+        assert!(std::fs::read_dir(&mnt).unwrap().next().is_none(), "mounted");
+    }
+}
+
+/// The database, its -wal, -shm, redo log and daemon log are mode 0600, unreadable to
+/// another user; an existing database with looser modes is made private at mount.
+#[test]
+fn the_database_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    let db = dir.path().join("s.db");
+    let files =
+        ["s.db", "s.db-wal", "s.db-shm", "s.db-redo", "s.db.log"].map(|n| dir.path().join(n));
+    let check = |when: &str| {
+        for f in &files {
+            let mode = std::fs::metadata(f)
+                .unwrap_or_else(|e| panic!("{when}: {}: {e}", f.display()))
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{when}: {}", f.display());
+            let o = Command::new("setpriv")
+                .args([
+                    "--reuid",
+                    "1000",
+                    "--regid",
+                    "1000",
+                    "--clear-groups",
+                    "cat",
+                ])
+                .arg(f)
+                .output()
+                .unwrap();
+            assert!(!o.status.success(), "{when}: uid 1000 read {}", f.display());
+            assert!(
+                String::from_utf8_lossy(&o.stderr).contains("Permission denied"),
+                "{when}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    };
+    /// Unmounts on drop, so that a failed assertion leaves no mount behind.
+    struct Unmount<'a>(&'a std::path::Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let _guard = Unmount(&mnt);
+    // The temporary directory is 0700: open it up so that only the files' modes decide.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mount = || {
+        let st = Command::new(BIN)
+            .arg("mount")
+            .arg(&mnt)
+            .arg("--db")
+            .arg(&db)
+            .arg("--background")
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    mount();
+    std::fs::write(mnt.join("notes.md"), "secret findings\n").unwrap();
+    std::fs::write(mnt.join("state.json"), "{\"k\": 1}\n").unwrap();
+    check("mounted");
+    let st = Command::new(BIN).arg("unmount").arg(&mnt).status().unwrap();
+    assert!(st.success());
+    // After unmount SQLite removes -wal; the others stay private. Loosen them all, as an
+    // older scratchfs (or a umask 000 copy) would have left them: the next mount fixes them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::File::open(&mnt).is_ok_and(|_| std::fs::read_dir(&mnt).unwrap().next().is_some())
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for f in &files {
+        if f.exists() {
+            std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+    }
+    mount();
+    std::fs::write(mnt.join("notes.md"), "more\n").unwrap();
+    check("remounted");
+    let st = Command::new(BIN).arg("unmount").arg(&mnt).status().unwrap();
+    assert!(st.success());
+}

@@ -407,3 +407,38 @@ fn manifest_with_the_spec_example_rules_stays_small() {
         "ephemeral files stay out:\n{text}"
     );
 }
+
+/// A name holding a newline and text shaped like another row is one row, quoted as git
+/// quotes paths (docs/views.md); so is its outline's header.
+#[test]
+fn a_file_name_cannot_forge_manifest_rows() {
+    let m = Mount::new();
+    let evil = "a\nfake.md    999  9  1  root  0s";
+    std::fs::write(m.path(evil), "hello\n").unwrap();
+    let text = read(m.path("MANIFEST"));
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("fake.md")).collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    let rest = rows[0]
+        .strip_prefix(r#""a\nfake.md    999  9  1  root  0s""#)
+        .unwrap_or_else(|| panic!("not quoted:\n{text}"));
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    assert_eq!(fields[..3], ["6", "2", "2"], "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("fake.md")), "{text}");
+    let outline = read(m.path(&format!("{evil}.outline")));
+    assert!(
+        outline.starts_with(r#""a\nfake.md    999  9  1  root  0s": text, 1 line, 6 bytes"#),
+        "{outline}"
+    );
+    assert_eq!(outline.lines().count(), 1, "{outline}");
+    // Deleted, it is one `restorable:` row, with the path that brings it back.
+    std::fs::remove_file(m.path(evil)).unwrap();
+    let text = read(m.path("MANIFEST"));
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("fake.md")).collect();
+    assert_eq!(
+        rows,
+        [
+            r#"  "a\nfake.md    999  9  1  root  0s" deleted by anonymous 0s ago (6 B): ".archive/a\nfake.md    999  9  1  root  0s""#
+        ],
+        "{text}"
+    );
+}

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use super::{Failure, open, parse_spec, version_of};
+use crate::views::quote_path;
 
 /// Prints the unified diff of `a` → `b` (default: the current version of `a`'s path).
 pub fn diff(db: &Path, a: &str, b: Option<&str>, json: bool) -> Result<(), Failure> {
@@ -25,10 +26,16 @@ pub fn diff(db: &Path, a: &str, b: Option<&str>, json: bool) -> Result<(), Failu
         format!("{}@{}", va.path, va.version),
         format!("{}@{}", vb.path, vb.version),
     );
+    // The text headers quote a name that could break them (`--- "a\nb@2"`), as git does.
+    let (qa, qb) = if json {
+        (ha.clone(), hb.clone())
+    } else {
+        (quote_path(&ha).into_owned(), quote_path(&hb).into_owned())
+    };
     let text = d
         .unified_diff()
         .context_radius(3)
-        .header(&ha, &hb)
+        .header(&qa, &qb)
         .to_string();
     if json {
         println!("{}", serde_json::json!({ "a": ha, "b": hb, "diff": text }));

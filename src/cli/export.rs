@@ -8,6 +8,7 @@ use std::path::{Component, Path, PathBuf};
 
 use super::{Failure, open};
 use crate::store::ContentRef;
+use crate::views::quote_path;
 
 /// Parses a time: `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM:SS[Z]` (or with a space; UTC), `@SECONDS`
 /// since the epoch, or plain nanoseconds since the epoch. Returns ns.
@@ -44,6 +45,12 @@ pub fn parse_time(s: &str) -> Result<i64, Failure> {
     Ok(secs * 1_000_000_000)
 }
 
+/// A local path as messages show it: quoted if it could break the line.
+fn shown(p: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    crate::views::quote_path_bytes(p.as_os_str().as_bytes()).into_owned()
+}
+
 /// The relative path a stored path names, if it is safe to write under the export root.
 fn safe(path: &str) -> Option<PathBuf> {
     let parts: Vec<&str> = path.split('/').collect();
@@ -69,9 +76,9 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
             .next()
             .is_some()
     {
-        return Err(format!("{}: not empty", dir.display()));
+        return Err(format!("{}: not empty", shown(dir)));
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", shown(dir)))?;
     // The state of each file at `at`: its last version by then, unless it was deleted by
     // then (an unlink event, or its lineage ended by being renamed over another).
     let mut stmt = conn
@@ -101,12 +108,19 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
     for (path, stream, size, time_ns) in rows {
         bar.inc(1);
         let Some(rel) = safe(&path) else {
-            bar.suspend(|| eprintln!("scratchfs: export: skipped unsafe path {path:?}"));
+            bar.suspend(|| {
+                // Always in quotes: the name is the point of the message.
+                let q = match quote_path(&path) {
+                    std::borrow::Cow::Borrowed(p) => format!("\"{p}\""),
+                    std::borrow::Cow::Owned(q) => q,
+                };
+                eprintln!("scratchfs: export: skipped unsafe path {q}")
+            });
             continue;
         };
         let target = dir.join(&rel);
         if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", shown(parent)))?;
         }
         let bytes = crate::store::read_all(
             &conn,
@@ -122,9 +136,9 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
             .write(true)
             .create_new(true)
             .open(&target)
-            .map_err(|e| format!("{}: {e}", target.display()))?;
+            .map_err(|e| format!("{}: {e}", shown(&target)))?;
         f.write_all(&bytes)
-            .map_err(|e| format!("{}: {e}", target.display()))?;
+            .map_err(|e| format!("{}: {e}", shown(&target)))?;
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(time_ns.max(0) as u64);
         let _ = f.set_modified(t);
         written += 1;
@@ -133,7 +147,7 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
     if json {
         println!("{}", serde_json::json!({ "dir": dir, "files": written }));
     } else {
-        eprintln!("scratchfs: exported {written} files to {}", dir.display());
+        eprintln!("scratchfs: exported {written} files to {}", shown(dir));
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::{Failure, open};
 use crate::store::ContentRef;
+use crate::views::quote_path;
 
 /// Runs every check; `Ok` only when no fault was found.
 pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
@@ -110,6 +111,7 @@ pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
             .collect::<Result<_, _>>()
             .map_err(|e| e.to_string())?;
         for (id, path, version, stream, size, hash) in rows {
+            let path = quote_path(&path);
             let content = ContentRef {
                 stream,
                 len: size as u64,

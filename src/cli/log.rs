@@ -1,8 +1,11 @@
 //! `scratchfs log [PATH] [--rejected] [--json]`: every version and event, oldest first.
+//! Paths, writers and executables are quoted as git does when they could break the line
+//! ([`crate::views::quote_path`]); `--json` carries them as JSON strings.
 
 use std::path::Path;
 
 use super::{Failure, open};
+use crate::views::{one_line, quote_path};
 
 /// One line of the log.
 #[derive(Debug, serde::Serialize)]
@@ -81,10 +84,10 @@ pub fn log(db: &Path, path: Option<&str>, rejected: bool, json: bool) -> Result<
             "{}  {:<8} {}",
             crate::views::manifest::utc(e.time_ns),
             e.op,
-            e.path
+            quote_path(&e.path)
         );
         if let Some(n) = &e.new_path {
-            line += &format!(" -> {n}");
+            line += &format!(" -> {}", quote_path(n));
         }
         if let Some(v) = e.version {
             line += &format!("  v{v}");
@@ -92,20 +95,20 @@ pub fn log(db: &Path, path: Option<&str>, rejected: bool, json: bool) -> Result<
         if let Some(s) = e.size {
             line += &format!("  {s} B");
         }
-        line += &format!("  {}", e.writer);
+        line += &format!("  {}", quote_path(&e.writer));
         if let Some(s) = e.step {
             line += &format!(" step {s}");
         }
         line += &format!(
             "  ({} {})",
             e.tgid,
-            e.exe.rsplit('/').next().unwrap_or_default()
+            quote_path(e.exe.rsplit('/').next().unwrap_or_default())
         );
         if let Some(r) = &e.reason {
             let errno = e
                 .errno
                 .map(|n| std::io::Error::from_raw_os_error(n).to_string());
-            line += &format!("  {}: {r}", errno.unwrap_or_default());
+            line += &format!("  {}: {}", errno.unwrap_or_default(), one_line(r));
         }
         println!("{line}");
     }

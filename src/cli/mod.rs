@@ -15,6 +15,7 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::ContentRef;
+use crate::views::quote_path;
 
 /// A runtime failure, one line.
 pub type Failure = String;
@@ -138,7 +139,7 @@ pub fn file_id(conn: &Connection, path: &str) -> Result<i64, Failure> {
     )
     .optional()
     .map_err(|e| e.to_string())?
-    .ok_or_else(|| format!("{path}: no such file in the store"))
+    .ok_or_else(|| format!("{}: no such file in the store", quote_path(path)))
 }
 
 /// Every version of a lineage, oldest first.
@@ -174,9 +175,12 @@ pub fn versions(conn: &Connection, file_id: i64) -> Result<Vec<VersionRow>, Fail
 pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
     match spec.rsplit_once('@') {
         Some((p, n)) if !p.is_empty() => {
-            let n: i64 = n
-                .parse()
-                .map_err(|_| format!("{spec}: expected PATH@N with N a version number"))?;
+            let n: i64 = n.parse().map_err(|_| {
+                format!(
+                    "{}: expected PATH@N with N a version number",
+                    quote_path(spec)
+                )
+            })?;
             Ok((p.to_string(), Some(n)))
         }
         _ => Ok((spec.to_string(), None)),
@@ -191,7 +195,7 @@ pub fn version_of(conn: &Connection, spec: &str) -> Result<VersionRow, Failure> 
         None => all.last().cloned(),
         Some(n) => all.iter().find(|v| v.version == n).cloned(),
     }
-    .ok_or_else(|| format!("{spec}: no such version"))
+    .ok_or_else(|| format!("{}: no such version", quote_path(spec)))
 }
 
 /// `scratchfs history PATH [--json]`: the versions of the file now (or last) at PATH,
@@ -208,11 +212,11 @@ pub fn history(db: &Path, path: &str, json: bool) -> Result<(), Failure> {
                 crate::views::manifest::utc(v.time_ns),
                 v.op,
                 v.size,
-                v.writer,
+                quote_path(&v.writer),
                 v.step.map(|s| format!("step {s}")).unwrap_or_default(),
                 &v.blake3[..12.min(v.blake3.len())],
-                v.path,
-                v.exe.rsplit('/').next().unwrap_or_default()
+                quote_path(&v.path),
+                quote_path(v.exe.rsplit('/').next().unwrap_or_default())
             );
         }
     }

@@ -10,11 +10,12 @@ use super::{Failure, parse_spec};
 use crate::fs::serve::RESTORE_XATTR;
 use crate::fs::{Ctx, Fs, ROOT};
 use crate::store::{Sqlite, Store};
+use crate::views::quote_path;
 
 /// Restores `spec` (`PATH@N`).
 pub fn restore(db: &Path, spec: &str, json: bool) -> Result<(), Failure> {
     let (path, n) = parse_spec(spec)?;
-    let n = n.ok_or_else(|| format!("{spec}: expected PATH@N"))?;
+    let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_path(spec)))?;
     let path = path.trim_start_matches('/').to_string();
     if !db.exists() {
         return Err(format!("{}: no such database", db.display()));
@@ -36,7 +37,7 @@ fn report(path: &str, n: i64, json: bool) {
     if json {
         println!("{}", serde_json::json!({ "path": path, "restored": n }));
     } else {
-        println!("{path}: version {n} restored");
+        println!("{}: version {n} restored", quote_path(path));
     }
 }
 
@@ -47,14 +48,17 @@ fn through_mount(mnt: &str, path: &str, n: i64) -> Result<(), Failure> {
         n.to_string().as_bytes(),
     )
     .map_err(|e| match e.raw_os_error() {
-        Some(libc::ENOENT) => format!("{path}@{n}: no such file or version"),
-        _ => format!("{path}@{n}: {e}"),
+        Some(libc::ENOENT) => format!(
+            "{}: no such file or version",
+            quote_path(&format!("{path}@{n}"))
+        ),
+        _ => format!("{}: {e}", quote_path(&format!("{path}@{n}"))),
     })
 }
 
 fn offline(db: &Path, path: &str, n: i64) -> Result<(), Failure> {
     let me = unsafe { (libc::getuid(), libc::getgid()) };
-    let (store, _) = Sqlite::open(db, me).map_err(|e| e.to_string())?;
+    let (store, _) = Sqlite::open(db, me).map_err(|e| e.reason)?;
     let store: Arc<dyn Store> = Arc::new(store);
     let dir = db
         .parent()
@@ -74,7 +78,13 @@ fn offline(db: &Path, path: &str, n: i64) -> Result<(), Failure> {
     for part in path.split('/').filter(|p| !p.is_empty()) {
         ino = fs
             .lookup(ino, part.as_bytes())
-            .map_err(|_| format!("{path}: no such file (a deleted file comes back with cp .archive/{path} {path})"))?
+            .map_err(|_| {
+                let (q, archived) = (
+                    quote_path(path),
+                    quote_path(&format!(".archive/{path}")).into_owned(),
+                );
+                format!("{q}: no such file (a deleted file comes back with cp {archived} {q})")
+            })?
             .ino;
     }
     let ctx = Ctx {

@@ -14,7 +14,10 @@ mod sqlite;
 use std::io;
 
 pub use redo::RedoLog;
-pub use sqlite::{Sqlite, gc as sqlite_gc, open_read_only, read_all};
+pub use sqlite::{
+    APPLICATION_ID, Probe, Sqlite, companions, gc as sqlite_gc, make_private, open_read_only,
+    probe, read_all,
+};
 
 use crate::error::Result;
 use crate::identity::Caller;

@@ -21,6 +21,9 @@ use crate::views::manifest::REFUSALS_SHOWN;
 const SCHEMA: &str = include_str!("schema.sql");
 /// Schema version written to `meta.schema_version`.
 pub const SCHEMA_VERSION: &str = "1";
+/// `PRAGMA application_id` of a scratchfs database (docs/schema.md): the ASCII bytes
+/// `SCRF`, 0x53435246 = 1396920902, at offset 68 of the file's header.
+pub const APPLICATION_ID: i32 = 0x5343_5246;
 const READERS: usize = 3;
 
 /// How long the batch (creates, unlinks and small commits acknowledged through the redo
@@ -142,11 +145,212 @@ fn open_conn(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// What a database path holds, as [`probe`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// No file: a new database may be created there.
+    Missing,
+    /// An empty file (as `scratchfs mount` leaves when it takes the database's lock
+    /// before creating it, or `touch`): a new database may be made of it.
+    Empty,
+    /// A scratchfs database; `stamped`: it carries [`APPLICATION_ID`] (older ones are
+    /// known by their `meta.schema_version` and tables, and get it when opened read-write).
+    Scratchfs {
+        /// Whether `PRAGMA application_id` is [`APPLICATION_ID`].
+        stamped: bool,
+    },
+}
+
+/// The refusal of a file that is not a scratchfs database.
+fn not_ours(path: &Path) -> Error {
+    Error::new(
+        libc::EINVAL,
+        format!("{} is not a scratchfs database", path.display()),
+    )
+}
+
+/// Tells, without writing anything, whether `path` may be used as a scratchfs database:
+/// missing, empty, or a scratchfs database. Anything else (not SQLite, another
+/// application's SQLite database, a SQLite database without scratchfs's `meta` row and
+/// tables) is refused with `EINVAL` "FILE is not a scratchfs database". The header is read
+/// first; only a database without the application id is opened with SQLite, read-only and
+/// as `immutable` unless a `-wal` file exists, so that no `-wal` or `-shm` file is created
+/// beside a foreign database.
+pub fn probe(path: &Path) -> Result<Probe> {
+    use std::io::Read;
+    let io = |e: std::io::Error| {
+        Error::new(
+            e.raw_os_error().unwrap_or(libc::EIO),
+            format!("{}: {e}", path.display()),
+        )
+    };
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Probe::Missing),
+        Err(e) => return Err(io(e)),
+    };
+    let meta = f.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(not_ours(path));
+    }
+    if meta.len() == 0 {
+        return Ok(Probe::Empty);
+    }
+    let mut head = [0u8; 100];
+    if f.read_exact(&mut head).is_err() || &head[..16] != b"SQLite format 3\0" {
+        return Err(not_ours(path));
+    }
+    if i32::from_be_bytes([head[68], head[69], head[70], head[71]]) == APPLICATION_ID {
+        return Ok(Probe::Scratchfs { stamped: true });
+    }
+    drop(f);
+    let conn = if wal_path(path).exists() {
+        // In use (e.g. a mount of an older scratchfs database): read through its WAL.
+        Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?
+    } else {
+        Connection::open_with_flags(
+            immutable_uri(path),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                | rusqlite::OpenFlags::SQLITE_OPEN_URI
+                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?
+    };
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    let looked = (|| -> rusqlite::Result<Option<Probe>> {
+        let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        if id == APPLICATION_ID {
+            return Ok(Some(Probe::Scratchfs { stamped: true }));
+        }
+        if id != 0 {
+            return Ok(None);
+        }
+        let tables: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'
+             AND name IN ('meta', 'nodes', 'files', 'versions')",
+            [],
+            |r| r.get(0),
+        )?;
+        if tables != 4 {
+            return Ok(None);
+        }
+        let version: Option<String> = conn
+            .query_row(
+                "SELECT CAST(value AS TEXT) FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(version.map(|_| Probe::Scratchfs { stamped: false }))
+    })();
+    match looked {
+        Ok(Some(p)) => Ok(p),
+        Ok(None) => Err(not_ours(path)),
+        // A damaged header, or columns of other types: not ours either.
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if matches!(
+                e.code,
+                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
+            ) =>
+        {
+            Err(not_ours(path))
+        }
+        Err(
+            rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..),
+        ) => Err(not_ours(path)),
+        Err(e) => Err(Error::store(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// `<db>-wal`.
+fn wal_path(db: &Path) -> PathBuf {
+    let mut p = db.as_os_str().to_owned();
+    p.push("-wal");
+    PathBuf::from(p)
+}
+
+/// `file:PATH?immutable=1`, PATH percent-encoded: SQLite then reads the file without
+/// locks, without its `-wal` and without creating a `-shm`.
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
+/// The files of the database at `db` that may hold its data or its provenance: the
+/// database, `-wal`, `-shm`, the redo log `-redo` and the daemon's log `.log`.
+pub fn companions(db: &Path) -> Vec<PathBuf> {
+    ["", "-wal", "-shm", "-redo", ".log"]
+        .iter()
+        .map(|suffix| {
+            let mut p = db.as_os_str().to_owned();
+            p.push(suffix);
+            PathBuf::from(p)
+        })
+        .collect()
+}
+
+/// Makes the database and its [`companions`] that exist private (mode 0600) when their
+/// mode allows more; a failure (a file of another owner) is logged, not fatal.
+pub fn make_private(db: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for p in companions(db) {
+        let Ok(meta) = std::fs::metadata(&p) else {
+            continue;
+        };
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            match std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)) {
+                Ok(()) => log::info!("{}: mode {:o} -> 0600", p.display(), mode & 0o777),
+                Err(e) => log::warn!("{}: cannot make it private (mode 0600): {e}", p.display()),
+            }
+        }
+    }
+}
+
 impl Sqlite {
     /// Opens (creating if missing) the database at `path`. A new database gets the schema
-    /// and a root directory owned by `owner` (uid, gid) with mode 0755.
+    /// and a root directory owned by `owner` (uid, gid) with mode 0755. A new database is
+    /// created only where no file is, or the file is empty ([`probe`]): mode 0600, with
+    /// [`APPLICATION_ID`] written before anything else. Any other file that is not a
+    /// scratchfs database is refused (`EINVAL`) and left untouched; an older scratchfs
+    /// database without the application id gets it.
     pub fn open(path: &Path, owner: (u32, u32)) -> Result<(Sqlite, bool)> {
+        let probed = probe(path)?;
+        if matches!(probed, Probe::Missing | Probe::Empty) {
+            use std::os::unix::fs::OpenOptionsExt;
+            // Mode 0600 before SQLite opens it: its -wal and -shm take the same mode.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| {
+                    Error::new(
+                        e.raw_os_error().unwrap_or(libc::EIO),
+                        format!("{}: {e}", path.display()),
+                    )
+                })?;
+            // In the file's header before it becomes a WAL database, so that the header
+            // read by `probe` always shows it.
+            let c = Connection::open(path)?;
+            c.pragma_update(None, "application_id", APPLICATION_ID)?;
+        }
         let conn = open_conn(path)?;
+        if probed == (Probe::Scratchfs { stamped: false }) {
+            conn.pragma_update(None, "application_id", APPLICATION_ID)?;
+        }
         conn.execute_batch(SCHEMA)?;
         let fresh: bool =
             conn.query_row("SELECT COUNT(*) FROM nodes", [], |r| r.get::<_, i64>(0))? == 0;
@@ -990,13 +1194,18 @@ fn redact_in(
 }
 
 /// Opens the database read-only, for inspection while it may be mounted (a WAL reader
-/// never blocks the daemon). `ENOENT`-style failures name the file.
+/// never blocks the daemon). `ENOENT`-style failures name the file; a file that is not a
+/// scratchfs database (an empty one included) is refused with `EINVAL` ([`probe`]).
 pub fn open_read_only(path: &Path) -> Result<Connection> {
-    if !path.exists() {
-        return Err(Error::new(
-            libc::ENOENT,
-            format!("{}: no such database", path.display()),
-        ));
+    match probe(path)? {
+        Probe::Missing => {
+            return Err(Error::new(
+                libc::ENOENT,
+                format!("{}: no such database", path.display()),
+            ));
+        }
+        Probe::Empty => return Err(not_ours(path)),
+        Probe::Scratchfs { .. } => {}
     }
     let conn = Connection::open_with_flags(
         path,
@@ -2316,6 +2525,55 @@ mod tests {
         let (s, fresh) = Sqlite::open(&dir.path().join("t.db"), (0, 0)).unwrap();
         assert!(fresh);
         (dir, s)
+    }
+
+    #[test]
+    fn probe_knows_new_old_and_foreign_databases() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("t.db");
+        assert_eq!(probe(&db).unwrap(), Probe::Missing);
+        drop(Sqlite::open(&db, (0, 0)).unwrap());
+        assert_eq!(
+            std::fs::metadata(&db).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(probe(&db).unwrap(), Probe::Scratchfs { stamped: true });
+        // An older scratchfs database (no application id) is known by its meta row and
+        // tables, and stamped when opened read-write.
+        Connection::open(&db)
+            .unwrap()
+            .pragma_update(None, "application_id", 0)
+            .unwrap();
+        assert_eq!(probe(&db).unwrap(), Probe::Scratchfs { stamped: false });
+        let (s, fresh) = Sqlite::open(&db, (0, 0)).unwrap();
+        assert!(!fresh);
+        drop(s);
+        assert_eq!(probe(&db).unwrap(), Probe::Scratchfs { stamped: true });
+        // An empty file may become a database; other files are refused.
+        let empty = dir.path().join("empty.db");
+        std::fs::write(&empty, b"").unwrap();
+        assert_eq!(probe(&empty).unwrap(), Probe::Empty);
+        assert!(open_read_only(&empty).is_err());
+        let text = dir.path().join("text.db");
+        std::fs::write(&text, b"hello").unwrap();
+        let other = dir.path().join("other.db");
+        Connection::open(&other)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE meta(key, value); INSERT INTO meta VALUES ('schema_version', '1')",
+            )
+            .unwrap();
+        for p in [&text, &other, &dir.path().to_path_buf()] {
+            let e = Sqlite::open(p, (0, 0)).err().unwrap();
+            assert_eq!(e.errno, libc::EINVAL);
+            assert_eq!(
+                e.reason,
+                format!("{} is not a scratchfs database", p.display())
+            );
+            assert_eq!(open_read_only(p).err().unwrap().reason, e.reason);
+        }
+        assert_eq!(std::fs::read(&text).unwrap(), b"hello");
     }
 
     fn file(s: &Sqlite, name: &str) -> NodeRecord {

@@ -22,11 +22,16 @@
 //! - Then who may write what, the latest refusals with their reasons, the latest
 //!   deletions and commits that shrank a file by more than half, each with the path that
 //!   gives the content back, and the views that resolve by name but are not listed.
+//! - Paths and writer names that could break a row (a newline, a control character, a
+//!   quote, a backslash, a leading or trailing space) are quoted as git does
+//!   ([`super::quote_path`]); reasons and rule lines have their control characters
+//!   escaped ([`super::one_line`]): one row is always one file.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::outline::tokens;
+use super::{one_line, quote_path};
 
 /// Files a directory may hold before it is folded into one line.
 pub const FOLD: usize = 8;
@@ -203,14 +208,14 @@ pub fn render(input: &Input) -> String {
                 e.1.bytes += f.bytes;
                 if f.time_ns > e.1.time_ns {
                     e.1.time_ns = f.time_ns;
-                    e.1.writer = f.writer.clone();
+                    e.1.writer = quote_path(&f.writer).into_owned();
                 }
             }
             None => root.push(Row {
-                name: f.path.clone(),
+                name: quote_path(&f.path).into_owned(),
                 bytes: f.bytes,
                 version: f.version.to_string(),
-                writer: f.writer.clone(),
+                writer: quote_path(&f.writer).into_owned(),
                 time_ns: f.time_ns,
             }),
         }
@@ -237,7 +242,7 @@ pub fn render(input: &Input) -> String {
         rows.extend(root);
     }
     for (dir, (n, mut r)) in folded {
-        r.name = format!("{dir}/ ({} files)", thousands(n as u64));
+        r.name = format!("{}/ ({} files)", quote_path(&dir), thousands(n as u64));
         rows.push(r);
     }
     rows.sort_by(|a, b| a.name.cmp(&b.name));
@@ -267,8 +272,9 @@ pub fn render(input: &Input) -> String {
     for (i, rule) in input.rules.iter().enumerate() {
         let _ = writeln!(
             out,
-            "{}{rule}",
-            if i == 0 { "who may write: " } else { "  " }
+            "{}{}",
+            if i == 0 { "who may write: " } else { "  " },
+            one_line(rule)
         );
     }
     let (refusals, count) = &input.refusals;
@@ -279,8 +285,8 @@ pub fn render(input: &Input) -> String {
                 out,
                 "  {} ago, {}: {}",
                 age(input.as_of_ns, r.time_ns),
-                r.writer,
-                r.reason
+                quote_path(&r.writer),
+                one_line(&r.reason)
             );
         }
     }
@@ -291,22 +297,21 @@ pub fn render(input: &Input) -> String {
             if r.deleted {
                 let _ = writeln!(
                     out,
-                    "  {} deleted by {} {ago} ago ({} B): .archive/{}",
-                    r.path,
-                    r.writer,
+                    "  {} deleted by {} {ago} ago ({} B): {}",
+                    quote_path(&r.path),
+                    quote_path(&r.writer),
                     thousands(r.bytes),
-                    r.path
+                    quote_path(&format!(".archive/{}", r.path))
                 );
             } else {
                 let _ = writeln!(
                     out,
-                    "  {} shrunk by {} {ago} ago; v{} ({} B): .history/{}/{}",
-                    r.path,
-                    r.writer,
+                    "  {} shrunk by {} {ago} ago; v{} ({} B): {}",
+                    quote_path(&r.path),
+                    quote_path(&r.writer),
                     r.version,
                     thousands(r.bytes),
-                    r.path,
-                    r.version
+                    quote_path(&format!(".history/{}/{}", r.path, r.version))
                 );
             }
         }
@@ -358,6 +363,56 @@ mod tests {
         assert!(tokens(m.len()) < 300, "{} tokens:\n{m}", tokens(m.len()));
         assert!(
             m.starts_with("MANIFEST as of 1970-01-01 00:02:40Z: 503 files,"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn a_name_cannot_forge_a_row() {
+        let mut evil = f("a\nfake.md    999  9  1  root  0s", 5, 100);
+        evil.writer = "w\nx".into();
+        let m = render(&Input {
+            restorable: vec![Restorable {
+                deleted: true,
+                path: "gone\nb.md".into(),
+                writer: "agent".into(),
+                time_ns: 100 * 1_000_000_000,
+                version: 1,
+                bytes: 3,
+            }],
+            files: vec![f("plan.md", 345, 100), evil],
+            refusals: (
+                vec![Refusal {
+                    reason: "x\ny: refused".into(),
+                    writer: "agent".into(),
+                    time_ns: 0,
+                }],
+                1,
+            ),
+            rules: vec![],
+            as_of_ns: 100 * 1_000_000_000,
+        });
+        assert_eq!(
+            m.lines().filter(|l| l.contains("fake.md")).count(),
+            1,
+            "{m}"
+        );
+        let row = m.lines().find(|l| l.contains("fake.md")).unwrap();
+        let rest = row
+            .strip_prefix(r#""a\nfake.md    999  9  1  root  0s""#)
+            .unwrap_or_else(|| panic!("{m}"));
+        let rest: Vec<&str> = rest.split_whitespace().collect();
+        assert_eq!(rest, ["5", "2", "2", r#""w\nx""#, "0s"], "{m}");
+        assert!(
+            m.contains(
+                "  \"gone\\nb.md\" deleted by agent 0s ago (3 B): \".archive/gone\\nb.md\"\n"
+            ),
+            "{m}"
+        );
+        assert!(m.contains(": x\\ny: refused\n"), "{m}");
+        assert!(
+            !m.lines()
+                .any(|l| l.starts_with("fake.md") || l.starts_with("b.md") || l.starts_with("y:")),
             "{m}"
         );
     }

@@ -108,3 +108,163 @@ pub fn is_reserved(parent: u64, name: &[u8]) -> bool {
     (parent == ROOT && (name == MANIFEST || HISTORY_NAMES.contains(&name)))
         || name.ends_with(OUTLINE_SUFFIX)
 }
+
+/// How a name is shown in text output (MANIFEST, outlines, the CLI): unchanged when it
+/// is safe to print, else quoted after git's `core.quotePath` convention (git-config(1),
+/// `quote_c_style` in git's `quote.c`): the whole name in double quotes, with `\n`, `\t`,
+/// `\"`, `\\`, `\a`, `\b`, `\f`, `\r`, `\v` for those characters and `\ooo` (three octal
+/// digits) for every other byte of a control character (C0, DEL, C1, and the Unicode
+/// line and paragraph separators U+2028/U+2029). A name needs quoting when it holds any
+/// of these, a double quote or a backslash, or starts or ends with a space. Printable
+/// UTF-8 is kept as it is (git with `core.quotePath=false`), so one name is always one
+/// row and never reads as two fields of another row; the quoting is reversible (C string
+/// literal rules). Names that are not UTF-8: see [`quote_path_bytes`].
+pub fn quote_path(p: &str) -> std::borrow::Cow<'_, str> {
+    quote_path_bytes(p.as_bytes())
+}
+
+/// [`quote_path`] for a name as raw bytes: a byte that is not part of valid UTF-8 is
+/// written as `\ooo` too (and makes the name quoted), so the original bytes can be
+/// recovered. A name already converted lossily (each invalid byte replaced by U+FFFD,
+/// as in `versions.path`) prints its U+FFFD as is: the original byte is not known there.
+pub fn quote_path_bytes(p: &[u8]) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    let needs = p.first() == Some(&b' ')
+        || p.last() == Some(&b' ')
+        || match std::str::from_utf8(p) {
+            Ok(s) => s.chars().any(|c| c == '"' || c == '\\' || is_unsafe(c)),
+            Err(_) => true,
+        };
+    if !needs {
+        // Valid UTF-8, checked above.
+        return Cow::Borrowed(std::str::from_utf8(p).unwrap_or_default());
+    }
+    let mut out = String::with_capacity(p.len() + 8);
+    out.push('"');
+    escape_into(p, true, &mut out);
+    out.push('"');
+    Cow::Owned(out)
+}
+
+/// A one-line text that may embed names (a refusal's reason, a heading, a writer's
+/// version line): control characters are escaped as in [`quote_path`], nothing is
+/// quoted, backslashes and quotes are left alone. Keeps free text on one row.
+pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(is_unsafe) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    escape_into(s.as_bytes(), false, &mut out);
+    std::borrow::Cow::Owned(out)
+}
+
+/// A character that could break a row: C0 and C1 controls, DEL, U+2028, U+2029.
+fn is_unsafe(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
+}
+
+/// Appends `p` C-escaped: control characters (and, if `quotes`, `"` and `\`) escaped,
+/// invalid UTF-8 bytes as `\ooo`.
+fn escape_into(mut p: &[u8], quotes: bool, out: &mut String) {
+    use std::fmt::Write;
+    let octal = |bytes: &[u8], out: &mut String| {
+        for b in bytes {
+            let _ = write!(out, "\\{b:03o}");
+        }
+    };
+    while !p.is_empty() {
+        let (valid, rest) = match std::str::from_utf8(p) {
+            Ok(s) => (s, &[][..]),
+            Err(e) => {
+                let (v, r) = p.split_at(e.valid_up_to());
+                (std::str::from_utf8(v).unwrap_or_default(), r)
+            }
+        };
+        for c in valid.chars() {
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                '\u{7}' => out.push_str("\\a"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                '\u{b}' => out.push_str("\\v"),
+                '"' | '\\' if quotes => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                c if is_unsafe(c) => octal(c.encode_utf8(&mut [0; 4]).as_bytes(), out),
+                c => out.push(c),
+            }
+        }
+        if rest.is_empty() {
+            break;
+        }
+        // One invalid sequence (as `Utf8Error::error_len` counts it, else the rest).
+        let bad = std::str::from_utf8(rest)
+            .err()
+            .and_then(|e| e.error_len())
+            .unwrap_or(rest.len());
+        octal(&rest[..bad], out);
+        p = &rest[bad..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names_print_unchanged() {
+        for p in [
+            "plan.md",
+            "notes/a b.md",
+            "état/über.json",
+            "(… 3 more files)",
+            "",
+        ] {
+            assert!(
+                matches!(quote_path(p), std::borrow::Cow::Borrowed(_)),
+                "{p}"
+            );
+            assert_eq!(quote_path(p), p);
+        }
+    }
+
+    #[test]
+    fn names_that_could_forge_rows_are_quoted_like_git() {
+        assert_eq!(
+            quote_path("a\nfake.md    999  9  1  root  0s"),
+            r#""a\nfake.md    999  9  1  root  0s""#
+        );
+        assert_eq!(quote_path("tab\there"), r#""tab\there""#);
+        assert_eq!(quote_path(r#"say "hi""#), r#""say \"hi\"""#);
+        assert_eq!(quote_path(r"back\slash"), r#""back\\slash""#);
+        assert_eq!(quote_path("\u{7}\u{8}\u{c}\r\u{b}"), r#""\a\b\f\r\v""#);
+        assert_eq!(quote_path("esc\u{1b}[31m"), r#""esc\033[31m""#);
+        assert_eq!(quote_path("del\u{7f}"), r#""del\177""#);
+        assert_eq!(
+            quote_path("nel\u{85}ls\u{2028}"),
+            r#""nel\302\205ls\342\200\250""#
+        );
+        assert_eq!(quote_path(" lead"), r#"" lead""#);
+        assert_eq!(quote_path("trail "), r#""trail ""#);
+        assert_eq!(quote_path("in side"), "in side");
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_octal() {
+        assert_eq!(quote_path_bytes(b"ok"), "ok");
+        assert_eq!(quote_path_bytes(b"caf\xe9.md"), r#""caf\351.md""#);
+        assert_eq!(quote_path_bytes(b"\xff\xfe\n"), r#""\377\376\n""#);
+        // A truncated multi-byte sequence at the end.
+        assert_eq!(quote_path_bytes(b"x\xc3"), r#""x\303""#);
+        assert_eq!(quote_path_bytes("é\u{fffd}".as_bytes()), "é\u{fffd}");
+    }
+
+    #[test]
+    fn one_line_escapes_controls_only() {
+        assert_eq!(one_line(r#"plain "text" \ ok"#), r#"plain "text" \ ok"#);
+        assert_eq!(one_line("a\nb: lost update\r"), r"a\nb: lost update\r");
+    }
+}

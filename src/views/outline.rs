@@ -19,7 +19,9 @@
 //! - JSONL: the line count and the top-level keys seen, with how many lines have each.
 //! - Other UTF-8 text: lines and bytes. Binary (not UTF-8, or a NUL byte): size and blake3.
 //!
-//! Tokens are estimated as bytes / 4, rounded up.
+//! Tokens are estimated as bytes / 4, rounded up. The file's name and JSON keys are
+//! quoted when they could break a row ([`super::quote_path`]); headings and the version
+//! line have their control characters escaped ([`super::one_line`]).
 
 use std::fmt::Write;
 
@@ -40,6 +42,9 @@ pub fn outline(
     fields: &std::collections::HashMap<String, String>,
 ) -> String {
     let mut out = String::new();
+    // The header names the file: quoted if its name could break the line.
+    let shown = super::quote_path(path);
+    let version_line = &*super::one_line(version_line);
     let Ok(text) = std::str::from_utf8(content) else {
         return binary(path, content, version_line);
     };
@@ -52,7 +57,7 @@ pub fn outline(
     let head = |kind: &str, out: &mut String| {
         let _ = writeln!(
             out,
-            "{path}: {kind}, {lines} line{}, {} bytes, ~{} tokens; {version_line}",
+            "{shown}: {kind}, {lines} line{}, {} bytes, ~{} tokens; {version_line}",
             if lines == 1 { "" } else { "s" },
             content.len(),
             tokens(content.len())
@@ -75,7 +80,14 @@ pub fn outline(
         for (k, v) in &map {
             let bytes = serde_json::to_string(v).map(|s| s.len()).unwrap_or(0);
             let prov = fields.get(k).map(String::as_str).unwrap_or("-");
-            let _ = writeln!(out, "{:<24} {:<7} {:>7}  {prov}", k, type_name(v), bytes);
+            let _ = writeln!(
+                out,
+                "{:<24} {:<7} {:>7}  {}",
+                super::quote_path(k),
+                type_name(v),
+                bytes,
+                super::one_line(prov)
+            );
         }
     } else {
         head("text", &mut out);
@@ -85,7 +97,8 @@ pub fn outline(
 
 fn binary(path: &str, content: &[u8], version_line: &str) -> String {
     format!(
-        "{path}: binary, {} bytes, blake3 {}; {version_line}\n",
+        "{}: binary, {} bytes, blake3 {}; {version_line}\n",
+        super::quote_path(path),
         content.len(),
         blake3::hash(content).to_hex()
     )
@@ -182,7 +195,7 @@ fn markdown(text: &str, out: &mut String) {
             tokens(bytes),
             "  ".repeat(h.level - 1),
             "#".repeat(h.level),
-            h.title.trim()
+            super::one_line(h.title.trim())
         );
     }
 }
@@ -207,7 +220,7 @@ fn jsonl(text: &str, out: &mut String) {
     }
     let _ = writeln!(out, "{lines} records, {bad} not JSON");
     for (k, c) in keys {
-        let _ = writeln!(out, "{k:<24} in {c} records");
+        let _ = writeln!(out, "{:<24} in {c} records", super::quote_path(&k));
     }
 }
 
@@ -281,5 +294,21 @@ mod tests {
         assert_eq!(o, "notes.txt: text, 2 lines, 4 bytes, ~1 tokens; v\n");
         let o = outline("x.bin", &[0, 159, 146, 150], "v", &none);
         assert!(o.starts_with("x.bin: binary, 4 bytes, blake3 "), "{o}");
+    }
+
+    #[test]
+    fn names_and_keys_cannot_forge_rows() {
+        let o = outline(
+            "a\nb.json",
+            br#"{"k\nfake string 1  v1 root": 1}"#,
+            "version 1 by w\nx",
+            &Default::default(),
+        );
+        assert_eq!(
+            o,
+            "\"a\\nb.json\": json object, 1 line, 32 bytes, ~8 tokens; version 1 by w\\nx\n\
+             key                      type      bytes  last changed\n\
+             \"k\\nfake string 1  v1 root\" integer       1  -\n"
+        );
     }
 }
