@@ -166,6 +166,12 @@ fn gc_is_for_root_and_the_user_who_mounted_and_is_on_record() {
     assert_eq!(m.versions("plan.md").len(), 1);
     let (_, log, _) = cli(&m, &["log"]);
     assert!(log.contains("gc (keep_last 1) by uid 0: forgot"), "{log}");
+    let manifest = read(m.path("MANIFEST"));
+    assert!(
+        manifest.contains("history erased (1 of 1):")
+            && manifest.contains("gc (keep_last 1) by uid 0: forgot"),
+        "{manifest}"
+    );
 }
 
 #[test]
@@ -366,6 +372,7 @@ fn redact_leaves_no_byte_of_a_secret_in_the_store() {
     assert_eq!(code, 0, "{out}{err}");
     let (_, log, _) = cli(&m, &["log"]);
     assert!(log.contains("leaked key"), "{log}");
+    assert!(read(m.path("MANIFEST")).contains("leaked key"), "MANIFEST shows the redact run");
     // A version without a secret is refused with a clear message.
     let (code, _, err) = cli(&m, &["redact", "plan.md@1"]);
     assert_eq!(code, 1);

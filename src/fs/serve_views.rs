@@ -252,6 +252,19 @@ impl Fs {
                     .collect(),
                 count,
             ),
+            erasures: {
+                let (runs, n) = self.store.erasures(3)?;
+                (
+                    runs.into_iter()
+                        .map(|r| Refusal {
+                            reason: r.reason,
+                            writer: r.writer,
+                            time_ns: r.time_ns,
+                        })
+                        .collect(),
+                    n,
+                )
+            },
             rules: self.rules_summary(),
             as_of_ns: self
                 .views

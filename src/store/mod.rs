@@ -389,6 +389,9 @@ pub trait Store: Send + Sync {
     fn fields(&self, file_id: i64) -> Result<Vec<FieldInfo>>;
     /// The latest `limit` refusals, newest first, and how many there are in all.
     fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)>;
+    /// The latest `limit` history-erasing runs (gc, redact; reason, runner, time), newest
+    /// first, and how many there were in all.
+    fn erasures(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)>;
     /// The latest `limit` deletions and shrinking commits, newest first.
     fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>>;
 }

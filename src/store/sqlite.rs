@@ -2472,6 +2472,25 @@ impl Store for Sqlite {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    fn erasures(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
+        let conn = self.reader()?;
+        let count: i64 = conn
+            .prepare_cached("SELECT COUNT(*) FROM events WHERE op IN ('gc', 'redact')")?
+            .query_row([], |r| r.get(0))?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT reason, writer, time_ns FROM events WHERE op IN ('gc', 'redact')
+             ORDER BY id DESC LIMIT ?1",
+        )?;
+        let rows = stmt.query_map([limit as i64], |r| {
+            Ok(RefusalInfo {
+                reason: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                writer: r.get(1)?,
+                time_ns: r.get(2)?,
+            })
+        })?;
+        Ok((rows.collect::<rusqlite::Result<Vec<_>>>()?, count as u64))
+    }
+
     fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
         let conn = self.reader()?;
         let count: i64 = conn

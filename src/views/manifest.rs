@@ -92,6 +92,9 @@ pub struct Input {
     pub files: Vec<FileEntry>,
     /// The latest refusals, newest first, and how many there are in all.
     pub refusals: (Vec<Refusal>, u64),
+    /// The latest gc and redact runs (reason, who, when), newest first, and how many
+    /// there were in all.
+    pub erasures: (Vec<Refusal>, u64),
     /// Who may write what, one line each.
     pub rules: Vec<String>,
     /// Time of the last change, ns: the header's time and the reference for ages.
@@ -281,6 +284,19 @@ pub fn render(input: &Input) -> String {
     if *count > 0 {
         let _ = writeln!(out, "refused ({} of {}):", refusals.len(), count);
         for r in refusals {
+            let _ = writeln!(
+                out,
+                "  {} ago, {}: {}",
+                age(input.as_of_ns, r.time_ns),
+                quote_path(&r.writer),
+                one_line(&r.reason)
+            );
+        }
+    }
+    let (erasures, count) = &input.erasures;
+    if *count > 0 {
+        let _ = writeln!(out, "history erased ({} of {}):", erasures.len(), count);
+        for r in erasures {
             let _ = writeln!(
                 out,
                 "  {} ago, {}: {}",
