@@ -364,10 +364,22 @@ mod tests {
             restorable: vec![],
             files,
             refusals: (vec![], 0),
+            erasures: (
+                vec![Refusal {
+                    reason: "gc (keep_last 1) by uid 0: forgot 3 versions and 10 bytes".into(),
+                    writer: "human".into(),
+                    time_ns: 0,
+                }],
+                1,
+            ),
             rules: vec!["anyone may write any file".into()],
             as_of_ns: 160 * 1_000_000_000,
         });
         assert!(m.contains("notes/ (500 files)"), "{m}");
+        assert!(
+            m.contains("history erased (1 of 1):\n  2m ago, human: gc (keep_last 1)"),
+            "{m}"
+        );
         assert!(m.contains("a/b.txt"), "{m}");
         let plan: Vec<&str> = m
             .lines()
@@ -405,6 +417,7 @@ mod tests {
                 }],
                 1,
             ),
+            erasures: (vec![], 0),
             rules: vec![],
             as_of_ns: 100 * 1_000_000_000,
         });
