@@ -62,6 +62,21 @@ fn agent(m: &Mount, script: &str) -> (bool, String, String) {
     )
 }
 
+/// Writes a script the agent (another uid) can read; returns its path.
+fn script(name: &str, text: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("scratchfs-gate-")
+        .tempdir()
+        .unwrap()
+        .keep();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    path
+}
+
 fn refused(m: &Mount) -> String {
     cli(m, &["log", "--rejected"]).1
 }
@@ -372,9 +387,132 @@ fn redact_leaves_no_byte_of_a_secret_in_the_store() {
     assert_eq!(code, 0, "{out}{err}");
     let (_, log, _) = cli(&m, &["log"]);
     assert!(log.contains("leaked key"), "{log}");
-    assert!(read(m.path("MANIFEST")).contains("leaked key"), "MANIFEST shows the redact run");
+    assert!(
+        read(m.path("MANIFEST")).contains("leaked key"),
+        "MANIFEST shows the redact run"
+    );
     // A version without a secret is refused with a clear message.
     let (code, _, err) = cli(&m, &["redact", "plan.md@1"]);
     assert_eq!(code, 1);
     assert!(err.contains("holds no secret"), "{err}");
+}
+
+#[test]
+fn writes_through_mmap_that_are_refused_are_not_seen_by_readers() {
+    let m = mount();
+    let text = r#"
+import mmap, os
+fd = os.open("state.json", os.O_RDWR)
+mm = mmap.mmap(fd, 0)
+i = mm.find(b"18000")
+mm[i:i + 5] = b"99999"
+try:
+    mm.flush()
+except OSError as e:
+    print("flush", e.errno)
+mm.close()
+try:
+    os.close(fd)
+    print("closed")
+except OSError as e:
+    print("close", e.errno)
+"#;
+    let path = script("forge_by_mmap.py", text);
+    // A reader first, so that the kernel keeps the file's pages cached.
+    assert!(read(m.path("state.json")).contains("18000"));
+    let (_, out, err) = agent(&m, &format!("python3 {}", path.display()));
+    assert!(
+        out.contains("22"),
+        "the refusal reaches the writer: {out} {err}"
+    );
+    // Neither a fresh reader nor a tool that reads and saves sees the refused bytes.
+    assert!(
+        read(m.path("state.json")).contains("18000"),
+        "{}",
+        read(m.path("state.json"))
+    );
+    m.sh_ok("SCRATCHFS_WRITER=get_order python3 -c 'import json; d = json.load(open(\"state.json\")); d[\"note\"] = \"m\"; json.dump(d, open(\"state.json\", \"w\"))'");
+    let (_, show, _) = cli(&m, &["show", "state.json"]);
+    assert!(show.contains("18000") && !show.contains("99999"), "{show}");
+}
+
+#[test]
+fn a_handle_is_checked_again_at_commit() {
+    let m = mount();
+    // The handle that created a write-once file gives it its content once, not twice.
+    let text = r#"
+import os
+fd = os.open("frozen/h.txt", os.O_CREAT | os.O_WRONLY, 0o666)
+os.write(fd, b"first")
+os.fsync(fd)
+os.pwrite(fd, b"SECOND", 0)
+try:
+    os.fsync(fd)
+    print("rewritten")
+except OSError as e:
+    print("refused", e.errno)
+"#;
+    let path = script("once.py", text);
+    let (_, out, err) = agent(&m, &format!("python3 {}", path.display()));
+    assert_eq!(out.trim(), "refused 13", "{err}");
+    assert_eq!(read(m.path("frozen/h.txt")), "first");
+    // A handle opened on a free path, whose directory is then moved under get_order's
+    // rule by someone who may, writes no more.
+    m.sh_ok("mkdir drafts && chmod 777 drafts");
+    let text = r#"
+import os, sys, time
+fd = os.open("drafts/x.txt", os.O_CREAT | os.O_WRONLY, 0o666)
+os.write(fd, b"draft")
+os.fsync(fd)
+print("ready", flush=True)
+deadline = time.time() + 30
+while not os.path.exists("orders/drafts/x.txt") and time.time() < deadline:
+    time.sleep(0.01)
+os.pwrite(fd, b"FORGED", 0)
+try:
+    os.fsync(fd)
+    print("written")
+except OSError as e:
+    print("refused", e.errno)
+"#;
+    let path = script("hold.py", text);
+    let mut child = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            "1000",
+            "--regid",
+            "1000",
+            "--clear-groups",
+            "bash",
+            "-c",
+        ])
+        .arg(format!("python3 {}", path.display()))
+        .current_dir(&m.mnt)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    if lines.next().map(|l| l.unwrap()).as_deref() != Some("ready") {
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "the agent could not open its draft: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    m.sh_ok("SCRATCHFS_WRITER=get_order mv drafts orders/drafts");
+    let last = lines.next().map(|l| l.unwrap());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        last.as_deref(),
+        Some("refused 13"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(read(m.path("orders/drafts/x.txt")), "draft");
+    assert!(
+        refused(&m).contains("orders/drafts/x.txt: writer agent refused by rule \"orders/**\""),
+        "{}",
+        refused(&m)
+    );
 }

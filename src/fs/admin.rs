@@ -130,6 +130,7 @@ impl Fs {
         self.views.changed();
         for ino in touched {
             self.invalidate(Invalidation::Attr(ino));
+            self.invalidate(Invalidation::Data(ino));
         }
         Ok(report)
     }

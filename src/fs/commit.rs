@@ -99,6 +99,9 @@ impl Fs {
             if n.owed_by == Some(fh) {
                 n.owed_by = None;
             }
+            // Pages written through mmap hold the refused bytes: the next reader's open
+            // drops the page cache (no FOPEN_KEEP_CACHE), and the caller invalidates it.
+            n.cached_version = 0;
         }
         Ok(())
     }
@@ -274,21 +277,27 @@ impl Fs {
         } else {
             String::new()
         };
-        if self.gate.has_rules() && self.gate.needs_content(&path) {
-            let current = if self.gate.has_fields(&path) {
-                Some(self.current_bytes(ino)?)
-            } else {
-                None
+        if self.gate.has_rules() {
+            let (old_len, first) = {
+                let tree = self.tree.read();
+                let head = tree.get(ino)?.head.as_ref();
+                (
+                    head.map_or(0, |h| h.content.len),
+                    // The first content of a file this handle created (its create was
+                    // checked); anything later is a change of an existing file.
+                    h.created && head.is_some_and(|h| h.number == 1),
+                )
             };
-            let verdict = if w.append && !self.gate.append_needs_whole(&path) {
+            let verdict = if !self.gate.needs_content(&path) {
+                let change = Change::Commit {
+                    path: &path,
+                    first,
+                    current: None,
+                    new: Content::Unchecked,
+                };
+                self.gate.check(&h.caller, &change)
+            } else if w.append && !self.gate.append_needs_whole(&path) {
                 // An append: its new bytes, with the overlap a secret could span.
-                let old_len = self
-                    .tree
-                    .read()
-                    .get(ino)?
-                    .head
-                    .as_ref()
-                    .map_or(0, |h| h.content.len);
                 let window_at = old_len.saturating_sub(super::gate::SECRET_OVERLAP as u64);
                 let mut window = self.window_of_current(ino, window_at)?;
                 let mut pending = vec![0u8; w.size as usize];
@@ -296,6 +305,7 @@ impl Fs {
                 window.extend_from_slice(&pending);
                 let change = Change::Commit {
                     path: &path,
+                    first,
                     current: None,
                     new: Content::Appended {
                         old_len,
@@ -306,9 +316,15 @@ impl Fs {
                 };
                 self.gate.check(&h.caller, &change)
             } else {
+                let current = if self.gate.has_fields(&path) {
+                    Some(self.current_bytes(ino)?)
+                } else {
+                    None
+                };
                 let content = self.content_after(ino, w)?;
                 let change = Change::Commit {
                     path: &path,
+                    first,
                     current: current.as_deref(),
                     new: Content::Whole(&content),
                 };
@@ -325,6 +341,7 @@ impl Fs {
                 };
                 drop(guard);
                 self.invalidate(Invalidation::Attr(ino));
+                self.invalidate(Invalidation::Data(ino));
                 if let Some((parent, name)) = gone {
                     self.invalidate(Invalidation::Entry(parent, name));
                 }
@@ -400,9 +417,11 @@ impl Fs {
                 }
                 if let Some(n) = self.tree.write().nodes.get_mut(&h.ino) {
                     n.pending_size = None;
+                    n.cached_version = 0;
                 }
                 drop(guard);
                 self.invalidate(Invalidation::Attr(ino));
+                self.invalidate(Invalidation::Data(ino));
                 log::warn!("commit refused: {e}");
                 Err(e)
             }

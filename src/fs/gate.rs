@@ -35,6 +35,8 @@ pub const SECRET_OVERLAP: usize = 1024;
 /// The new content of a commit, as the gate needs to see it.
 #[derive(Debug, Clone, Copy)]
 pub enum Content<'a> {
+    /// Not given: the path has no content rule ([`Gate::needs_content`] is false).
+    Unchecked,
     /// The whole content the file would have.
     Whole(&'a [u8]),
     /// An append: the file grows from `old_len` to `new_len` bytes; `window` holds the
@@ -110,10 +112,15 @@ pub enum Change<'a> {
         /// The committed content, for a path with `fields` when `whole` is given.
         current: Option<&'a [u8]>,
     },
-    /// A commit of new content (close, fsync, a truncation outside a handle).
+    /// A commit of a write handle (close, fsync, release): the writer is checked again
+    /// against the file's path now (a handle opened elsewhere may have been moved under
+    /// another rule since), then the content.
     Commit {
         /// The file.
         path: &'a str,
+        /// The first content of a file the committing handle created (its `create` was
+        /// checked; a `write-once` file takes its content then).
+        first: bool,
         /// The committed content the commit replaces (for `fields`); `None` when the
         /// path has no `fields`.
         current: Option<&'a [u8]>,
@@ -384,19 +391,30 @@ impl Gate {
                 }
                 Ok(())
             }
-            Change::Commit { path, current, new } => match new {
-                Content::Whole(bytes) => {
-                    r.validate(path, w, bytes).map_err(einval)?;
-                    r.validate_fields(path, w, current.unwrap_or(b""), bytes)
-                        .map_err(einval)
+            Change::Commit {
+                path,
+                first,
+                current,
+                new,
+            } => {
+                if !first {
+                    r.check(path, caller, Action::Modify)?;
                 }
-                Content::Appended {
-                    old_len,
-                    new_len,
-                    window_at,
-                    window,
-                } => self.appended(path, w, old_len, new_len, window_at, window),
-            },
+                match new {
+                    Content::Unchecked => Ok(()),
+                    Content::Whole(bytes) => {
+                        r.validate(path, w, bytes).map_err(einval)?;
+                        r.validate_fields(path, w, current.unwrap_or(b""), bytes)
+                            .map_err(einval)
+                    }
+                    Content::Appended {
+                        old_len,
+                        new_len,
+                        window_at,
+                        window,
+                    } => self.appended(path, w, old_len, new_len, window_at, window),
+                }
+            }
             Change::Truncate {
                 path,
                 size,
@@ -969,6 +987,7 @@ mod tests {
         let agent = who("agent", 1000);
         let ok = Change::Commit {
             path: "vault/k",
+            first: false,
             current: None,
             new: Content::Appended {
                 old_len: 10,
@@ -980,6 +999,7 @@ mod tests {
         assert!(g.check(&agent, &ok).is_ok());
         let secret = Change::Commit {
             path: "vault/k",
+            first: false,
             current: None,
             new: Content::Appended {
                 old_len: 10,
@@ -992,6 +1012,7 @@ mod tests {
         assert!(g.check(&agent, &secret).is_ok());
         let secret = Change::Commit {
             path: "vault/k",
+            first: false,
             current: None,
             new: Content::Appended {
                 old_len: 10,

@@ -138,6 +138,9 @@ pub enum Invalidation {
     /// A cached name (parent inode, name): the core removed it on its own (a refused
     /// create that leaves no file behind).
     Entry(u64, Vec<u8>),
+    /// Every cached page of an inode: after a refused change, pages written through
+    /// `mmap` must not stay visible to readers (sent without waiting).
+    Data(u64),
 }
 
 /// Called (with no lock held) to have the kernel drop cached state; returns once sent.
@@ -717,6 +720,7 @@ impl Fs {
             };
             drop(h);
             self.invalidate(Invalidation::Attr(ino));
+            self.invalidate(Invalidation::Data(ino));
             if let Some((parent, name)) = gone {
                 self.invalidate(Invalidation::Entry(parent, name));
             }
@@ -755,6 +759,7 @@ impl Fs {
                 };
                 drop(h);
                 self.invalidate(Invalidation::Attr(ino));
+                self.invalidate(Invalidation::Data(ino));
                 if let Some((parent, name)) = gone {
                     self.invalidate(Invalidation::Entry(parent, name));
                 }

@@ -27,6 +27,10 @@ pub fn spawn_notifier(notifier: fuser::Notifier) -> Invalidator {
                         // ENOENT: the kernel does not know the inode; nothing to drop.
                         let _ = notifier.inval_inode(fuser::INodeNo(ino), -1, 0);
                     }
+                    Invalidation::Data(ino) => {
+                        // The whole page cache of the inode (offset 0, length 0: to the end).
+                        let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
+                    }
                     Invalidation::Entry(parent, name) => {
                         use std::os::unix::ffi::OsStrExt;
                         let name = std::ffi::OsStr::from_bytes(&name);
@@ -39,12 +43,15 @@ pub fn spawn_notifier(notifier: fuser::Notifier) -> Invalidator {
         .expect("spawn notifier thread");
     let tx = std::sync::Mutex::new(tx);
     Box::new(move |inv| {
+        // A data invalidation may wait on pages under writeback, which may wait for the
+        // very request being answered (a write from mmap): it is sent, never waited for.
+        let wait = !matches!(inv, Invalidation::Data(_));
         let (done_tx, done_rx) = mpsc::sync_channel(1);
         let sent = tx
             .lock()
             .map(|t| t.send((inv, done_tx)).is_ok())
             .unwrap_or(false);
-        if sent {
+        if sent && wait {
             let _ = done_rx.recv_timeout(WAIT);
         }
     })
