@@ -516,3 +516,44 @@ except OSError as e:
         refused(&m)
     );
 }
+
+#[test]
+fn names_duplicate_keys_and_malformed_commands_get_no_further() {
+    let m = mount();
+    // A secret in a name under deny_secrets: refused, and not even the refusal holds it.
+    let (ok, _, err) = agent(&m, &format!("echo hi > vault/{SECRET}.txt"));
+    assert!(!ok && err.contains("Invalid argument"), "{err}");
+    let (ok, _, _) = agent(&m, &format!("mkdir vault/{SECRET}"));
+    assert!(!ok);
+    m.sql("SELECT 1");
+    for suffix in ["", "-wal", "-redo"] {
+        let p = format!("{}{suffix}", m.db.display());
+        if let Ok(bytes) = std::fs::read(&p) {
+            assert!(
+                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+                "{p} holds the secret"
+            );
+        }
+    }
+    assert!(
+        refused(&m).contains("the name holds an AWS access key id"),
+        "{}",
+        refused(&m)
+    );
+    // A repeated key: parsers disagree on which value counts, so it is refused.
+    let before = read(m.path("state.json"));
+    let (ok, _, err) = agent(
+        &m,
+        r#"printf "{\"order_total_cents\": 9999, \"order_total_cents\": 18000, \"note\": \"n\"}" | env tee state.json"#,
+    );
+    assert!(!ok && err.contains("Invalid argument"), "{err}");
+    assert_eq!(read(m.path("state.json")), before);
+    // A history-erasing command whose value does not even parse is refused and recorded.
+    let (ok, _, err) = agent(&m, "setfattr -n user.scratchfs.gc -v garbage .");
+    assert!(!ok && err.contains("Operation not permitted"), "{err}");
+    assert!(
+        refused(&m).contains("gc by uid 1000 refused"),
+        "{}",
+        refused(&m)
+    );
+}

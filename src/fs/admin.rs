@@ -15,6 +15,12 @@ impl Fs {
     /// with op `restore` that shares the old version's content (SPEC §2 `restore`).
     /// `ENOENT` when the file has no version `n`.
     pub fn restore(&self, ino: u64, n: i64, ctx: Ctx) -> Result<()> {
+        if n < 1 {
+            return Err(Error::new(
+                libc::EINVAL,
+                format!("restore: version numbers start at 1, not {n}"),
+            ));
+        }
         let _gc = self.gc_guard.read();
         let file_id = self
             .tree

@@ -298,6 +298,16 @@ impl Gate {
     /// The verdict on `change` by `caller`: `Ok` (allowed) or the refusal, with its errno
     /// and reason. Records nothing ([`Fs::admit`] does).
     pub fn check(&self, caller: &Caller, change: &Change<'_>) -> Result<()> {
+        // A reason names paths, and a name can hold a secret: none leaves the gate.
+        self.verdict(caller, change).map_err(|mut e| {
+            if let std::borrow::Cow::Owned(r) = Self::redact(e.reason.as_bytes()) {
+                e.reason = String::from_utf8_lossy(&r).into_owned();
+            }
+            e
+        })
+    }
+
+    fn verdict(&self, caller: &Caller, change: &Change<'_>) -> Result<()> {
         if let Change::Erase { what, path } = change {
             if self.admins.contains(&caller.uid) {
                 return Ok(());
@@ -324,15 +334,18 @@ impl Gate {
         let w = caller.writer.as_str();
         let einval = |reason: String| Error::new(libc::EINVAL, reason);
         match *change {
-            Change::Create { path, kind } => r.check(
-                path,
-                caller,
-                if kind == Kind::Dir {
-                    Action::Mkdir
-                } else {
-                    Action::Create
-                },
-            ),
+            Change::Create { path, kind } => {
+                r.check(
+                    path,
+                    caller,
+                    if kind == Kind::Dir {
+                        Action::Mkdir
+                    } else {
+                        Action::Create
+                    },
+                )?;
+                self.name_secret(path, w)
+            }
             Change::Open {
                 path,
                 trunc,
@@ -494,6 +507,7 @@ impl Gate {
                         Action::Create
                     };
                     r.check(&top.to, caller, target)?;
+                    self.name_secret(&top.to, w)?;
                     if let Some(content) = &top.content
                         && r.checks_content(&top.to)
                     {
@@ -515,6 +529,7 @@ impl Gate {
                     )
                 };
                 for m in moves {
+                    self.name_secret(&m.to, w).map_err(whole)?;
                     match m.kind {
                         Kind::Dir => {
                             r.check(&m.from, caller, Action::Mkdir).map_err(whole)?;
@@ -580,6 +595,24 @@ impl Gate {
                 rule.path
             ),
         )
+    }
+
+    /// A name under a `deny_secrets` rule must not hold a secret either: names are
+    /// stored (and shown) everywhere and cannot be redacted (`EINVAL`).
+    fn name_secret(&self, path: &str, writer: &str) -> Result<()> {
+        let Some(rule) = self.rules.as_ref().and_then(|r| r.rule_for(path)) else {
+            return Ok(());
+        };
+        match secret_in(path.as_bytes()) {
+            Some(kind) if rule.deny_secrets => refuse(
+                libc::EINVAL,
+                format!(
+                    "{path}: writer {writer} refused by rule \"{}\": deny_secrets: the name holds {kind}",
+                    rule.path
+                ),
+            ),
+            _ => Ok(()),
+        }
     }
 
     /// A file with `fields` that leaves `path` (unlink, rename away) removes every key it
@@ -760,9 +793,11 @@ impl Fs {
         content: Option<&[u8]>,
     ) {
         let redacted = content.map(Gate::redact);
+        let path = String::from_utf8_lossy(&Gate::redact(path.as_bytes())).into_owned();
+        let reason = String::from_utf8_lossy(&Gate::redact(e.reason.as_bytes())).into_owned();
         if let Err(se) = self
             .store
-            .reject(path, e.errno, &e.reason, caller, redacted.as_deref())
+            .reject(&path, e.errno, &reason, caller, redacted.as_deref())
         {
             log::error!("recording a refusal: {se}");
         }

@@ -396,11 +396,23 @@ impl Fs {
     /// (how `scratchfs restore PATH@N` works while mounted).
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], ctx: super::Ctx) -> Result<()> {
         if name == GC_XATTR.as_bytes() && ino == ROOT {
+            // The gate first: an attempt to erase history is on record even when its
+            // value does not parse.
+            let change = super::gate::Change::Erase {
+                what: "gc",
+                path: "",
+            };
+            self.admit(&self.caller(ctx), &change, || None)?;
             let req: crate::store::GcRequest = serde_json::from_slice(value)
                 .map_err(|e| Error::new(libc::EINVAL, format!("gc: {e}")))?;
             return self.gc(&req, ctx).map(|_| ());
         }
         if name == REDACT_XATTR.as_bytes() && ino == ROOT {
+            let change = super::gate::Change::Erase {
+                what: "redact",
+                path: "",
+            };
+            self.admit(&self.caller(ctx), &change, || None)?;
             let req: RedactRequest = serde_json::from_slice(value)
                 .map_err(|e| Error::new(libc::EINVAL, format!("redact: {e}")))?;
             return self

@@ -133,6 +133,12 @@ impl Compiled {
                 if let Some(f) = p.format {
                     line += &format!(", {f:?}").to_lowercase();
                 }
+                if let Some(max) = p.max_bytes {
+                    line += &format!(", max_bytes {max}");
+                }
+                if p.deny_secrets {
+                    line += ", deny_secrets";
+                }
                 if let Some(fields) = &p.fields {
                     let fs: Vec<String> = fields
                         .iter()
@@ -183,9 +189,15 @@ impl Compiled {
             _ => None,
         };
         let old = object(old).unwrap_or_default();
-        let Some(new) = object(new) else {
+        let Some(new_map) = object(new) else {
             return refuse("not a JSON object".into());
         };
+        // Parsers disagree on a repeated key (serde_json and Python keep the last value,
+        // SQLite's json_extract the first), so a document with one cannot be judged.
+        if let Some(k) = duplicate_key(new) {
+            return refuse(format!("key \"{k}\" appears twice"));
+        }
+        let new = new_map;
         let keys: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
         for k in keys {
             let (before, after) = (old.get(k), new.get(k));
@@ -342,26 +354,57 @@ impl Compiled {
     }
 }
 
+/// The first top-level key that appears twice in the JSON object `bytes`, if any
+/// (`None` also for what is not a JSON object).
+pub fn duplicate_key(bytes: &[u8]) -> Option<String> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            let mut dup = None;
+            while let Some(k) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                if dup.is_none() && !seen.insert(k.clone()) {
+                    dup = Some(k);
+                }
+            }
+            Ok(dup)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    de.deserialize_map(Keys).ok().flatten()
+}
+
 /// Well-known secret formats (`deny_secrets`, SPEC §5): private key blocks, cloud access
 /// keys, and the token formats of code hosts, chat and LLM APIs, and JWTs. The patterns
 /// follow the vendors' documented prefixes (as gitleaks' and GitHub secret scanning's rules
-/// do); no maintained Rust crate ships such a list.
+/// do); no maintained Rust crate ships such a list. Formats with a fixed prefix match also
+/// inside a longer word (`xAKIA…x`): refusing a look-alike costs less than storing a key.
 const SECRETS: &[(&str, &str)] = &[
     (
         "a private key",
         r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY(?: BLOCK)?-----",
     ),
-    ("an AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    ("a Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
+    ("an AWS access key id", r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
+    (
+        "an AWS secret access key",
+        r"(?i)aws_?secret_?access_?key\W{0,4}[=:]\s*\W?[A-Za-z0-9/+=]{40}",
+    ),
+    ("a Google API key", r"AIza[0-9A-Za-z_\-]{35}"),
     (
         "a GitHub token",
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b",
+        r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
     ),
-    ("a GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}\b"),
-    ("a Slack token", r"\bxox[abprs]-[A-Za-z0-9\-]{10,}\b"),
+    ("a GitLab token", r"glpat-[A-Za-z0-9_\-]{20,}"),
+    ("a Slack token", r"xox[abprs]-[A-Za-z0-9\-]{10,}"),
     ("an Anthropic API key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
     ("an OpenAI API key", r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}"),
-    ("a Stripe secret key", r"\b[sr]k_live_[0-9A-Za-z]{20,}\b"),
+    ("a Stripe secret key", r"[sr]k_live_[0-9A-Za-z]{20,}"),
     (
         "a JSON Web Token",
         r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
@@ -540,6 +583,29 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_key_cannot_be_judged() {
+        let r = Compiled::new(
+            Rules::parse(
+                r#"{"writers": {"get_order": {"env": "get_order"}},
+                    "paths": [{"path": "s.json", "format": "json",
+                      "fields": {"total": {"writers": ["get_order"]}}}]}"#,
+            )
+            .unwrap(),
+        );
+        let e = r
+            .validate_fields(
+                "s.json",
+                "agent",
+                br#"{"total": 1}"#,
+                br#"{"total": 9, "total": 1}"#,
+            )
+            .unwrap_err();
+        assert!(e.contains("key \"total\" appears twice"), "{e}");
+        assert_eq!(duplicate_key(br#"{"a": {"b": 1, "b": 2}}"#), None);
+        assert_eq!(duplicate_key(b"[1, 1]"), None);
+    }
+
+    #[test]
     fn well_known_secrets_are_found() {
         for (text, kind) in [
             (
@@ -567,6 +633,14 @@ mod tests {
             secret_in(b"order 1042 total 180.00; ask-for-approval"),
             None
         );
+        for embedded in [
+            "xAKIAIOSFODNN7EXAMPLEx",
+            "_AKIAIOSFODNN7EXAMPLE_",
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ] {
+            assert!(secret_in(embedded.as_bytes()).is_some(), "{embedded}");
+        }
+        assert_eq!(secret_in(b"task-this-is-a-long-kebab-case-name-here"), None);
     }
 
     #[test]
