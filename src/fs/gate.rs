@@ -149,7 +149,7 @@ pub enum Change<'a> {
         /// Size of the committed version, bytes.
         committed_len: u64,
     },
-    /// `chmod`/`chown` of a file or directory (times alone need no check).
+    /// `chmod`, `chown` or `utimensat` of a file or directory.
     SetAttr {
         /// The file or directory.
         path: &'a str,

@@ -330,13 +330,27 @@ impl Fs {
         self.tree.read().attr(ino)
     }
 
+    /// `mknod`: device nodes and FIFOs are refused with `EPERM` (SPEC §3; regular files
+    /// come through `create`).
+    pub fn mknod(&self) -> Result<std::convert::Infallible> {
+        Err(Error::new(
+            libc::EPERM,
+            "device nodes and FIFOs are not supported (SPEC §3)",
+        ))
+    }
+
     /// `setattr` (chmod, chown, truncate, utimens). A size change through a write handle
     /// `fh` truncates its private copy; without one it commits a `truncate` version at once.
     pub fn setattr(&self, ino: u64, set: SetAttr, fh: Option<u64>, ctx: Ctx) -> Result<Attr> {
         if View::of(ino).is_some() {
             return Err(Error::new(libc::EACCES, "views are read-only"));
         }
-        if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+        if set.mode.is_some()
+            || set.uid.is_some()
+            || set.gid.is_some()
+            || set.atime_ns.is_some()
+            || set.mtime_ns.is_some()
+        {
             let (path, kind) = {
                 let tree = self.tree.read();
                 (tree.path(ino), tree.get(ino)?.kind)
@@ -689,7 +703,11 @@ impl Fs {
             .map_or(0, |h| h.content.len);
         let end = at + data.len() as u64;
         let size_after = if w.append { end } else { w.size.max(end) };
-        let window_at = at.saturating_sub(gate::SECRET_OVERLAP as u64);
+        // An append handle's window stays within its own bytes: the overlap with the
+        // committed content is searched at commit (so an append reads no committed bytes
+        // here).
+        let floor = if w.append { w.base.len } else { 0 };
+        let window_at = at.saturating_sub(gate::SECRET_OVERLAP as u64).max(floor);
         let mut window = Vec::new();
         if self.gate.checks_secrets(&path) {
             window = self.read_private(w, window_at, (at - window_at) as u32)?;

@@ -293,8 +293,10 @@ impl Filesystem for Adapter {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        // SPEC §3: device nodes and FIFOs are refused (regular files come through create).
-        reply.error(Errno::EPERM);
+        match guard("mknod", || self.fs.mknod()) {
+            Ok(never) => match never {},
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn mkdir(
