@@ -337,7 +337,7 @@ fn check_invariants(fs: &Fs, history: &[(String, Vec<i64>)], ops: &[(Op, Result<
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, .. ProptestConfig::default() })]
     #[test]
     fn core_no_sequence_gets_past_the_gate(ops in proptest::collection::vec(op(), 1..30)) {
         let dir = tempfile::tempdir().unwrap();
