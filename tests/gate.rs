@@ -557,3 +557,46 @@ fn names_duplicate_keys_and_malformed_commands_get_no_further() {
         refused(&m)
     );
 }
+
+#[test]
+fn a_commit_racing_a_rename_is_judged_where_it_lands() {
+    let m = mount();
+    // One process closes a handle holding a secret while another moves its directory
+    // under deny_secrets; whichever comes first, the secret never lands in vault/.
+    let text = r#"
+import os, sys, multiprocessing as mp
+SECRET = b"k AKIAIOSFODNN7EXAMPLE\n"
+N = 100
+def closer(q, done):
+    for i in range(N):
+        d = f"sub/race{i}"
+        os.makedirs(d, exist_ok=True)
+        fd = os.open(d + "/f.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, b"x\n"); os.fsync(fd)
+        os.write(fd, SECRET)
+        q.put(i)
+        done.get()
+        try: os.close(fd)
+        except OSError: pass
+def mover(q, done):
+    for i in range(N):
+        j = q.get()
+        done.put(1)
+        for k in range(50):
+            try:
+                os.rename(f"sub/race{j}", f"vault/race{j}"); break
+            except OSError:
+                pass
+if __name__ == "__main__":
+    q = mp.Queue(); done = mp.Queue()
+    a = mp.Process(target=closer, args=(q, done)); b = mp.Process(target=mover, args=(q, done))
+    a.start(); b.start(); a.join(); b.join()
+    bad = [i for i in range(N) if os.path.exists(f"vault/race{i}/f.txt")
+           and b"AKIA" in open(f"vault/race{i}/f.txt", "rb").read()]
+    moved = sum(os.path.exists(f"vault/race{i}") for i in range(N))
+    print("bad", bad, "moved", moved)
+"#;
+    let path = script("race_rename.py", text);
+    let (_, out, err) = agent(&m, &format!("python3 {}", path.display()));
+    assert!(out.starts_with("bad [] moved"), "{out}{err}");
+}

@@ -35,6 +35,7 @@ impl Fs {
             .find(|v| v.number == n)
             .ok_or_else(|| Error::new(libc::ENOENT, format!("restore: no version {n}")))?;
         let caller = self.caller(ctx);
+        let _ns = self.ns_guard.read();
         // A commit of old content by the caller: the same checks as a write of it.
         let path = self.tree.read().path(ino);
         if self.gate.has_rules() {

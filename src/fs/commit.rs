@@ -272,6 +272,8 @@ impl Fs {
             self.tree.write().get_mut(ino)?.owed_by = Some(fh);
             return Ok(());
         }
+        // From the gate's verdict to the store's commit, no rename moves the file.
+        let ns = self.ns_guard.read();
         let path = if self.gate.has_rules() {
             self.tree.read().path(ino)
         } else {
@@ -378,6 +380,7 @@ impl Fs {
             w.size
         };
         let result = self.commit(h.ino, op, expect, build, &mut source, &h.caller, durable);
+        drop(ns);
         // Only now, with the commit done (and this handle still locked), may an opener
         // that waited for the owed truncation go on.
         if let Some(n) = self.tree.write().nodes.get_mut(&ino)

@@ -193,6 +193,10 @@ pub struct Fs {
     /// Held (read) by a restore from its lookup of the version to its commit, and
     /// (write) by gc, which could otherwise collect that version in between.
     gc_guard: RwLock<()>,
+    /// Held (read) by a commit from its gate check to its store transaction, and (write)
+    /// by a rename: a commit's content is judged under the path it lands at, never under
+    /// a path a concurrent rename is moving it away from.
+    ns_guard: RwLock<()>,
 }
 
 /// Hasher states kept (about 2 KiB each).
@@ -223,6 +227,7 @@ impl Fs {
             hashers: Mutex::new(HashMap::new()),
             invalidator: RwLock::new(None),
             gc_guard: RwLock::new(()),
+            ns_guard: RwLock::new(()),
             views: serve_views::ViewState::default(),
             gate: gate::Gate::new(),
         })
@@ -400,6 +405,7 @@ impl Fs {
             }
             if !done {
                 let caller = self.caller(ctx);
+                let _ns = self.ns_guard.read();
                 let (path, committed_len) = {
                     let tree = self.tree.read();
                     let n = tree.get(ino)?;

@@ -217,6 +217,8 @@ impl Fs {
         }
         check_not_reserved(new_parent, new_name)?;
         let caller = self.caller(ctx);
+        // No commit is between its gate check and its store transaction meanwhile.
+        let _ns = self.ns_guard.write();
         let mut tree = self.tree.write();
         let old_path = tree.child_path(parent, name);
         let new_path = tree.child_path(new_parent, new_name);
