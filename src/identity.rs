@@ -147,7 +147,9 @@ impl Resolver {
                 .collect();
             for kv in read_nul_list(&format!("/proc/{tgid}/environ")) {
                 if let Some(v) = kv.strip_prefix("SCRATCHFS_WRITER=") {
-                    c.env_writer = Some(v.to_string());
+                    // Redacted like argv: a secret-looking tag names no writer.
+                    let v = crate::rules::enforce::redact_secrets(v.as_bytes());
+                    c.env_writer = Some(String::from_utf8_lossy(&v).into_owned());
                 } else if let Some(v) = kv.strip_prefix("SCRATCHFS_STEP=") {
                     c.step = v.trim().parse().ok();
                 }

@@ -303,6 +303,19 @@ fn refused_secrets_are_stored_redacted() {
             );
         }
     }
+    // Nor from a process whose tag is a secret (the tag is stored redacted).
+    let (ok, _, err) = agent(&m, &format!("SCRATCHFS_WRITER={SECRET} bash -c \"echo hi > free.md\""));
+    assert!(ok, "{err}");
+    m.sql("SELECT 1");
+    for suffix in ["", "-wal", "-shm", "-redo"] {
+        let p = format!("{}{suffix}", m.db.display());
+        if let Ok(bytes) = std::fs::read(&p) {
+            assert!(
+                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+                "{p} holds the secret from the writer tag"
+            );
+        }
+    }
     // The refusal keeps the rest of the content and a marker with the secret's hash.
     let stored = m.sql(
         "SELECT group_concat(CAST(data AS TEXT), '') FROM extents WHERE stream =

@@ -388,7 +388,9 @@ pub fn duplicate_key(bytes: &[u8]) -> Option<String> {
 const SECRETS: &[(&str, &str)] = &[
     (
         "a private key",
-        r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY(?: BLOCK)?-----",
+        // The whole block, up to its END line or the end of the content, so that a
+        // redaction leaves none of the key's body.
+        r"(?s)-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\z)",
     ),
     ("an AWS access key id", r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
     (
@@ -580,6 +582,19 @@ mod tests {
             .unwrap_err()
             .contains("not among the fields")
         );
+    }
+
+    #[test]
+    fn a_private_key_is_redacted_whole() {
+        let pem = "before\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1234\nabcd\n-----END RSA PRIVATE KEY-----\nafter\n";
+        let r = redact_secrets(pem.as_bytes());
+        let s = String::from_utf8_lossy(&r);
+        assert!(!s.contains("MIIEpAIB") && !s.contains("END RSA"), "{s}");
+        assert!(s.starts_with("before\n[REDACTED a private key blake3:"), "{s}");
+        assert!(s.ends_with("]\nafter\n"), "{s}");
+        // A block cut short: redacted to the end.
+        let r = redact_secrets(b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk");
+        assert!(!String::from_utf8_lossy(&r).contains("b3Bl"));
     }
 
     #[test]

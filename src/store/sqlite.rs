@@ -1033,8 +1033,8 @@ pub fn gc(
 /// Redacts version `number` of file `file_id` (SPEC §10 `redact`): every well-known
 /// secret in it is replaced by a marker naming the pattern and the secret's blake3
 /// ([`crate::rules::enforce::redact_secrets`]), and so is every other version of that file
-/// and every refusal recorded at `path` that holds one of the same secrets, so that no
-/// byte of them stays referenced. Content no longer referenced is deleted, and the
+/// and every refusal recorded at `path` that holds a secret, so that no byte of one stays
+/// referenced. Content no longer referenced is deleted, and the
 /// version rows get the redacted content's size and blake3. An event (op `redact`)
 /// records who did it and `why`. `EINVAL` when the version holds no secret, `ENOENT`
 /// when there is no such version. The caller then rewrites the file (VACUUM) and empties
@@ -1070,11 +1070,9 @@ fn redact_in(
             format!("{path}@{number}: holds no secret the deny_secrets patterns know"),
         ));
     }
-    let holds = |bytes: &[u8]| {
-        secrets
-            .iter()
-            .any(|(_, s)| bytes.windows(s.len()).any(|w| w == s.as_slice()))
-    };
+    // Every version and refusal of the file that holds a secret the patterns know: the
+    // one asked for, where the later versions often still carry it, and any other.
+    let holds = |bytes: &[u8]| crate::rules::enforce::secret_in(bytes).is_some();
     // Every version of the file and every refusal at its path holding one of them.
     let mut targets: Vec<(&str, i64, i64, i64)> = Vec::new();
     {
