@@ -304,7 +304,10 @@ fn refused_secrets_are_stored_redacted() {
         }
     }
     // Nor from a process whose tag is a secret (the tag is stored redacted).
-    let (ok, _, err) = agent(&m, &format!("SCRATCHFS_WRITER={SECRET} bash -c \"echo hi > free.md\""));
+    let (ok, _, err) = agent(
+        &m,
+        &format!("SCRATCHFS_WRITER={SECRET} bash -c \"echo hi > free.md\""),
+    );
     assert!(ok, "{err}");
     m.sql("SELECT 1");
     for suffix in ["", "-wal", "-shm", "-redo"] {
@@ -612,4 +615,40 @@ if __name__ == "__main__":
     let path = script("race_rename.py", text);
     let (_, out, err) = agent(&m, &format!("python3 {}", path.display()));
     assert!(out.starts_with("bad [] moved"), "{out}{err}");
+}
+
+#[test]
+fn a_forked_childs_close_neither_freezes_nor_hides() {
+    let m = mount();
+    // The child of a writer closes the writer's descriptor (subprocess closes inherited
+    // descriptors), which commits what was written so far. A write-once file being
+    // created takes the rest from its creator all the same.
+    let text = r#"
+import os, subprocess
+a = os.open("frozen/w5.txt", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+os.write(a, b"part1\n")
+subprocess.run(["true"])
+os.write(a, b"part2\n")
+os.close(a)
+print("closed")
+# A refusal at the child's close reaches the parent too: its next write and its close.
+w = os.open("state.json", os.O_WRONLY | os.O_TRUNC)
+os.write(w, b'{"order_total_cents": 1, "note": "x"')
+subprocess.run(["true"])
+try:
+    os.write(w, b"}")
+    print("written")
+except OSError as e:
+    print("write", e.errno)
+try:
+    os.close(w)
+    print("close ok")
+except OSError as e:
+    print("close", e.errno)
+"#;
+    let path = script("fork_close.py", text);
+    let (_, out, err) = agent(&m, &format!("python3 {}", path.display()));
+    assert_eq!(out, "closed\nwrite 22\nclose 22\n", "{err}");
+    assert_eq!(read(m.path("frozen/w5.txt")), "part1\npart2\n");
+    assert!(read(m.path("state.json")).contains("18000"));
 }

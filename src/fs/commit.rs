@@ -266,7 +266,10 @@ impl Fs {
             return Ok(());
         };
         if !w.modified {
-            return Ok(());
+            return match &w.refused {
+                Some(e) if !force => Err(e.clone()),
+                _ => Ok(()),
+            };
         }
         if w.open_trunc_only && !force {
             self.tree.write().get_mut(ino)?.owed_by = Some(fh);
@@ -290,10 +293,17 @@ impl Fs {
                     h.created && head.is_some_and(|h| h.number == 1),
                 )
             };
+            // The creating handle still writing a write-once file, only extending it.
+            let growing = h.created && !first && self.gate.is_write_once(&path) && {
+                let current = self.current_bytes(ino)?;
+                let content = self.content_after(ino, w)?;
+                content.starts_with(&current)
+            };
             let verdict = if !self.gate.needs_content(&path) {
                 let change = Change::Commit {
                     path: &path,
                     first,
+                    growing,
                     current: None,
                     new: Content::Unchecked,
                 };
@@ -308,6 +318,7 @@ impl Fs {
                 let change = Change::Commit {
                     path: &path,
                     first,
+                    growing,
                     current: None,
                     new: Content::Appended {
                         old_len,
@@ -327,6 +338,7 @@ impl Fs {
                 let change = Change::Commit {
                     path: &path,
                     first,
+                    growing,
                     current: current.as_deref(),
                     new: Content::Whole(&content),
                 };
@@ -336,6 +348,8 @@ impl Fs {
                 let content = self.content_after(ino, w)?;
                 self.record_refusal(&path, &h.caller, &e, Some(&content));
                 self.drop_private(fh, ino, w)?;
+                w.poisoned = Some(e.clone());
+                w.refused = Some(e.clone());
                 let gone = if h.created {
                     self.forget_refused_create(ino, &h.caller)
                 } else {

@@ -121,6 +121,10 @@ pub enum Change<'a> {
         /// The first content of a file the committing handle created (its `create` was
         /// checked; a `write-once` file takes its content then).
         first: bool,
+        /// The handle that created the file commits again, only extending what it
+        /// committed before (a forked child's close committed its first part, say): it
+        /// is still creating the file, so a `write-once` path takes it.
+        growing: bool,
         /// The committed content the commit replaces (for `fields`); `None` when the
         /// path has no `fields`.
         current: Option<&'a [u8]>,
@@ -272,6 +276,14 @@ impl Gate {
         self.rules.as_ref().is_some_and(|r| r.is_json(path))
     }
 
+    /// Whether `path` is `write-once`.
+    pub fn is_write_once(&self, path: &str) -> bool {
+        self.rules
+            .as_ref()
+            .and_then(|r| r.rule_for(path))
+            .is_some_and(|r| r.mode == Mode::WriteOnce)
+    }
+
     /// Whether writes to `path` are searched for secrets (`deny_secrets`).
     pub fn checks_secrets(&self, path: &str) -> bool {
         self.rules
@@ -407,10 +419,13 @@ impl Gate {
             Change::Commit {
                 path,
                 first,
+                growing,
                 current,
                 new,
             } => {
-                if !first {
+                if growing {
+                    r.check(path, caller, Action::Create)?;
+                } else if !first {
                     r.check(path, caller, Action::Modify)?;
                 }
                 match new {
@@ -1023,6 +1038,7 @@ mod tests {
         let ok = Change::Commit {
             path: "vault/k",
             first: false,
+            growing: false,
             current: None,
             new: Content::Appended {
                 old_len: 10,
@@ -1035,6 +1051,7 @@ mod tests {
         let secret = Change::Commit {
             path: "vault/k",
             first: false,
+            growing: false,
             current: None,
             new: Content::Appended {
                 old_len: 10,
@@ -1048,6 +1065,7 @@ mod tests {
         let secret = Change::Commit {
             path: "vault/k",
             first: false,
+            growing: false,
             current: None,
             new: Content::Appended {
                 old_len: 10,

@@ -164,6 +164,10 @@ pub struct WriteState {
     /// write as certainly invalid content (`EINVAL`): every later write fails with the same
     /// errno and reason.
     pub poisoned: Option<crate::error::Error>,
+    /// A commit of this handle was refused (content or writer, at a flush that may have
+    /// been a forked child's close): every later flush returns the same error, so the
+    /// process that wrote learns that nothing was saved (FUSE-TRAPS §5).
+    pub refused: Option<crate::error::Error>,
     /// The only change is the truncation asked for by `O_TRUNC` at open. A flush of such a
     /// handle owes a commit instead of making one (see `Fs::flush`), so that the shell's
     /// `echo x > f` (whose dup2 flushes before the write) records one version, not two.
@@ -185,6 +189,7 @@ impl WriteState {
             touched: false,
             op: if append { "append" } else { "write" },
             poisoned: None,
+            refused: None,
             open_trunc_only: false,
         }
     }

@@ -627,7 +627,11 @@ impl Fs {
         if let Some(head) = &tree.get(ino)?.head
             && head.id != w.base_version
         {
+            let (poisoned, refused) = (w.poisoned.take(), w.refused.take());
             *w = WriteState::new(w.append, head.id, head.content);
+            // A refusal sticks to the handle whatever it follows.
+            w.poisoned = poisoned;
+            w.refused = refused;
         }
         Ok(())
     }

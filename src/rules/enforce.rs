@@ -590,7 +590,10 @@ mod tests {
         let r = redact_secrets(pem.as_bytes());
         let s = String::from_utf8_lossy(&r);
         assert!(!s.contains("MIIEpAIB") && !s.contains("END RSA"), "{s}");
-        assert!(s.starts_with("before\n[REDACTED a private key blake3:"), "{s}");
+        assert!(
+            s.starts_with("before\n[REDACTED a private key blake3:"),
+            "{s}"
+        );
         assert!(s.ends_with("]\nafter\n"), "{s}");
         // A block cut short: redacted to the end.
         let r = redact_secrets(b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk");
