@@ -5,13 +5,13 @@
 //! 0. the gc guard (`fs::Fs::gc_guard`: a restore reads it across its lookup and commit,
 //!    gc writes it), so gc never collects the version a restore is copying,
 //! 1. one open handle (`fs::handle::Handle`, held across its commit),
-//! 1b. the namespace guard (`fs::Fs::ns_guard`: a commit reads it from its gate check to
+//! 2. the namespace guard (`fs::Fs::ns_guard`: a commit reads it from its gate check to
 //!    its store transaction, a rename writes it), so a rename never moves a file between
 //!    the verdict on a commit and the commit,
-//! 2. the inode table (`fs::Fs::tree`; namespace operations hold it across their store
+//! 3. the inode table (`fs::Fs::tree`; namespace operations hold it across their store
 //!    transaction; a commit takes it only before and after its transaction),
-//! 3. the store's connections (`store::Sqlite` writer and readers),
-//! 4. leaf maps, taken and released without calling out (handle table, identity cache,
+//! 4. the store's connections (`store::Sqlite` writer and readers),
+//! 5. leaf maps, taken and released without calling out (handle table, identity cache,
 //!    hasher cache, the notifier's queue).
 //!
 //! Kernel invalidations are sent by the notifier thread while the requesting handler
