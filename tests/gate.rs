@@ -77,6 +77,21 @@ fn script(name: &str, text: &str) -> std::path::PathBuf {
     path
 }
 
+/// Fails when any file of the store (database, WAL, shared memory, redo log) holds
+/// `SECRET`; `what` says what was tried.
+fn assert_no_secret_at_rest(m: &Mount, what: &str) {
+    m.sql("SELECT 1"); // sync: every answered change is in SQLite
+    for suffix in ["", "-wal", "-shm", "-redo"] {
+        let p = format!("{}{suffix}", m.db.display());
+        if let Ok(bytes) = std::fs::read(&p) {
+            assert!(
+                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+                "{p} holds the secret ({what})"
+            );
+        }
+    }
+}
+
 fn refused(m: &Mount) -> String {
     cli(m, &["log", "--rejected"]).1
 }
@@ -294,31 +309,14 @@ fn refused_secrets_are_stored_redacted() {
     let log = refused(&m);
     assert!(log.contains("deny_secrets"), "{log}");
     // No byte of the secret in any file of the store.
-    for suffix in ["", "-wal", "-shm", "-redo"] {
-        let p = format!("{}{suffix}", m.db.display());
-        if let Ok(bytes) = std::fs::read(&p) {
-            assert!(
-                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
-                "{p} holds the secret"
-            );
-        }
-    }
+    assert_no_secret_at_rest(&m, "a refused write");
     // Nor from a process whose tag is a secret (the tag is stored redacted).
     let (ok, _, err) = agent(
         &m,
         &format!("SCRATCHFS_WRITER={SECRET} bash -c \"echo hi > free.md\""),
     );
     assert!(ok, "{err}");
-    m.sql("SELECT 1");
-    for suffix in ["", "-wal", "-shm", "-redo"] {
-        let p = format!("{}{suffix}", m.db.display());
-        if let Ok(bytes) = std::fs::read(&p) {
-            assert!(
-                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
-                "{p} holds the secret from the writer tag"
-            );
-        }
-    }
+    assert_no_secret_at_rest(&m, "the writer tag");
     // The refusal keeps the rest of the content and a marker with the secret's hash.
     let stored = m.sql(
         "SELECT group_concat(CAST(data AS TEXT), '') FROM extents WHERE stream =
@@ -382,15 +380,7 @@ fn redact_leaves_no_byte_of_a_secret_in_the_store() {
     );
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("an AWS access key id"), "{out}");
-    for suffix in ["", "-wal", "-shm", "-redo"] {
-        let p = format!("{}{suffix}", m.db.display());
-        if let Ok(bytes) = std::fs::read(&p) {
-            assert!(
-                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
-                "{p} still holds the secret"
-            );
-        }
-    }
+    assert_no_secret_at_rest(&m, "after redact");
     // Every version that held it reads redacted, the rest is kept; fsck is clean.
     let h = blake3::hash(SECRET.as_bytes()).to_hex();
     let marker = format!("key [REDACTED an AWS access key id blake3:{}]\n", &h[..16]);
@@ -541,16 +531,7 @@ fn names_duplicate_keys_and_malformed_commands_get_no_further() {
     assert!(!ok && err.contains("Invalid argument"), "{err}");
     let (ok, _, _) = agent(&m, &format!("mkdir vault/{SECRET}"));
     assert!(!ok);
-    m.sql("SELECT 1");
-    for suffix in ["", "-wal", "-redo"] {
-        let p = format!("{}{suffix}", m.db.display());
-        if let Ok(bytes) = std::fs::read(&p) {
-            assert!(
-                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
-                "{p} holds the secret"
-            );
-        }
-    }
+    assert_no_secret_at_rest(&m, "a secret in a name");
     assert!(
         refused(&m).contains("the name holds an AWS access key id"),
         "{}",

@@ -108,8 +108,10 @@ impl Fs {
 
     /// A refusal at `write` (the gate's verdict `e`): recorded; for content (`EINVAL`,
     /// certain already) with the content the handle would have committed, its private
-    /// copy dropped and its later writes refused, so nothing of it is committed at close.
-    /// Returns the error to reply with.
+    /// copy dropped and its later writes refused, so nothing of it is committed at close,
+    /// and a file this handle `created` removed again. Returns the error to reply with and
+    /// the name removed, for [`Fs::invalidate_after_refusal`].
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn refuse_write(
         &self,
         fh: u64,
@@ -117,17 +119,34 @@ impl Fs {
         w: &mut WriteState,
         path: &str,
         caller: &Caller,
+        created: bool,
         e: Error,
-    ) -> Result<Error> {
+    ) -> Result<(Error, Option<(u64, Vec<u8>)>)> {
         if e.errno != libc::EINVAL {
             self.record_refusal(path, caller, &e, None);
-            return Ok(e);
+            return Ok((e, None));
         }
         let content = self.content_after(ino, w)?;
         self.record_refusal(path, caller, &e, Some(&content));
         self.drop_private(fh, ino, w)?;
         w.poisoned = Some(e.clone());
-        Ok(e)
+        let gone = if created {
+            self.forget_refused_create(ino, caller)
+        } else {
+            None
+        };
+        Ok((e, gone))
+    }
+
+    /// After a refused change, with no lock held: the kernel drops the inode's cached
+    /// attributes and pages (bytes written through mmap and refused must not be read
+    /// back), and the name of a refused create (`gone`, parent and name).
+    pub(super) fn invalidate_after_refusal(&self, ino: u64, gone: Option<(u64, Vec<u8>)>) {
+        self.invalidate(Invalidation::Attr(ino));
+        self.invalidate(Invalidation::Data(ino));
+        if let Some((parent, name)) = gone {
+            self.invalidate(Invalidation::Entry(parent, name));
+        }
     }
 
     /// A file whose creating handle's first content was refused (its only version the
@@ -356,11 +375,7 @@ impl Fs {
                     None
                 };
                 drop(guard);
-                self.invalidate(Invalidation::Attr(ino));
-                self.invalidate(Invalidation::Data(ino));
-                if let Some((parent, name)) = gone {
-                    self.invalidate(Invalidation::Entry(parent, name));
-                }
+                self.invalidate_after_refusal(ino, gone);
                 return Err(e);
             }
         }

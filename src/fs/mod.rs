@@ -736,22 +736,12 @@ impl Fs {
             current: None,
         };
         if let Err(e) = self.gate.check(&caller, &change) {
-            let content = e.errno == libc::EINVAL;
-            if content {
+            if e.errno == libc::EINVAL {
                 w.write(&self.spill_dir, offset, data)?;
             }
-            let e = self.refuse_write(fh, ino, w, &path, &caller, e)?;
-            let gone = if content && created {
-                self.forget_refused_create(ino, &caller)
-            } else {
-                None
-            };
+            let (e, gone) = self.refuse_write(fh, ino, w, &path, &caller, created, e)?;
             drop(h);
-            self.invalidate(Invalidation::Attr(ino));
-            self.invalidate(Invalidation::Data(ino));
-            if let Some((parent, name)) = gone {
-                self.invalidate(Invalidation::Entry(parent, name));
-            }
+            self.invalidate_after_refusal(ino, gone);
             return Err(e);
         }
         let size = w.write(&self.spill_dir, offset, data)?;
@@ -779,18 +769,9 @@ impl Fs {
                 current: current.as_deref(),
             };
             if let Err(e) = self.gate.check(&caller, &change) {
-                let e = self.refuse_write(fh, ino, w, &path, &caller, e)?;
-                let gone = if created {
-                    self.forget_refused_create(ino, &caller)
-                } else {
-                    None
-                };
+                let (e, gone) = self.refuse_write(fh, ino, w, &path, &caller, created, e)?;
                 drop(h);
-                self.invalidate(Invalidation::Attr(ino));
-                self.invalidate(Invalidation::Data(ino));
-                if let Some((parent, name)) = gone {
-                    self.invalidate(Invalidation::Entry(parent, name));
-                }
+                self.invalidate_after_refusal(ino, gone);
                 return Err(e);
             }
         }

@@ -2471,46 +2471,31 @@ impl Store for Sqlite {
     }
 
     fn erasures(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
-        let conn = self.reader()?;
-        let count: i64 = conn
-            .prepare_cached("SELECT COUNT(*) FROM events WHERE op IN ('gc', 'redact')")?
-            .query_row([], |r| r.get(0))?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT reason, writer, time_ns FROM events WHERE op IN ('gc', 'redact')
-             ORDER BY id DESC LIMIT ?1",
-        )?;
-        let rows = stmt.query_map([limit as i64], |r| {
-            Ok(RefusalInfo {
-                reason: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-                writer: r.get(1)?,
-                time_ns: r.get(2)?,
-            })
-        })?;
-        Ok((rows.collect::<rusqlite::Result<Vec<_>>>()?, count as u64))
+        events_of(&*self.reader()?, "op IN ('gc', 'redact')", limit)
     }
 
     fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
-        let conn = self.reader()?;
-        let count: i64 = conn
-            .prepare_cached("SELECT COUNT(*) FROM events WHERE op = 'rejected'")?
-            .query_row([], |r| r.get(0))?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT reason, writer, time_ns FROM events WHERE op = 'rejected'
-             ORDER BY id DESC LIMIT ?1",
-        )?;
-        let rows = stmt.query_map([limit as i64], |r| {
-            Ok(RefusalInfo {
-                reason: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-                writer: r.get(1)?,
-                time_ns: r.get(2)?,
-            })
-        })?;
-        let mut out = Vec::new();
-        for r in rows {
-            out.push(r?);
-        }
-        Ok((out, count as u64))
+        events_of(&*self.reader()?, "op = 'rejected'", limit)
     }
+}
+
+/// The latest `limit` events matching `filter` (an SQL condition on `events`; constant
+/// text, never user input): reason, writer and time, newest first, and how many match.
+fn events_of(conn: &Connection, filter: &str, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
+    let count: i64 = conn
+        .prepare_cached(&format!("SELECT COUNT(*) FROM events WHERE {filter}"))?
+        .query_row([], |r| r.get(0))?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT reason, writer, time_ns FROM events WHERE {filter} ORDER BY id DESC LIMIT ?1"
+    ))?;
+    let rows = stmt.query_map([limit as i64], |r| {
+        Ok(RefusalInfo {
+            reason: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+            writer: r.get(1)?,
+            time_ns: r.get(2)?,
+        })
+    })?;
+    Ok((rows.collect::<rusqlite::Result<Vec<_>>>()?, count as u64))
 }
 
 /// blake3 state after the first `len` bytes of `content`.

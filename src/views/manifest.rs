@@ -280,23 +280,15 @@ pub fn render(input: &Input) -> String {
             one_line(rule)
         );
     }
-    let (refusals, count) = &input.refusals;
-    if *count > 0 {
-        let _ = writeln!(out, "refused ({} of {}):", refusals.len(), count);
-        for r in refusals {
-            let _ = writeln!(
-                out,
-                "  {} ago, {}: {}",
-                age(input.as_of_ns, r.time_ns),
-                quote_path(&r.writer),
-                one_line(&r.reason)
-            );
+    for (title, (events, count)) in [
+        ("refused", &input.refusals),
+        ("history erased", &input.erasures),
+    ] {
+        if *count == 0 {
+            continue;
         }
-    }
-    let (erasures, count) = &input.erasures;
-    if *count > 0 {
-        let _ = writeln!(out, "history erased ({} of {}):", erasures.len(), count);
-        for r in erasures {
+        let _ = writeln!(out, "{title} ({} of {count}):", events.len());
+        for r in events {
             let _ = writeln!(
                 out,
                 "  {} ago, {}: {}",
