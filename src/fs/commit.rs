@@ -12,6 +12,10 @@ use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::store::{Build, CommitRequest, Committed, Kind, VersionInfo};
 
+/// The name of a file removed after a refused create (parent inode, name), for the
+/// kernel to forget.
+pub(super) type Gone = Option<(u64, Vec<u8>)>;
+
 impl Fs {
     /// The bytes of the file's current version.
     pub(super) fn current_bytes(&self, ino: u64) -> Result<Vec<u8>> {
@@ -121,7 +125,7 @@ impl Fs {
         caller: &Caller,
         created: bool,
         e: Error,
-    ) -> Result<(Error, Option<(u64, Vec<u8>)>)> {
+    ) -> Result<(Error, Gone)> {
         if e.errno != libc::EINVAL {
             self.record_refusal(path, caller, &e, None);
             return Ok((e, None));
@@ -141,7 +145,7 @@ impl Fs {
     /// After a refused change, with no lock held: the kernel drops the inode's cached
     /// attributes and pages (bytes written through mmap and refused must not be read
     /// back), and the name of a refused create (`gone`, parent and name).
-    pub(super) fn invalidate_after_refusal(&self, ino: u64, gone: Option<(u64, Vec<u8>)>) {
+    pub(super) fn invalidate_after_refusal(&self, ino: u64, gone: Gone) {
         self.invalidate(Invalidation::Attr(ino));
         self.invalidate(Invalidation::Data(ino));
         if let Some((parent, name)) = gone {
@@ -154,11 +158,7 @@ impl Fs {
     /// behind (issue 9: no empty file stays in a `format: json` path). Recorded as an
     /// `unlink` by the same caller; every version is kept as always. Returns the name the
     /// kernel must forget.
-    pub(super) fn forget_refused_create(
-        &self,
-        ino: u64,
-        caller: &Caller,
-    ) -> Option<(u64, Vec<u8>)> {
+    pub(super) fn forget_refused_create(&self, ino: u64, caller: &Caller) -> Gone {
         let mut tree = self.tree.write();
         let n = tree.nodes.get(&ino)?;
         if n.orphan || n.kind != Kind::File || n.head.as_ref().is_none_or(|h| h.number != 1) {
