@@ -406,10 +406,11 @@ impl Gate {
                 }
                 if let Some(whole) = whole {
                     r.validate_json_prefix(path, w, whole).map_err(einval)?;
-                    // A complete object (its closing brace written, only whitespace
-                    // after): whatever follows can only be whitespace or a syntax error,
-                    // so its keys are final.
-                    if rule.fields.is_some() && complete_object(whole) {
+                    // A complete value (an object, array or string closed, or a literal
+                    // whole, only whitespace after): whatever follows can only be
+                    // whitespace or a syntax error, so its keys (or that it is no object
+                    // at all) are final.
+                    if rule.fields.is_some() && complete_value(whole) {
                         r.validate_fields(path, w, current.unwrap_or(b""), whole)
                             .map_err(einval)?;
                     }
@@ -736,15 +737,17 @@ impl Default for Gate {
     }
 }
 
-/// Whether `bytes` is a complete JSON object followed by nothing but whitespace.
-fn complete_object(bytes: &[u8]) -> bool {
+/// Whether `bytes` is a complete JSON value that no later byte can extend: an object,
+/// array or string (its closing `}`, `]` or `"` written) or `true`/`false`/`null`,
+/// followed by nothing but whitespace. (A number could still grow: `12` → `123`.)
+fn complete_value(bytes: &[u8]) -> bool {
     let end = bytes
         .iter()
         .rposition(|b| !b" \t\r\n".contains(b))
         .map(|i| i + 1)
         .unwrap_or(0);
     end > 0
-        && bytes[end - 1] == b'}'
+        && matches!(bytes[end - 1], b'}' | b']' | b'"' | b'e' | b'l')
         && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes[..end]).is_ok()
 }
 
