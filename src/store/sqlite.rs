@@ -1008,10 +1008,11 @@ pub fn gc(
         None,
         None,
         Some(&format!(
-            "gc ({}) by uid {}: forgot {} versions and {} bytes of content",
+            "gc ({}) by uid {}: forgot {} version{} and {} bytes of content",
             selected.join(", "),
             caller.uid,
             report.versions,
+            if report.versions == 1 { "" } else { "s" },
             report.blob_bytes
         )),
         None,
