@@ -1,0 +1,318 @@
+//! Transactions that erase history: gc (forgetting versions) and redact (removing a
+//! secret from every version that holds it); the latest such events for MANIFEST.
+
+use super::*;
+
+/// Forgets old versions and the content only they held (see `scratchfs gc`). Never: the
+/// current version of any file, versions MANIFEST points at, versions per-key provenance
+/// names, and the bytes of `protected` `(stream, len)` (content open handles still read).
+/// The report is also stored as `meta.last_gc` (JSON), and a run that is not a dry run is
+/// an event (op `gc`) by `caller`, whose reason says what it forgot (issue 9: every gc
+/// run is on record).
+pub fn gc(
+    conn: &mut Connection,
+    req: &GcRequest,
+    protected: &[(i64, u64)],
+    caller: &Caller,
+) -> Result<GcReport> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // The daemon's writer connection lives on: a previous gc's temporary tables are still
+    // there (a committed gc keeps them, a rolled back dry run does not).
+    tx.execute_batch(
+        "DROP TABLE IF EXISTS temp.gc_keep;
+         DROP TABLE IF EXISTS temp.gc_drop;
+         DROP TABLE IF EXISTS temp.gc_streams;
+         CREATE TEMP TABLE gc_keep(id INTEGER PRIMARY KEY);
+         CREATE TEMP TABLE gc_drop(id INTEGER PRIMARY KEY);",
+    )?;
+    // Protected versions.
+    tx.execute(
+        "INSERT OR IGNORE INTO gc_keep
+         SELECT id FROM versions v WHERE version = (SELECT MAX(version) FROM versions w WHERE w.file_id = v.file_id)
+         UNION SELECT version_id FROM fields
+         UNION SELECT version_id FROM events WHERE id IN (SELECT id FROM events_restorable ORDER BY id DESC LIMIT ?1)",
+        [REFUSALS_SHOWN as i64],
+    )
+    ?;
+    tx.execute(
+        "INSERT OR IGNORE INTO gc_drop
+         SELECT v.id FROM versions v
+         WHERE v.id NOT IN (SELECT id FROM gc_keep)
+           AND ((?1 IS NOT NULL AND (SELECT COUNT(*) FROM versions w WHERE w.file_id = v.file_id AND w.version > v.version) >= ?1)
+             OR (?2 IS NOT NULL AND v.time_ns < ?2))",
+        params![req.keep_last.map(|n| n as i64), req.before_ns],
+    )
+    ?;
+    let versions: i64 = tx.query_row("SELECT COUNT(*) FROM gc_drop", [], |r| r.get(0))?;
+    tx.execute(
+        "DELETE FROM versions WHERE id IN (SELECT id FROM gc_drop)",
+        [],
+    )?;
+    // Content: the bytes of each stream still referenced (by a version or a refusal) end
+    // at the longest reference; the rest of the stream, and unreferenced streams, go.
+    tx.execute_batch(
+        "CREATE TEMP TABLE gc_streams AS
+             SELECT stream, MAX(size) AS len FROM (
+                 SELECT stream, size FROM versions
+                 UNION ALL SELECT stream, size FROM events WHERE stream IS NOT NULL)
+             GROUP BY stream;",
+    )?;
+    // Content that open handles of the mount still read stays too.
+    for &(stream, len) in protected {
+        tx.execute(
+            "INSERT INTO gc_streams(stream, len) VALUES (?1, ?2)",
+            params![stream, len as i64],
+        )?;
+    }
+    tx.execute_batch(
+        "DELETE FROM extents WHERE NOT EXISTS
+             (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents.offset < s.len);
+         DELETE FROM streams WHERE id NOT IN (SELECT stream FROM gc_streams);",
+    )?;
+    let blob_bytes: i64 = tx
+        .query_row(
+            "SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)",
+            [],
+            |r| r.get(0),
+        )
+        ?;
+    tx.execute(
+        "DELETE FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)",
+        [],
+    )?;
+    let report = GcReport {
+        versions: versions as u64,
+        blob_bytes: blob_bytes as u64,
+        dry_run: req.dry_run,
+    };
+    tx.execute(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_gc', ?1)",
+        [serde_json::to_string(&report).unwrap_or_default()],
+    )?;
+    let proc_ = Proc {
+        id: process_id(&tx, caller)?,
+        pid: caller.pid,
+        writer: caller.writer.clone(),
+    };
+    let mut selected = Vec::new();
+    if let Some(n) = req.keep_last {
+        selected.push(format!("keep_last {n}"));
+    }
+    if let Some(t) = req.before_ns {
+        selected.push(format!("before_ns {t}"));
+    }
+    insert_event(
+        &tx,
+        "gc",
+        "",
+        None,
+        None,
+        None,
+        None,
+        Some(&format!(
+            "gc ({}) by uid {}: forgot {} version{} and {} bytes of content",
+            selected.join(", "),
+            caller.uid,
+            report.versions,
+            if report.versions == 1 { "" } else { "s" },
+            report.blob_bytes
+        )),
+        None,
+        &proc_,
+        now_ns(),
+    )?;
+    if req.dry_run {
+        tx.rollback()?;
+        conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_gc', ?1)",
+            [serde_json::to_string(&report).unwrap_or_default()],
+        )?;
+    } else {
+        tx.commit()?;
+    }
+    Ok(report)
+}
+
+/// Redacts version `number` of file `file_id` (SPEC §10 `redact`): every well-known
+/// secret in it is replaced by a marker naming the pattern and the secret's blake3
+/// ([`crate::rules::enforce::redact_secrets`]), and so is every other version of that file
+/// and every refusal recorded at `path` that holds a secret, so that no byte of one stays
+/// referenced. Content no longer referenced is deleted, and the
+/// version rows get the redacted content's size and blake3. An event (op `redact`)
+/// records who did it and `why`. `EINVAL` when the version holds no secret, `ENOENT`
+/// when there is no such version. The caller then rewrites the file (VACUUM) and empties
+/// the WAL and the redo log ([`Sqlite::redact`]).
+pub(super) fn redact_in(
+    conn: &mut Connection,
+    file_id: i64,
+    number: i64,
+    path: &str,
+    why: &str,
+    caller: &Proc,
+) -> Result<RedactReport> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let (stream, size): (i64, i64) = tx
+        .query_row(
+            "SELECT stream, size FROM versions WHERE file_id = ?1 AND version = ?2",
+            params![file_id, number],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?
+        .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}@{number}: no such version")))?;
+    let content = read_all(
+        &tx,
+        ContentRef {
+            stream,
+            len: size as u64,
+        },
+    )?;
+    let secrets = crate::rules::enforce::secrets_found(&content);
+    if secrets.is_empty() {
+        return Err(Error::new(
+            libc::EINVAL,
+            format!("{path}@{number}: holds no secret the deny_secrets patterns know"),
+        ));
+    }
+    // Every version and refusal of the file that holds a secret the patterns know: the
+    // one asked for, where the later versions often still carry it, and any other.
+    let holds = |bytes: &[u8]| crate::rules::enforce::secret_in(bytes).is_some();
+    // Every version of the file and every refusal at its path holding one of them.
+    let mut targets: Vec<(&str, i64, i64, i64)> = Vec::new();
+    {
+        let mut stmt = tx.prepare(
+            "SELECT 'versions', id, stream, size FROM versions WHERE file_id = ?1
+             UNION ALL SELECT 'events', id, stream, size FROM events
+                 WHERE path = ?2 AND stream IS NOT NULL",
+        )?;
+        let rows = stmt.query_map(params![file_id, path], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })?;
+        for row in rows {
+            let (table, id, stream, size) = row?;
+            let table = if table == "versions" {
+                "versions"
+            } else {
+                "events"
+            };
+            targets.push((table, id, stream, size));
+        }
+    }
+    let mut report = RedactReport {
+        kinds: secrets.iter().map(|(k, _)| k.to_string()).collect(),
+        ..Default::default()
+    };
+    report.kinds.dedup();
+    let mut redacted_streams: std::collections::HashMap<i64, (i64, i64, String)> =
+        std::collections::HashMap::new();
+    for (table, id, stream, size) in targets {
+        let bytes = read_all(
+            &tx,
+            ContentRef {
+                stream,
+                len: size as u64,
+            },
+        )?;
+        if !holds(&bytes) {
+            continue;
+        }
+        let clean = crate::rules::enforce::redact_secrets(&bytes).into_owned();
+        let key = stream * 1_000_003 + size;
+        let (new_stream, new_size, hash) = match redacted_streams.get(&key) {
+            Some(v) => v.clone(),
+            None => {
+                let new_stream = new_stream(&tx)?;
+                let mut hasher = blake3::Hasher::new();
+                let mut fill = |off: u64, buf: &mut [u8]| -> Result<()> {
+                    buf.copy_from_slice(&clean[off as usize..off as usize + buf.len()]);
+                    Ok(())
+                };
+                write_range(
+                    &tx,
+                    new_stream,
+                    0,
+                    clean.len() as u64,
+                    &mut hasher,
+                    &mut fill,
+                    &mut Vec::new(),
+                )?;
+                let v = (
+                    new_stream,
+                    clean.len() as i64,
+                    hasher.finalize().to_hex().to_string(),
+                );
+                redacted_streams.insert(key, v.clone());
+                v
+            }
+        };
+        tx.execute(
+            &format!("UPDATE {table} SET stream = ?1, size = ?2, blake3 = ?3 WHERE id = ?4"),
+            params![new_stream, new_size, hash, id],
+        )?;
+        if table == "versions" {
+            report.versions += 1;
+        } else {
+            report.refusals += 1;
+        }
+    }
+    // Content no longer referenced goes, as in gc.
+    tx.execute_batch(
+        "DROP TABLE IF EXISTS temp.gc_streams;
+         CREATE TEMP TABLE gc_streams AS
+             SELECT stream, MAX(size) AS len FROM (
+                 SELECT stream, size FROM versions
+                 UNION ALL SELECT stream, size FROM events WHERE stream IS NOT NULL)
+             GROUP BY stream;
+         DELETE FROM extents WHERE NOT EXISTS
+             (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents.offset < s.len);
+         DELETE FROM streams WHERE id NOT IN (SELECT stream FROM gc_streams) AND id != 0;
+         DELETE FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL);",
+    )?;
+    insert_event(
+        &tx,
+        "redact",
+        path,
+        None,
+        Some(file_id),
+        None,
+        None,
+        Some(&format!(
+            "redact {path}@{number}: {} ({} versions, {} refusals redacted): {why}",
+            report.kinds.join(", "),
+            report.versions,
+            report.refusals
+        )),
+        None,
+        caller,
+        now_ns(),
+    )?;
+    tx.commit()?;
+    Ok(report)
+}
+
+/// The latest `limit` events matching `filter` (an SQL condition on `events`; constant
+/// text, never user input): reason, writer and time, newest first, and how many match.
+pub(super) fn events_of(
+    conn: &Connection,
+    filter: &str,
+    limit: usize,
+) -> Result<(Vec<RefusalInfo>, u64)> {
+    let count: i64 = conn
+        .prepare_cached(&format!("SELECT COUNT(*) FROM events WHERE {filter}"))?
+        .query_row([], |r| r.get(0))?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT reason, writer, time_ns FROM events WHERE {filter} ORDER BY id DESC LIMIT ?1"
+    ))?;
+    let rows = stmt.query_map([limit as i64], |r| {
+        Ok(RefusalInfo {
+            reason: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+            writer: r.get(1)?,
+            time_ns: r.get(2)?,
+        })
+    })?;
+    Ok((rows.collect::<rusqlite::Result<Vec<_>>>()?, count as u64))
+}

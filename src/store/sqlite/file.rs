@@ -1,0 +1,213 @@
+//! The database file: telling ours from a foreign file before SQLite touches it, opening
+//! connections, and keeping the files private (mode 0600).
+
+use super::*;
+
+pub(super) fn open_conn(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "cache_size", -4096)?;
+    conn.set_prepared_statement_cache_capacity(128);
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
+    Ok(conn)
+}
+
+/// What a database path holds, as [`probe`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// No file: a new database may be created there.
+    Missing,
+    /// An empty file (as `scratchfs mount` leaves when it takes the database's lock
+    /// before creating it, or `touch`): a new database may be made of it.
+    Empty,
+    /// A scratchfs database; `stamped`: it carries [`APPLICATION_ID`] (older ones are
+    /// known by their `meta.schema_version` and tables, and get it when opened read-write).
+    Scratchfs {
+        /// Whether `PRAGMA application_id` is [`APPLICATION_ID`].
+        stamped: bool,
+    },
+}
+
+/// The refusal of a file that is not a scratchfs database.
+pub(super) fn not_ours(path: &Path) -> Error {
+    Error::new(
+        libc::EINVAL,
+        format!("{} is not a scratchfs database", path.display()),
+    )
+}
+
+/// Tells, without writing anything, whether `path` may be used as a scratchfs database:
+/// missing, empty, or a scratchfs database. Anything else (not SQLite, another
+/// application's SQLite database, a SQLite database without scratchfs's `meta` row and
+/// tables) is refused with `EINVAL` "FILE is not a scratchfs database". The header is read
+/// first; only a database without the application id is opened with SQLite, read-only and
+/// as `immutable` unless a `-wal` file exists, so that no `-wal` or `-shm` file is created
+/// beside a foreign database.
+pub fn probe(path: &Path) -> Result<Probe> {
+    use std::io::Read;
+    let io = |e: std::io::Error| {
+        Error::new(
+            e.raw_os_error().unwrap_or(libc::EIO),
+            format!("{}: {e}", path.display()),
+        )
+    };
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Probe::Missing),
+        Err(e) => return Err(io(e)),
+    };
+    let meta = f.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(not_ours(path));
+    }
+    if meta.len() == 0 {
+        return Ok(Probe::Empty);
+    }
+    let mut head = [0u8; 100];
+    if f.read_exact(&mut head).is_err() || &head[..16] != b"SQLite format 3\0" {
+        return Err(not_ours(path));
+    }
+    if i32::from_be_bytes([head[68], head[69], head[70], head[71]]) == APPLICATION_ID {
+        return Ok(Probe::Scratchfs { stamped: true });
+    }
+    drop(f);
+    let conn = if wal_path(path).exists() {
+        // In use (e.g. a mount of an older scratchfs database): read through its WAL.
+        Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?
+    } else {
+        Connection::open_with_flags(
+            immutable_uri(path),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                | rusqlite::OpenFlags::SQLITE_OPEN_URI
+                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?
+    };
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    let looked = (|| -> rusqlite::Result<Option<Probe>> {
+        let id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        if id == APPLICATION_ID {
+            return Ok(Some(Probe::Scratchfs { stamped: true }));
+        }
+        if id != 0 {
+            return Ok(None);
+        }
+        let tables: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'
+             AND name IN ('meta', 'nodes', 'files', 'versions')",
+            [],
+            |r| r.get(0),
+        )?;
+        if tables != 4 {
+            return Ok(None);
+        }
+        let version: Option<String> = conn
+            .query_row(
+                "SELECT CAST(value AS TEXT) FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(version.map(|_| Probe::Scratchfs { stamped: false }))
+    })();
+    match looked {
+        Ok(Some(p)) => Ok(p),
+        Ok(None) => Err(not_ours(path)),
+        // A damaged header, or columns of other types: not ours either.
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if matches!(
+                e.code,
+                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
+            ) =>
+        {
+            Err(not_ours(path))
+        }
+        Err(
+            rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..),
+        ) => Err(not_ours(path)),
+        Err(e) => Err(Error::store(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// `<db>-wal`.
+pub(super) fn wal_path(db: &Path) -> PathBuf {
+    let mut p = db.as_os_str().to_owned();
+    p.push("-wal");
+    PathBuf::from(p)
+}
+
+/// `file:PATH?immutable=1`, PATH percent-encoded: SQLite then reads the file without
+/// locks, without its `-wal` and without creating a `-shm`.
+pub(super) fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
+/// The files of the database at `db` that may hold its data or its provenance: the
+/// database, `-wal`, `-shm`, the redo log `-redo` and the daemon's log `.log`.
+pub fn companions(db: &Path) -> Vec<PathBuf> {
+    ["", "-wal", "-shm", "-redo", ".log"]
+        .iter()
+        .map(|suffix| {
+            let mut p = db.as_os_str().to_owned();
+            p.push(suffix);
+            PathBuf::from(p)
+        })
+        .collect()
+}
+
+/// Makes the database and its [`companions`] that exist private (mode 0600) when their
+/// mode allows more; a failure (a file of another owner) is logged, not fatal.
+pub fn make_private(db: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for p in companions(db) {
+        let Ok(meta) = std::fs::metadata(&p) else {
+            continue;
+        };
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            match std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)) {
+                Ok(()) => log::info!("{}: mode {:o} -> 0600", p.display(), mode & 0o777),
+                Err(e) => log::warn!("{}: cannot make it private (mode 0600): {e}", p.display()),
+            }
+        }
+    }
+}
+
+/// Opens the database read-only, for inspection while it may be mounted (a WAL reader
+/// never blocks the daemon). `ENOENT`-style failures name the file; a file that is not a
+/// scratchfs database (an empty one included) is refused with `EINVAL` ([`probe`]).
+pub fn open_read_only(path: &Path) -> Result<Connection> {
+    match probe(path)? {
+        Probe::Missing => {
+            return Err(Error::new(
+                libc::ENOENT,
+                format!("{}: no such database", path.display()),
+            ));
+        }
+        Probe::Empty => return Err(not_ours(path)),
+        Probe::Scratchfs { .. } => {}
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(conn)
+}

@@ -1,0 +1,647 @@
+//! The rows a change writes inside its transaction: processes, versions, events, nodes,
+//! per-key provenance; and the create, commit and unlink transactions themselves.
+
+use super::*;
+
+/// The `processes` row of these caller facts, inserted when new.
+pub(super) fn process_id(conn: &Connection, c: &Caller) -> Result<i64> {
+    let argv = argv_json(c);
+    let facts = params![
+        c.writer,
+        c.tgid,
+        c.start_time as i64,
+        c.uid,
+        c.gid,
+        c.exe,
+        argv,
+        c.env_writer,
+        c.step
+    ];
+    let found: Option<i64> = conn
+        .prepare_cached(
+            "SELECT id FROM processes WHERE writer = ?1 AND tgid = ?2 AND start_time = ?3
+             AND uid = ?4 AND gid = ?5 AND exe = ?6 AND argv = ?7 AND env_writer IS ?8
+             AND step IS ?9",
+        )?
+        .query_row(facts, |r| r.get(0))
+        .optional()?;
+    Ok(match found {
+        Some(id) => id,
+        None => {
+            conn.prepare_cached(
+                "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
+                    env_writer, step) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(facts)?;
+            conn.last_insert_rowid()
+        }
+    })
+}
+
+pub(super) fn version_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<VersionInfo> {
+    Ok(VersionInfo {
+        id: r.get(0)?,
+        number: r.get(1)?,
+        content: ContentRef {
+            stream: r.get(2)?,
+            len: r.get::<_, i64>(3)? as u64,
+        },
+        time_ns: r.get(4)?,
+        writer: r.get::<_, String>(5)?.into(),
+    })
+}
+
+pub(super) fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInfo>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE file_id = ?1
+             ORDER BY version DESC LIMIT 1",
+        )?
+        .query_row([file_id], version_from_row)
+        .optional()?)
+}
+
+/// JSON files up to this size keep per-key provenance.
+pub(super) const FIELDS_MAX: u64 = 1 << 20;
+
+/// Parses a stored JSON object, if `content` is one.
+pub(super) fn json_object(
+    tx: &Connection,
+    content: ContentRef,
+) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
+    let mut buf = vec![0u8; content.len as usize];
+    let n = read_at(tx, content, 0, &mut buf)?;
+    buf.truncate(n);
+    Ok(match serde_json::from_slice(&buf) {
+        Ok(serde_json::Value::Object(m)) => Some(m),
+        _ => None,
+    })
+}
+
+/// Per-key provenance of a JSON file (SPEC §5 "each key keeps its own provenance"):
+/// every top-level key whose value changed from `old` to `new` (compared as JSON values,
+/// so reformatting or reordering is no change) is attributed to `version_id`; keys that
+/// are gone lose their row.
+pub(super) fn update_fields(
+    tx: &Connection,
+    file_id: i64,
+    path: &str,
+    old: Option<ContentRef>,
+    new: ContentRef,
+    version_id: i64,
+) -> Result<()> {
+    if !path.ends_with(".json") {
+        return Ok(());
+    }
+    let new_obj = if new.len <= FIELDS_MAX {
+        json_object(tx, new)?
+    } else {
+        None
+    };
+    let Some(new_obj) = new_obj else {
+        tx.prepare_cached("DELETE FROM fields WHERE file_id = ?1")?
+            .execute([file_id])?;
+        return Ok(());
+    };
+    let old_obj = match old {
+        Some(o) if o.len <= FIELDS_MAX => json_object(tx, o)?,
+        _ => None,
+    }
+    .unwrap_or_default();
+    for (k, v) in &new_obj {
+        if old_obj.get(k) != Some(v) {
+            tx.prepare_cached(
+                "INSERT INTO fields(file_id, key, version_id) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(file_id, key) DO UPDATE SET version_id = excluded.version_id",
+            )?
+            .execute(params![file_id, k, version_id])?;
+        }
+    }
+    for k in old_obj.keys().filter(|k| !new_obj.contains_key(*k)) {
+        tx.prepare_cached("DELETE FROM fields WHERE file_id = ?1 AND key = ?2")?
+            .execute(params![file_id, k])?;
+    }
+    Ok(())
+}
+
+/// A directory's entries changed: its mtime and ctime become `time_ns` (POSIX).
+pub(super) fn touch_dir(tx: &Connection, dir: u64, time_ns: i64) -> Result<()> {
+    tx.prepare_cached("UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1 WHERE ino = ?2")?
+        .execute(params![time_ns, dir as i64])?;
+    Ok(())
+}
+
+pub(super) fn argv_json(c: &Caller) -> String {
+    serde_json::to_string(&c.argv).unwrap_or_else(|_| "[]".into())
+}
+
+/// A caller as rows refer to it: its `processes` row, plus the per-request pid and the
+/// resolved writer name kept on each row for plain queries.
+pub(crate) struct Proc {
+    pub(crate) id: i64,
+    pub(crate) pid: u32,
+    pub(crate) writer: String,
+}
+
+/// The facts that identify a `processes` row (a caller without its request pid).
+pub(super) fn process_key(c: &Caller) -> Caller {
+    Caller {
+        pid: 0,
+        ..c.clone()
+    }
+}
+
+/// Inserts the next version of lineage `file_id` (its number: the highest so far + 1).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn insert_version(
+    tx: &Connection,
+    file_id: i64,
+    path: &str,
+    op: &str,
+    content: ContentRef,
+    hash: &blake3::Hash,
+    c: &Proc,
+    time_ns: i64,
+) -> Result<VersionInfo> {
+    let number: i64 = tx
+        .prepare_cached("SELECT COALESCE(MAX(version), 0) + 1 FROM versions WHERE file_id = ?1")?
+        .query_row([file_id], |r| r.get(0))?;
+    insert_version_numbered(tx, file_id, number, path, op, content, hash, c, time_ns)
+}
+
+/// Inserts version `number` of lineage `file_id`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn insert_version_numbered(
+    tx: &Connection,
+    file_id: i64,
+    number: i64,
+    path: &str,
+    op: &str,
+    content: ContentRef,
+    hash: &blake3::Hash,
+    c: &Proc,
+    time_ns: i64,
+) -> Result<VersionInfo> {
+    tx.prepare_cached(
+        "INSERT INTO versions(file_id, version, path, op, size, blake3, stream, writer, process,
+            pid, time_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        file_id,
+        number,
+        path,
+        op,
+        content.len as i64,
+        hash.to_hex().as_str(),
+        content.stream,
+        c.writer,
+        c.id,
+        c.pid,
+        time_ns
+    ])?;
+    let id = tx.last_insert_rowid();
+    Ok(VersionInfo {
+        id,
+        number,
+        content,
+        time_ns,
+        writer: c.writer.as_str().into(),
+    })
+}
+
+/// An event row. `extra` = (new_path, file_id, version_id, errno, reason, content+hash).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn insert_event(
+    tx: &Connection,
+    op: &str,
+    path: &str,
+    new_path: Option<&str>,
+    file_id: Option<i64>,
+    version_id: Option<i64>,
+    errno: Option<i32>,
+    reason: Option<&str>,
+    content: Option<(ContentRef, &blake3::Hash)>,
+    c: &Proc,
+    time_ns: i64,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO events(time_ns, op, path, new_path, file_id, version_id, errno, reason, stream,
+            size, blake3, writer, process, pid)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )?
+    .execute(params![
+        time_ns,
+        op,
+        path,
+        new_path,
+        file_id,
+        version_id,
+        errno,
+        reason,
+        content.map(|(r, _)| r.stream),
+        content.map(|(r, _)| r.len as i64),
+        content.map(|(_, h)| h.to_hex().to_string()),
+        c.writer,
+        c.id,
+        c.pid
+    ])?;
+    Ok(())
+}
+
+pub(super) fn node_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord> {
+    let mut n = node_columns(r)?;
+    // Commits do not rewrite the node row: mtime and ctime follow the current version
+    // unless mtime was set explicitly since.
+    if let Some(h) = &n.head {
+        if !n.mtime_pinned {
+            n.attrs.mtime_ns = n.attrs.mtime_ns.max(h.time_ns);
+        }
+        n.attrs.ctime_ns = n.attrs.ctime_ns.max(h.time_ns);
+    }
+    Ok(n)
+}
+
+pub(super) fn node_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord> {
+    let kind: String = r.get(3)?;
+    let head_id: Option<i64> = r.get(11)?;
+    Ok(NodeRecord {
+        ino: r.get::<_, i64>(0)? as u64,
+        parent: r.get::<_, Option<i64>>(1)?.unwrap_or(0) as u64,
+        name: r.get(2)?,
+        kind: if kind == "dir" { Kind::Dir } else { Kind::File },
+        attrs: Attrs {
+            mode: r.get(4)?,
+            uid: r.get(5)?,
+            gid: r.get(6)?,
+            atime_ns: r.get(7)?,
+            mtime_ns: r.get(8)?,
+            ctime_ns: r.get(9)?,
+        },
+        file_id: r.get(10)?,
+        mtime_pinned: r.get::<_, i64>(16)? != 0,
+        head: match head_id {
+            Some(id) => Some(VersionInfo {
+                id,
+                number: r.get(12)?,
+                content: ContentRef {
+                    stream: r.get(13)?,
+                    len: r.get::<_, i64>(14)? as u64,
+                },
+                time_ns: r.get(15)?,
+                writer: r.get::<_, String>(17)?.into(),
+            }),
+            None => None,
+        },
+    })
+}
+
+/// The rows of an unlink (`file_id` set) or rmdir, inside the caller's transaction: the
+/// node leaves its parent, the lineage is marked deleted (every version stays) and an
+/// event records it.
+pub(super) fn unlink_in(
+    tx: &Connection,
+    ino: u64,
+    file_id: Option<i64>,
+    path: &str,
+    caller: &Proc,
+    time_ns: i64,
+) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
+         WHERE ino = (SELECT parent FROM nodes WHERE ino = ?2)",
+    )?
+    .execute(params![time_ns, ino as i64])?;
+    tx.prepare_cached("UPDATE nodes SET parent = NULL, unlinked_ns = ?1 WHERE ino = ?2")?
+        .execute(params![time_ns, ino as i64])?;
+    let mut version_id = None;
+    if let Some(fid) = file_id {
+        tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
+            .execute(params![time_ns, fid])?;
+        version_id = head_of(tx, fid)?.map(|v| v.id);
+    }
+    let op = if file_id.is_some() { "unlink" } else { "rmdir" };
+    insert_event(
+        tx, op, path, None, file_id, version_id, None, None, None, caller, time_ns,
+    )?;
+    Ok(())
+}
+
+/// The rows of a new file (with its `create` version) or directory (with its `mkdir`
+/// event), inside the caller's transaction.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn create_in(
+    tx: &Connection,
+    parent: u64,
+    name: &[u8],
+    path: &str,
+    kind: Kind,
+    attrs: Attrs,
+    caller: &Proc,
+) -> Result<NodeRecord> {
+    let mut file_id = None;
+    let mut head = None;
+    if kind == Kind::File {
+        tx.prepare_cached("INSERT INTO files(path) VALUES (?1)")?
+            .execute([path])?;
+        let fid = tx.last_insert_rowid();
+        let v = insert_version(
+            tx,
+            fid,
+            path,
+            "create",
+            ContentRef {
+                stream: EMPTY_STREAM,
+                len: 0,
+            },
+            &blake3::hash(b""),
+            caller,
+            attrs.mtime_ns,
+        )?;
+        file_id = Some(fid);
+        head = Some(v);
+    }
+    tx.prepare_cached(
+        "INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns, file_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        parent as i64,
+        name,
+        if kind == Kind::Dir { "dir" } else { "file" },
+        attrs.mode,
+        attrs.uid,
+        attrs.gid,
+        attrs.atime_ns,
+        attrs.mtime_ns,
+        attrs.ctime_ns,
+        file_id
+    ])?;
+    let ino = tx.last_insert_rowid() as u64;
+    touch_dir(tx, parent, attrs.ctime_ns)?;
+    if kind == Kind::Dir {
+        insert_event(
+            tx,
+            "mkdir",
+            path,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            caller,
+            attrs.ctime_ns,
+        )?;
+    }
+    Ok(NodeRecord {
+        ino,
+        parent,
+        name: name.to_vec(),
+        kind,
+        attrs,
+        file_id,
+        head,
+        mtime_pinned: false,
+    })
+}
+
+/// The work of a commit (SPEC §4), inside the caller's transaction: the new content, its
+/// version and per-key provenance, or the lost-update refusal (`ESTALE`), or nothing when
+/// the bytes are those of the current version. `req.caller` and `req.durable` are not
+/// used (the caller resolved `caller` and owns the transaction).
+pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) -> Result<Applied> {
+    let CommitRequest {
+        ino,
+        path,
+        op,
+        expect_head,
+        build,
+        source,
+        prefix_hasher,
+        caller: _,
+        time_ns,
+        set_mtime,
+        durable: _,
+    } = req;
+    let file_id: i64 = tx
+        .prepare_cached("SELECT file_id FROM nodes WHERE ino = ?1")?
+        .query_row([ino as i64], |r| r.get::<_, Option<i64>>(0))
+        .optional()?
+        .flatten()
+        .ok_or_else(|| {
+            Error::new(
+                libc::ESTALE,
+                format!("{path}: the file was replaced by a rename while open"),
+            )
+        })?;
+    let head = head_of(tx, file_id)?
+        .ok_or_else(|| Error::new(libc::EIO, format!("store: {path} has no version")))?;
+    let stale = expect_head.is_some_and(|e| e != head.id);
+    // Normalise both builds to: base, base_limit, size, dirty ranges, source shift.
+    let (base, base_limit, size, dirty, shift): (ContentRef, u64, u64, Vec<(u64, u64)>, u64) =
+        match build {
+            Build::Overlay {
+                base,
+                base_limit,
+                size,
+                dirty,
+            } => (base, base_limit.min(base.len), size, dirty.to_vec(), 0),
+            Build::Append { len } => (
+                head.content,
+                head.content.len,
+                head.content.len + len,
+                vec![(head.content.len, head.content.len + len)],
+                head.content.len,
+            ),
+            Build::Truncate { size } => (
+                head.content,
+                head.content.len.min(size),
+                size,
+                Vec::new(),
+                0,
+            ),
+        };
+    // The content built on must still be there: `gc` may have collected the version a
+    // restore names between its lookup and this commit, and a replay on a database that
+    // was changed before the log was applied would find other rows (never zeros instead).
+    // The current version's content is never collected, so appends skip the query.
+    if base_limit > 0 && base.stream != EMPTY_STREAM && base != head.content {
+        let present: bool = tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM streams WHERE id = ?1)")?
+            .query_row([base.stream], |r| r.get(0))?;
+        if !present {
+            return Err(Error::new(
+                libc::ENOENT,
+                format!("{path}: the content this commit builds on was collected (gc)"),
+            ));
+        }
+    }
+    let extends = base.stream != EMPTY_STREAM
+        && base_limit == base.len
+        && base.len == stream_end(tx, base.stream)?
+        && dirty.iter().all(|&(s, _)| s >= base.len)
+        && size >= base.len;
+    // Source of byte `off` of the new content: dirty → source; base → stored; else 0.
+    let mut fill = |off: u64, buf: &mut [u8]| -> Result<()> {
+        let mut pos = 0usize;
+        while pos < buf.len() {
+            let at = off + pos as u64;
+            let remaining = buf.len() - pos;
+            if let Some(&(_, e)) = dirty.iter().find(|&&(s, e)| s <= at && at < e) {
+                let n = ((e - at) as usize).min(remaining);
+                source(at - shift, &mut buf[pos..pos + n])?;
+                pos += n;
+                continue;
+            }
+            let next_dirty = dirty
+                .iter()
+                .map(|&(s, _)| s)
+                .filter(|&s| s > at)
+                .min()
+                .unwrap_or(u64::MAX);
+            let limit = ((next_dirty - at).min(remaining as u64)) as usize;
+            if at < base_limit {
+                let n = limit.min((base_limit - at) as usize);
+                let got = read_at(tx, base, at, &mut buf[pos..pos + n])?;
+                buf[pos + got..pos + n].fill(0);
+                pos += n;
+            } else {
+                buf[pos..pos + limit].fill(0);
+                pos += limit;
+            }
+        }
+        Ok(())
+    };
+    let mut scratch = Vec::with_capacity(CHUNK);
+    let (content, hasher) = if extends {
+        let mut hasher = match prefix_hasher {
+            Some((vid, h)) if vid == head.id && base == head.content => h,
+            _ => hash_prefix(tx, base, base.len)?,
+        };
+        write_range(
+            tx,
+            base.stream,
+            base.len,
+            size,
+            &mut hasher,
+            &mut fill,
+            &mut scratch,
+        )?;
+        (
+            ContentRef {
+                stream: base.stream,
+                len: size,
+            },
+            hasher,
+        )
+    } else if dirty.is_empty() && size <= base_limit {
+        // A pure truncation: a shorter view of the same stream stores nothing.
+        (
+            ContentRef {
+                stream: if size == 0 { EMPTY_STREAM } else { base.stream },
+                len: size,
+            },
+            hash_prefix(tx, base, size)?,
+        )
+    } else {
+        let stream = new_stream(tx)?;
+        let mut hasher = blake3::Hasher::new();
+        write_range(tx, stream, 0, size, &mut hasher, &mut fill, &mut scratch)?;
+        (ContentRef { stream, len: size }, hasher)
+    };
+    let hash = hasher.finalize();
+    if !stale && content.len == head.content.len {
+        // The same bytes again: nothing changed, so no version (SPEC §4).
+        let same: bool = tx
+            .prepare_cached("SELECT blake3 = ?2 FROM versions WHERE id = ?1")?
+            .query_row(params![head.id, hash.to_hex().as_str()], |r| r.get(0))?;
+        if same {
+            return Ok(Applied::Unchanged(Committed {
+                file_id,
+                version: head,
+                hasher,
+            }));
+        }
+    }
+    if stale {
+        let reason = format!(
+            "{path}: lost update: written from version {}, but the current version is {} (on_conflict: refuse)",
+            expect_head.unwrap_or_default(),
+            head.number
+        );
+        let base_number: Option<i64> = tx
+            .query_row(
+                "SELECT version FROM versions WHERE id = ?1",
+                [expect_head.unwrap_or_default()],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let reason = match base_number {
+            Some(n) => reason.replace(
+                &format!("from version {}", expect_head.unwrap_or_default()),
+                &format!("from version {n}"),
+            ),
+            None => reason,
+        };
+        insert_event(
+            tx,
+            "rejected",
+            path,
+            None,
+            Some(file_id),
+            None,
+            Some(libc::ESTALE),
+            Some(&reason),
+            Some((content, &hash)),
+            caller,
+            time_ns,
+        )?;
+        return Ok(Applied::Stale(Error::new(libc::ESTALE, reason)));
+    }
+    // The head is the highest version (`head_of`), so the new one is the next number.
+    let version = insert_version_numbered(
+        tx,
+        file_id,
+        head.number + 1,
+        path,
+        op,
+        content,
+        &hash,
+        caller,
+        time_ns,
+    )?;
+    update_fields(tx, file_id, path, Some(head.content), content, version.id)?;
+    if content.len * 2 < head.content.len {
+        // Compaction or a wipe: MANIFEST names the version dropped (SPEC §7).
+        insert_event(
+            tx,
+            "shrink",
+            path,
+            None,
+            Some(file_id),
+            Some(head.id),
+            None,
+            Some(&format!(
+                "{path} shrank from {} to {} bytes; version {} is .history/{path}/{}",
+                head.content.len, content.len, head.number, head.number
+            )),
+            None,
+            caller,
+            time_ns,
+        )?;
+    }
+    // The node row is not rewritten: its mtime and ctime follow the current version
+    // (see `node_from_row`), except for an explicit mtime, which a write unpins.
+    if set_mtime {
+        tx.prepare_cached(
+            "UPDATE nodes SET mtime_ns = ?1, mtime_pinned = 0 WHERE ino = ?2 AND mtime_pinned = 1",
+        )?
+        .execute(params![time_ns, ino as i64])?;
+    }
+    Ok(Applied::Committed(Committed {
+        file_id,
+        version,
+        hasher,
+    }))
+}
