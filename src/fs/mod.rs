@@ -2,10 +2,16 @@
 //! nothing of fuser; every operation returns [`crate::error::Result`], whose error carries
 //! the errno the adapter replies with. The adapter (`crate::fuse`) only translates.
 //!
+//! Where things are: [`gate`] decides whether any change is allowed (and records every
+//! refusal); `commit.rs` is the commit path; `namespace.rs` create, unlink and rename;
+//! `admin.rs` restore, gc and redact; `tree.rs` the inodes; [`handle`] private copies;
+//! `serve_views.rs` and `serve_history.rs` the views.
+//!
 //! Commit path (SPEC §4): a write handle's private copy ([`handle::WriteState`]) becomes a
 //! version on flush/fsync when modified, and at release for any leftover
-//! ([`Fs::flush`] → `commit_handle` → `commit` → [`Store::commit`]). The store checks for
-//! a lost update (`ESTALE`) in the same transaction; then the in-memory inode is updated.
+//! ([`Fs::flush`] → `commit_handle` → `commit` → [`Store::commit`]), after the gate's
+//! verdict. The store checks for a lost update (`ESTALE`) in the same transaction; then
+//! the in-memory inode is updated.
 //! The kernel already knows the size a handle wrote (direct-I/O writes update its
 //! `i_size`); when the committed size differs (an append landing on a newer version, a
 //! refusal) the kernel's cached attributes are invalidated through the notifier thread
