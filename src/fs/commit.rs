@@ -114,7 +114,7 @@ impl Fs {
     /// certain already) with the content the handle would have committed, its private
     /// copy dropped and its later writes refused, so nothing of it is committed at close,
     /// and a file this handle `created` removed again. Returns the error to reply with and
-    /// the name removed, for [`Fs::invalidate_after_refusal`].
+    /// the name removed, for `Fs::invalidate_after_refusal`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn refuse_write(
         &self,

@@ -3,7 +3,7 @@
 //! Every operation that changes the tree or its history describes itself as a [`Change`]
 //! and asks [`Gate::check`], which answers allow (`Ok`) or a refusal: an [`Error`] with
 //! the errno the caller sees and a one-line reason (path, writer, rule, what failed).
-//! [`Fs::admit`] is the one place that asks the gate and records a refusal (with the
+//! `Fs::admit` is the one place that asks the gate and records a refusal (with the
 //! refused content, secrets redacted) in the store; nothing else in the core decides
 //! whether a writer may do something. The gate itself is pure: it reads no store and
 //! no tree, so it is tested without a kernel (the unit tests below, and
@@ -308,7 +308,7 @@ impl Gate {
     }
 
     /// The verdict on `change` by `caller`: `Ok` (allowed) or the refusal, with its errno
-    /// and reason. Records nothing ([`Fs::admit`] does).
+    /// and reason. Records nothing (`Fs::admit` does).
     pub fn check(&self, caller: &Caller, change: &Change<'_>) -> Result<()> {
         // A reason names paths, and a name can hold a secret: none leaves the gate.
         self.verdict(caller, change).map_err(|mut e| {
