@@ -229,7 +229,7 @@ impl Fs {
 
     /// `fsync`: commits if modified, durably (the commit's SQLite transaction is synced);
     /// with nothing to commit, writes every change already answered and syncs the store
-    /// ([`Store::sync_to_disk`]).
+    /// ([`crate::store::Store::sync_to_disk`]).
     pub fn fsync(&self, fh: u64) -> Result<()> {
         let modified = self
             .handle(fh)

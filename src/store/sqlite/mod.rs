@@ -555,7 +555,7 @@ impl Sqlite {
         Ok(conn)
     }
 
-    /// Redacts `path@number` ([`redact_in`]) by `caller`, then leaves no byte of the
+    /// Redacts `path@number` (`redact_in`) by `caller`, then leaves no byte of the
     /// secrets in the database's files: the file is rewritten (`VACUUM`, so no freed page
     /// keeps them), the WAL checkpointed and truncated, and the redo log, every record of
     /// which SQLite then holds, emptied. Fails with `EBUSY` when a reader keeps the WAL
