@@ -3,9 +3,11 @@
 //! Every operation that changes the tree or its history describes itself as a [`Change`]
 //! and asks [`Gate::check`], which answers allow (`Ok`) or a refusal: an [`Error`] with
 //! the errno the caller sees and a one-line reason (path, writer, rule, what failed).
-//! `Fs::admit` is the one place that asks the gate and records a refusal (with the
-//! refused content, secrets redacted) in the store; nothing else in the core decides
-//! whether a writer may do something. The gate itself is pure: it reads no store and
+//! Every refusal is recorded by `Fs::record_refusal` (below), with the refused content
+//! and the reason redacted; `Fs::admit` asks and records in one call, and the write and
+//! commit paths, which must also drop a handle's private copy, ask [`Gate::check`] and
+//! then record through the same function. Nothing else in the core decides whether a
+//! writer may do something. The gate itself is pure: it reads no store and
 //! no tree, so it is tested without a kernel (the unit tests below, and
 //! `tests/gate.rs`).
 //!
