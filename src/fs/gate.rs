@@ -168,8 +168,8 @@ pub enum Change<'a> {
         path: &'a str,
         /// File or directory.
         kind: Kind,
-        /// The file's content, when [`Gate::remove_needs_content`] says so (a path with
-        /// `fields`: every key it holds goes).
+        /// The file's content, when [`Gate::has_fields`] says so (every key it holds
+        /// goes).
         content: Option<&'a [u8]>,
     },
     /// `rename`: every path under the old name leaves and arrives under the new one
@@ -292,11 +292,6 @@ impl Gate {
             .as_ref()
             .and_then(|r| r.rule_for(path))
             .is_some_and(|r| r.deny_secrets)
-    }
-
-    /// Whether an unlink of `path` needs the file's content (its rule has `fields`).
-    pub fn remove_needs_content(&self, path: &str) -> bool {
-        self.has_fields(path)
     }
 
     /// Whether a [`Move`] from `from` to `to` needs the file's content.

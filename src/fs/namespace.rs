@@ -171,7 +171,7 @@ impl Fs {
         }
         let (kind, file_id) = (node.kind, node.file_id);
         let content = match &node.head {
-            Some(h) if self.gate.remove_needs_content(&path) => Some(self.bytes_of(h.content)?),
+            Some(h) if self.gate.has_fields(&path) => Some(self.bytes_of(h.content)?),
             _ => None,
         };
         let change = Change::Remove {

@@ -555,47 +555,6 @@ impl Sqlite {
         Ok(conn)
     }
 
-    /// Redacts `path@number` (`redact_in`) by `caller`, then leaves no byte of the
-    /// secrets in the database's files: the file is rewritten (`VACUUM`, so no freed page
-    /// keeps them), the WAL checkpointed and truncated, and the redo log, every record of
-    /// which SQLite then holds, emptied. Fails with `EBUSY` when a reader keeps the WAL
-    /// from being truncated.
-    pub fn redact_version(
-        &self,
-        file_id: i64,
-        number: i64,
-        path: &str,
-        why: &str,
-        caller: &Caller,
-    ) -> Result<RedactReport> {
-        let mut conn = self.write_lock()?;
-        let proc_ = self.process(&conn, caller)?;
-        let report = redact_in(&mut conn, file_id, number, path, why, &proc_)?;
-        loop {
-            self.fold(&mut conn)?;
-            let mut redo = self.redo.lock();
-            if redo.pending.is_empty() && redo.folded == redo.last_seq && conn.is_autocommit() {
-                redo.log.clear()?;
-                break;
-            }
-        }
-        conn.execute_batch("VACUUM")?;
-        for _ in 0..50 {
-            let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
-            if busy == 0 {
-                return Ok(report);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        Err(Error::new(
-            libc::EBUSY,
-            format!(
-                "{}: redacted, but a reader keeps the WAL from being emptied: run `scratchfs redact` again when it is done",
-                self.path.display()
-            ),
-        ))
-    }
-
     /// Sets a `meta` row (e.g. `mountpoint`, which `scratchfs restore` uses to reach a
     /// mounted scratchpad).
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
@@ -879,6 +838,11 @@ impl Store for Sqlite {
         })
     }
 
+    /// Redacts `path@number` (`redact_in`) by `caller`, then leaves no byte of the
+    /// secrets in the database's files: the file is rewritten (`VACUUM`, so no freed page
+    /// keeps them), the WAL checkpointed and truncated, and the redo log, every record of
+    /// which SQLite then holds, emptied. Fails with `EBUSY` when a reader keeps the WAL
+    /// from being truncated.
     fn redact(
         &self,
         file_id: i64,
@@ -887,7 +851,32 @@ impl Store for Sqlite {
         why: &str,
         caller: &Caller,
     ) -> Result<RedactReport> {
-        self.redact_version(file_id, number, path, why, caller)
+        let mut conn = self.write_lock()?;
+        let proc_ = self.process(&conn, caller)?;
+        let report = redact_in(&mut conn, file_id, number, path, why, &proc_)?;
+        loop {
+            self.fold(&mut conn)?;
+            let mut redo = self.redo.lock();
+            if redo.pending.is_empty() && redo.folded == redo.last_seq && conn.is_autocommit() {
+                redo.log.clear()?;
+                break;
+            }
+        }
+        conn.execute_batch("VACUUM")?;
+        for _ in 0..50 {
+            let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+            if busy == 0 {
+                return Ok(report);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Err(Error::new(
+            libc::EBUSY,
+            format!(
+                "{}: redacted, but a reader keeps the WAL from being emptied: run `scratchfs redact` again when it is done",
+                self.path.display()
+            ),
+        ))
     }
 
     fn gc(&self, req: &GcRequest, protected: &[(i64, u64)], caller: &Caller) -> Result<GcReport> {
