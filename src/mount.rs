@@ -63,15 +63,18 @@ pub fn fuse_mounted_at(mp: &Path) -> bool {
 const MOUNTPOINT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Makes `mountpoint` ready for a mount and returns its canonical path: a dead FUSE
-/// mount left by a killed daemon ("Transport endpoint is not connected", FUSE-TRAPS §15)
-/// is lazily unmounted; a live mount is refused, after waiting up to 3 s in case its
+/// mount left by a killed daemon ("Transport endpoint is not connected", or "Software
+/// caused connection abort" while its connection is being aborted; FUSE-TRAPS §15) is
+/// lazily unmounted; a live mount is refused, after waiting up to 3 s in case its
 /// daemon is just dying.
 pub fn check_mountpoint(mountpoint: &Path) -> Result<PathBuf, Failure> {
     let abs = absolute(mountpoint)?;
     let deadline = std::time::Instant::now() + MOUNTPOINT_WAIT;
     loop {
         match std::fs::metadata(&abs) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            // A killed daemon's mount answers ENOTCONN, or ECONNABORTED while the kernel
+            // is still aborting its connection: either way it is dead.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED)) => {
                 let c = cstr(&abs);
                 if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
                     let _ = std::process::Command::new("fusermount3")
