@@ -6,7 +6,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SCRATCHFS_BIN:-${CARGO_TARGET_DIR:-$here/target}/release/scratchfs}
 [ -x "$bin" ] || cargo build --release --locked --manifest-path "$here/Cargo.toml" >&2
-python3 -c 'import anthropic' 2>/dev/null || python3 -m pip install --quiet anthropic >&2
+"$here/scripts/deps" >&2   # .venv with the anthropic package
+py=$here/.venv/bin/python3
 work=$(mktemp -d /tmp/scratchfs-memory.XXXXXX)
 mnt=$work/mnt; export SCRATCHFS_DB=$work/scratchpad.db
 mkdir -p "$mnt"
@@ -14,7 +15,7 @@ trap '"$bin" unmount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null; rm -rf 
 "$bin" mount "$mnt" --background
 
 echo "== the session (SCRATCHFS_WRITER=memory_tool)"
-SCRATCHFS_WRITER=memory_tool SCRATCHFS_STEP=1 python3 "$here/scripts/memory-session.py" "$mnt"
+SCRATCHFS_WRITER=memory_tool SCRATCHFS_STEP=1 "$py" "$here/scripts/memory-session.py" "$mnt"
 echo
 echo "== scratchfs log (the memory files)"
 "$bin" log | grep memories/ | cut -c23-

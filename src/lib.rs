@@ -9,12 +9,14 @@
 //! - [`mount`]: mounting, unmounting and stale-mount recovery;
 //! - [`sync`]: every lock, and the lock order;
 //! - [`error`]: the one error type, carrying an errno;
+//! - [`failpoint`]: named points where crash tests stop the daemon;
 //! - [`cli`]: the commands on a database (log, history, show, diff, fsck, restore, export,
 //!   gc);
 //! - [`rules`]: writer rules (the file format, its check, writer resolution).
 
 pub mod cli;
 pub mod error;
+pub mod failpoint;
 pub mod fs;
 pub mod fuse;
 pub mod identity;

@@ -9,17 +9,24 @@ use std::process::Command;
 fn anthropic_memory_tool_session_is_recorded_and_restorable() {
     let m = Mount::new();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/memory-session.py");
-    let o = Command::new("python3")
+    // The repository's own virtual environment, made by scripts/deps (stock Debian 12
+    // refuses `pip install` into its system Python).
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python3");
+    assert!(
+        std::path::Path::new(python).exists(),
+        "{python} is missing: run scripts/deps (it makes the virtual environment and installs anthropic)"
+    );
+    let o = Command::new(python)
         .arg(script)
         .arg(&m.mnt)
         .env("SCRATCHFS_WRITER", "memory_tool")
         .env("SCRATCHFS_STEP", "1")
         .output()
-        .expect("run python3");
+        .expect("run the virtual environment's python3");
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
-        "memory session failed (is the anthropic package installed? scripts/deps installs it):\n{out}\n{}",
+        "memory session failed (is the anthropic package in .venv? scripts/deps installs it):\n{out}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(

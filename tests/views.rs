@@ -101,24 +101,29 @@ fn views_follow_every_kind_of_change() {
 #[test]
 fn reading_manifest_through_1000_commits_never_hangs_or_tears() {
     let m = Mount::new();
+    // The reader runs until the writer is done; a failed read (exit 3) or a read that is
+    // not one whole MANIFEST (`bad`) fails it, and its exit status is checked below.
     let reader = m.sh(
-        "n=0; bad=0; end=$((SECONDS+60)); while [ ! -e stop.flag ] && [ $SECONDS -lt $end ]; do \
-           t=$(cat MANIFEST) || exit 3; \
+        "( n=0; bad=0; end=$((SECONDS+120)); while [ ! -e stop.flag ] && [ $SECONDS -lt $end ]; do \
+           t=$(cat MANIFEST) || { echo \"read $n failed\"; exit 3; }; \
            case \"$t\" in 'MANIFEST as of '*'not listed: <file>.outline'*) ;; *) bad=$((bad+1));; esac; \
-           n=$((n+1)); done & \
+           n=$((n+1)); done; \
+           echo \"reads=$n bad=$bad\"; [ $bad -eq 0 ] && [ $n -gt 0 ] ) & \
          pid=$!; \
          python3 -c '
 import os
 for i in range(1000):
     with open(\"w%d\" % (i % 20), \"a\") as f: f.write(\"x\" * (i % 7 + 1))
-'; touch stop.flag; wait $pid; echo done",
+'; touch stop.flag; wait $pid; echo \"reader exit $?\"",
     );
+    let out = String::from_utf8_lossy(&reader.stdout);
     assert!(
         reader.status.success(),
-        "{}",
+        "{out}{}",
         String::from_utf8_lossy(&reader.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&reader.stdout).trim(), "done");
+    assert!(out.contains(" bad=0\n"), "torn MANIFEST reads: {out}");
+    assert!(out.ends_with("reader exit 0\n"), "the reader failed: {out}");
     let count = m.sql("SELECT COUNT(*) FROM versions WHERE path LIKE 'w%' AND op != 'create'");
     assert_eq!(count, "1000");
     // Whole reads only: every read above parsed; the final one adds up.

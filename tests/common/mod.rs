@@ -20,6 +20,8 @@ pub struct Mount {
     pub db: PathBuf,
     child: Option<Child>,
     extra: Vec<String>,
+    /// Environment of the next [`Mount::start`] only (e.g. a failpoint, src/failpoint.rs).
+    env: Vec<(String, String)>,
     /// A small tmpfs holding the database ([`Mount::with_db_on_tmpfs`]), unmounted on drop.
     disk: Option<PathBuf>,
 }
@@ -57,6 +59,7 @@ impl Mount {
             db,
             child: None,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
             disk: None,
         };
         m.start();
@@ -90,6 +93,7 @@ impl Mount {
             mnt,
             child: None,
             extra: Vec::new(),
+            env: Vec::new(),
             disk: Some(disk),
         };
         m.start();
@@ -105,13 +109,14 @@ impl Mount {
             .arg("--db")
             .arg(&self.db)
             .args(&self.extra)
+            .envs(std::mem::take(&mut self.env))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("spawn scratchfs mount");
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(120);
         // MANIFEST answers only through a live scratchfs mount: not through a killed
         // daemon's dead mount (ENOTCONN), nor through the bare directory a starting daemon
         // exposes for a moment when it clears that dead mount before mounting.
@@ -125,11 +130,24 @@ impl Mount {
             }
             assert!(
                 Instant::now() < deadline,
-                "cannot mount {}: no answer within 30 s",
+                "cannot mount {}: no answer within 120 s",
                 self.mnt.display()
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Starts the daemon (after [`Mount::unmount`] or [`Mount::kill9`]) armed to stop at
+    /// failpoint `name` (src/failpoint.rs); returns the file it creates when it stops there.
+    pub fn start_with_failpoint(&mut self, name: &str) -> PathBuf {
+        let flag = self.dir.path().join(format!("failpoint-{name}"));
+        let _ = std::fs::remove_file(&flag);
+        self.env = vec![
+            ("SCRATCHFS_FAILPOINT".into(), name.into()),
+            ("SCRATCHFS_FAILPOINT_FLAG".into(), flag.to_string_lossy().into_owned()),
+        ];
+        self.start();
+        flag
     }
 
     /// Starts the daemon again (after [`Mount::unmount`]) with other `scratchfs mount`
@@ -302,6 +320,23 @@ pub fn cli(m: &Mount, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
+}
+
+/// Polls `cond` every 10 ms until it holds: a test waits for an event, never for a fixed
+/// time. Panics naming `what` after 300 s (a hang, not a slow machine).
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !cond() {
+        assert!(Instant::now() < deadline, "waited 300 s for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Lines of a file, 0 if it does not exist yet.
+pub fn count_lines(p: impl AsRef<Path>) -> usize {
+    std::fs::read_to_string(p)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
 }
 
 /// Reads a file to a string, panicking with the path on error.

@@ -128,6 +128,7 @@ pub fn gc(
             [serde_json::to_string(&report).unwrap_or_default()],
         )?;
     } else {
+        crate::failpoint::hit("gc");
         tx.commit()?;
     }
     Ok(report)

@@ -672,6 +672,7 @@ impl Sqlite {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             match commit_in(&tx, req, caller)? {
                 Applied::Committed(c) => {
+                    crate::failpoint::hit("commit-now");
                     tx.commit()?;
                     Ok(c)
                 }
@@ -1087,6 +1088,7 @@ impl Store for Sqlite {
             caller,
             t,
         )?;
+        crate::failpoint::hit("rename");
         tx.commit()?;
         Ok(version)
     }
