@@ -128,6 +128,19 @@ enum Command {
         #[command(flatten)]
         db: DbArg,
     },
+    /// Check the redo log; with --accept-loss, apply the intact records before damage in
+    /// it, keep the damaged log as DB-redo.damaged-NS and record the loss (op redo-loss).
+    /// Root or the database's owner; the database must not be mounted.
+    Recover {
+        /// Accept losing what follows the damage.
+        #[arg(long)]
+        accept_loss: bool,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
     /// Write the tree as it was at TIME (default: now) into DIR (new or empty).
     Export {
         /// Target directory.
@@ -274,6 +287,11 @@ fn main() -> ExitCode {
             db,
             json,
         } => cli::redact::redact(&db.db, &spec, &why, json),
+        Command::Recover {
+            accept_loss,
+            json,
+            db,
+        } => cli::recover::recover(&db.db, accept_loss, json),
         Command::Gc {
             keep_last,
             before,

@@ -487,3 +487,75 @@ time.sleep(3600)
     assert_eq!(read(m.path("c")), "committed-c\nafter\n");
     fsck_clean(&m);
 }
+
+/// Issue 10 item 4: a redo log damaged before its tail is never dropped silently: mount
+/// and every command refuse with the file, the offset and what to do; `scratchfs recover
+/// --accept-loss` (root or the owner only) applies the intact records, keeps the damaged
+/// log and records the loss.
+#[test]
+fn a_redo_log_damaged_in_the_middle_refuses_the_mount_until_the_loss_is_accepted() {
+    let mut m = Mount::new();
+    m.kill9();
+    // The fold thread stops before its first fold: every answered change stays in the log.
+    let stop = m.start_with_failpoint("fold-thread");
+    m.sh_ok("echo a > f1; echo b > f2; echo c > f3");
+    wait_for("the fold thread to stop", || stop.exists());
+    m.kill9();
+    let redo = std::path::PathBuf::from(format!("{}-redo", m.db.display()));
+    let mut bytes = std::fs::read(&redo).unwrap();
+    // Records: create f1, commit f1, create f2, ...: damage the second one.
+    let first = 4 + u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize + 16;
+    assert!(bytes.len() > first * 3, "the log holds {} bytes", bytes.len());
+    bytes[first + 10] ^= 0x40;
+    std::fs::write(&redo, &bytes).unwrap();
+    let expect = format!("damaged at byte {first} of {}", bytes.len());
+    // The mount refuses (foreground: its exit status and stderr).
+    let o = std::process::Command::new(BIN)
+        .arg("mount")
+        .arg(&m.mnt)
+        .arg("--db")
+        .arg(&m.db)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "mounted a damaged log: {err}");
+    assert!(err.contains(&expect), "{err}");
+    assert!(err.contains(&redo.display().to_string()), "{err}");
+    assert!(err.contains("scratchfs recover --accept-loss"), "{err}");
+    // So do the commands, and `recover` without --accept-loss.
+    for args in [&["log"][..], &["recover"]] {
+        let (code, out, err) = cli(&m, args);
+        assert_eq!(code, 1, "{args:?}: {out} {err}");
+        assert!(err.contains(&expect), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(&redo).unwrap(), bytes, "the log was changed");
+    // Accepting the loss is for root or the owner of the database only.
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", BIN, "recover", "--accept-loss", "--db"])
+        .arg(&m.db)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert_eq!(std::fs::read(&redo).unwrap(), bytes, "an unprivileged user cut the log");
+    let (code, out, err) = cli(&m, &["recover", "--accept-loss"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("applied the 1 intact records"), "{out}");
+    // Nothing is deleted: the whole damaged log is kept beside the database.
+    let copy = out
+        .split("kept as ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .unwrap()
+        .to_string();
+    assert_eq!(std::fs::read(&copy).unwrap(), bytes);
+    m.start();
+    // The intact record (f1's create) is applied; what followed the damage is not.
+    assert!(m.path("f1").exists());
+    assert!(!m.path("f2").exists());
+    assert_eq!(
+        m.sql("SELECT COUNT(*) FROM events WHERE op = 'redo-loss' AND errno = 5"),
+        "1"
+    );
+    assert!(m.sql("SELECT reason FROM events WHERE op = 'redo-loss'").contains(&expect));
+    fsck_clean(&m);
+}

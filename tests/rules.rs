@@ -487,8 +487,12 @@ fn spec_section_6_rows_with_shell_tools_and_python() {
     let o = m.sh(
         "go=$(mktemp -u /tmp/scratchfs-go.XXXXXX) && mkfifo $go
          ( { printf x; read line < $go; printf y; } | tee plan.md > /dev/null ) &
-         for i in $(seq 200); do ls -l /proc/*/fd 2>/dev/null | grep -q \"$PWD/plan.md$\" && break; sleep 0.05; done
-         sleep 0.2; echo A > plan.md; echo > $go; wait $!; r=$?; rm -f $go; exit $r",
+         tee=; for i in $(seq 6000); do
+           for p in /proc/[0-9]*; do ls -l $p/fd 2>/dev/null | grep -q \"$PWD/plan.md$\" && tee=${p#/proc/}; done
+           [ -n \"$tee\" ] && break; sleep 0.05; done
+         # tee writes to stdout, then to plan.md: 2 bytes written means x is in its copy.
+         until [ \"$(awk '/^wchar/ {print $2}' /proc/$tee/io)\" -ge 2 ]; do sleep 0.01; done
+         echo A > plan.md; echo > $go; wait $!; r=$?; rm -f $go; exit $r",
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("tee: plan.md: Stale file handle"), "{err}");

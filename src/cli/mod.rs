@@ -7,6 +7,7 @@ pub mod export;
 pub mod fsck;
 pub mod gc;
 pub mod log;
+pub mod recover;
 pub mod redact;
 pub mod restore;
 

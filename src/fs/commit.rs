@@ -7,7 +7,7 @@
 
 use super::gate::{Change, Content};
 use super::handle::{HandleKind, WriteState};
-use super::{Fs, HASHER_CACHE, Invalidation, now_ns};
+use super::{CONTENT_CHECK_MAX, Fs, HASHER_CACHE, Invalidation, now_ns};
 use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::store::{Build, CommitRequest, Committed, Kind, VersionInfo};
@@ -80,7 +80,22 @@ impl Fs {
 
     /// The bytes a commit of `w` would give the file: its private copy, or for an
     /// `O_APPEND` handle the current version followed by its pending bytes.
+    /// Errors: `EFBIG` when it would be over [`CONTENT_CHECK_MAX`] (checks that need the
+    /// whole content read it into memory: the daemon's memory stays bounded).
     pub(super) fn content_after(&self, ino: u64, w: &WriteState) -> Result<Vec<u8>> {
+        let len = if w.append {
+            self.tree.read().get(ino)?.head.as_ref().map_or(0, |h| h.content.len) + w.size
+        } else {
+            w.size
+        };
+        if len > CONTENT_CHECK_MAX {
+            return Err(Error::new(
+                libc::EFBIG,
+                format!(
+                    "{len} bytes: too large to check against the path's rules (content checks read at most {CONTENT_CHECK_MAX} bytes)"
+                ),
+            ));
+        }
         if !w.append {
             return self.read_private(w, 0, u32::try_from(w.size).unwrap_or(u32::MAX));
         }
@@ -130,8 +145,8 @@ impl Fs {
             self.record_refusal(path, caller, &e, None);
             return Ok((e, None));
         }
-        let content = self.content_after(ino, w)?;
-        self.record_refusal(path, caller, &e, Some(&content));
+        let content = self.content_after(ino, w).ok();
+        self.record_refusal(path, caller, &e, content.as_deref());
         self.drop_private(fh, ino, w)?;
         w.poisoned = Some(e.clone());
         let gone = if created {
@@ -315,8 +330,9 @@ impl Fs {
             // The creating handle still writing a write-once file, only extending it.
             let growing = h.created && !first && self.gate.is_write_once(&path) && {
                 let current = self.current_bytes(ino)?;
-                let content = self.content_after(ino, w)?;
-                content.starts_with(&current)
+                // Too large to compare: not known to be growing (the rule then judges).
+                self.content_after(ino, w)
+                    .is_ok_and(|content| content.starts_with(&current))
             };
             let verdict = if !self.gate.needs_content(&path) {
                 let change = Change::Commit {
@@ -327,6 +343,14 @@ impl Fs {
                     new: Content::Unchecked,
                 };
                 self.gate.check(&h.caller, &change)
+            } else if w.append && !self.gate.append_needs_whole(&path) && w.size > CONTENT_CHECK_MAX {
+                Err(Error::new(
+                    libc::EFBIG,
+                    format!(
+                        "{} bytes appended: too large to check against the path's rules (content checks read at most {CONTENT_CHECK_MAX} bytes)",
+                        w.size
+                    ),
+                ))
             } else if w.append && !self.gate.append_needs_whole(&path) {
                 // An append: its new bytes, with the overlap a secret could span.
                 let window_at = old_len.saturating_sub(super::gate::SECRET_OVERLAP as u64);
@@ -353,19 +377,23 @@ impl Fs {
                 } else {
                     None
                 };
-                let content = self.content_after(ino, w)?;
-                let change = Change::Commit {
-                    path: &path,
-                    first,
-                    growing,
-                    current: current.as_deref(),
-                    new: Content::Whole(&content),
-                };
-                self.gate.check(&h.caller, &change)
+                match self.content_after(ino, w) {
+                    Ok(content) => {
+                        let change = Change::Commit {
+                            path: &path,
+                            first,
+                            growing,
+                            current: current.as_deref(),
+                            new: Content::Whole(&content),
+                        };
+                        self.gate.check(&h.caller, &change)
+                    }
+                    Err(e) => Err(e),
+                }
             };
             if let Err(e) = verdict {
-                let content = self.content_after(ino, w)?;
-                self.record_refusal(&path, &h.caller, &e, Some(&content));
+                let content = self.content_after(ino, w).ok();
+                self.record_refusal(&path, &h.caller, &e, content.as_deref());
                 self.drop_private(fh, ino, w)?;
                 w.poisoned = Some(e.clone());
                 w.refused = Some(e.clone());

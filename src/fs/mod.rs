@@ -57,6 +57,12 @@ pub const NAME_MAX: usize = 255;
 /// at commit only (each check reads and parses the whole private copy).
 pub const JSON_PREFIX_CHECK_MAX: u64 = 1 << 20;
 
+/// Most bytes of content a commit's rule checks read into memory (64 MiB): a larger
+/// commit on a path whose rule checks content (`deny_secrets`, `format`, `fields`,
+/// `max_bytes` with those) is refused with `EFBIG` and recorded (without its content), so
+/// the daemon's memory stays bounded (docs/rules.md).
+pub const CONTENT_CHECK_MAX: u64 = 64 << 20;
+
 /// The caller of a request as the FUSE header gives it.
 #[derive(Debug, Clone, Copy)]
 pub struct Ctx {
@@ -152,6 +158,22 @@ pub enum Invalidation {
 /// Called (with no lock held) to have the kernel drop cached state; returns once sent.
 pub type Invalidator = Box<dyn Fn(Invalidation) + Send + Sync>;
 
+/// The largest file size, bytes: 2^53 − 1 (8 PiB), so that every size and offset is exact
+/// in JSON (jq, JavaScript). A write, truncate or fallocate past it gets `EFBIG` (write(2),
+/// truncate(2), fallocate(2): "the resulting file size exceeds the maximum").
+pub const MAX_FILE_SIZE: u64 = (1 << 53) - 1;
+
+/// `EFBIG` unless `end` (an offset + length, or a size) is at most [`MAX_FILE_SIZE`].
+fn check_size(end: Option<u64>) -> Result<u64> {
+    match end {
+        Some(e) if e <= MAX_FILE_SIZE => Ok(e),
+        _ => Err(Error::new(
+            libc::EFBIG,
+            format!("file size past the maximum of {MAX_FILE_SIZE} bytes (docs/SEMANTICS.md)"),
+        )),
+    }
+}
+
 /// New attributes for `setattr`; `None` leaves a field as it is.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SetAttr {
@@ -189,7 +211,7 @@ pub struct Fs {
     resolver: Resolver,
     spill_dir: PathBuf,
     /// blake3 state after each file's latest version, so appends hash only what they add.
-    hashers: Mutex<HashMap<i64, (i64, blake3::Hasher)>>,
+    hashers: Mutex<HashMap<i64, (i64, crate::store::digest::ContentHasher)>>,
     invalidator: RwLock<Option<Invalidator>>,
     /// The synthesized views and their caches.
     views: serve_views::ViewState,
@@ -373,6 +395,7 @@ impl Fs {
             )?;
         }
         if let Some(size) = set.size {
+            check_size(Some(size))?;
             let handle = fh.and_then(|fh| self.handles.lock().get(&fh).cloned());
             let mut done = false;
             if let Some(h) = handle {
@@ -682,6 +705,7 @@ impl Fs {
     /// UTF-8 in a path with a `format`, or a JSON syntax error in what a handle writing at
     /// its end has written so far (up to [`JSON_PREFIX_CHECK_MAX`] bytes).
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        check_size(offset.checked_add(data.len() as u64))?;
         let h = self.handle(fh)?;
         let mut h = h.lock();
         let ino = h.ino;
@@ -786,6 +810,39 @@ impl Fs {
         node.pending_size = Some(pending);
         node.mtime_pinned = false;
         Ok(data.len() as u32)
+    }
+
+    /// `fallocate(2)` on write handle `fh`. The default mode extends the private copy to
+    /// `offset + length` bytes when it is shorter (a hole: nothing is stored, and no space
+    /// is reserved, so a later write may still get `ENOSPC`); `FALLOC_FL_KEEP_SIZE`
+    /// changes nothing. Errors: `EFBIG` past [`MAX_FILE_SIZE`], `EOPNOTSUPP` for every
+    /// other mode (punch hole, zero range, collapse, insert, unshare), `EBADF` on a handle
+    /// not open for writing; the extension is judged by the gate like `ftruncate`
+    /// (docs/SEMANTICS.md).
+    pub fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: i32, ctx: Ctx) -> Result<()> {
+        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Err(Error::new(
+                libc::EOPNOTSUPP,
+                format!("fallocate mode {mode:#x}: only the default mode and FALLOC_FL_KEEP_SIZE"),
+            ));
+        }
+        let end = check_size(offset.checked_add(length))?;
+        let ino = {
+            let h = self.handle(fh)?;
+            let h = h.lock();
+            if !matches!(h.kind, HandleKind::Write(_)) {
+                return Err(Error::new(libc::EBADF, "handle not open for writing"));
+            }
+            h.ino
+        };
+        if mode & libc::FALLOC_FL_KEEP_SIZE != 0 || end <= self.getattr(ino)?.size {
+            return Ok(());
+        }
+        let set = SetAttr {
+            size: Some(end),
+            ..SetAttr::default()
+        };
+        self.setattr(ino, set, Some(fh), ctx).map(|_| ())
     }
 
     /// `fsyncdir`: every change answered so far is written to SQLite and synced

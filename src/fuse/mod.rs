@@ -283,6 +283,24 @@ impl Filesystem for Adapter {
         }
     }
 
+    fn fallocate(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        match guard("fallocate", || {
+            self.fs.fallocate(fh.0, offset, length, mode, ctx(req))
+        }) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
     fn mknod(
         &self,
         _req: &Request,

@@ -8,15 +8,16 @@
 //! to a shorter length is a new `len` on the same stream and stores nothing; any other
 //! change writes a new stream whose unchanged chunks dedupe against existing blobs.
 
+pub mod digest;
 mod redo;
 mod sqlite;
 
 use std::io;
 
-pub use redo::RedoLog;
+pub use redo::{Damage, RedoLog};
 pub use sqlite::{
-    APPLICATION_ID, Probe, Sqlite, companions, gc as sqlite_gc, make_private, open_read_only,
-    probe, read_all,
+    APPLICATION_ID, Probe, RedoLoss, Sqlite, companions, gc as sqlite_gc, make_private, open_read_only,
+    digest_of, probe, read_all, stream_end,
 };
 
 use crate::error::Result;
@@ -246,7 +247,7 @@ pub struct CommitRequest<'a> {
     /// Supplies the written bytes.
     pub source: &'a mut dyn FnMut(u64, &mut [u8]) -> io::Result<()>,
     /// Hasher state after the base's bytes, when the caller has it (makes appends O(added)).
-    pub prefix_hasher: Option<(i64, blake3::Hasher)>,
+    pub prefix_hasher: Option<(i64, digest::ContentHasher)>,
     /// Who commits.
     pub caller: &'a Caller,
     /// Commit time, ns: the version's time and the node's new ctime.
@@ -263,8 +264,8 @@ pub struct Committed {
     pub file_id: i64,
     /// The new version.
     pub version: VersionInfo,
-    /// blake3 state after all the version's bytes (cache it for the next append).
-    pub hasher: blake3::Hasher,
+    /// Digest state after all the version's bytes (cache it for the next append).
+    pub hasher: digest::ContentHasher,
 }
 
 /// A rename as the store records it.

@@ -23,11 +23,15 @@
 //! Record layout (little-endian): `u32 body_len`, body, 16 bytes of blake3(body). Body:
 //! `u64 seq`, `u32 header_len`, the [`Op`] as JSON, then the payload (the content bytes
 //! the commit's source supplied, its `pieces` concatenated). A record whose length or
-//! checksum does not match ends the log (a write cut short by the kill, never
-//! acknowledged).
+//! checksum does not match at the end of the file (the last record, or zeros to the end)
+//! ends the log: a write cut short by the kill, never acknowledged. Damage anywhere
+//! before that is never dropped silently: opening the database fails ([`Damage`]) until
+//! `scratchfs recover --accept-loss` applies the intact records before it, keeps the
+//! whole damaged log as `<db>-redo.damaged-<ns>` and records the loss as an event.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -41,6 +45,42 @@ use crate::identity::Caller;
 pub const MAX_PAYLOAD: u64 = 256 * 1024;
 
 const CHECK_LEN: usize = 16;
+
+/// Largest body a record can have: the payload limit and a generous header.
+const MAX_BODY: usize = MAX_PAYLOAD as usize + (16 << 20);
+
+/// Damage in the middle of the log: bytes that are neither whole records nor a tail cut
+/// short, with more bytes after them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The log file.
+    pub path: PathBuf,
+    /// Offset of the first byte that is not part of a whole record, bytes.
+    pub offset: u64,
+    /// Size of the log file, bytes.
+    pub len: u64,
+    /// Whole records before the damage.
+    pub records: usize,
+}
+
+impl Damage {
+    /// The refusal to open, as the user reads it (errno `EIO`): the file, the offset and
+    /// what to do.
+    pub fn error(&self, db: &Path) -> Error {
+        Error::new(
+            libc::EIO,
+            format!(
+                "the redo log {} is damaged at byte {} of {} ({} whole records before it; the bytes after it are not a write cut short by a crash): the database was not opened, so that no acknowledged change is dropped silently. To apply the {} intact records, keep a copy of the damaged log and record the loss, run: scratchfs recover --accept-loss --db {}",
+                self.path.display(),
+                self.offset,
+                self.len,
+                self.records,
+                self.records,
+                db.display()
+            ),
+        )
+    }
+}
 
 /// A store operation as logged: enough to apply it again to the same state.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -269,9 +309,21 @@ impl RedoLog {
         self.len == 0
     }
 
-    /// The records from the start of the file up to the first one that is cut short or
-    /// fails its checksum.
+    /// The records of the log, up to a tail cut short by a crash (ignored, with a
+    /// warning). Errors: `EIO` ([`Damage::error`]) if the log is damaged before its tail.
     pub fn read_all(&mut self) -> Result<Vec<Record>> {
+        let (records, damage) = self.read_checked()?;
+        match damage {
+            None => Ok(records),
+            Some(d) => Err(d.error(&self.db_path())),
+        }
+    }
+
+    /// The whole records before the first that is not whole, and the damage if what
+    /// follows is more than a tail cut short: a record that cannot be decoded is a torn
+    /// tail when its declared length reaches the end of the file (the last `write(2)`,
+    /// cut short) or when only zeros follow (a power cut); anything else is damage.
+    pub fn read_checked(&mut self) -> Result<(Vec<Record>, Option<Damage>)> {
         let mut bytes = Vec::new();
         File::open(&self.path)
             .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -282,14 +334,54 @@ impl RedoLog {
             at += rec.1;
             out.push(rec.0);
         }
-        if at < bytes.len() {
+        if at == bytes.len() {
+            return Ok((out, None));
+        }
+        let rest = &bytes[at..];
+        let declared = rest
+            .get(..4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()) as usize);
+        let torn = rest.iter().all(|&b| b == 0)
+            || declared.is_none_or(|n| n <= MAX_BODY && 4 + n + CHECK_LEN >= rest.len());
+        if torn {
             log::warn!(
                 "{}: {} bytes after the last whole record ignored (a write cut short)",
                 self.path.display(),
-                bytes.len() - at
+                rest.len()
             );
+            return Ok((out, None));
         }
-        Ok(out)
+        let damage = Damage {
+            path: self.path.clone(),
+            offset: at as u64,
+            len: bytes.len() as u64,
+            records: out.len(),
+        };
+        Ok((out, Some(damage)))
+    }
+
+    /// Accepts the loss of everything from `d.offset` on: copies the whole log to
+    /// `<log>.damaged-<ns since the epoch>` (nothing is deleted), then cuts the log back
+    /// to its intact records. Returns the copy's path.
+    pub fn cut_at_damage(&mut self, d: &Damage) -> Result<PathBuf> {
+        let ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| t.as_nanos());
+        let mut copy = self.path.as_os_str().to_owned();
+        copy.push(format!(".damaged-{ns}"));
+        let copy = PathBuf::from(copy);
+        std::fs::copy(&self.path, &copy).map_err(|e| io_error(&copy, e))?;
+        self.file.set_len(d.offset).map_err(|e| io_error(&self.path, e))?;
+        self.file.sync_all().map_err(|e| io_error(&self.path, e))?;
+        self.len = d.offset;
+        Ok(copy)
+    }
+
+    /// The database this log belongs to (its path without `-redo`).
+    fn db_path(&self) -> PathBuf {
+        let s = self.path.as_os_str().as_encoded_bytes();
+        let db = s.strip_suffix(b"-redo").unwrap_or(s);
+        PathBuf::from(std::ffi::OsStr::from_bytes(db))
     }
 
     /// Appends one record with one `write(2)`. On failure the file is cut back to its
@@ -388,7 +480,7 @@ mod tests {
     }
 
     #[test]
-    fn a_flipped_byte_ends_the_log_there() {
+    fn a_flipped_byte_in_the_last_record_ends_the_log_there() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("db");
         let mut log = RedoLog::open(&db).unwrap();
@@ -399,6 +491,37 @@ mod tests {
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[first + 10] ^= 1;
         std::fs::write(&p, &bytes).unwrap();
+        assert_eq!(RedoLog::open(&db).unwrap().read_all().unwrap().len(), 1);
+        // Zeros to the end (a power cut) are a torn tail too.
+        bytes.truncate(first);
+        bytes.extend_from_slice(&[0u8; 4096]);
+        std::fs::write(&p, &bytes).unwrap();
+        assert_eq!(RedoLog::open(&db).unwrap().read_all().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn damage_before_the_tail_is_refused_then_cut_only_when_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let mut log = RedoLog::open(&db).unwrap();
+        log.append(1, &op(1), b"abc").unwrap();
+        let first = log.len() as usize;
+        log.append(2, &op(2), b"def").unwrap();
+        log.append(3, &op(3), b"ghi").unwrap();
+        let p = RedoLog::path_for(&db);
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[first + 10] ^= 1;
+        std::fs::write(&p, &bytes).unwrap();
+        let mut log = RedoLog::open(&db).unwrap();
+        let e = log.read_all().unwrap_err();
+        assert_eq!(e.errno, libc::EIO);
+        assert!(e.reason.contains(&format!("damaged at byte {first} of {}", bytes.len())), "{}", e.reason);
+        assert!(e.reason.contains("scratchfs recover --accept-loss --db"), "{}", e.reason);
+        let (recs, damage) = log.read_checked().unwrap();
+        assert_eq!(recs.len(), 1);
+        let damage = damage.unwrap();
+        let copy = log.cut_at_damage(&damage).unwrap();
+        assert_eq!(std::fs::read(&copy).unwrap(), bytes);
         assert_eq!(RedoLog::open(&db).unwrap().read_all().unwrap().len(), 1);
     }
 

@@ -227,25 +227,8 @@ pub(super) fn redact_in(
             Some(v) => v.clone(),
             None => {
                 let new_stream = new_stream(&tx)?;
-                let mut hasher = blake3::Hasher::new();
-                let mut fill = |off: u64, buf: &mut [u8]| -> Result<()> {
-                    buf.copy_from_slice(&clean[off as usize..off as usize + buf.len()]);
-                    Ok(())
-                };
-                write_range(
-                    &tx,
-                    new_stream,
-                    0,
-                    clean.len() as u64,
-                    &mut hasher,
-                    &mut fill,
-                    &mut Vec::new(),
-                )?;
-                let v = (
-                    new_stream,
-                    clean.len() as i64,
-                    hasher.finalize().to_hex().to_string(),
-                );
+                let hash = write_bytes(&tx, new_stream, &clean)?;
+                let v = (new_stream, clean.len() as i64, hash);
                 redacted_streams.insert(key, v.clone());
                 v
             }

@@ -90,8 +90,8 @@ pub(super) fn new_stream(tx: &Connection) -> Result<i64> {
     Ok(tx.last_insert_rowid())
 }
 
-/// Length of a stream: the end of its last extent.
-pub(super) fn stream_end(tx: &Connection, stream: i64) -> Result<u64> {
+/// Length of a stream: the end of its last extent (0 for a stream without extents).
+pub fn stream_end(tx: &Connection, stream: i64) -> Result<u64> {
     Ok(tx
         .prepare_cached(
             "SELECT offset + len FROM extents WHERE stream = ?1 ORDER BY offset DESC LIMIT 1",
@@ -101,61 +101,173 @@ pub(super) fn stream_end(tx: &Connection, stream: i64) -> Result<u64> {
         .unwrap_or(0) as u64)
 }
 
+/// What a range of new content is: bytes to store, or a hole (zeros, stored as nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Seg {
+    /// Bytes supplied by `fill` (chunks that turn out to be all zeros are stored as holes).
+    Data,
+    /// Zeros: no extent.
+    Hole,
+}
+
 /// Appends bytes `[from, to)` of the new content to `stream` at stream offset `from`,
-/// in chunks of at most [`CHUNK`], feeding `hasher`. `fill(offset, buf)` supplies bytes.
+/// feeding `hasher`. `next(at)` says what the content is from `at` and up to where
+/// (`(Seg, end)`, `end > at`); `fill(offset, buf)` supplies the bytes of `Data` ranges,
+/// stored in chunks of at most [`CHUNK`]. Holes and all-zero chunks get no extent (reads
+/// return zeros, [`read_at`]); the stream's last extent always ends at `to` (a one-byte
+/// zero extent if the content ends in a hole), so the stream's end is the longest
+/// version's length and an append can tell that nothing follows (docs/schema.md).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn write_range(
     tx: &Connection,
     stream: i64,
     from: u64,
     to: u64,
-    hasher: &mut blake3::Hasher,
+    hasher: &mut ContentHasher,
+    next: &mut dyn FnMut(u64) -> Result<(Seg, u64)>,
     fill: &mut dyn FnMut(u64, &mut [u8]) -> Result<()>,
     buf: &mut Vec<u8>,
 ) -> Result<()> {
     let mut at = from;
+    let mut stored_to = from;
     while at < to {
-        let n = ((to - at) as usize).min(CHUNK);
-        buf.resize(n, 0);
-        fill(at, &mut buf[..n])?;
-        hasher.update(&buf[..n]);
-        if n < INLINE_MAX {
-            tx.prepare_cached(
-                "INSERT INTO extents(stream, offset, len, blob, blob_off, data)
-                 VALUES (?1, ?2, ?3, NULL, 0, ?4)",
-            )?
-            .execute(params![stream, at as i64, n as i64, &buf[..n]])?;
-        } else {
-            let blob = put_blob(tx, &buf[..n])?;
-            tx.prepare_cached(
-                "INSERT INTO extents(stream, offset, len, blob, blob_off) VALUES (?1, ?2, ?3, ?4, 0)",
-            )?
-            .execute(params![stream, at as i64, n as i64, blob])?;
+        let (seg, end) = next(at)?;
+        let end = end.min(to);
+        if end <= at {
+            return Err(Error::new(libc::EIO, "store: an empty range of new content"));
         }
-        at += n as u64;
+        if seg == Seg::Hole {
+            hasher.zeros(end - at);
+            at = end;
+            continue;
+        }
+        while at < end {
+            let n = ((end - at) as usize).min(CHUNK);
+            buf.resize(n, 0);
+            fill(at, &mut buf[..n])?;
+            hasher.update(&buf[..n]);
+            if buf[..n].iter().all(|&b| b == 0) {
+                at += n as u64;
+                continue;
+            }
+            put_extent(tx, stream, at, &buf[..n])?;
+            at += n as u64;
+            stored_to = at;
+        }
+    }
+    if to > from && stored_to < to {
+        put_extent(tx, stream, to - 1, &[0])?;
     }
     Ok(())
 }
 
-/// blake3 state after the first `len` bytes of `content`.
+/// Stores `data` (not empty) at stream offset `at`: inline under [`INLINE_MAX`] bytes,
+/// else as a deduplicated blob.
+fn put_extent(tx: &Connection, stream: i64, at: u64, data: &[u8]) -> Result<()> {
+    if data.len() < INLINE_MAX {
+        tx.prepare_cached(
+            "INSERT INTO extents(stream, offset, len, blob, blob_off, data)
+             VALUES (?1, ?2, ?3, NULL, 0, ?4)",
+        )?
+        .execute(params![stream, at as i64, data.len() as i64, data])?;
+    } else {
+        let blob = put_blob(tx, data)?;
+        tx.prepare_cached(
+            "INSERT INTO extents(stream, offset, len, blob, blob_off) VALUES (?1, ?2, ?3, ?4, 0)",
+        )?
+        .execute(params![stream, at as i64, data.len() as i64, blob])?;
+    }
+    Ok(())
+}
+
+/// Stores `bytes` (held in memory) as the new content of `stream` from offset 0 and
+/// returns its digest.
+pub(super) fn write_bytes(tx: &Connection, stream: i64, bytes: &[u8]) -> Result<String> {
+    let len = bytes.len() as u64;
+    let mut hasher = ContentHasher::new(len);
+    let mut next = |_: u64| Ok((Seg::Data, len));
+    let mut fill = |off: u64, buf: &mut [u8]| -> Result<()> {
+        buf.copy_from_slice(&bytes[off as usize..off as usize + buf.len()]);
+        Ok(())
+    };
+    write_range(tx, stream, 0, len, &mut hasher, &mut next, &mut fill, &mut Vec::new())?;
+    Ok(hasher.finalize())
+}
+
+/// What `content`'s stream holds at `at` (below `limit`): `(Data, end)` inside an extent,
+/// `(Hole, end)` in a gap, with `end` at most `limit`.
+pub(super) fn stored_seg(
+    conn: &Connection,
+    content: ContentRef,
+    at: u64,
+    limit: u64,
+) -> Result<(Seg, u64)> {
+    let cover: Option<(i64, i64)> = conn
+        .prepare_cached(
+            "SELECT offset, len FROM extents WHERE stream = ?1 AND offset <= ?2
+             ORDER BY offset DESC LIMIT 1",
+        )?
+        .query_row(params![content.stream, at as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    if let Some((off, len)) = cover
+        && (off + len) as u64 > at
+    {
+        return Ok((Seg::Data, ((off + len) as u64).min(limit)));
+    }
+    let next: Option<i64> = conn
+        .prepare_cached(
+            "SELECT offset FROM extents WHERE stream = ?1 AND offset > ?2 ORDER BY offset LIMIT 1",
+        )?
+        .query_row(params![content.stream, at as i64], |r| r.get(0))
+        .optional()?;
+    Ok((Seg::Hole, next.map_or(limit, |n| (n as u64).min(limit))))
+}
+
+/// Digest state after the first `upto` bytes of `content`, for content that will be
+/// `final_len` bytes long: reads the stored extents in order and feeds holes as zeros
+/// without reading them (bounded memory: one extent at a time).
 pub(super) fn hash_prefix(
     conn: &Connection,
     content: ContentRef,
-    len: u64,
-) -> Result<blake3::Hasher> {
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut at = 0u64;
-    let view = ContentRef {
-        stream: content.stream,
-        len: len.min(content.len),
-    };
-    while at < view.len {
-        let n = read_at(conn, view, at, &mut buf)?;
-        if n == 0 {
-            break;
+    upto: u64,
+    final_len: u64,
+) -> Result<ContentHasher> {
+    let upto = upto.min(content.len);
+    let mut hasher = ContentHasher::new(final_len);
+    let mut stmt = conn.prepare_cached(
+        "SELECT e.offset, e.len, e.blob_off, COALESCE(e.data, b.data) FROM extents e
+         LEFT JOIN blobs b ON b.id = e.blob
+         WHERE e.stream = ?1 AND e.offset < ?2 ORDER BY e.offset",
+    )?;
+    let mut rows = stmt.query(params![content.stream, upto as i64])?;
+    let mut pos = 0u64;
+    while let Some(row) = rows.next()? {
+        let e_off = row.get::<_, i64>(0)? as u64;
+        let e_len = row.get::<_, i64>(1)? as u64;
+        let b_off = row.get::<_, i64>(2)? as u64;
+        let data = row.get_ref(3)?.as_blob().map_err(Error::store)?;
+        if e_off > pos {
+            hasher.zeros(e_off - pos);
+            pos = e_off;
         }
-        hasher.update(&buf[..n]);
-        at += n as u64;
+        let hi = (e_off + e_len).min(upto);
+        if hi <= pos {
+            continue;
+        }
+        let src = (b_off + pos - e_off) as usize..(b_off + hi - e_off) as usize;
+        let src = data
+            .get(src)
+            .ok_or_else(|| Error::new(libc::EIO, "store: extent points past its blob"))?;
+        hasher.update(src);
+        pos = hi;
+    }
+    if pos < upto {
+        hasher.zeros(upto - pos);
     }
     Ok(hasher)
+}
+
+/// The digest of `content` ([`crate::store::digest`]).
+pub fn digest_of(conn: &Connection, content: ContentRef) -> Result<String> {
+    Ok(hash_prefix(conn, content, content.len, content.len)?.finalize())
 }

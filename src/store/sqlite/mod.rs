@@ -20,6 +20,7 @@ use super::{
     VersionInfo, VersionMeta,
 };
 use crate::error::{Error, Result};
+use crate::store::digest::ContentHasher;
 use crate::identity::Caller;
 use crate::sync::Mutex;
 use crate::views::manifest::REFUSALS_SHOWN;
@@ -31,7 +32,7 @@ mod write;
 
 pub use admin::gc;
 use admin::*;
-pub use content::read_all;
+pub use content::{digest_of, read_all, stream_end};
 use content::*;
 use file::*;
 pub use file::{Probe, companions, make_private, open_read_only, probe};
@@ -124,6 +125,16 @@ enum Applied {
     Stale(Error),
 }
 
+/// What `scratchfs recover --accept-loss` gave up: the damage and where the whole damaged
+/// log was kept.
+#[derive(Debug, Clone)]
+pub struct RedoLoss {
+    /// Where the log was damaged.
+    pub damage: super::redo::Damage,
+    /// The copy of the whole damaged log.
+    pub copy: PathBuf,
+}
+
 /// The SQLite implementation of [`Store`].
 pub struct Sqlite {
     path: PathBuf,
@@ -138,6 +149,9 @@ pub struct Sqlite {
     /// batch, or one a failed fold lost and the log still holds); readers then use the
     /// writer connection.
     batched: AtomicBool,
+    /// Set when opening failed after the log was opened (a damaged log, a replay that
+    /// failed): dropping the store then leaves the log exactly as it was.
+    keep_log: AtomicBool,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
 }
@@ -157,7 +171,23 @@ impl Sqlite {
     /// [`APPLICATION_ID`] written before anything else. Any other file that is not a
     /// scratchfs database is refused (`EINVAL`) and left untouched; an older scratchfs
     /// database without the application id gets it.
+    ///
+    /// A redo log damaged before its tail refuses the open (`EIO`, [`Damage::error`]).
     pub fn open(path: &Path, owner: (u32, u32)) -> Result<(Sqlite, bool)> {
+        let (store, fresh, _) = Self::open_with(path, owner, None)?;
+        Ok((store, fresh))
+    }
+
+    /// [`Sqlite::open`], accepting the loss of a damaged redo log's tail when `accept_loss`
+    /// names who accepts it (`scratchfs recover --accept-loss`): the intact records before
+    /// the damage are applied, the whole log is kept as `<db>-redo.damaged-<ns>`, and an
+    /// event (op `redo-loss`, errno `EIO`, the reason naming offset, bytes and the copy)
+    /// records the loss. Returns what was lost, if anything.
+    pub fn open_with(
+        path: &Path,
+        owner: (u32, u32),
+        accept_loss: Option<&Caller>,
+    ) -> Result<(Sqlite, bool, Option<RedoLoss>)> {
         let probed = probe(path)?;
         if matches!(probed, Probe::Missing | Probe::Empty) {
             use std::os::unix::fs::OpenOptionsExt;
@@ -224,24 +254,38 @@ impl Sqlite {
                 lost: false,
             }),
             batched: AtomicBool::new(false),
+            keep_log: AtomicBool::new(false),
             readers,
             next_reader: AtomicUsize::new(0),
         };
-        store.recover()?;
-        Ok((store, fresh))
+        match store.recover(accept_loss) {
+            Ok(loss) => Ok((store, fresh, loss)),
+            Err(e) => {
+                store.keep_log.store(true, Ordering::SeqCst);
+                Err(e)
+            }
+        }
     }
 
     /// Applies the records of the redo log that SQLite does not hold yet (a daemon killed
     /// after acknowledging them), folds them and empties the log.
-    fn recover(&self) -> Result<()> {
+    fn recover(&self, accept_loss: Option<&Caller>) -> Result<Option<RedoLoss>> {
         let mut conn = self.writer.lock();
+        let mut loss = None;
         let pending = {
             let mut redo = self.redo.lock();
             if redo.log.is_empty() {
-                return Ok(());
+                return Ok(None);
             }
             let folded = redo.folded;
-            let records = redo.log.read_all()?;
+            let (records, damage) = redo.log.read_checked()?;
+            if let Some(damage) = damage {
+                if accept_loss.is_none() {
+                    return Err(damage.error(&self.path));
+                }
+                let copy = redo.log.cut_at_damage(&damage)?;
+                loss = Some(RedoLoss { damage, copy });
+            }
             redo.last_seq = records.iter().map(|r| r.seq).fold(folded, u64::max);
             let n = records.into_iter().filter(|r| r.seq > folded).count();
             // `fold` rebuilds the batch from the log.
@@ -267,7 +311,34 @@ impl Sqlite {
                 self.path.display()
             );
         }
-        Ok(())
+        if let (Some(l), Some(caller)) = (&loss, accept_loss) {
+            let proc_ = self.process(&conn, caller)?;
+            let reason = format!(
+                "redo log {} damaged at byte {} of {}: {} intact records applied, {} bytes \
+                 after the damage lost (the whole log is kept as {})",
+                l.damage.path.display(),
+                l.damage.offset,
+                l.damage.len,
+                l.damage.records,
+                l.damage.len - l.damage.offset,
+                l.copy.display()
+            );
+            insert_event(
+                &conn,
+                "redo-loss",
+                "",
+                None,
+                None,
+                None,
+                Some(libc::EIO),
+                Some(&reason),
+                None,
+                &proc_,
+                now_ns(),
+            )?;
+            log::warn!("{reason}");
+        }
+        Ok(loss)
     }
 
     /// Commits the batch to SQLite with `meta.redo_seq`: first rebuilding it from the redo
@@ -384,7 +455,7 @@ impl Sqlite {
         conn: &Connection,
         op: &Op,
         payload: &[u8],
-        prefix_hasher: Option<(i64, blake3::Hasher)>,
+        prefix_hasher: Option<(i64, ContentHasher)>,
     ) -> Result<Applied> {
         let proc = self.process(conn, op.caller())?;
         let sp = Savepoint::new(conn)?;
@@ -405,7 +476,7 @@ impl Sqlite {
         op: &Op,
         payload: &[u8],
         proc: &Proc,
-        prefix_hasher: Option<(i64, blake3::Hasher)>,
+        prefix_hasher: Option<(i64, ContentHasher)>,
     ) -> Result<Applied> {
         match op {
             Op::Create {
@@ -465,7 +536,7 @@ impl Sqlite {
         &self,
         op: Op,
         payload: &[u8],
-        prefix_hasher: Option<(i64, blake3::Hasher)>,
+        prefix_hasher: Option<(i64, ContentHasher)>,
     ) -> Result<Applied> {
         let mut conn = self.batch_lock()?;
         let (seq, pending) = {
@@ -583,6 +654,7 @@ impl Sqlite {
                     std::thread::sleep(FOLD_DELAY);
                     // Kicks that came meanwhile are answered by this fold.
                     while rx.try_recv().is_ok() {}
+                    crate::failpoint::hit("fold-thread");
                     let Some(store) = weak.upgrade() else { break };
                     if let Err(e) = store.write_lock() {
                         log::error!("writing answered changes: {e}");
@@ -695,6 +767,9 @@ impl Sqlite {
 
 impl Drop for Sqlite {
     fn drop(&mut self) {
+        if self.keep_log.load(Ordering::SeqCst) {
+            return;
+        }
         match self.write_lock() {
             Ok(conn) => {
                 drop(conn);
@@ -900,27 +975,13 @@ impl Store for Sqlite {
         let stored = match content {
             Some(bytes) => {
                 let stream = new_stream(&tx)?;
-                let mut hasher = blake3::Hasher::new();
-                let mut fill = |off: u64, buf: &mut [u8]| -> Result<()> {
-                    buf.copy_from_slice(&bytes[off as usize..off as usize + buf.len()]);
-                    Ok(())
-                };
-                let mut scratch = Vec::new();
-                write_range(
-                    &tx,
-                    stream,
-                    0,
-                    bytes.len() as u64,
-                    &mut hasher,
-                    &mut fill,
-                    &mut scratch,
-                )?;
+                let hash = write_bytes(&tx, stream, bytes)?;
                 Some((
                     ContentRef {
                         stream,
                         len: bytes.len() as u64,
                     },
-                    hasher.finalize(),
+                    hash,
                 ))
             }
             None => None,
@@ -934,7 +995,7 @@ impl Store for Sqlite {
             None,
             Some(errno),
             Some(reason),
-            stored.as_ref().map(|(c, h)| (*c, h)),
+            stored.as_ref().map(|(c, h)| (*c, h.as_str())),
             caller,
             now_ns(),
         )?;
@@ -1068,8 +1129,8 @@ impl Store for Sqlite {
                 None => None,
             };
             let hash = match hash {
-                Some(h) => blake3::Hash::from_hex(&h).map_err(Error::store)?,
-                None => hash_prefix(&tx, content, content.len)?.finalize(),
+                Some(h) => h,
+                None => digest_of(&tx, content)?,
             };
             let v = insert_version(&tx, fid, req.new_path, "rename", content, &hash, caller, t)?;
             update_fields(&tx, fid, req.new_path, before, content, v.id)?;
@@ -1307,7 +1368,7 @@ mod tests {
         s: &Sqlite,
         n: &NodeRecord,
         data: &[u8],
-        prefix_hasher: Option<(i64, blake3::Hasher)>,
+        prefix_hasher: Option<(i64, ContentHasher)>,
     ) -> Committed {
         let mut src = |off: u64, buf: &mut [u8]| {
             buf.copy_from_slice(&data[off as usize..off as usize + buf.len()]);
@@ -1346,7 +1407,7 @@ mod tests {
                 None => assert_ne!(c.version.content.stream, EMPTY_STREAM),
                 Some(l) => assert_eq!(c.version.content.stream, l.content.stream),
             }
-            assert_eq!(c.hasher.finalize(), blake3::hash(&expect));
+            assert_eq!(c.hasher.finalize(), blake3::hash(&expect).to_hex().to_string());
             last = Some(c.version);
         }
         assert_eq!(read_all(&s, last.unwrap().content), expect);
@@ -1387,7 +1448,7 @@ mod tests {
         let mut expect = data.clone();
         expect[100_000..100_003].copy_from_slice(patch);
         assert_eq!(read_all(&s, c.version.content), expect);
-        assert_eq!(c.hasher.finalize(), blake3::hash(&expect));
+        assert_eq!(c.hasher.finalize(), blake3::hash(&expect).to_hex().to_string());
         // Stale base: refused with ESTALE, head unchanged.
         let mut none = |_: u64, _: &mut [u8]| Ok(());
         let err = s
@@ -1448,7 +1509,7 @@ mod tests {
             prev = Some((c.version.id, c.hasher));
         }
         let expect = vec![b'a'; 1_000_000];
-        assert_eq!(prev.unwrap().1.finalize(), blake3::hash(&expect));
+        assert_eq!(prev.unwrap().1.finalize(), blake3::hash(&expect).to_hex().to_string());
         drop(s);
         let size = std::fs::metadata(d.path().join("t.db")).unwrap().len()
             + std::fs::metadata(d.path().join("t.db-wal"))

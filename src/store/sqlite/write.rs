@@ -159,7 +159,7 @@ pub(super) fn insert_version(
     path: &str,
     op: &str,
     content: ContentRef,
-    hash: &blake3::Hash,
+    hash: &str,
     c: &Proc,
     time_ns: i64,
 ) -> Result<VersionInfo> {
@@ -178,7 +178,7 @@ pub(super) fn insert_version_numbered(
     path: &str,
     op: &str,
     content: ContentRef,
-    hash: &blake3::Hash,
+    hash: &str,
     c: &Proc,
     time_ns: i64,
 ) -> Result<VersionInfo> {
@@ -193,7 +193,7 @@ pub(super) fn insert_version_numbered(
         path,
         op,
         content.len as i64,
-        hash.to_hex().as_str(),
+        hash,
         content.stream,
         c.writer,
         c.id,
@@ -221,7 +221,7 @@ pub(super) fn insert_event(
     version_id: Option<i64>,
     errno: Option<i32>,
     reason: Option<&str>,
-    content: Option<(ContentRef, &blake3::Hash)>,
+    content: Option<(ContentRef, &str)>,
     c: &Proc,
     time_ns: i64,
 ) -> Result<()> {
@@ -241,7 +241,7 @@ pub(super) fn insert_event(
         reason,
         content.map(|(r, _)| r.stream),
         content.map(|(r, _)| r.len as i64),
-        content.map(|(_, h)| h.to_hex().to_string()),
+        content.map(|(_, h)| h),
         c.writer,
         c.id,
         c.pid
@@ -354,7 +354,7 @@ pub(super) fn create_in(
                 stream: EMPTY_STREAM,
                 len: 0,
             },
-            &blake3::hash(b""),
+            &crate::store::digest::of_bytes(b""),
             caller,
             attrs.mtime_ns,
         )?;
@@ -513,11 +513,34 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         }
         Ok(())
     };
+    // What byte `at` of the new content is: written (dirty), the base's stored bytes or
+    // its holes, or zeros past the base (a hole).
+    let mut next = |at: u64| -> Result<(Seg, u64)> {
+        if let Some(&(_, e)) = dirty.iter().find(|&&(s, e)| s <= at && at < e) {
+            return Ok((Seg::Data, e));
+        }
+        let next_dirty = dirty
+            .iter()
+            .map(|&(s, _)| s)
+            .filter(|&s| s > at)
+            .min()
+            .unwrap_or(u64::MAX)
+            .min(size);
+        if at < base_limit {
+            return stored_seg(tx, base, at, base_limit.min(next_dirty));
+        }
+        Ok((Seg::Hole, next_dirty))
+    };
     let mut scratch = Vec::with_capacity(CHUNK);
     let (content, hasher) = if extends {
         let mut hasher = match prefix_hasher {
-            Some((vid, h)) if vid == head.id && base == head.content => h,
-            _ => hash_prefix(tx, base, base.len)?,
+            Some((vid, h)) if vid == head.id && base == head.content && h.position() == base.len => {
+                match h.resized(size) {
+                    Some(h) => h,
+                    None => hash_prefix(tx, base, base.len, size)?,
+                }
+            }
+            _ => hash_prefix(tx, base, base.len, size)?,
         };
         write_range(
             tx,
@@ -525,6 +548,7 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
             base.len,
             size,
             &mut hasher,
+            &mut next,
             &mut fill,
             &mut scratch,
         )?;
@@ -542,12 +566,21 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
                 stream: if size == 0 { EMPTY_STREAM } else { base.stream },
                 len: size,
             },
-            hash_prefix(tx, base, size)?,
+            hash_prefix(tx, base, size, size)?,
         )
     } else {
         let stream = new_stream(tx)?;
-        let mut hasher = blake3::Hasher::new();
-        write_range(tx, stream, 0, size, &mut hasher, &mut fill, &mut scratch)?;
+        let mut hasher = ContentHasher::new(size);
+        write_range(
+            tx,
+            stream,
+            0,
+            size,
+            &mut hasher,
+            &mut next,
+            &mut fill,
+            &mut scratch,
+        )?;
         (ContentRef { stream, len: size }, hasher)
     };
     let hash = hasher.finalize();
@@ -555,7 +588,7 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         // The same bytes again: nothing changed, so no version (SPEC §4).
         let same: bool = tx
             .prepare_cached("SELECT blake3 = ?2 FROM versions WHERE id = ?1")?
-            .query_row(params![head.id, hash.to_hex().as_str()], |r| r.get(0))?;
+            .query_row(params![head.id, hash.as_str()], |r| r.get(0))?;
         if same {
             return Ok(Applied::Unchanged(Committed {
                 file_id,
@@ -593,7 +626,7 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
             None,
             Some(libc::ESTALE),
             Some(&reason),
-            Some((content, &hash)),
+            Some((content, hash.as_str())),
             caller,
             time_ns,
         )?;
