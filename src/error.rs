@@ -6,8 +6,9 @@ use std::fmt;
 /// A failed filesystem operation.
 ///
 /// `errno` is a positive `libc` errno value (e.g. `libc::ESTALE`); `reason` is the one-line
-/// explanation recorded in provenance and shown in logs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// explanation recorded in provenance and shown in logs. Displayed as `reason (strerror)`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason} ({})", std::io::Error::from_raw_os_error(*errno))]
 pub struct Error {
     /// Positive errno value the FUSE reply carries.
     pub errno: i32,
@@ -30,35 +31,41 @@ impl Error {
     pub fn not_found(what: impl fmt::Display) -> Self {
         Self::new(libc::ENOENT, format!("{what}: no such file or directory"))
     }
-    /// `EIO` from a storage failure (SPEC §6 "database full or failed"); `ENOSPC` when the
-    /// underlying SQLite error says the disk is full.
+    /// `EIO` from a storage failure that is not a SQLite error (SPEC §6 "database full or
+    /// failed").
     pub fn store(e: impl fmt::Display) -> Self {
-        let text = e.to_string();
-        let errno = if text.contains("database or disk is full") {
-            libc::ENOSPC
-        } else {
-            libc::EIO
-        };
-        Self::new(errno, format!("store: {text}"))
+        Self::new(libc::EIO, format!("store: {e}"))
     }
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({})",
-            self.reason,
-            std::io::Error::from_raw_os_error(self.errno)
-        )
+/// The errno a SQLite failure becomes, by its primary result code (sqlite.org/rescode.html),
+/// never by its message: `SQLITE_FULL` → `ENOSPC`, `SQLITE_BUSY`/`SQLITE_LOCKED` (another
+/// process held the database past the busy timeout) → `EBUSY`, `SQLITE_READONLY` →
+/// `EROFS`, `SQLITE_PERM`/`SQLITE_AUTH` → `EACCES`, `SQLITE_CANTOPEN` → `ENOENT`... as the
+/// OS said if SQLite kept it, `SQLITE_TOOBIG` → `EFBIG`; anything else `EIO`.
+pub fn sqlite_errno(e: &rusqlite::Error) -> i32 {
+    use rusqlite::ErrorCode as C;
+    match e.sqlite_error_code() {
+        Some(C::DiskFull) => libc::ENOSPC,
+        Some(C::DatabaseBusy | C::DatabaseLocked) => libc::EBUSY,
+        Some(C::ReadOnly) => libc::EROFS,
+        Some(C::PermissionDenied | C::AuthorizationForStatementDenied) => libc::EACCES,
+        Some(C::TooBig) => libc::EFBIG,
+        Some(C::CannotOpen) => libc::EIO,
+        _ => libc::EIO,
     }
 }
-
-impl std::error::Error for Error {}
 
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
-        Error::store(e)
+        let errno = sqlite_errno(&e);
+        let mut reason = format!("store: {e}");
+        if errno == libc::EBUSY {
+            reason.push_str(
+                " (another process held a lock on the database for the whole busy timeout of 10 s)",
+            );
+        }
+        Self::new(errno, reason)
     }
 }
 

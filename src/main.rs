@@ -236,6 +236,12 @@ fn main() -> ExitCode {
     }
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn,fuser=error"))
         .init();
+    // A panic (a bug) is reported like any failure, on stderr and the status pipe, and a
+    // failed write of the report is ignored: the default hook's eprintln would panic
+    // again on a full disk and the caller would see only an exit status.
+    std::panic::set_hook(Box::new(|info| {
+        say(&format!("scratchfs: internal error (a bug, please report it): {info}"));
+    }));
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Mount {
@@ -313,9 +319,28 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
-            eprintln!("scratchfs: {msg}");
+            say(&format!("scratchfs: {msg}"));
             ExitCode::from(1)
         }
+    }
+}
+
+/// Environment variable naming the file descriptor on which a daemon started by `mount
+/// --background` reports why it stopped before mounting (a pipe its parent reads).
+const STATUS_FD_ENV: &str = "SCRATCHFS_STATUS_FD";
+
+/// Writes `msg` and a newline to stderr and, in a daemon started by `--background`, to its
+/// status pipe; a failed write is ignored (stderr may be a log file on a full disk), so
+/// this never panics, unlike `eprintln!`.
+fn say(msg: &str) {
+    use std::io::Write;
+    let line = format!("{msg}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    if let Some(fd) = std::env::var(STATUS_FD_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+    {
+        let _ = unsafe { libc::write(fd, line.as_ptr().cast(), line.len()) };
     }
 }
 
@@ -342,6 +367,19 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
         .open(&log_path)
         .map_err(|e| format!("log file {}: {e}", log_path.display()))?;
     let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
+    // The daemon reports why it stopped on this pipe too: its stderr is the log file,
+    // which a full disk may not let it write.
+    let mut fds = [0i32; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    let (status_r, status_w) = unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("mount")
         .arg(&mp)
@@ -361,24 +399,37 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     if let Some(r) = &spec.rules {
         cmd.arg("--rules").arg(r);
     }
+    let w = {
+        use std::os::fd::AsRawFd;
+        status_w.as_raw_fd()
+    };
+    cmd.env(STATUS_FD_ENV, w.to_string());
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::setsid();
+            // Inherited across exec (the pipe was made close-on-exec).
+            libc::fcntl(w, libc::F_SETFD, 0);
             Ok(())
         });
     }
     let mut child = cmd.spawn().map_err(|e| format!("spawn daemon: {e}"))?;
+    drop(status_w);
+    let mut status_r = status_r;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         if mount::fuse_mounted_at(&mp) && std::fs::metadata(&mp).is_ok() {
             return Ok(());
         }
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            // What the daemon said on its status pipe, else in its log.
+            let mut said = String::new();
+            let _ = std::io::Read::read_to_string(&mut status_r, &mut said);
             let all = std::fs::read(&log_path).unwrap_or_default();
-            let msg = String::from_utf8_lossy(all.get(log_start as usize..).unwrap_or_default());
-            let msg = msg.trim().trim_start_matches("scratchfs: ");
+            let logged = String::from_utf8_lossy(all.get(log_start as usize..).unwrap_or_default());
+            let msg = if said.trim().is_empty() { logged.trim().to_string() } else { said.trim().to_string() };
+            let msg = msg.trim_start_matches("scratchfs: ");
             return Err(if msg.is_empty() {
-                format!("daemon exited with {status}")
+                format!("daemon exited with {status} without a message (its log: {})", log_path.display())
             } else {
                 msg.to_string()
             });
@@ -395,7 +446,7 @@ fn run(db: PathBuf, cmd: Vec<String>) -> ExitCode {
     let dir = match tempfile::Builder::new().prefix("scratchfs-").tempdir() {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("scratchfs: temporary mountpoint: {e}");
+            say(&format!("scratchfs: temporary mountpoint: {e}"));
             return ExitCode::from(1);
         }
     };
@@ -411,7 +462,7 @@ fn run(db: PathBuf, cmd: Vec<String>) -> ExitCode {
     let bg = match mount::Background::start(&spec) {
         Ok(b) => b,
         Err(msg) => {
-            eprintln!("scratchfs: {msg}");
+            say(&format!("scratchfs: {msg}"));
             return ExitCode::from(1);
         }
     };
@@ -426,12 +477,12 @@ fn run(db: PathBuf, cmd: Vec<String>) -> ExitCode {
             .code()
             .unwrap_or(128 + std::os::unix::process::ExitStatusExt::signal(&s).unwrap_or(0)),
         Err(e) => {
-            eprintln!("scratchfs: {}: {e}", cmd[0]);
+            say(&format!("scratchfs: {}: {e}", cmd[0]));
             127
         }
     };
     if let Err(msg) = stopped {
-        eprintln!("scratchfs: {msg}");
+        say(&format!("scratchfs: {msg}"));
         return ExitCode::from(1);
     }
     ExitCode::from(code.clamp(0, 255) as u8)

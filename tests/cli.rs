@@ -447,3 +447,90 @@ fn the_database_files_are_private() {
     let st = Command::new(BIN).arg("unmount").arg(&mnt).status().unwrap();
     assert!(st.success());
 }
+
+/// Issue 10 item 3: a full disk at mount, in the foreground and with --background: a
+/// clear message on the caller's stderr and exit status 1, never a panic (the daemon's
+/// stderr is its log file, on the same full disk).
+#[test]
+fn a_full_disk_at_mount_is_reported_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&disk).unwrap();
+    std::fs::create_dir_all(&mnt).unwrap();
+    let o = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&disk)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "cannot mount a tmpfs (needs root): {o:?}");
+    struct Umount(std::path::PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _u = Umount(disk.clone());
+    // Fill it.
+    let _ = std::process::Command::new("dd")
+        .args(["if=/dev/zero", "bs=4k"])
+        .arg(format!("of={}", disk.join("fill").display()))
+        .output();
+    let db = disk.join("s.db");
+    for background in [false, true] {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.arg("mount").arg(&mnt).arg("--db").arg(&db);
+        if background {
+            cmd.arg("--background");
+        }
+        let o = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "background {background}: {err}");
+        assert!(
+            err.contains("No space left on device") && err.contains(&db.display().to_string()),
+            "background {background}: {err}"
+        );
+        assert!(!err.contains("panicked") && !err.contains("exit status"), "{err}");
+    }
+}
+
+/// Issue 10 item 3: while another process holds the database's write lock, a write that
+/// must reach SQLite gets EBUSY after a bounded wait, and the daemon's log names the
+/// process holding the lock.
+#[test]
+fn a_database_locked_by_another_process_gives_ebusy_and_names_the_holder() {
+    let m = Mount::new();
+    let flags = m.dir.path().join("flags");
+    std::fs::create_dir(&flags).unwrap();
+    let holder = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys, os, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute('BEGIN IMMEDIATE')
+open(os.path.join(sys.argv[2], 'locked'), 'w').close()
+while not os.path.exists(os.path.join(sys.argv[2], 'release')):
+    time.sleep(0.05)
+c.execute('ROLLBACK')",
+        )
+        .arg(&m.db)
+        .arg(&flags)
+        .spawn()
+        .unwrap();
+    wait_for("the other process to lock the database", || flags.join("locked").exists());
+    // Over the redo log's limit: this commit goes to SQLite at once.
+    let o = m.sh("head -c 1000000 /dev/urandom > big");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "the write succeeded while the database was locked");
+    assert!(err.contains("Device or resource busy"), "{err}");
+    let log = read(m.dir.path().join("daemon.log"));
+    assert!(
+        log.contains(&format!("lock holders: pid {} (python3)", holder.id())),
+        "{log}"
+    );
+    std::fs::write(flags.join("release"), "").unwrap();
+    let mut holder = holder;
+    holder.wait().unwrap();
+    m.sh_ok("head -c 1000000 /dev/urandom > big2");
+    assert_eq!(std::fs::metadata(m.path("big2")).unwrap().len(), 1_000_000);
+}

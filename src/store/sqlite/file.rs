@@ -4,8 +4,9 @@
 use super::*;
 
 pub(super) fn open_conn(path: &Path) -> Result<Connection> {
-    let conn = Connection::open(path)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    let mut conn = Connection::open(path)?;
+    *BUSY_DB.lock() = Some(path.to_path_buf());
+    conn.busy_handler(Some(busy))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "cache_size", -4096)?;
@@ -15,6 +16,77 @@ pub(super) fn open_conn(path: &Path) -> Result<Connection> {
         true,
     )?;
     Ok(conn)
+}
+
+/// How long a statement waits for a lock another process holds on the database before
+/// it fails with `SQLITE_BUSY`, which becomes `EBUSY` ([`crate::error::sqlite_errno`]).
+pub const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The database whose locks [`busy`] describes (a process opens one read-write).
+static BUSY_DB: crate::sync::Mutex<Option<PathBuf>> = crate::sync::Mutex::new(None);
+
+/// SQLite's busy handler for read-write connections (sqlite3_busy_handler): waits with a
+/// growing sleep (1 ms to 50 ms) up to [`BUSY_WAIT`]; when it gives up it logs who holds
+/// locks on the database, from /proc/locks, so the daemon's log says why a write failed.
+fn busy(count: i32) -> bool {
+    thread_local! {
+        static START: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+    }
+    let now = std::time::Instant::now();
+    if count == 0 {
+        START.set(Some(now));
+    }
+    let waited = START.get().map_or(std::time::Duration::ZERO, |s| now - s);
+    if waited >= BUSY_WAIT {
+        let db = BUSY_DB.lock().clone().unwrap_or_default();
+        log::warn!(
+            "database {}: locked by another process for {} s, giving up (EBUSY); lock holders: {}",
+            db.display(),
+            waited.as_secs(),
+            lock_holders(&db)
+        );
+        return false;
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1 << count.clamp(0, 5) as u64).min(
+        std::time::Duration::from_millis(50),
+    ));
+    true
+}
+
+/// Who holds POSIX locks on `db`, its `-wal` or its `-shm` (other than this process), from
+/// /proc/locks: `pid N (comm) WRITE|READ on FILE`, or `unknown` if none is listed.
+pub fn lock_holders(db: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let me = std::process::id().to_string();
+    let mut files = Vec::new();
+    for suffix in ["", "-wal", "-shm"] {
+        let p = PathBuf::from(format!("{}{suffix}", db.display()));
+        if let Ok(m) = std::fs::metadata(&p) {
+            files.push((m.ino(), p));
+        }
+    }
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    let mut out: Vec<String> = Vec::new();
+    for l in locks.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // "1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
+        if f.len() < 6 || f[1] != "POSIX" || f[4] == me {
+            continue;
+        }
+        let ino = f[5].rsplit(':').next().and_then(|i| i.parse::<u64>().ok());
+        if let Some((_, p)) = files.iter().find(|(i, _)| Some(*i) == ino) {
+            let comm = std::fs::read_to_string(format!("/proc/{}/comm", f[4])).unwrap_or_default();
+            let line = format!("pid {} ({}) {} on {}", f[4], comm.trim(), f[3], p.display());
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
+    }
+    if out.is_empty() {
+        "unknown".into()
+    } else {
+        out.join(", ")
+    }
 }
 
 /// What a database path holds, as [`probe`] found it.
