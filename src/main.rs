@@ -51,6 +51,10 @@ enum Command {
         /// Writer rules (JSON, SPEC §5; check with `scratchfs rules check`).
         #[arg(long)]
         rules: Option<PathBuf>,
+        /// The mount's source name, shown by `mount`, `df` and /proc/mounts (default: the
+        /// database's absolute path), so that two scratchpads can be told apart. No commas.
+        #[arg(long, value_parser = parse_fsname)]
+        fsname: Option<String>,
     },
     /// Unmount (plain `umount` works too).
     Unmount {
@@ -225,6 +229,14 @@ fn parse_owner(s: &str) -> Result<(u32, u32), String> {
     Ok((uid, gid))
 }
 
+/// `--fsname`: printable, not empty, no comma (the mount options' separator).
+fn parse_fsname(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.contains(',') || s.chars().any(char::is_control) {
+        return Err("a non-empty name without commas or control characters".into());
+    }
+    Ok(s.to_string())
+}
+
 fn main() -> ExitCode {
     // Commands whose output goes to `head` end quietly when it stops reading (SIGPIPE's
     // default action), instead of panicking on EPIPE. Not the daemon: it writes only to
@@ -252,6 +264,7 @@ fn main() -> ExitCode {
             background,
             list_views,
             rules,
+            fsname,
         } => {
             let me = unsafe { (libc::getuid(), libc::getgid()) };
             let owner = owner.unwrap_or(me);
@@ -265,6 +278,7 @@ fn main() -> ExitCode {
                     .map(|r| mount::absolute(&r))
                     .transpose()
                     .unwrap_or(None),
+                fsname,
             };
             if background {
                 background_mount(&spec)
@@ -399,6 +413,9 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     if let Some(r) = &spec.rules {
         cmd.arg("--rules").arg(r);
     }
+    if let Some(f) = &spec.fsname {
+        cmd.arg("--fsname").arg(f);
+    }
     let w = {
         use std::os::fd::AsRawFd;
         status_w.as_raw_fd()
@@ -458,6 +475,7 @@ fn run(db: PathBuf, cmd: Vec<String>) -> ExitCode {
         allow_other: false,
         list_views: false,
         rules: None,
+        fsname: None,
     };
     let bg = match mount::Background::start(&spec) {
         Ok(b) => b,

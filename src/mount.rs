@@ -29,6 +29,9 @@ pub struct MountSpec {
     pub list_views: bool,
     /// Writer rules file (SPEC §5); `None`: the defaults of SPEC §3.
     pub rules: Option<PathBuf>,
+    /// The mount's source name (/proc/mounts' first field); `None`: the database's absolute
+    /// path, its commas (which separate mount options) replaced by `_`.
+    pub fsname: Option<String>,
 }
 
 /// A runtime failure with a one-line message (exit status 1).
@@ -228,7 +231,11 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     }
     let mut config = Config::default();
     config.mount_options = vec![
-        MountOption::FSName("scratchfs".into()),
+        MountOption::FSName(
+            spec.fsname
+                .clone()
+                .unwrap_or_else(|| db.to_string_lossy().replace(',', "_")),
+        ),
         MountOption::Subtype("scratchfs".into()),
         MountOption::DefaultPermissions,
         MountOption::NoDev,

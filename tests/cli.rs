@@ -534,3 +534,30 @@ c.execute('ROLLBACK')",
     m.sh_ok("head -c 1000000 /dev/urandom > big2");
     assert_eq!(std::fs::metadata(m.path("big2")).unwrap().len(), 1_000_000);
 }
+
+/// Issue 10 item 3: a log file that cannot be written stops `mount --background` with a
+/// message naming it, before anything is mounted.
+#[test]
+fn an_unwritable_log_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let db = dir.path().join("s.db");
+    let log = dir.path().join("s.db.log");
+    std::fs::create_dir(&log).unwrap();
+    let o = std::process::Command::new(BIN)
+        .arg("mount")
+        .arg(&mnt)
+        .arg("--db")
+        .arg(&db)
+        .arg("--background")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("log file {}: Is a directory", log.display())),
+        "{err}"
+    );
+    assert!(!std::process::Command::new("mountpoint").arg("-q").arg(&mnt).status().unwrap().success());
+}

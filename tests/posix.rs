@@ -23,6 +23,15 @@ fn new_database_has_the_default_layout() {
     );
 }
 
+/// The executable `bash` resolves to, as /proc/<pid>/exe names it.
+fn bash_exe() -> String {
+    let out = std::process::Command::new("bash")
+        .args(["-c", "readlink /proc/$$/exe"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 #[test]
 fn create_write_read_and_provenance() {
     let m = Mount::new();
@@ -51,7 +60,8 @@ fn create_write_read_and_provenance() {
             "tool-x",
             "7",
             &unsafe { libc::getuid() }.to_string(),
-            "/usr/bin/bash"
+            // The bash that ran (wherever PATH finds it: /usr/bin, /bin, /usr/local/bin).
+            &bash_exe()
         ]
     );
     assert_eq!(&f[8..10], ["1", "1"]);
@@ -443,4 +453,117 @@ fn writing_the_same_bytes_again_makes_no_version() {
     assert_eq!(m.versions("g").len(), 2, "{:?}", m.versions("g"));
     m.sh_ok("echo other > f");
     assert_eq!(m.versions("f").len(), 3);
+}
+
+/// Issue 10 item 11 (pjdfstest): a name longer than 255 bytes gets ENAMETOOLONG from every
+/// operation, not ENOENT.
+#[test]
+fn names_past_255_bytes_get_enametoolong_everywhere() {
+    let m = Mount::new();
+    let long = "n".repeat(256);
+    let out = m.sh_ok(&format!(
+        "python3 -c '
+import os, errno
+n = \"{long}\"
+ops = [(\"stat\", os.stat), (\"chmod\", lambda p: os.chmod(p, 0o600)), (\"unlink\", os.unlink),
+       (\"rmdir\", os.rmdir), (\"truncate\", lambda p: os.truncate(p, 0)),
+       (\"rename from\", lambda p: os.rename(p, \"x\")), (\"rename to\", lambda p: os.rename(\"plan.md\", p)),
+       (\"open\", lambda p: os.open(p, os.O_RDONLY)), (\"create\", lambda p: os.open(p, os.O_CREAT | os.O_WRONLY)),
+       (\"mkdir\", os.mkdir), (\"utime\", lambda p: os.utime(p, None))]
+for name, f in ops:
+    try:
+        f(n); print(name, \"succeeded\")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+'"
+    ));
+    for l in out.lines() {
+        assert!(l.ends_with(" ENAMETOOLONG"), "{out}");
+    }
+    assert_eq!(out.lines().count(), 11, "{out}");
+    assert!(m.path("plan.md").exists());
+}
+
+/// Issue 10 item 11 (xfstests generic/258): timestamps before 1970 are kept, to the
+/// nanosecond.
+#[test]
+fn timestamps_before_1970_are_kept() {
+    let m = Mount::new();
+    m.sh_ok("touch -d '1901-01-01 00:00:00 UTC' old && echo x > f");
+    assert_eq!(m.sh_ok("stat -c %Y old"), "-2177452800\n");
+    let out = m.sh_ok(
+        "python3 -c 'import os; os.utime(\"f\", ns=(-1500000001, -1500000001)); s = os.stat(\"f\"); print(s.st_mtime_ns, s.st_atime_ns)'",
+    );
+    assert_eq!(out, "-1500000001 -1500000001\n");
+    // And after a remount (stored, not only cached).
+    let mut m = m;
+    m.unmount();
+    m.start();
+    assert_eq!(m.sh_ok("stat -c %Y old"), "-2177452800\n");
+    assert_eq!(
+        m.sh_ok("python3 -c 'import os; print(os.stat(\"f\").st_mtime_ns)'"),
+        "-1500000001\n"
+    );
+}
+
+/// Issue 10 item 11 (xfstests generic/035): a directory replaced by a rename, still open,
+/// reports nlink 0 (like one removed by rmdir).
+#[test]
+fn an_open_directory_replaced_by_a_rename_has_nlink_0() {
+    let m = Mount::new();
+    let out = m.sh_ok(
+        "mkdir a b && python3 -c '
+import os
+fd = os.open(\"b\", os.O_RDONLY | os.O_DIRECTORY)
+before = os.fstat(fd).st_nlink
+os.rename(\"a\", \"b\")
+after = os.fstat(fd).st_nlink
+os.mkdir(\"c\"); fc = os.open(\"c\", os.O_RDONLY | os.O_DIRECTORY); os.rmdir(\"c\")
+print(before, after, os.fstat(fc).st_nlink)
+'",
+    );
+    assert_eq!(out, "2 0 0\n");
+}
+
+/// Issue 10 item 11: right after `open(O_TRUNC)` and close, stat shows size 0 with new
+/// mtime and ctime (open(2): O_TRUNC sets them), never the old ones.
+#[test]
+fn o_trunc_sets_mtime_and_ctime_at_once() {
+    let m = Mount::new();
+    m.sh_ok("echo content > f && touch -d '2001-01-01 UTC' f");
+    for _ in 0..20 {
+        let out = m.sh_ok(
+            "python3 -c '
+import os, time
+t = time.time_ns()
+os.close(os.open(\"f\", os.O_WRONLY | os.O_TRUNC))
+s = os.stat(\"f\")
+print(s.st_size, s.st_mtime_ns >= t - 10**9, s.st_ctime_ns >= t - 10**9)
+'",
+        );
+        assert_eq!(out, "0 True True\n");
+        m.sh_ok("echo content > f && touch -d '2001-01-01 UTC' f");
+    }
+}
+
+/// Issue 10 item 11: the mount's source names the database (or --fsname), so tools tell
+/// two scratchpads apart.
+#[test]
+fn the_mount_source_is_the_database_or_fsname() {
+    let m = Mount::new();
+    let field = |m: &Mount| {
+        let mnt = m.mnt.to_string_lossy().to_string();
+        std::fs::read_to_string("/proc/self/mounts")
+            .unwrap()
+            .lines()
+            .find(|l| l.split(' ').nth(1) == Some(mnt.as_str()))
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .unwrap()
+    };
+    assert_eq!(field(&m), m.db.to_string_lossy());
+    let mut m = m;
+    m.unmount();
+    m.restart_with(&["--fsname", "agent-7-scratch"]);
+    assert_eq!(field(&m), "agent-7-scratch");
+    assert!(m.sh_ok("df --output=source .").contains("agent-7-scratch"));
 }

@@ -329,6 +329,14 @@ impl Fs {
 
     /// `lookup`: the child `name` of `parent`; counts one kernel reference.
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+        // Every operation on a path looks its last name up first: stat, chmod, unlink,
+        // rmdir, truncate and rename of a name past NAME_MAX get ENAMETOOLONG here.
+        if name.len() > NAME_MAX {
+            return Err(Error::new(
+                libc::ENAMETOOLONG,
+                format!("name of {} bytes: longer than {NAME_MAX}", name.len()),
+            ));
+        }
         if let Some(view) = self.view_by_name(parent, name)? {
             return self.view_attr(view);
         }
@@ -590,6 +598,12 @@ impl Fs {
             };
             if w.open_trunc_only {
                 node.pending_size = Some(0);
+                // open(2): "If O_TRUNC ... the st_ctime and st_mtime fields of the file are
+                // set to the current time": a stat before the truncation's commit (at
+                // release) shows size 0 with the new times, not the old ones.
+                let now = now_ns();
+                node.attrs.mtime_ns = now;
+                node.attrs.ctime_ns = now;
             }
             (
                 HandleKind::Write(w),

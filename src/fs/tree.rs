@@ -170,6 +170,8 @@ impl Tree {
             size: n.size(),
             attrs: n.attrs,
             nlink: match n.kind {
+                // A directory removed (rmdir, or replaced by a rename) but still open.
+                Kind::Dir if n.orphan => 0,
                 Kind::Dir => 2 + n.subdirs,
                 Kind::File if n.orphan => 0,
                 Kind::File => 1,

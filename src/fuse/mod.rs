@@ -52,11 +52,12 @@ fn errno(e: &Error) -> Errno {
     Errno::from_i32(e.errno)
 }
 
+/// A time in ns since the epoch, before 1970 too (xfstests generic/258).
 fn time(ns: i64) -> SystemTime {
     if ns >= 0 {
         UNIX_EPOCH + Duration::from_nanos(ns as u64)
     } else {
-        UNIX_EPOCH
+        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
     }
 }
 
@@ -67,7 +68,13 @@ fn ns(t: TimeOrNow) -> i64 {
     };
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => d.as_nanos() as i64,
-        Err(e) => -(e.duration().as_nanos() as i64),
+        // fuser 0.18 (src/time.rs, `system_time_from_time`) turns the kernel's
+        // (secs < 0, nsec) into EPOCH - (|secs| + nsec) instead of EPOCH - |secs| + nsec:
+        // undone here, so 1969-12-31T23:59:58.5 stays that (tests/posix.rs pins it).
+        Err(e) => {
+            let d = e.duration();
+            -(d.as_secs() as i64) * 1_000_000_000 + i64::from(d.subsec_nanos())
+        }
     }
 }
 
