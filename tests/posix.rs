@@ -26,7 +26,7 @@ fn new_database_has_the_default_layout() {
 /// The executable `bash` resolves to, as /proc/<pid>/exe names it.
 fn bash_exe() -> String {
     let out = std::process::Command::new("bash")
-        .args(["-c", "readlink /proc/$$/exe"])
+        .args(["-c", "readlink /proc/$$/exe; true"])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_string()
