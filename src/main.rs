@@ -132,9 +132,10 @@ enum Command {
     Export {
         /// Target directory.
         dir: PathBuf,
-        /// YYYY-MM-DD[THH:MM:SS[Z]] (UTC), @SECONDS or nanoseconds since the epoch.
-        #[arg(long)]
-        at: Option<String>,
+        /// RFC 3339 (2026-12-01T10:00:00.5+02:00, a space for T, no offset: UTC),
+        /// YYYY-MM-DD (midnight UTC) or @SECONDS[.FRACTION] since the epoch.
+        #[arg(long, value_name = "TIME", value_parser = cli::time::parse_ns)]
+        at: Option<i64>,
         /// One JSON object.
         #[arg(long)]
         json: bool,
@@ -142,13 +143,14 @@ enum Command {
         db: DbArg,
     },
     /// Forget old versions (never current ones, nor what MANIFEST points at).
+    #[command(group(clap::ArgGroup::new("select").required(true).multiple(true).args(["keep_last", "before"])))]
     Gc {
         /// Keep the newest N versions of every file.
         #[arg(long)]
         keep_last: Option<u64>,
         /// Forget versions committed before TIME (same forms as export --at).
-        #[arg(long)]
-        before: Option<String>,
+        #[arg(long, value_name = "TIME", value_parser = cli::time::parse_ns)]
+        before: Option<i64>,
         /// Say what would go; change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -280,16 +282,8 @@ fn main() -> ExitCode {
             dry_run,
             json,
             db,
-        } => before
-            .as_deref()
-            .map(cli::export::parse_time)
-            .transpose()
-            .and_then(|before| cli::gc::gc(&db.db, keep_last, before, dry_run, json)),
-        Command::Export { dir, at, db, json } => at
-            .as_deref()
-            .map(cli::export::parse_time)
-            .transpose()
-            .and_then(|at| cli::export::export(&db.db, &dir, at, json)),
+        } => cli::gc::gc(&db.db, keep_last, before, dry_run, json),
+        Command::Export { dir, at, db, json } => cli::export::export(&db.db, &dir, at, json),
         Command::Run { db, cmd } => return run(db.db, cmd),
     };
     match result {

@@ -16,7 +16,8 @@ use crate::store::Store;
 use crate::store::{GcReport, GcRequest};
 
 /// Runs gc. `keep_last`: keep the newest N versions of every file; `before_ns`: forget
-/// versions committed before this time. With both, a version goes if either says so.
+/// versions committed before this time (ns since the epoch, [`super::time::parse_ns`]).
+/// With both, a version goes if either says so.
 /// While the database is mounted, the daemon runs it (through the attribute
 /// `user.scratchfs.gc` on the mount's root), keeping what open handles still read.
 pub fn gc(
