@@ -87,6 +87,99 @@ fn usage_errors_exit_2_and_runtime_failures_exit_1_with_one_line() {
     assert!(err.contains("missing"), "{err}");
 }
 
+/// A TIME argument (`export --at`, `gc --before`) is one of the forms docs list: RFC 3339
+/// as `date` prints it, a date, `@SECONDS`; anything else, or a field out of range, is a
+/// usage error (exit 2) whose message lists the forms, and nothing is done. A time before
+/// the first version is accepted, with a note saying it selects nothing; a time far in
+/// the future exports the current tree.
+#[test]
+fn time_arguments_are_checked_and_far_times_still_work() {
+    let m = Mount::new();
+    m.sh_ok("echo one > a");
+    let out = tempfile::tempdir().unwrap();
+    let dir = |name: &str| out.path().join(name).to_string_lossy().into_owned();
+    for (args, why) in [
+        (vec!["export", &dir("x1"), "--at", "20261201"], "not a time"),
+        (vec!["export", &dir("x2"), "--at", "2026-13-01"], "month"),
+        (vec!["export", &dir("x3"), "--at", "2026-13-45"], "month"),
+        (vec!["export", &dir("x4"), "--at", "2026-02-30"], "day"),
+        (
+            vec!["export", &dir("x5"), "--at", "yesterday"],
+            "not a time",
+        ),
+        (
+            vec!["export", &dir("x6"), "--at", "1796083200000000000"],
+            "not a time",
+        ),
+        (vec!["gc", "--before", "2026-12-01T25:00:00Z"], "hour"),
+        (vec!["gc", "--before", "@1e9"], "not a time"),
+    ] {
+        let (rc, stdout, err) = cli(&m, &args);
+        assert_eq!(rc, 2, "{args:?}: {stdout} {err}");
+        let value = args[args.len() - 1];
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '--")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains(why), "{args:?}: {err}");
+        for form in ["YYYY-MM-DD", "RFC 3339", "Z or +HH:MM", "@SECONDS"] {
+            assert!(err.contains(form), "{args:?}: {err}");
+        }
+        assert!(
+            !out.path().join(&args[1]).exists(),
+            "{args:?}: did something"
+        );
+    }
+    let (rc, _, err) = cli(&m, &["gc"]);
+    assert_eq!(rc, 2, "gc selects nothing without a flag: {err}");
+    // What `date` prints, as the docs say (some to the second: a second after the write).
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    for (i, date_args) in [
+        vec!["-u", "+%Y-%m-%dT%H:%M:%S.%NZ"],
+        vec!["--rfc-3339=ns"],
+        vec!["-Ins"],
+        vec!["-Iseconds"],
+        vec!["+@%s.%N"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = Command::new("date").args(&date_args).output().unwrap();
+        let now = String::from_utf8(o.stdout).unwrap().trim().to_string();
+        let d = dir(&format!("date{i}"));
+        let (rc, _, err) = cli(&m, &["export", &d, "--at", &now]);
+        assert_eq!(rc, 0, "{now}: {err}");
+        assert_eq!(
+            read(std::path::Path::new(&d).join("a")),
+            "one\n",
+            "{now}: {err}"
+        );
+    }
+    // Far in the future: the current tree.
+    let (rc, _, err) = cli(&m, &["export", &dir("future"), "--at", "9999-12-31"]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(read(out.path().join("future/a")), "one\n");
+    assert!(!err.contains("note"), "{err}");
+    // Before the first version: accepted, nothing exported, and a note saying why.
+    let (rc, _, err) = cli(
+        &m,
+        &["export", &dir("past"), "--at", "1999-12-31T23:00:00-01:00"],
+    );
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        err.contains("note: --at 2000-01-01 00:00:00Z is before the first version ("),
+        "{err}"
+    );
+    assert!(err.contains("exported 0 files"), "{err}");
+    let (rc, stdout, err) = cli(&m, &["gc", "--before", "@0", "--dry-run"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(stdout.contains("would delete 0 versions"), "{stdout}");
+    assert!(
+        err.contains("note: --before 1970-01-01 00:00:00Z is not after the first version ("),
+        "{err}"
+    );
+}
+
 #[test]
 fn database_under_the_mountpoint_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -33,6 +33,8 @@ fn safe(path: &str) -> Option<PathBuf> {
 
 /// Exports the tree at `at_ns` (ns since the epoch, [`super::time::parse_ns`]; default:
 /// now, as any time after the last change) into `dir`, which must not exist or be empty.
+/// When nothing is exported for a given time, a note on stderr says why (before the first
+/// version, or no file then).
 pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
     let at = at_ns.unwrap_or(i64::MAX);
@@ -71,6 +73,7 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         indicatif::ProgressBar::hidden()
     };
     let mut written = 0;
+    let mut skipped = 0;
     for (path, stream, size, time_ns) in rows {
         bar.inc(1);
         let Some(rel) = safe(&path) else {
@@ -82,6 +85,7 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
                 };
                 eprintln!("scratchfs: export: skipped unsafe path {q}")
             });
+            skipped += 1;
             continue;
         };
         let target = dir.join(&rel);
@@ -110,6 +114,23 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         written += 1;
     }
     bar.finish_and_clear();
+    if written == 0
+        && let Some(at) = at_ns
+    {
+        // Say why nothing came out: a TIME is accepted whatever it selects.
+        match super::time::first_version_ns(&conn)? {
+            Some(first) if at < first => eprintln!(
+                "scratchfs: note: --at {} is before the first version ({}): nothing existed then",
+                super::time::utc_exact(at),
+                super::time::utc_exact(first)
+            ),
+            _ if skipped == 0 => eprintln!(
+                "scratchfs: note: no file existed at {}",
+                super::time::utc_exact(at)
+            ),
+            _ => {}
+        }
+    }
     if json {
         println!("{}", serde_json::json!({ "dir": dir, "files": written }));
     } else {

@@ -136,6 +136,20 @@ pub fn utc(ns: i64) -> String {
     t.strftime("%Y-%m-%d %H:%M:%SZ").to_string()
 }
 
+/// `ns` (since the Unix epoch) as notes print a TIME argument back: as [`utc`], with the
+/// fraction of a second when it has one (`2026-12-01 10:00:00.5Z`).
+pub fn utc_exact(ns: i64) -> String {
+    let t = Timestamp::from_nanosecond(i128::from(ns)).unwrap_or(Timestamp::UNIX_EPOCH);
+    t.strftime("%Y-%m-%d %H:%M:%S%.fZ").to_string()
+}
+
+/// The commit time of the database's first version (ns), `None` if it has none: what a
+/// TIME before it selects is nothing, which the commands say in a note.
+pub fn first_version_ns(conn: &rusqlite::Connection) -> Result<Option<i64>, super::Failure> {
+    conn.query_row("SELECT MIN(time_ns) FROM versions", [], |r| r.get(0))
+        .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +234,12 @@ mod tests {
         assert_eq!(utc(951_782_400 * S), "2000-02-29 00:00:00Z");
         assert_eq!(utc(i64::MAX), "2262-04-11 23:47:16Z");
         assert_eq!(utc(i64::MIN), "1677-09-21 00:12:43Z");
+        assert_eq!(utc_exact(1_796_061_415 * S), "2026-11-30 17:56:55Z");
+        assert_eq!(
+            utc_exact(1_796_061_415 * S + 500_000_000),
+            "2026-11-30 17:56:55.5Z"
+        );
+        assert_eq!(ns(&utc_exact(-1)), -1);
     }
 
     #[test]
