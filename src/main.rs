@@ -310,6 +310,11 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     mount::check_database(&db, &mp)?;
     // Nor next to a file that is not a scratchfs database.
     scratchfs::store::probe(&db).map_err(|e| e.reason)?;
+    // The rules' problems on this terminal, not only in the daemon's log; errors refuse
+    // the mount before anything starts.
+    if let Some(rules) = &spec.rules {
+        scratchfs::rules::load(rules)?;
+    }
     let log_path = PathBuf::from(format!("{}.log", db.display()));
     let log = std::fs::OpenOptions::new()
         .create(true)

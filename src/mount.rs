@@ -205,16 +205,9 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
             .map_err(|e| format!("database {}: {e}", db.display()))?;
     }
     if let Some(path) = &spec.rules {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("rules {}: {e}", path.display()))?;
-        let rules = crate::rules::Rules::parse(&text).map_err(|problems| {
-            format!(
-                "rules {}:{} ({} problems; see scratchfs rules check)",
-                path.display(),
-                problems[0],
-                problems.len()
-            )
-        })?;
+        // Problems on stderr (the daemon's log when in the background; `mount
+        // --background` checks and prints them before it starts the daemon).
+        let (text, rules) = crate::rules::load(path)?;
         store
             .record_rules(&text, &crate::identity::Caller::internal("scratchfs"))
             .map_err(|e| format!("database {}: {e}", db.display()))?;

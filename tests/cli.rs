@@ -126,7 +126,7 @@ fn time_arguments_are_checked_and_far_times_still_work() {
             assert!(err.contains(form), "{args:?}: {err}");
         }
         assert!(
-            !out.path().join(&args[1]).exists(),
+            !out.path().join(args[1]).exists(),
             "{args:?}: did something"
         );
     }
@@ -296,7 +296,7 @@ fn rules_check_names_line_column_and_key() {
     assert_eq!(o.status.code(), Some(1));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains(":5:") && out.contains("unknown field `mdoe`"),
+        out.contains(":5:") && out.contains("unknown key \"mdoe\""),
         "{out}"
     );
     std::fs::write(
@@ -312,7 +312,7 @@ fn rules_check_names_line_column_and_key() {
     assert_eq!(o.status.code(), Some(1));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("rules.json:4:38: paths[0].writers: unknown writer \"agnt\""),
+        out.contains("rules.json:4:38: paths[0].writers[0]: unknown writer \"agnt\""),
         "{out}"
     );
     std::fs::write(&f, "{\"writers\": {\"agent\": {\"uid\": 1000}}, \"paths\": [{\"path\": \"**\", \"writers\": [\"agent\"]}]}").unwrap();
