@@ -1224,6 +1224,11 @@ mod tests {
                 assert!(m.is_match(p), "{g} {p}");
             }
         }
+        // As docs/rules.md says: `*.md` matches in subdirectories too.
+        let md = globset::Glob::new("*.md").unwrap().compile_matcher();
+        assert!(md.is_match("notes/a.md"));
+        let notes = globset::Glob::new("notes/**").unwrap().compile_matcher();
+        assert!(notes.is_match("notes/a/b") && !notes.is_match("notes"));
     }
 
     #[test]

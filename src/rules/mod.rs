@@ -110,7 +110,10 @@ pub struct Field {
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct PathRule {
-    /// Glob (globset syntax: `*` within a component, `**` across).
+    /// Glob (globset syntax with its defaults, as [`enforce::Compiled`] compiles it:
+    /// `*` matches any characters, `/` included, so `*.md` also matches `notes/a.md`;
+    /// `dir/**` everything under `dir`), matched against the path relative to the mount
+    /// root.
     pub path: String,
     /// Writers that may write here (`*`: any). Absent: any.
     pub writers: Option<Vec<String>>,
