@@ -310,6 +310,16 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     mount::check_database(&db, &mp)?;
     // Nor next to a file that is not a scratchfs database.
     scratchfs::store::probe(&db).map_err(|e| e.reason)?;
+    // Nor next to one the daemon could not open for writing (created empty if missing, as
+    // the daemon's lock does): the message names the database, not its log.
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&db)
+        .map_err(|e| scratchfs::store::cannot_open(&db, &e).reason)?;
     // The rules' problems on this terminal, not only in the daemon's log; errors refuse
     // the mount before anything starts.
     if let Some(rules) = &spec.rules {
@@ -321,7 +331,13 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
         .append(true)
         .mode(0o600)
         .open(&log_path)
-        .map_err(|e| format!("log file {}: {e}", log_path.display()))?;
+        .map_err(|e| {
+            format!(
+                "cannot open database {}: its log {}: {e}",
+                db.display(),
+                log_path.display()
+            )
+        })?;
     let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("mount")

@@ -156,7 +156,13 @@ pub fn check_database(db: &Path, mp: &Path) -> Result<(PathBuf, PathBuf), Failur
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| "/".into());
-    std::fs::create_dir_all(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
+    std::fs::create_dir_all(&db_dir).map_err(|e| {
+        format!(
+            "cannot open database {}: cannot create {}: {e}",
+            db.display(),
+            db_dir.display()
+        )
+    })?;
     let db_dir =
         std::fs::canonicalize(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
     if on_fuse(&db_dir) {
@@ -184,8 +190,14 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     // (which creates a missing database, mode 0600) and before SQLite opens it.
     crate::store::probe(&db).map_err(|e| e.reason)?;
     let lock = lock_database(&db)?;
-    let (store, fresh) =
-        Sqlite::open(&db, spec.owner).map_err(|e| format!("database {}: {e}", db.display()))?;
+    let (store, fresh) = Sqlite::open(&db, spec.owner).map_err(|e| {
+        if e.reason.starts_with("cannot open database ") {
+            // Already names the database and the OS's reason.
+            e.reason
+        } else {
+            format!("database {}: {e}", db.display())
+        }
+    })?;
     // An existing database (and its -wal, -shm, redo log, daemon log) with looser modes.
     crate::store::make_private(&db);
     // Held for the life of the process: one mount per database.
@@ -257,7 +269,7 @@ pub fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
         .truncate(false)
         .mode(0o600)
         .open(db)
-        .map_err(|e| format!("database {}: {e}", db.display()))?;
+        .map_err(|e| crate::store::cannot_open(db, &e).reason)?;
     // A daemon killed a moment ago may still be closing its files: wait for it a little.
     let deadline = std::time::Instant::now() + MOUNTPOINT_WAIT;
     while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
@@ -275,7 +287,7 @@ pub fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
 /// Takes the database's `flock` if no mount holds it (no waiting): `Err` means mounted.
 pub fn lock_database_now(db: &Path) -> Result<std::fs::File, Failure> {
     use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(db).map_err(|e| format!("database {}: {e}", db.display()))?;
+    let f = std::fs::File::open(db).map_err(|e| crate::store::cannot_open(db, &e).reason)?;
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(format!("database {}: mounted", db.display()));
     }

@@ -180,6 +180,190 @@ fn time_arguments_are_checked_and_far_times_still_work() {
     );
 }
 
+/// A database path that cannot be opened is named, with the OS's reason, by every
+/// command, in one line, exit status 1: a database uid 1000 may read in a directory it
+/// may not write (readers cannot create `-shm`; writers may not write the file), a path
+/// under a directory that does not exist, a directory, and a read-only file system.
+#[test]
+fn a_database_that_cannot_be_opened_is_named_with_the_os_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path();
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mnt = top.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = top.join("export").display().to_string();
+    let mnt = mnt.display().to_string();
+    let readers: Vec<Vec<&str>> = vec![
+        vec!["log"],
+        vec!["history", "plan.md"],
+        vec!["show", "plan.md"],
+        vec!["diff", "plan.md@1"],
+        vec!["fsck"],
+        vec!["export", &out],
+    ];
+    let writers: Vec<Vec<&str>> = vec![
+        vec!["gc", "--keep-last", "1"],
+        vec!["restore", "plan.md@1"],
+        vec!["redact", "plan.md@1"],
+        vec!["mount", &mnt],
+        vec!["mount", &mnt, "--background"],
+    ];
+    // Runs a command on `db` (as uid 1000 if `agent`); asserts exit 1 and one line.
+    let run = |agent: bool, args: &[&str], db: &std::path::Path| -> String {
+        let mut cmd = Command::new("timeout");
+        cmd.arg("20");
+        if agent {
+            cmd.args([
+                "setpriv",
+                "--reuid",
+                "1000",
+                "--regid",
+                "1000",
+                "--clear-groups",
+            ]);
+        }
+        let o = cmd
+            .arg(BIN)
+            .args(args)
+            .arg("--db")
+            .arg(db)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "{args:?} {}: {err}", db.display());
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        err
+    };
+    let made = |db: &std::path::Path| {
+        let (store, _) = scratchfs::store::Sqlite::open(db, (0, 0)).unwrap();
+        drop(store);
+        std::fs::set_permissions(db, std::fs::Permissions::from_mode(0o644)).unwrap();
+        for side in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{side}", db.display()));
+        }
+    };
+
+    // Readable by uid 1000, in a directory it may not write.
+    let db = top.join("x.db");
+    made(&db);
+    let (d, f) = (top.display(), db.display());
+    for args in &readers {
+        let err = run(true, args, &db);
+        assert_eq!(
+            err,
+            format!(
+                "scratchfs: cannot open database {f}: cannot create x.db-shm in {d}: \
+                 Permission denied (os error 13)\n"
+            ),
+            "{args:?}"
+        );
+    }
+    for args in &writers {
+        let err = run(true, args, &db);
+        assert_eq!(
+            err,
+            format!("scratchfs: cannot open database {f}: Permission denied (os error 13)\n"),
+            "{args:?}"
+        );
+    }
+
+    // Owned by uid 1000, in a directory it may not write: SQLite cannot create `-shm`
+    // (`mount --background` first creates the daemon's log there).
+    let db = top.join("own.db");
+    made(&db);
+    std::os::unix::fs::chown(&db, Some(1000), Some(1000)).unwrap();
+    let f = db.display();
+    for args in readers.iter().chain(&writers) {
+        let err = run(true, args, &db);
+        let why = if args.contains(&"--background") {
+            format!("its log {f}.log: Permission denied (os error 13)")
+        } else {
+            format!("cannot create own.db-shm in {d}: Permission denied (os error 13)")
+        };
+        assert_eq!(
+            err,
+            format!("scratchfs: cannot open database {f}: {why}\n"),
+            "{args:?}"
+        );
+    }
+
+    // Under a directory that does not exist (a mount creates it: not tried here).
+    let missing = top.join("no/such/dir/x.db");
+    for args in readers.iter().chain(&writers[..3]) {
+        let err = run(false, args, &missing);
+        assert_eq!(
+            err,
+            format!(
+                "scratchfs: cannot open database {}: No such file or directory (os error 2)\n",
+                missing.display()
+            ),
+            "{args:?}"
+        );
+    }
+
+    // A directory.
+    let is_dir = top.join("dir.db");
+    std::fs::create_dir(&is_dir).unwrap();
+    for args in readers.iter().chain(&writers) {
+        let err = run(false, args, &is_dir);
+        assert_eq!(
+            err,
+            format!(
+                "scratchfs: cannot open database {}: Is a directory (os error 21)\n",
+                is_dir.display()
+            ),
+            "{args:?}"
+        );
+    }
+
+    // A read-only file system (a tmpfs remounted read-only).
+    let ro = top.join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let sh = |script: &str| {
+        let o = Command::new("sh").arg("-c").arg(script).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    sh(&format!("mount -t tmpfs -o size=4m tmpfs {}", ro.display()));
+    let db = ro.join("x.db");
+    made(&db);
+    sh(&format!("mount -o remount,ro {}", ro.display()));
+    let f = db.display();
+    let result = std::panic::catch_unwind(|| {
+        for args in &readers {
+            let err = run(false, args, &db);
+            assert_eq!(
+                err,
+                format!(
+                    "scratchfs: cannot open database {f}: cannot create x.db-shm in {}: \
+                     Read-only file system (os error 30)\n",
+                    ro.display()
+                ),
+                "{args:?}"
+            );
+        }
+        for args in &writers {
+            let err = run(false, args, &db);
+            assert_eq!(
+                err,
+                format!(
+                    "scratchfs: cannot open database {f}: Read-only file system (os error 30)\n"
+                ),
+                "{args:?}"
+            );
+        }
+    });
+    sh(&format!("umount -l {}", ro.display()));
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
 #[test]
 fn database_under_the_mountpoint_is_refused() {
     let dir = tempfile::tempdir().unwrap();
