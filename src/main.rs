@@ -149,9 +149,10 @@ enum Command {
     Export {
         /// Target directory.
         dir: PathBuf,
-        /// YYYY-MM-DD[THH:MM:SS[Z]] (UTC), @SECONDS or nanoseconds since the epoch.
-        #[arg(long)]
-        at: Option<String>,
+        /// RFC 3339 (2026-12-01T10:00:00.5+02:00, a space for T, no offset: UTC),
+        /// YYYY-MM-DD (midnight UTC) or @SECONDS[.FRACTION] since the epoch.
+        #[arg(long, value_name = "TIME", value_parser = cli::time::parse_ns)]
+        at: Option<i64>,
         /// One JSON object.
         #[arg(long)]
         json: bool,
@@ -159,13 +160,14 @@ enum Command {
         db: DbArg,
     },
     /// Forget old versions (never current ones, nor what MANIFEST points at).
+    #[command(group(clap::ArgGroup::new("select").required(true).multiple(true).args(["keep_last", "before"])))]
     Gc {
         /// Keep the newest N versions of every file.
         #[arg(long)]
         keep_last: Option<u64>,
         /// Forget versions committed before TIME (same forms as export --at).
-        #[arg(long)]
-        before: Option<String>,
+        #[arg(long, value_name = "TIME", value_parser = cli::time::parse_ns)]
+        before: Option<i64>,
         /// Say what would go; change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -318,16 +320,8 @@ fn main() -> ExitCode {
             dry_run,
             json,
             db,
-        } => before
-            .as_deref()
-            .map(cli::export::parse_time)
-            .transpose()
-            .and_then(|before| cli::gc::gc(&db.db, keep_last, before, dry_run, json)),
-        Command::Export { dir, at, db, json } => at
-            .as_deref()
-            .map(cli::export::parse_time)
-            .transpose()
-            .and_then(|at| cli::export::export(&db.db, &dir, at, json)),
+        } => cli::gc::gc(&db.db, keep_last, before, dry_run, json),
+        Command::Export { dir, at, db, json } => cli::export::export(&db.db, &dir, at, json),
         Command::Run { db, cmd } => return run(db.db, cmd),
     };
     match result {
@@ -373,13 +367,34 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     mount::check_database(&db, &mp)?;
     // Nor next to a file that is not a scratchfs database.
     scratchfs::store::probe(&db).map_err(|e| e.reason)?;
+    // Nor next to one the daemon could not open for writing (created empty if missing, as
+    // the daemon's lock does): the message names the database, not its log.
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&db)
+        .map_err(|e| scratchfs::store::cannot_open(&db, &e).reason)?;
+    // The rules' problems on this terminal, not only in the daemon's log; errors refuse
+    // the mount before anything starts.
+    if let Some(rules) = &spec.rules {
+        scratchfs::rules::load(rules)?;
+    }
     let log_path = PathBuf::from(format!("{}.log", db.display()));
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .open(&log_path)
-        .map_err(|e| format!("log file {}: {e}", log_path.display()))?;
+        .map_err(|e| {
+            format!(
+                "cannot open database {}: its log {}: {e}",
+                db.display(),
+                log_path.display()
+            )
+        })?;
     let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
     // The daemon reports why it stopped on this pipe too: its stderr is the log file,
     // which a full disk may not let it write.

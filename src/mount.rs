@@ -159,7 +159,13 @@ pub fn check_database(db: &Path, mp: &Path) -> Result<(PathBuf, PathBuf), Failur
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| "/".into());
-    std::fs::create_dir_all(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
+    std::fs::create_dir_all(&db_dir).map_err(|e| {
+        format!(
+            "cannot open database {}: cannot create {}: {e}",
+            db.display(),
+            db_dir.display()
+        )
+    })?;
     let db_dir =
         std::fs::canonicalize(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
     if on_fuse(&db_dir) {
@@ -187,8 +193,14 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     // (which creates a missing database, mode 0600) and before SQLite opens it.
     crate::store::probe(&db).map_err(|e| e.reason)?;
     let lock = lock_database(&db)?;
-    let (store, fresh) =
-        Sqlite::open(&db, spec.owner).map_err(|e| format!("database {}: {e}", db.display()))?;
+    let (store, fresh) = Sqlite::open(&db, spec.owner).map_err(|e| {
+        if e.reason.starts_with("cannot open database ") {
+            // Already names the database and the OS's reason.
+            e.reason
+        } else {
+            format!("database {}: {e}", db.display())
+        }
+    })?;
     // An existing database (and its -wal, -shm, redo log, daemon log) with looser modes.
     crate::store::make_private(&db);
     // Held for the life of the process: one mount per database.
@@ -208,16 +220,9 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
             .map_err(|e| format!("database {}: {e}", db.display()))?;
     }
     if let Some(path) = &spec.rules {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("rules {}: {e}", path.display()))?;
-        let rules = crate::rules::Rules::parse(&text).map_err(|problems| {
-            format!(
-                "rules {}:{} ({} problems; see scratchfs rules check)",
-                path.display(),
-                problems[0],
-                problems.len()
-            )
-        })?;
+        // Problems on stderr (the daemon's log when in the background; `mount
+        // --background` checks and prints them before it starts the daemon).
+        let (text, rules) = crate::rules::load(path)?;
         store
             .record_rules(&text, &crate::identity::Caller::internal("scratchfs"))
             .map_err(|e| format!("database {}: {e}", db.display()))?;
@@ -271,7 +276,7 @@ pub fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
         .truncate(false)
         .mode(0o600)
         .open(db)
-        .map_err(|e| format!("database {}: {e}", db.display()))?;
+        .map_err(|e| crate::store::cannot_open(db, &e).reason)?;
     // A daemon killed a moment ago may still be closing its files: wait for it a little.
     let deadline = std::time::Instant::now() + MOUNTPOINT_WAIT;
     while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
@@ -289,7 +294,7 @@ pub fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
 /// Takes the database's `flock` if no mount holds it (no waiting): `Err` means mounted.
 pub fn lock_database_now(db: &Path) -> Result<std::fs::File, Failure> {
     use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(db).map_err(|e| format!("database {}: {e}", db.display()))?;
+    let f = std::fs::File::open(db).map_err(|e| crate::store::cannot_open(db, &e).reason)?;
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(format!("database {}: mounted", db.display()));
     }

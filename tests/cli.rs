@@ -87,6 +87,283 @@ fn usage_errors_exit_2_and_runtime_failures_exit_1_with_one_line() {
     assert!(err.contains("missing"), "{err}");
 }
 
+/// A TIME argument (`export --at`, `gc --before`) is one of the forms docs list: RFC 3339
+/// as `date` prints it, a date, `@SECONDS`; anything else, or a field out of range, is a
+/// usage error (exit 2) whose message lists the forms, and nothing is done. A time before
+/// the first version is accepted, with a note saying it selects nothing; a time far in
+/// the future exports the current tree.
+#[test]
+fn time_arguments_are_checked_and_far_times_still_work() {
+    let m = Mount::new();
+    m.sh_ok("echo one > a");
+    let out = tempfile::tempdir().unwrap();
+    let dir = |name: &str| out.path().join(name).to_string_lossy().into_owned();
+    for (args, why) in [
+        (vec!["export", &dir("x1"), "--at", "20261201"], "not a time"),
+        (vec!["export", &dir("x2"), "--at", "2026-13-01"], "month"),
+        (vec!["export", &dir("x3"), "--at", "2026-13-45"], "month"),
+        (vec!["export", &dir("x4"), "--at", "2026-02-30"], "day"),
+        (
+            vec!["export", &dir("x5"), "--at", "yesterday"],
+            "not a time",
+        ),
+        (
+            vec!["export", &dir("x6"), "--at", "1796083200000000000"],
+            "not a time",
+        ),
+        (vec!["gc", "--before", "2026-12-01T25:00:00Z"], "hour"),
+        (vec!["gc", "--before", "@1e9"], "not a time"),
+    ] {
+        let (rc, stdout, err) = cli(&m, &args);
+        assert_eq!(rc, 2, "{args:?}: {stdout} {err}");
+        let value = args[args.len() - 1];
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '--")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains(why), "{args:?}: {err}");
+        for form in ["YYYY-MM-DD", "RFC 3339", "Z or +HH:MM", "@SECONDS"] {
+            assert!(err.contains(form), "{args:?}: {err}");
+        }
+        assert!(
+            !out.path().join(args[1]).exists(),
+            "{args:?}: did something"
+        );
+    }
+    let (rc, _, err) = cli(&m, &["gc"]);
+    assert_eq!(rc, 2, "gc selects nothing without a flag: {err}");
+    // What `date` prints, as the docs say (some to the second: a second after the write).
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    for (i, date_args) in [
+        vec!["-u", "+%Y-%m-%dT%H:%M:%S.%NZ"],
+        vec!["--rfc-3339=ns"],
+        vec!["-Ins"],
+        vec!["-Iseconds"],
+        vec!["+@%s.%N"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = Command::new("date").args(&date_args).output().unwrap();
+        let now = String::from_utf8(o.stdout).unwrap().trim().to_string();
+        let d = dir(&format!("date{i}"));
+        let (rc, _, err) = cli(&m, &["export", &d, "--at", &now]);
+        assert_eq!(rc, 0, "{now}: {err}");
+        assert_eq!(
+            read(std::path::Path::new(&d).join("a")),
+            "one\n",
+            "{now}: {err}"
+        );
+    }
+    // Far in the future: the current tree.
+    let (rc, _, err) = cli(&m, &["export", &dir("future"), "--at", "9999-12-31"]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(read(out.path().join("future/a")), "one\n");
+    assert!(!err.contains("note"), "{err}");
+    // Before the first version: accepted, nothing exported, and a note saying why.
+    let (rc, _, err) = cli(
+        &m,
+        &["export", &dir("past"), "--at", "1999-12-31T23:00:00-01:00"],
+    );
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        err.contains("note: --at 2000-01-01 00:00:00Z is before the first version ("),
+        "{err}"
+    );
+    assert!(err.contains("exported 0 files"), "{err}");
+    let (rc, stdout, err) = cli(&m, &["gc", "--before", "@0", "--dry-run"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(stdout.contains("would delete 0 versions"), "{stdout}");
+    assert!(
+        err.contains("note: --before 1970-01-01 00:00:00Z is not after the first version ("),
+        "{err}"
+    );
+}
+
+/// A database path that cannot be opened is named, with the OS's reason, by every
+/// command, in one line, exit status 1: a database uid 1000 may read in a directory it
+/// may not write (readers cannot create `-shm`; writers may not write the file), a path
+/// under a directory that does not exist, a directory, and a read-only file system.
+#[test]
+fn a_database_that_cannot_be_opened_is_named_with_the_os_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path();
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mnt = top.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = top.join("export").display().to_string();
+    let mnt = mnt.display().to_string();
+    let readers: Vec<Vec<&str>> = vec![
+        vec!["log"],
+        vec!["history", "plan.md"],
+        vec!["show", "plan.md"],
+        vec!["diff", "plan.md@1"],
+        vec!["fsck"],
+        vec!["export", &out],
+    ];
+    let writers: Vec<Vec<&str>> = vec![
+        vec!["gc", "--keep-last", "1"],
+        vec!["restore", "plan.md@1"],
+        vec!["redact", "plan.md@1"],
+        vec!["mount", &mnt],
+        vec!["mount", &mnt, "--background"],
+    ];
+    // Runs a command on `db` (as uid 1000 if `agent`); asserts exit 1 and one line.
+    let run = |agent: bool, args: &[&str], db: &std::path::Path| -> String {
+        let mut cmd = Command::new("timeout");
+        cmd.arg("20");
+        if agent {
+            cmd.args([
+                "setpriv",
+                "--reuid",
+                "1000",
+                "--regid",
+                "1000",
+                "--clear-groups",
+            ]);
+        }
+        let o = cmd
+            .arg(BIN)
+            .args(args)
+            .arg("--db")
+            .arg(db)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "{args:?} {}: {err}", db.display());
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        err
+    };
+    let made = |db: &std::path::Path| {
+        let (store, _) = scratchfs::store::Sqlite::open(db, (0, 0)).unwrap();
+        drop(store);
+        std::fs::set_permissions(db, std::fs::Permissions::from_mode(0o644)).unwrap();
+        for side in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{side}", db.display()));
+        }
+    };
+
+    // Readable by uid 1000, in a directory it may not write.
+    let db = top.join("x.db");
+    made(&db);
+    let (d, f) = (top.display(), db.display());
+    for args in &readers {
+        let err = run(true, args, &db);
+        assert_eq!(
+            err,
+            format!(
+                "scratchfs: cannot open database {f}: cannot create x.db-shm in {d}: \
+                 Permission denied (os error 13)\n"
+            ),
+            "{args:?}"
+        );
+    }
+    for args in &writers {
+        let err = run(true, args, &db);
+        assert_eq!(
+            err,
+            format!("scratchfs: cannot open database {f}: Permission denied (os error 13)\n"),
+            "{args:?}"
+        );
+    }
+
+    // Owned by uid 1000, in a directory it may not write: SQLite cannot create `-shm`
+    // (`mount --background` first creates the daemon's log there).
+    let db = top.join("own.db");
+    made(&db);
+    std::os::unix::fs::chown(&db, Some(1000), Some(1000)).unwrap();
+    let f = db.display();
+    for args in readers.iter().chain(&writers) {
+        let err = run(true, args, &db);
+        let why = if args.contains(&"--background") {
+            format!("its log {f}.log: Permission denied (os error 13)")
+        } else {
+            format!("cannot create own.db-shm in {d}: Permission denied (os error 13)")
+        };
+        assert_eq!(
+            err,
+            format!("scratchfs: cannot open database {f}: {why}\n"),
+            "{args:?}"
+        );
+    }
+
+    // Under a directory that does not exist (a mount creates it: not tried here).
+    let missing = top.join("no/such/dir/x.db");
+    for args in readers.iter().chain(&writers[..3]) {
+        let err = run(false, args, &missing);
+        assert_eq!(
+            err,
+            format!(
+                "scratchfs: cannot open database {}: No such file or directory (os error 2)\n",
+                missing.display()
+            ),
+            "{args:?}"
+        );
+    }
+
+    // A directory.
+    let is_dir = top.join("dir.db");
+    std::fs::create_dir(&is_dir).unwrap();
+    for args in readers.iter().chain(&writers) {
+        let err = run(false, args, &is_dir);
+        assert_eq!(
+            err,
+            format!(
+                "scratchfs: cannot open database {}: Is a directory (os error 21)\n",
+                is_dir.display()
+            ),
+            "{args:?}"
+        );
+    }
+
+    // A read-only file system (a tmpfs remounted read-only).
+    let ro = top.join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    let sh = |script: &str| {
+        let o = Command::new("sh").arg("-c").arg(script).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    sh(&format!("mount -t tmpfs -o size=4m tmpfs {}", ro.display()));
+    let db = ro.join("x.db");
+    made(&db);
+    sh(&format!("mount -o remount,ro {}", ro.display()));
+    let f = db.display();
+    let result = std::panic::catch_unwind(|| {
+        for args in &readers {
+            let err = run(false, args, &db);
+            assert_eq!(
+                err,
+                format!(
+                    "scratchfs: cannot open database {f}: cannot create x.db-shm in {}: \
+                     Read-only file system (os error 30)\n",
+                    ro.display()
+                ),
+                "{args:?}"
+            );
+        }
+        for args in &writers {
+            let err = run(false, args, &db);
+            assert_eq!(
+                err,
+                format!(
+                    "scratchfs: cannot open database {f}: Read-only file system (os error 30)\n"
+                ),
+                "{args:?}"
+            );
+        }
+    });
+    sh(&format!("umount -l {}", ro.display()));
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
 #[test]
 fn database_under_the_mountpoint_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -203,7 +480,7 @@ fn rules_check_names_line_column_and_key() {
     assert_eq!(o.status.code(), Some(1));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains(":5:") && out.contains("unknown field `mdoe`"),
+        out.contains(":5:") && out.contains("unknown key \"mdoe\""),
         "{out}"
     );
     std::fs::write(
@@ -219,7 +496,7 @@ fn rules_check_names_line_column_and_key() {
     assert_eq!(o.status.code(), Some(1));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("rules.json:4:38: paths[0].writers: unknown writer \"agnt\""),
+        out.contains("rules.json:4:38: paths[0].writers[0]: unknown writer \"agnt\""),
         "{out}"
     );
     std::fs::write(&f, "{\"writers\": {\"agent\": {\"uid\": 1000}}, \"paths\": [{\"path\": \"**\", \"writers\": [\"agent\"]}]}").unwrap();

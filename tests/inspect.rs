@@ -92,7 +92,8 @@ fn export_at_three_times() {
             .as_nanos();
         std::thread::sleep(std::time::Duration::from_millis(20));
         let _ = m;
-        ns.to_string()
+        // @SECONDS.FRACTION, to the nanosecond.
+        format!("@{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
     };
     m.sh_ok("echo one > a && mkdir d && echo x > d/x");
     let t1 = t(&m);
@@ -166,9 +167,15 @@ fn gc_forgets_old_versions_only_when_asked_and_keeps_what_matters() {
         "for i in 1 2 3 4 5 6; do head -c 200000 /dev/urandom > big; done; \
          seq 1 5000 > shrunk && echo short > shrunk; echo '{\"k\": 1}' > state.json",
     );
+    // Neither flag: a usage error.
     let (rc, _, err) = cli(&m, &["gc"]);
-    assert_eq!(rc, 1);
-    assert!(err.contains("nothing selected"), "{err}");
+    assert_eq!(rc, 2);
+    assert!(
+        err.contains("required arguments were not provided")
+            && err.contains("--keep-last")
+            && err.contains("--before"),
+        "{err}"
+    );
     let count = |m: &Mount| {
         m.sql("SELECT COUNT(*), (SELECT COALESCE(SUM(size), 0) FROM blobs) FROM versions")
     };

@@ -173,6 +173,187 @@ fn a_bad_rules_file_stops_the_mount_with_line_and_column_and_rules_are_versioned
     assert!(m.sql("SELECT text FROM rules").contains("\"findings.md\""));
 }
 
+/// A rules file with errors: `rules check` prints every problem as `FILE:LINE:COL:
+/// message` (errors and warnings, in file order) and exits 1; `mount` and `mount
+/// --background` refuse it with the same lines on stderr, and mount nothing.
+#[test]
+fn every_problem_is_reported_by_rules_check_and_refuses_the_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{
+  "writers": { "agent": { "uid": 1000 }, "agent": { "uid": 1001 }, "tool": { "uidd": 5 } },
+  "paths": [
+    { "path": "plan.md", "writers": ["agent"], "mdoe": "read-only" },
+    { "path": "plan.md", "writers": ["agnet"], "format": "yaml" },
+    { "path": "/notes/**", "writers": ["*"] }
+  ],
+  "ephemerals": []
+}
+"#,
+    )
+    .unwrap();
+    let f = bad.display().to_string();
+    let want = [
+        format!("{f}:2:42: writers: duplicate writer \"agent\" (first at 2:16)"),
+        format!("{f}:2:68: writer \"tool\" has no matchers"),
+        format!(
+            "{f}:2:78: writers.tool: unknown key \"uidd\" (expected one of: uid, gid, user, exe, \
+             comm, env)"
+        ),
+        format!(
+            "{f}:4:48: paths[0]: unknown key \"mdoe\" (expected one of: path, writers, mode, \
+             format, fields, additional_fields, max_bytes, deny_secrets, on_conflict)"
+        ),
+        format!(
+            "{f}:5:15: paths[1].path: duplicate glob \"plan.md\" (paths[0], at 4:15): the first \
+             rule whose glob matches applies, so this one never would"
+        ),
+        format!("{f}:5:38: paths[1].writers[0]: unknown writer \"agnet\""),
+        format!(
+            "{f}:5:58: paths[1].format: expected one of \"json\", \"jsonl\", \"markdown\", \
+             \"text\", found \"yaml\""
+        ),
+        format!(
+            "{f}:6:15: warning: paths[2].path: \"/notes/**\" never matches: paths are matched \
+             without a leading \"/\" (write \"plan.md\", not \"/plan.md\")"
+        ),
+        format!(
+            "{f}:8:3: the file: unknown key \"ephemerals\" (expected one of: writers, paths, \
+             ephemeral)"
+        ),
+    ];
+    let o = std::process::Command::new(BIN)
+        .args(["rules", "check"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.lines().collect::<Vec<_>>(), want, "{out}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!("scratchfs: {f}: 8 errors, 1 warning\n")
+    );
+    let mnt = dir.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    for background in [false, true] {
+        let mut cmd = std::process::Command::new("timeout");
+        cmd.arg("20")
+            .arg(BIN)
+            .arg("mount")
+            .arg(&mnt)
+            .arg("--db")
+            .arg(dir.path().join("s.db"))
+            .arg("--rules")
+            .arg(&bad);
+        if background {
+            cmd.arg("--background");
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "background: {background}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines[..want.len()], want, "background: {background}: {err}");
+        assert_eq!(
+            lines[want.len()..],
+            [format!(
+                "scratchfs: rules {f}: 8 errors, 1 warning (see above, or scratchfs rules check {f})"
+            )],
+            "background: {background}: {err}"
+        );
+        assert!(
+            !std::fs::read_to_string("/proc/self/mountinfo")
+                .unwrap()
+                .contains(&mnt.display().to_string()),
+            "mounted"
+        );
+    }
+}
+
+/// A rules file with warnings only (a writer no rule names, a rule an earlier one
+/// shadows, a glob no path matches): `rules check` prints them and exits 0, and the
+/// mount starts, printing them on stderr (in the foreground, in its log; with
+/// `--background`, on the terminal before the daemon starts).
+#[test]
+fn warnings_do_not_stop_rules_check_nor_the_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("warn.json");
+    std::fs::write(
+        &rules,
+        r#"{
+  "writers": { "agent": { "uid": 1000 }, "spare": { "uid": 1001 } },
+  "paths": [
+    { "path": "**", "writers": ["agent", "*"] },
+    { "path": "plan.md", "writers": ["agent"] }
+  ],
+  "ephemeral": ["*.swp", "notes/"]
+}
+"#,
+    )
+    .unwrap();
+    let f = rules.display().to_string();
+    let want = [
+        format!(
+            "{f}:2:42: warning: writer \"spare\" is named in no rule's writers (it only names \
+             callers in provenance)"
+        ),
+        format!(
+            "{f}:5:15: warning: paths[1].path: rule \"plan.md\" never applies: paths[0] (\"**\", \
+             at 4:15) matches every path first, and the first rule whose glob matches applies"
+        ),
+        format!(
+            "{f}:7:26: warning: ephemeral[1]: \"notes/\" never matches: no path ends with \"/\" \
+             (a directory is matched by its name)"
+        ),
+    ];
+    let o = std::process::Command::new(BIN)
+        .args(["rules", "check"])
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let mut all = want.to_vec();
+    all.push(format!("{f}: ok (2 writers, 2 path rules; 3 warnings)"));
+    assert_eq!(out.lines().collect::<Vec<_>>(), all, "{out}");
+    // In the foreground: the daemon's stderr.
+    let mut m = Mount::with_args(&["--rules", &f]);
+    m.sh_ok("echo hi > plan.md");
+    m.unmount();
+    let log = std::fs::read_to_string(m.dir.path().join("daemon.log")).unwrap();
+    for w in &want {
+        assert!(log.contains(w.as_str()), "{log}");
+    }
+    // In the background: on the terminal of `mount --background`, which succeeds.
+    let o = std::process::Command::new(BIN)
+        .arg("mount")
+        .arg(&m.mnt)
+        .arg("--db")
+        .arg(&m.db)
+        .arg("--rules")
+        .arg(&rules)
+        .arg("--background")
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().collect::<Vec<_>>(), want, "{err}");
+    assert_eq!(read(m.path("plan.md")), "hi\n");
+    let st = std::process::Command::new(BIN)
+        .arg("unmount")
+        .arg(&m.mnt)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
 #[test]
 fn invalid_content_is_einval_and_kept_on_record() {
     let m = mount_with_rules();

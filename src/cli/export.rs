@@ -10,41 +10,6 @@ use super::{Failure, open};
 use crate::store::ContentRef;
 use crate::views::quote_path;
 
-/// Parses a time: `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM:SS[Z]` (or with a space; UTC), `@SECONDS`
-/// since the epoch, or plain nanoseconds since the epoch. Returns ns.
-pub fn parse_time(s: &str) -> Result<i64, Failure> {
-    let bad = || format!("{s}: expected YYYY-MM-DD[THH:MM:SS[Z]], @SECONDS or nanoseconds");
-    if let Some(secs) = s.strip_prefix('@') {
-        let f: f64 = secs.parse().map_err(|_| bad())?;
-        return Ok((f * 1e9) as i64);
-    }
-    if s.chars().all(|c| c.is_ascii_digit()) {
-        return s.parse().map_err(|_| bad());
-    }
-    let s2 = s.trim_end_matches('Z').replace('T', " ");
-    let (date, time) = s2.split_once(' ').unwrap_or((&s2, "00:00:00"));
-    let d: Vec<i64> = date
-        .split('-')
-        .map(|x| x.parse().map_err(|_| bad()))
-        .collect::<Result<_, _>>()?;
-    let t: Vec<i64> = time
-        .split(':')
-        .map(|x| x.parse().map_err(|_| bad()))
-        .collect::<Result<_, _>>()?;
-    if d.len() != 3 || t.is_empty() || t.len() > 3 {
-        return Err(bad());
-    }
-    let (y, m, day) = (d[0] - i64::from(d[1] <= 2), d[1], d[2]);
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86400 + t[0] * 3600 + t.get(1).unwrap_or(&0) * 60 + t.get(2).unwrap_or(&0);
-    Ok(secs * 1_000_000_000)
-}
-
 /// A local path as messages show it: quoted if it could break the line.
 fn shown(p: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
@@ -66,7 +31,10 @@ fn safe(path: &str) -> Option<PathBuf> {
         .then_some(out)
 }
 
-/// Exports the tree at `at_ns` (default now) into `dir`, which must not exist or be empty.
+/// Exports the tree at `at_ns` (ns since the epoch, [`super::time::parse_ns`]; default:
+/// now, as any time after the last change) into `dir`, which must not exist or be empty.
+/// When nothing is exported for a given time, a note on stderr says why (before the first
+/// version, or no file then).
 pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
     let at = at_ns.unwrap_or(i64::MAX);
@@ -105,6 +73,7 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         indicatif::ProgressBar::hidden()
     };
     let mut written = 0;
+    let mut skipped = 0;
     for (path, stream, size, time_ns) in rows {
         bar.inc(1);
         let Some(rel) = safe(&path) else {
@@ -116,6 +85,7 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
                 };
                 eprintln!("scratchfs: export: skipped unsafe path {q}")
             });
+            skipped += 1;
             continue;
         };
         let target = dir.join(&rel);
@@ -144,6 +114,23 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         written += 1;
     }
     bar.finish_and_clear();
+    if written == 0
+        && let Some(at) = at_ns
+    {
+        // Say why nothing came out: a TIME is accepted whatever it selects.
+        match super::time::first_version_ns(&conn)? {
+            Some(first) if at < first => eprintln!(
+                "scratchfs: note: --at {} is before the first version ({}): nothing existed then",
+                super::time::utc_exact(at),
+                super::time::utc_exact(first)
+            ),
+            _ if skipped == 0 => eprintln!(
+                "scratchfs: note: no file existed at {}",
+                super::time::utc_exact(at)
+            ),
+            _ => {}
+        }
+    }
     if json {
         println!("{}", serde_json::json!({ "dir": dir, "files": written }));
     } else {
@@ -162,16 +149,5 @@ mod tests {
             assert!(safe(p).is_none(), "{p}");
         }
         assert_eq!(safe("notes/a.md"), Some(PathBuf::from("notes/a.md")));
-    }
-
-    #[test]
-    fn times_parse() {
-        assert_eq!(parse_time("1970-01-02").unwrap(), 86_400_000_000_000);
-        assert_eq!(
-            parse_time("2026-11-30T17:56:55Z").unwrap(),
-            1_796_061_415_000_000_000
-        );
-        assert_eq!(parse_time("@1.5").unwrap(), 1_500_000_000);
-        assert!(parse_time("yesterday").is_err());
     }
 }

@@ -16,7 +16,9 @@ use crate::store::Store;
 use crate::store::{GcReport, GcRequest};
 
 /// Runs gc. `keep_last`: keep the newest N versions of every file; `before_ns`: forget
-/// versions committed before this time. With both, a version goes if either says so.
+/// versions committed before this time (ns since the epoch, [`super::time::parse_ns`]; a
+/// time not after the first version forgets nothing, which a note on stderr says). With
+/// both, a version goes if either says so.
 /// While the database is mounted, the daemon runs it (through the attribute
 /// `user.scratchfs.gc` on the mount's root), keeping what open handles still read.
 pub fn gc(
@@ -67,6 +69,21 @@ pub fn gc(
         }
         Err(_) => through_mount(db, &req)?,
     };
+    if report.versions == 0
+        && let Some(before) = before_ns
+    {
+        // A TIME is accepted whatever it selects; say so when it selects nothing.
+        let conn = crate::store::open_read_only(db).map_err(|e| e.reason)?;
+        if let Some(first) = super::time::first_version_ns(&conn)?
+            && before <= first
+        {
+            eprintln!(
+                "scratchfs: note: --before {} is not after the first version ({}): no version is that old",
+                super::time::utc_exact(before),
+                super::time::utc_exact(first)
+            );
+        }
+    }
     if json {
         println!(
             "{}",

@@ -82,7 +82,7 @@ pub fn log(db: &Path, path: Option<&str>, rejected: bool, json: bool) -> Result<
         }
         let mut line = format!(
             "{}  {:<8} {}",
-            crate::views::manifest::utc(e.time_ns),
+            super::time::utc(e.time_ns),
             e.op,
             quote_path(&e.path)
         );

@@ -1,6 +1,8 @@
 //! The commands of SPEC §2 that work on the database (usable while it is mounted):
 //! `log`, `history`, `show`, `diff`, `fsck`, `restore`, `redact`, `export`, `gc`. One file per command; each returns
-//! `Err(message)` for a runtime failure (exit status 1).
+//! `Err(message)` for a runtime failure (exit status 1). Usage errors (exit status 2) are
+//! clap's: malformed arguments, such as a TIME ([`time::parse_ns`]), are refused before a
+//! command runs.
 
 pub mod diff;
 pub mod export;
@@ -10,6 +12,7 @@ pub mod log;
 pub mod recover;
 pub mod redact;
 pub mod restore;
+pub mod time;
 
 use std::path::Path;
 
@@ -210,7 +213,7 @@ pub fn history(db: &Path, path: &str, json: bool) -> Result<(), Failure> {
             println!(
                 "{:>4}  {}  {:<8} {:>9}  {:<14} {:<6} {}  {}  {}",
                 v.version,
-                crate::views::manifest::utc(v.time_ns),
+                time::utc(v.time_ns),
                 v.op,
                 v.size,
                 quote_path(&v.writer),

@@ -19,8 +19,8 @@ pub fn redact(db: &Path, spec: &str, why: &str, json: bool) -> Result<(), Failur
     let (path, n) = parse_spec(spec)?;
     let n = n.ok_or_else(|| format!("{spec}: expected PATH@N"))?;
     let path = path.trim_start_matches('/').to_string();
-    if !db.exists() {
-        return Err(format!("{}: no such database", db.display()));
+    if let Err(e) = std::fs::metadata(db) {
+        return Err(crate::store::cannot_open(db, &e).reason);
     }
     let req = RedactRequest {
         path: path.clone(),

@@ -17,8 +17,8 @@ pub fn restore(db: &Path, spec: &str, json: bool) -> Result<(), Failure> {
     let (path, n) = parse_spec(spec)?;
     let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_path(spec)))?;
     let path = path.trim_start_matches('/').to_string();
-    if !db.exists() {
-        return Err(format!("{}: no such database", db.display()));
+    if let Err(e) = std::fs::metadata(db) {
+        return Err(crate::store::cannot_open(db, &e).reason);
     }
     let lock = match crate::mount::lock_database_now(db) {
         Ok(lock) => lock,

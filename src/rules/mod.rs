@@ -1,10 +1,11 @@
 //! Writer rules (SPEC §5): the rules file, its check, and writer resolution.
 //!
-//! The file format is parsed and checked (`scratchfs rules check FILE`, errors with line
-//! and column); a caller's facts resolve to a writer name; [`enforce`] decides whether a
-//! writer may modify, create or remove a path (writers and modes). Content validation
-//! (formats, fields, max_bytes, secrets) is not enforced yet (issue 3).
+//! The file format is parsed and checked ([`check`]: `scratchfs rules check FILE` and
+//! `mount --rules FILE`, every error and warning with line and column); a caller's facts
+//! resolve to a writer name; [`enforce`] holds the rule evaluations the gate composes
+//! (writers, modes, content, fields, secrets).
 
+pub mod check;
 pub mod enforce;
 
 use std::collections::BTreeMap;
@@ -109,7 +110,10 @@ pub struct Field {
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct PathRule {
-    /// Glob (globset syntax: `*` within a component, `**` across).
+    /// Glob (globset syntax with its defaults, as [`enforce::Compiled`] compiles it:
+    /// `*` matches any characters, `/` included, so `*.md` also matches `notes/a.md`;
+    /// `dir/**` everything under `dir`), matched against the path relative to the mount
+    /// root.
     pub path: String,
     /// Writers that may write here (`*`: any). Absent: any.
     pub writers: Option<Vec<String>>,
@@ -170,124 +174,56 @@ fn ordered<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(String, Matche
     d.deserialize_map(V)
 }
 
-/// One problem in a rules file: `line:column: message`, 1-based.
+/// How bad a [`Problem`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// The file is refused: `rules check` exits 1, a mount does not start.
+    Error,
+    /// Something in the file can never take effect (a writer or a rule that never
+    /// matches); the file is usable: `rules check` exits 0, a mount starts and prints it.
+    Warning,
+}
+
+/// One problem in a rules file: `LINE:COLUMN: message`, or `LINE:COLUMN: warning:
+/// message`; 1-based, the column in bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// 1-based line.
     pub line: usize,
-    /// 1-based column.
+    /// 1-based column (bytes).
     pub column: usize,
-    /// What is wrong, naming the offending key or value.
+    /// Error or warning.
+    pub severity: Severity,
+    /// What is wrong, naming the offending key or value (`paths[1].mode: ...`).
     pub message: String,
 }
 
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}: {}", self.line, self.column, self.message)
-    }
-}
-
-/// Line and column (1-based) of the first occurrence of `needle` in `text`, else 1:1.
-fn position(text: &str, needle: &str) -> (usize, usize) {
-    match text.find(needle) {
-        Some(at) => {
-            let before = &text[..at];
-            let line = before.matches('\n').count() + 1;
-            let column = at - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
-            (line, column)
+        match self.severity {
+            Severity::Error => write!(f, "{}:{}: {}", self.line, self.column, self.message),
+            Severity::Warning => write!(
+                f,
+                "{}:{}: warning: {}",
+                self.line, self.column, self.message
+            ),
         }
-        None => (1, 1),
     }
 }
 
 impl Rules {
-    /// Parses and checks a rules file. Every problem names its line, column and the
-    /// offending key: syntax errors, unknown keys, wrong types, unknown writer names,
-    /// invalid globs, writers without matchers, `fields` without `format: json`.
+    /// Parses and checks a rules file ([`check::check`]): the rules if the text has no
+    /// errors (its warnings are dropped), else its errors, each with line, column and the
+    /// offending key.
     pub fn parse(text: &str) -> Result<Rules, Vec<Problem>> {
-        let rules: Rules = serde_json::from_str(text).map_err(|e| {
-            vec![Problem {
-                line: e.line(),
-                column: e.column(),
-                message: e
-                    .to_string()
-                    .split(" at line ")
-                    .next()
-                    .unwrap_or_default()
-                    .to_string(),
-            }]
-        })?;
-        let mut problems = Vec::new();
-        let mut problem = |needle: &str, message: String| {
-            let (line, column) = position(text, needle);
-            problems.push(Problem {
-                line,
-                column,
-                message,
-            });
-        };
-        let known: Vec<&str> = rules.writers.iter().map(|(n, _)| n.as_str()).collect();
-        for (name, m) in &rules.writers {
-            if *m == Matchers::default() {
-                problem(
-                    &format!("\"{name}\""),
-                    format!("writer \"{name}\" has no matchers"),
-                );
-            }
-            if let Some(exe) = &m.exe
-                && !exe.starts_with('/')
-            {
-                problem(
-                    &format!("\"{exe}\""),
-                    format!("writer \"{name}\": exe must be an absolute path"),
-                );
-            }
-            if let Some(u) = &m.user
-                && user_uid(u).is_none()
-            {
-                problem(
-                    &format!("\"{u}\""),
-                    format!("writer \"{name}\": no such user \"{u}\""),
-                );
-            }
-        }
-        for (i, p) in rules.paths.iter().enumerate() {
-            if let Err(e) = globset::Glob::new(&p.path) {
-                problem(&format!("\"{}\"", p.path), format!("paths[{i}].path: {e}"));
-            }
-            let mut check_writers = |ws: &[String], at: &str| {
-                for w in ws {
-                    if w != "*" && !known.contains(&w.as_str()) {
-                        problem(&format!("\"{w}\""), format!("{at}: unknown writer \"{w}\""));
-                    }
-                }
-            };
-            check_writers(
-                p.writers.as_deref().unwrap_or_default(),
-                &format!("paths[{i}].writers"),
-            );
-            if let Some(fields) = &p.fields {
-                for (k, f) in fields {
-                    check_writers(&f.writers, &format!("paths[{i}].fields.{k}.writers"));
-                }
-                if p.format != Some(Format::Json) {
-                    problem(
-                        "\"fields\"",
-                        format!("paths[{i}].fields needs \"format\": \"json\""),
-                    );
-                }
-            }
-        }
-        for g in &rules.ephemeral {
-            if let Err(e) = globset::Glob::new(g) {
-                problem(&format!("\"{g}\""), format!("ephemeral: {e}"));
-            }
-        }
-        if problems.is_empty() {
-            Ok(rules)
-        } else {
-            Err(problems)
-        }
+        let checked = check::check(text);
+        checked.rules.ok_or_else(|| {
+            checked
+                .problems
+                .into_iter()
+                .filter(|p| p.severity == Severity::Error)
+                .collect()
+        })
     }
 
     /// The writer a caller is (SPEC §5): the first writer, in file order, all of whose
@@ -311,31 +247,72 @@ impl Rules {
 }
 
 /// uid of a user name (getpwnam(3)).
-fn user_uid(name: &str) -> Option<u32> {
+pub(crate) fn user_uid(name: &str) -> Option<u32> {
     let c = std::ffi::CString::new(name).ok()?;
     let pw = unsafe { libc::getpwnam(c.as_ptr()) };
     (!pw.is_null()).then(|| unsafe { (*pw).pw_uid })
 }
 
-/// `scratchfs rules check FILE`: prints `FILE:LINE:COLUMN: message` per problem.
+/// `N errors, M warnings`, for summaries.
+fn counts(checked: &check::Checked) -> String {
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let (e, w) = (checked.errors().count(), checked.warnings().count());
+    match (e, w) {
+        (0, w) => plural(w, "warning"),
+        (e, 0) => plural(e, "error"),
+        (e, w) => format!("{}, {}", plural(e, "error"), plural(w, "warning")),
+    }
+}
+
+/// `scratchfs rules check FILE`: prints `FILE:LINE:COLUMN: message` for each error and
+/// `FILE:LINE:COLUMN: warning: message` for each warning, on stdout, in file order.
+/// `Err` (exit status 1) when there is an error; with warnings only, `FILE: ok (...; N
+/// warnings)` and exit status 0.
 pub fn check_file(path: &std::path::Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    match Rules::parse(&text) {
-        Ok(r) => {
+    let checked = check::check(&text);
+    for p in &checked.problems {
+        println!("{}:{p}", path.display());
+    }
+    match &checked.rules {
+        Some(r) => {
+            let warnings = checked.warnings().count();
             println!(
-                "{}: ok ({} writers, {} path rules)",
+                "{}: ok ({} writers, {} path rules{})",
                 path.display(),
                 r.writers.len(),
-                r.paths.len()
+                r.paths.len(),
+                if warnings > 0 {
+                    format!("; {}", counts(&checked))
+                } else {
+                    String::new()
+                }
             );
             Ok(())
         }
-        Err(problems) => {
-            for p in &problems {
-                println!("{}:{p}", path.display());
-            }
-            Err(format!("{}: {} problems", path.display(), problems.len()))
-        }
+        None => Err(format!("{}: {}", path.display(), counts(&checked))),
+    }
+}
+
+/// Reads and checks the rules file of a mount (`mount --rules FILE`): every problem is
+/// printed on stderr as `rules check` prints it (`FILE:LINE:COLUMN: [warning: ]message`);
+/// the text and the rules when there is no error, else `Err("rules FILE: N errors ...")`
+/// (the mount is refused, exit status 1).
+pub fn load(path: &std::path::Path) -> Result<(String, Rules), String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("rules {}: {e}", path.display()))?;
+    let checked = check::check(&text);
+    for p in &checked.problems {
+        eprintln!("{}:{p}", path.display());
+    }
+    match checked.rules {
+        Some(rules) => Ok((text, rules)),
+        None => Err(format!(
+            "rules {}: {} (see above, or scratchfs rules check {})",
+            path.display(),
+            counts(&checked),
+            path.display()
+        )),
     }
 }
 
@@ -373,8 +350,8 @@ mod tests {
     fn problems_name_line_column_and_key() {
         let bad = SPEC_EXAMPLE.replace("\"mode\": \"append-only\"", "\"mdoe\": \"append-only\"");
         let p = Rules::parse(&bad).unwrap_err();
-        assert_eq!((p[0].line, p[0].column > 1), (11, true), "{p:?}");
-        assert!(p[0].message.contains("unknown field `mdoe`"), "{p:?}");
+        assert_eq!((p[0].line, p[0].column), (11, 52), "{p:?}");
+        assert!(p[0].message.contains("unknown key \"mdoe\""), "{p:?}");
         let bad = SPEC_EXAMPLE.replace(
             "[\"get_order\"], \"type\": \"string\"",
             "[\"get_ordr\"], \"type\": \"string\"",
@@ -388,7 +365,12 @@ mod tests {
         );
         let p = Rules::parse("{\"paths\": [ {\"path\": \"a[\"} ]}").unwrap_err();
         assert!(p[0].message.contains("paths[0].path"), "{p:?}");
+        // Every problem, not only the first.
         let p = Rules::parse("{\"writers\": {\"x\": {}}, \n \"paths\": 3}").unwrap_err();
-        assert_eq!(p[0].line, 2, "{p:?}");
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!((p[0].line, p[0].column), (1, 14), "{p:?}");
+        assert_eq!(p[0].message, "writer \"x\" has no matchers");
+        assert_eq!((p[1].line, p[1].column), (2, 11), "{p:?}");
+        assert_eq!(p[1].message, "paths: expected an array of rules, found 3");
     }
 }

@@ -16,8 +16,8 @@ use std::io;
 
 pub use redo::{Damage, RedoLog};
 pub use sqlite::{
-    APPLICATION_ID, Probe, RedoLoss, Sqlite, companions, gc as sqlite_gc, make_private, open_read_only,
-    digest_of, probe, read_all, stream_end,
+    APPLICATION_ID, Probe, RedoLoss, Sqlite, cannot_open, companions, digest_of,
+    gc as sqlite_gc, make_private, open_read_only, probe, read_all, stream_end,
 };
 
 use crate::error::Result;

@@ -3,11 +3,30 @@
 
 use super::*;
 
+/// A read-write connection to the database at `path`, in WAL mode; a file the OS does not
+/// let SQLite open is refused as [`opening`] says.
 pub(super) fn open_conn(path: &Path) -> Result<Connection> {
-    let mut conn = Connection::open(path)?;
+    let mut conn = Connection::open(path).map_err(opening(path, true))?;
+    // SQLite opens a file it may not write read-only, silently: say why now rather than
+    // at the first write.
+    if conn
+        .is_readonly(rusqlite::MAIN_DB)
+        .map_err(opening(path, true))?
+    {
+        return Err(open_refusal(path, true).unwrap_or_else(|| {
+            Error::new(
+                libc::EROFS,
+                format!(
+                    "cannot open database {}: SQLite opened it read-only",
+                    path.display()
+                ),
+            )
+        }));
+    }
     *BUSY_DB.lock() = Some(path.to_path_buf());
     conn.busy_handler(Some(busy))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(opening(path, true))?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "cache_size", -4096)?;
     conn.set_prepared_statement_cache_capacity(128);
@@ -113,6 +132,116 @@ pub(super) fn not_ours(path: &Path) -> Error {
     )
 }
 
+/// `cannot open database PATH: CAUSE`, with the errno of `e` (`EIO` if it has none):
+/// how every failure to open the database file is reported, by every command.
+pub fn cannot_open(path: &Path, e: &std::io::Error) -> Error {
+    Error::new(
+        e.raw_os_error().unwrap_or(libc::EIO),
+        format!("cannot open database {}: {e}", path.display()),
+    )
+}
+
+/// Why the OS refuses `path` as a SQLite database in WAL mode, found by doing what SQLite
+/// does with std::fs (SQLite itself only says "unable to open database file" or "attempt
+/// to write a readonly database"): the file must exist and not be a directory, open for
+/// reading (and writing when `write`), and its `-shm` and `-wal` must open for reading
+/// and writing (even a reader writes the shared-memory index), or, missing, be creatable
+/// in its directory. `None` when nothing is refused (then SQLite's own message stands).
+/// SQLite can sometimes do with less (a reader through a read-only `-shm`), so this is
+/// asked only once SQLite has failed.
+pub(super) fn open_refusal(path: &Path, write: bool) -> Option<Error> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => return Some(cannot_open(path, &e)),
+    };
+    if meta.is_dir() {
+        return Some(cannot_open(
+            path,
+            &std::io::Error::from_raw_os_error(libc::EISDIR),
+        ));
+    }
+    if let Err(e) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .open(path)
+    {
+        return Some(cannot_open(path, &e));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    for side in [shm_path(path), wal_path(path)] {
+        let name = side.file_name().unwrap_or_default().to_string_lossy();
+        let refused = if side.exists() {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&side)
+                .err()
+                .map(|e| (format!("{}", side.display()), e))
+        } else {
+            writable_dir(&dir)
+                .err()
+                .map(|e| (format!("cannot create {name} in {}", dir.display()), e))
+        };
+        if let Some((what, e)) = refused {
+            return Some(Error::new(
+                e.raw_os_error().unwrap_or(libc::EIO),
+                format!("cannot open database {}: {what}: {e}", path.display()),
+            ));
+        }
+    }
+    None
+}
+
+/// Whether this process may create files in `dir` (faccessat(2) `W_OK | X_OK` with the
+/// effective ids: `EACCES`, `EROFS`, ...).
+fn writable_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    let rc = unsafe {
+        libc::faccessat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::W_OK | libc::X_OK,
+            libc::AT_EACCESS,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Maps a SQLite error met while opening the database at `path` (for writing when
+/// `write`): when SQLite could not open a file (`SQLITE_CANTOPEN`), or found it read-only
+/// (`SQLITE_READONLY`, `SQLITE_PERM`, `SQLITE_IOERR` of the shared-memory file), the OS's
+/// reason from [`open_refusal`], else `cannot open database PATH: <SQLite's message>`;
+/// other errors as the store reports them.
+pub(super) fn opening(path: &Path, write: bool) -> impl Fn(rusqlite::Error) -> Error + '_ {
+    move |e| match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::CannotOpen
+                    | rusqlite::ErrorCode::ReadOnly
+                    | rusqlite::ErrorCode::PermissionDenied
+                    | rusqlite::ErrorCode::SystemIoFailure
+            ) =>
+        {
+            open_refusal(path, write).unwrap_or_else(|| {
+                Error::new(
+                    libc::EIO,
+                    format!("cannot open database {}: {e}", path.display()),
+                )
+            })
+        }
+        _ => Error::from(e),
+    }
+}
+
 /// Tells, without writing anything, whether `path` may be used as a scratchfs database:
 /// missing, empty, or a scratchfs database. Anything else (not SQLite, another
 /// application's SQLite database, a SQLite database without scratchfs's `meta` row and
@@ -122,18 +251,16 @@ pub(super) fn not_ours(path: &Path) -> Error {
 /// beside a foreign database.
 pub fn probe(path: &Path) -> Result<Probe> {
     use std::io::Read;
-    let io = |e: std::io::Error| {
-        Error::new(
-            e.raw_os_error().unwrap_or(libc::EIO),
-            format!("{}: {e}", path.display()),
-        )
-    };
+    let io = |e: std::io::Error| cannot_open(path, &e);
     let mut f = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Probe::Missing),
         Err(e) => return Err(io(e)),
     };
     let meta = f.metadata().map_err(io)?;
+    if meta.is_dir() {
+        return Err(io(std::io::Error::from_raw_os_error(libc::EISDIR)));
+    }
     if !meta.is_file() {
         return Err(not_ours(path));
     }
@@ -153,14 +280,16 @@ pub fn probe(path: &Path) -> Result<Probe> {
         Connection::open_with_flags(
             path,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?
+        )
+        .map_err(opening(path, false))?
     } else {
         Connection::open_with_flags(
             immutable_uri(path),
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
                 | rusqlite::OpenFlags::SQLITE_OPEN_URI
                 | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?
+        )
+        .map_err(opening(path, false))?
     };
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     let looked = (|| -> rusqlite::Result<Option<Probe>> {
@@ -204,7 +333,7 @@ pub fn probe(path: &Path) -> Result<Probe> {
         Err(
             rusqlite::Error::InvalidColumnType(..) | rusqlite::Error::FromSqlConversionFailure(..),
         ) => Err(not_ours(path)),
-        Err(e) => Err(Error::store(format!("{}: {e}", path.display()))),
+        Err(e) => Err(opening(path, false)(e)),
     }
 }
 
@@ -212,6 +341,13 @@ pub fn probe(path: &Path) -> Result<Probe> {
 pub(super) fn wal_path(db: &Path) -> PathBuf {
     let mut p = db.as_os_str().to_owned();
     p.push("-wal");
+    PathBuf::from(p)
+}
+
+/// `<db>-shm`.
+fn shm_path(db: &Path) -> PathBuf {
+    let mut p = db.as_os_str().to_owned();
+    p.push("-shm");
     PathBuf::from(p)
 }
 
@@ -263,14 +399,18 @@ pub fn make_private(db: &Path) {
 }
 
 /// Opens the database read-only, for inspection while it may be mounted (a WAL reader
-/// never blocks the daemon). `ENOENT`-style failures name the file; a file that is not a
-/// scratchfs database (an empty one included) is refused with `EINVAL` ([`probe`]).
+/// never blocks the daemon). A file that cannot be opened is refused with
+/// `cannot open database PATH: CAUSE` and the OS's errno (`ENOENT` for a missing
+/// database, `EISDIR`, `EACCES`, `EROFS` when its `-shm` cannot be created, ...:
+/// `open_refusal`); a file that is not a scratchfs database (an empty one included) with
+/// `EINVAL` ([`probe`]). The database is read once here, so that such failures come now,
+/// not at the caller's first query.
 pub fn open_read_only(path: &Path) -> Result<Connection> {
     match probe(path)? {
         Probe::Missing => {
-            return Err(Error::new(
-                libc::ENOENT,
-                format!("{}: no such database", path.display()),
+            return Err(cannot_open(
+                path,
+                &std::io::Error::from_raw_os_error(libc::ENOENT),
             ));
         }
         Probe::Empty => return Err(not_ours(path)),
@@ -279,7 +419,12 @@ pub fn open_read_only(path: &Path) -> Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
+    )
+    .map_err(opening(path, false))?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map_err(opening(path, false))?;
     Ok(conn)
 }

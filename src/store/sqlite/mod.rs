@@ -35,7 +35,7 @@ use admin::*;
 pub use content::{digest_of, read_all, stream_end};
 use content::*;
 use file::*;
-pub use file::{Probe, companions, make_private, open_read_only, probe};
+pub use file::{Probe, cannot_open, companions, make_private, open_read_only, probe};
 use write::*;
 
 const SCHEMA: &str = include_str!("../schema.sql");
@@ -170,9 +170,12 @@ impl Sqlite {
     /// created only where no file is, or the file is empty ([`probe`]): mode 0600, with
     /// [`APPLICATION_ID`] written before anything else. Any other file that is not a
     /// scratchfs database is refused (`EINVAL`) and left untouched; an older scratchfs
-    /// database without the application id gets it.
+    /// database without the application id gets it. A file that cannot be opened for
+    /// reading and writing is refused with `cannot open database PATH: CAUSE` and the OS's
+    /// errno (`ENOENT`, `EISDIR`, `EACCES`, `EROFS`, ...: `open_refusal`).
     ///
-    /// A redo log damaged before its tail refuses the open (`EIO`, [`Damage::error`]).
+    /// A redo log damaged before its tail refuses the open (`EIO`,
+    /// [`super::redo::Damage::error`]).
     pub fn open(path: &Path, owner: (u32, u32)) -> Result<(Sqlite, bool)> {
         let (store, fresh, _) = Self::open_with(path, owner, None)?;
         Ok((store, fresh))
@@ -198,22 +201,19 @@ impl Sqlite {
                 .truncate(false)
                 .mode(0o600)
                 .open(path)
-                .map_err(|e| {
-                    Error::new(
-                        e.raw_os_error().unwrap_or(libc::EIO),
-                        format!("{}: {e}", path.display()),
-                    )
-                })?;
+                .map_err(|e| cannot_open(path, &e))?;
             // In the file's header before it becomes a WAL database, so that the header
             // read by `probe` always shows it.
-            let c = Connection::open(path)?;
-            c.pragma_update(None, "application_id", APPLICATION_ID)?;
+            let c = Connection::open(path).map_err(opening(path, true))?;
+            c.pragma_update(None, "application_id", APPLICATION_ID)
+                .map_err(opening(path, true))?;
         }
         let conn = open_conn(path)?;
         if probed == (Probe::Scratchfs { stamped: false }) {
-            conn.pragma_update(None, "application_id", APPLICATION_ID)?;
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .map_err(opening(path, true))?;
         }
-        conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(SCHEMA).map_err(opening(path, true))?;
         let fresh: bool =
             conn.query_row("SELECT COUNT(*) FROM nodes", [], |r| r.get::<_, i64>(0))? == 0;
         if fresh {
@@ -235,7 +235,12 @@ impl Sqlite {
             .optional()?
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        let log = RedoLog::open(path)?;
+        let log = RedoLog::open(path).map_err(|e| {
+            Error::new(
+                e.errno,
+                format!("cannot open database {}: {}", path.display(), e.reason),
+            )
+        })?;
         let mut readers = Vec::new();
         for _ in 0..READERS {
             readers.push(Mutex::new(open_conn(path)?));
@@ -1328,7 +1333,7 @@ mod tests {
                 "CREATE TABLE meta(key, value); INSERT INTO meta VALUES ('schema_version', '1')",
             )
             .unwrap();
-        for p in [&text, &other, &dir.path().to_path_buf()] {
+        for p in [&text, &other] {
             let e = Sqlite::open(p, (0, 0)).err().unwrap();
             assert_eq!(e.errno, libc::EINVAL);
             assert_eq!(
@@ -1336,6 +1341,23 @@ mod tests {
                 format!("{} is not a scratchfs database", p.display())
             );
             assert_eq!(open_read_only(p).err().unwrap().reason, e.reason);
+        }
+        // What cannot be opened at all: the path and the OS's reason.
+        let d = dir.path();
+        let missing = d.join("no/such/x.db");
+        for (p, errno, why) in [
+            (d, libc::EISDIR, "Is a directory (os error 21)"),
+            (
+                &missing,
+                libc::ENOENT,
+                "No such file or directory (os error 2)",
+            ),
+        ] {
+            let want = format!("cannot open database {}: {why}", p.display());
+            let e = open_read_only(p).err().unwrap();
+            assert_eq!((e.errno, &e.reason), (errno, &want));
+            let e = Sqlite::open(p, (0, 0)).err().unwrap();
+            assert_eq!((e.errno, &e.reason), (errno, &want));
         }
         assert_eq!(std::fs::read(&text).unwrap(), b"hello");
     }
