@@ -833,7 +833,7 @@ fn an_unwritable_log_file_is_named() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains(&format!("log file {}: Is a directory", log.display())),
+        err.contains(&format!("{}: Is a directory", log.display())),
         "{err}"
     );
     assert!(!std::process::Command::new("mountpoint").arg("-q").arg(&mnt).status().unwrap().success());
