@@ -122,23 +122,18 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", shown(parent)))?;
         }
-        let bytes = crate::store::read_all(
-            &conn,
-            ContentRef {
-                stream,
-                len: size as u64,
-            },
-        )
-        .map_err(|e| e.reason)?;
         // create_new: never through an existing file or link.
-        use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&target)
             .map_err(|e| format!("{}: {e}", shown(&target)))?;
-        f.write_all(&bytes)
-            .map_err(|e| format!("{}: {e}", shown(&target)))?;
+        // In chunks: memory stays bounded whatever the size.
+        let content = ContentRef {
+            stream,
+            len: size as u64,
+        };
+        super::copy_content(&conn, content, &mut f, &shown(&target))?;
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(time_ns.max(0) as u64);
         let _ = f.set_modified(t);
         written += 1;

@@ -224,26 +224,120 @@ pub fn history(db: &Path, path: &str, json: bool) -> Result<(), Failure> {
 }
 
 /// `scratchfs show PATH[@N] [--json]`: the bytes of a version on stdout; with `--json`
-/// one object with the version's provenance and its content (`content` when UTF-8, else
-/// `content_hex`).
+/// one object with the version's provenance and, last, its content (`content` when
+/// UTF-8, else `content_hex`). Streams: memory stays bounded whatever the size (the JSON
+/// form reads the version twice, to learn whether it is UTF-8 before writing it).
 pub fn show(db: &Path, spec: &str, json: bool) -> Result<(), Failure> {
     use std::io::Write;
     let conn = open(db)?;
     let v = version_of(&conn, spec)?;
-    let bytes = crate::store::read_all(&conn, v.content()).map_err(|e| e.reason)?;
-    if json {
-        let mut o = serde_json::to_value(&v).map_err(|e| e.to_string())?;
-        match String::from_utf8(bytes) {
-            Ok(text) => o["content"] = text.into(),
-            Err(e) => {
-                let hex: String = e.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
-                o["content_hex"] = hex.into();
-            }
-        }
-        println!("{o}");
-        return Ok(());
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let io = |e: std::io::Error| format!("stdout: {e}");
+    if !json {
+        copy_content(&conn, v.content(), &mut out, "stdout")?;
+        return out.flush().map_err(io);
     }
-    std::io::stdout()
-        .write_all(&bytes)
-        .map_err(|e| format!("stdout: {e}"))
+    let meta = serde_json::to_string(&v).map_err(|e| e.to_string())?;
+    let meta = meta.strip_suffix('}').unwrap_or(&meta);
+    let utf8 = utf8_pieces(&conn, v.content(), |_| Ok(()))?;
+    let key = if utf8 { "content" } else { "content_hex" };
+    let sep = if meta.ends_with('{') { "" } else { "," };
+    write!(out, "{meta}{sep}\"{key}\":\"").map_err(io)?;
+    if utf8 {
+        utf8_pieces(&conn, v.content(), |piece| {
+            let quoted = serde_json::to_string(piece).map_err(|e| e.to_string())?;
+            out.write_all(&quoted.as_bytes()[1..quoted.len() - 1])
+                .map_err(io)
+        })?;
+    } else {
+        let mut hex = String::new();
+        each_chunk(&conn, v.content(), |chunk| {
+            use std::fmt::Write;
+            hex.clear();
+            for b in chunk {
+                let _ = write!(hex, "{b:02x}");
+            }
+            out.write_all(hex.as_bytes()).map_err(io)
+        })?;
+    }
+    out.write_all(b"\"}\n").map_err(io)?;
+    out.flush().map_err(io)
+}
+
+/// Calls `f` with the bytes of `content` in order, in pieces of at most
+/// [`crate::store::READ_CHUNK`] bytes (1 MiB: the most of it ever held); returns the
+/// byte count. A store failure is its reason; `f`'s failure is returned as it is.
+pub fn each_chunk(
+    conn: &Connection,
+    content: ContentRef,
+    mut f: impl FnMut(&[u8]) -> Result<(), Failure>,
+) -> Result<u64, Failure> {
+    use std::io::Read;
+    let mut reader = crate::store::ContentReader::new(conn, content);
+    let mut buf = vec![0u8; crate::store::READ_CHUNK.min(content.len as usize)];
+    loop {
+        let n = reader.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Ok(reader.position());
+        }
+        f(&buf[..n])?;
+    }
+}
+
+/// Writes the bytes of `content` to `out` in chunks ([`each_chunk`]); `what` names `out`
+/// in a write failure (`stdout: Broken pipe`). Returns the byte count.
+pub fn copy_content(
+    conn: &Connection,
+    content: ContentRef,
+    out: &mut dyn std::io::Write,
+    what: &str,
+) -> Result<u64, Failure> {
+    each_chunk(conn, content, |chunk| {
+        out.write_all(chunk).map_err(|e| format!("{what}: {e}"))
+    })
+}
+
+/// Whether `content` is UTF-8, read in chunks ([`each_chunk`]): calls `f` with its text
+/// in order, one piece per chunk (a character split between two chunks goes with the
+/// second). `Ok(true)` when all of it is UTF-8 (the pieces then make up the whole
+/// content); `Ok(false)` at the first chunk holding a byte that is not (`f` has then seen
+/// only the text before that chunk).
+pub fn utf8_pieces(
+    conn: &Connection,
+    content: ContentRef,
+    mut f: impl FnMut(&str) -> Result<(), Failure>,
+) -> Result<bool, Failure> {
+    let mut carry: Vec<u8> = Vec::new();
+    let mut ok = true;
+    // A failure of `f` ends the reading; `Err("")` marks an invalid byte.
+    let r = each_chunk(conn, content, |chunk| {
+        let joined;
+        let bytes = if carry.is_empty() {
+            chunk
+        } else {
+            carry.extend_from_slice(chunk);
+            joined = std::mem::take(&mut carry);
+            &joined[..]
+        };
+        let valid = match std::str::from_utf8(bytes) {
+            Ok(s) => s,
+            // An incomplete character at the end (at most 3 bytes) waits for the next chunk.
+            Err(e) if e.error_len().is_none() => {
+                let (v, rest) = bytes.split_at(e.valid_up_to());
+                carry = rest.to_vec();
+                std::str::from_utf8(v).unwrap_or_default()
+            }
+            Err(_) => {
+                ok = false;
+                return Err(String::new());
+            }
+        };
+        f(valid)
+    });
+    match r {
+        Ok(_) => Ok(carry.is_empty()),
+        Err(e) if e.is_empty() && !ok => Ok(false),
+        Err(e) => Err(e),
+    }
 }

@@ -15,8 +15,8 @@ use std::io;
 
 pub use redo::RedoLog;
 pub use sqlite::{
-    APPLICATION_ID, Probe, Sqlite, companions, gc as sqlite_gc, make_private, open_read_only,
-    probe, read_all,
+    APPLICATION_ID, ContentReader, Probe, READ_CHUNK, Sqlite, companions, gc as sqlite_gc,
+    make_private, open_read_only, probe,
 };
 
 use crate::error::Result;

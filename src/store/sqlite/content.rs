@@ -3,12 +3,64 @@
 
 use super::*;
 
-/// The whole content of `content`, read through `conn`.
+/// The whole content of `content`, read through `conn`: memory of its size, so only for
+/// content known to be small (redact's versions); everything else streams with
+/// [`ContentReader`].
 pub fn read_all(conn: &Connection, content: ContentRef) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; content.len as usize];
     let n = read_at(conn, content, 0, &mut buf)?;
     buf.truncate(n);
     Ok(buf)
+}
+
+/// Bytes a [`ContentReader`] user should ask for at a time: each `read` costs two index
+/// lookups plus the extents it covers, so reading in chunks of this size (1 MiB) keeps
+/// both the memory held and the per-read overhead small.
+pub const READ_CHUNK: usize = 1 << 20;
+
+/// Streams the bytes of one version (`content`, the first `len` bytes of its stream)
+/// through `conn`, from offset 0 or [`ContentReader::at`], without ever holding more of
+/// it than the caller's buffer: each [`std::io::Read::read`] fills up to `buf.len()`
+/// bytes with `read_at` and returns 0 at the end. Use buffers of [`READ_CHUNK`] bytes
+/// (`std::io::copy` from a `BufReader::with_capacity(READ_CHUNK, reader)`, or a loop).
+/// A store failure is an `io::Error` of the kind of the store's errno (`EIO`, `ENOSPC`)
+/// whose text is the store's reason.
+pub struct ContentReader<'c> {
+    conn: &'c Connection,
+    content: ContentRef,
+    pos: u64,
+}
+
+impl<'c> ContentReader<'c> {
+    /// A reader of `content` from its first byte.
+    pub fn new(conn: &'c Connection, content: ContentRef) -> Self {
+        ContentReader {
+            conn,
+            content,
+            pos: 0,
+        }
+    }
+
+    /// The same reader starting at byte `offset` (at or past the end: reads nothing).
+    pub fn at(mut self, offset: u64) -> Self {
+        self.pos = offset;
+        self
+    }
+
+    /// The offset of the next byte `read` returns.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+}
+
+impl std::io::Read for ContentReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = read_at(self.conn, self.content, self.pos, buf).map_err(|e| {
+            std::io::Error::new(std::io::Error::from_raw_os_error(e.errno).kind(), e.reason)
+        })?;
+        self.pos += n as u64;
+        Ok(n)
+    }
 }
 
 /// Reads `buf.len()` bytes (or fewer at EOF) of `content` at `offset` through `conn`.

@@ -31,8 +31,8 @@ mod write;
 
 pub use admin::gc;
 use admin::*;
-pub use content::read_all;
 use content::*;
+pub use content::{ContentReader, READ_CHUNK};
 use file::*;
 pub use file::{Probe, companions, make_private, open_read_only, probe};
 use write::*;
