@@ -1,12 +1,31 @@
 //! `scratchfs diff PATH@A [PATH@B]`: a unified diff between two versions (B defaults to
-//! the current one), computed with the `similar` crate.
+//! the current one), computed in memory with the `similar` crate, so only for text of at
+//! most [`DIFF_MAX`] bytes a side. Two versions with the same blake3 are identical
+//! whatever their size (an empty diff). Anything else (a larger version, or one that is
+//! not text) is a one-line failure, exit status 1, pointing at `scratchfs show` and `cmp`.
 
 use std::path::Path;
 
-use super::{Failure, open, parse_spec, version_of};
+use super::{Failure, VersionRow, open, parse_spec, version_of};
 use crate::views::quote_path;
 
+/// Largest version `diff` compares, in bytes (16 MiB): both sides are held in memory.
+pub const DIFF_MAX: u64 = 16 << 20;
+
+/// `2.0 GiB`, `3.5 MiB`, `12.0 KiB`, `17 bytes`.
+pub fn human_size(n: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (unit, size) in UNITS {
+        if n >= size {
+            return format!("{:.1} {unit}", n as f64 / size as f64);
+        }
+    }
+    format!("{n} byte{}", if n == 1 { "" } else { "s" })
+}
+
 /// Prints the unified diff of `a` → `b` (default: the current version of `a`'s path).
+/// Fails (one line, exit 1) when a side is larger than [`DIFF_MAX`] or is not text
+/// (not UTF-8, or holds a NUL byte), unless both have the same blake3 (no difference).
 pub fn diff(db: &Path, a: &str, b: Option<&str>, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
     let va = version_of(&conn, a)?;
@@ -15,17 +34,32 @@ pub fn diff(db: &Path, a: &str, b: Option<&str>, json: bool) -> Result<(), Failu
         None => parse_spec(a)?.0,
     };
     let vb = version_of(&conn, &b)?;
-    let read = |v: &super::VersionRow| {
-        crate::store::read_all(&conn, v.content())
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .map_err(|e| e.reason)
-    };
-    let (ta, tb) = (read(&va)?, read(&vb)?);
-    let d = similar::TextDiff::from_lines(&ta, &tb);
     let (ha, hb) = (
         format!("{}@{}", va.path, va.version),
         format!("{}@{}", vb.path, vb.version),
     );
+    let (ta, tb) = if va.blake3 == vb.blake3 && va.size == vb.size {
+        // The same content: nothing to read.
+        (String::new(), String::new())
+    } else {
+        let hint = format!(
+            "compare with cmp <(scratchfs show {}) <(scratchfs show {})",
+            quote_path(&ha),
+            quote_path(&hb)
+        );
+        for (v, h) in [(&va, &ha), (&vb, &hb)] {
+            if v.size > DIFF_MAX {
+                return Err(format!(
+                    "diff: {} is {}: too large to diff in memory (limit {} MiB); {hint}",
+                    quote_path(h),
+                    human_size(v.size),
+                    DIFF_MAX >> 20
+                ));
+            }
+        }
+        (text(&conn, &va, &ha, &hint)?, text(&conn, &vb, &hb, &hint)?)
+    };
+    let d = similar::TextDiff::from_lines(&ta, &tb);
     // The text headers quote a name that could break them (`--- "a\nb@2"`), as git does.
     let (qa, qb) = if json {
         (ha.clone(), hb.clone())
@@ -43,4 +77,41 @@ pub fn diff(db: &Path, a: &str, b: Option<&str>, json: bool) -> Result<(), Failu
         print!("{text}");
     }
     Ok(())
+}
+
+/// The content of `v` (at most [`DIFF_MAX`] bytes) as text, or the failure saying it is
+/// not text (`label` names it, `hint` says what to do instead).
+fn text(
+    conn: &rusqlite::Connection,
+    v: &VersionRow,
+    label: &str,
+    hint: &str,
+) -> Result<String, Failure> {
+    let mut bytes = Vec::with_capacity(v.size as usize);
+    super::each_chunk(conn, v.content(), |chunk| {
+        bytes.extend_from_slice(chunk);
+        Ok(())
+    })?;
+    match String::from_utf8(bytes) {
+        Ok(t) if !t.contains('\0') => Ok(t),
+        _ => Err(format!(
+            "diff: {} is not text (not UTF-8, or it holds a NUL byte); {hint}",
+            quote_path(label)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(human_size(1), "1 byte");
+        assert_eq!(human_size(1023), "1023 bytes");
+        assert_eq!(human_size(1536), "1.5 KiB");
+        assert_eq!(human_size(16 << 20), "16.0 MiB");
+        assert_eq!(human_size(2 << 30), "2.0 GiB");
+        assert_eq!(human_size(32 << 30), "32.0 GiB");
+    }
 }
