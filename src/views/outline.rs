@@ -32,46 +32,103 @@ pub fn tokens(bytes: usize) -> usize {
     bytes.div_ceil(4)
 }
 
-/// The outline of `content`, a file at `path` whose current version is described by
-/// `version_line` (e.g. "version 3 by agent"). `fields` gives, for a JSON object, the
-/// provenance of each top-level key (e.g. "v3 get_order step 2 2026-11-30 18:20:11Z").
-pub fn outline(
-    path: &str,
-    content: &[u8],
-    version_line: &str,
-    fields: &std::collections::HashMap<String, String>,
-) -> String {
+/// Most bytes of a file an outline reads (4 MiB): a larger file is outlined from its
+/// first `OUTLINE_MAX` bytes, cut after their last newline (docs/views.md), so that an
+/// outline costs bounded memory and time whatever the file's size.
+pub const OUTLINE_MAX: usize = 4 << 20;
+
+/// Largest JSON object whose keys an outline lists (1 MiB, the bound of per-key
+/// provenance): it is parsed whole, which costs several times its size.
+pub const JSON_OUTLINE_MAX: u64 = 1 << 20;
+
+/// A file as an outline sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    /// Path from the root.
+    pub path: &'a str,
+    /// The file's first bytes: all of it, or its first [`OUTLINE_MAX`] bytes at least.
+    pub head: &'a [u8],
+    /// The file's size in bytes.
+    pub size: u64,
+    /// blake3 of the whole content, hex (the version's, as recorded).
+    pub blake3: &'a str,
+    /// What the header says of the current version, e.g. "version 3 by agent".
+    pub version_line: &'a str,
+}
+
+/// The outline of a file. `fields` gives, for a JSON object, the provenance of each
+/// top-level key (e.g. "v3 get_order step 2 2026-11-30 18:20:11Z"). Only the first
+/// [`OUTLINE_MAX`] bytes of `input.head` are looked at.
+pub fn outline(input: Input<'_>, fields: &std::collections::HashMap<String, String>) -> String {
+    let Input {
+        path,
+        head,
+        size,
+        blake3,
+        version_line,
+    } = input;
     let mut out = String::new();
     // The header names the file: quoted if its name could break the line.
     let shown = super::quote_path(path);
     let version_line = &*super::one_line(version_line);
-    let Ok(text) = std::str::from_utf8(content) else {
-        return binary(path, content, version_line);
+    let head = &head[..head.len().min(OUTLINE_MAX)];
+    let partial = (head.len() as u64) < size;
+    let text = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        // A character cut by the end of what was read.
+        Err(e) if partial && e.error_len().is_none() => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or_default()
+        }
+        Err(_) => return binary(path, size, blake3, version_line),
     };
     if text.contains('\0') {
-        return binary(path, content, version_line);
+        return binary(path, size, blake3, version_line);
     }
+    // Of a partial read, whole lines only (unless it holds no newline at all).
+    let text = match text.rfind('\n') {
+        Some(i) if partial => &text[..=i],
+        _ => text,
+    };
     let lines = line_starts(text)
         .len()
         .saturating_sub(usize::from(text.ends_with('\n') || text.is_empty()));
-    let head = |kind: &str, out: &mut String| {
-        let _ = writeln!(
-            out,
-            "{shown}: {kind}, {lines} line{}, {} bytes, ~{} tokens; {version_line}",
-            if lines == 1 { "" } else { "s" },
-            content.len(),
-            tokens(content.len())
-        );
+    let head_line = |kind: &str, out: &mut String| {
+        let s = if lines == 1 { "" } else { "s" };
+        let _ = if partial {
+            writeln!(
+                out,
+                "{shown}: {kind}, {size} bytes, ~{} tokens, outlined from its first {lines} \
+                 line{s} ({} bytes); {version_line}",
+                tokens(size as usize),
+                text.len()
+            )
+        } else {
+            writeln!(
+                out,
+                "{shown}: {kind}, {lines} line{s}, {size} bytes, ~{} tokens; {version_line}",
+                tokens(size as usize)
+            )
+        };
     };
     let lower = path.to_ascii_lowercase();
     if lower.ends_with(".md") || lower.ends_with(".markdown") {
-        head("markdown", &mut out);
-        markdown(text, &mut out);
+        head_line("markdown", &mut out);
+        markdown(text, partial.then_some(size), &mut out);
     } else if lower.ends_with(".jsonl") || lower.ends_with(".ndjson") {
-        head("jsonl", &mut out);
+        head_line("jsonl", &mut out);
         jsonl(text, &mut out);
-    } else if let Ok(serde_json::Value::Object(map)) = serde_json::from_str(text) {
-        head("json object", &mut out);
+    } else if size > JSON_OUTLINE_MAX && lower.ends_with(".json") {
+        head_line("json", &mut out);
+        let _ = writeln!(
+            out,
+            "(keys not listed: outlines parse JSON of up to {} MiB)",
+            JSON_OUTLINE_MAX >> 20
+        );
+    } else if let Some(serde_json::Value::Object(map)) = (size <= JSON_OUTLINE_MAX)
+        .then(|| serde_json::from_str(text).ok())
+        .flatten()
+    {
+        head_line("json object", &mut out);
         let _ = writeln!(
             out,
             "{:<24} {:<7} {:>7}  last changed",
@@ -90,17 +147,15 @@ pub fn outline(
             );
         }
     } else {
-        head("text", &mut out);
+        head_line("text", &mut out);
     }
     out
 }
 
-fn binary(path: &str, content: &[u8], version_line: &str) -> String {
+fn binary(path: &str, size: u64, blake3: &str, version_line: &str) -> String {
     format!(
-        "{}: binary, {} bytes, blake3 {}; {version_line}\n",
+        "{}: binary, {size} bytes, blake3 {blake3}; {version_line}\n",
         super::quote_path(path),
-        content.len(),
-        blake3::hash(content).to_hex()
     )
 }
 
@@ -164,7 +219,10 @@ fn headings(text: &str, starts: &[usize]) -> Vec<Heading> {
     out
 }
 
-fn markdown(text: &str, out: &mut String) {
+/// The headings of `text` with their sections. `Some(size)`: `text` is only the start of
+/// a file of `size` bytes, so a section that runs to its end runs to the end of the file
+/// as far as the outline knows: `A-$` (sed's last line), bytes to the end of the file.
+fn markdown(text: &str, partial: Option<u64>, out: &mut String) {
     let starts = line_starts(text);
     // Lines of the file; a trailing newline does not start another line.
     let last_line = line_of(&starts, text.len().saturating_sub(1)).max(1);
@@ -179,18 +237,21 @@ fn markdown(text: &str, out: &mut String) {
         "lines", "bytes", "~tokens"
     );
     for (i, h) in hs.iter().enumerate() {
-        let end = hs[i + 1..]
+        let next = hs[i + 1..]
             .iter()
             .find(|n| n.level <= h.level)
-            .map(|n| n.line - 1)
-            .unwrap_or(last_line);
+            .map(|n| n.line - 1);
+        let end = next.unwrap_or(last_line);
         let from = starts[h.line - 1];
         let to = starts.get(end).copied().unwrap_or(text.len());
-        let bytes = to - from;
+        let (range, bytes) = match partial {
+            Some(size) if next.is_none() => (format!("{}-$", h.line), size as usize - from),
+            _ => (format!("{}-{}", h.line, end), to - from),
+        };
         let _ = writeln!(
             out,
             "{:<11} {:>7} {:>7}  {}{} {}",
-            format!("{}-{}", h.line, end),
+            range,
             bytes,
             tokens(bytes),
             "  ".repeat(h.level - 1),
@@ -228,12 +289,30 @@ fn jsonl(text: &str, out: &mut String) {
 mod tests {
     use super::*;
 
+    /// The outline of a whole file.
+    fn ol(
+        path: &str,
+        content: &[u8],
+        version_line: &str,
+        fields: &std::collections::HashMap<String, String>,
+    ) -> String {
+        let hash = blake3::hash(content).to_hex();
+        let input = Input {
+            path,
+            head: content,
+            size: content.len() as u64,
+            blake3: &hash,
+            version_line,
+        };
+        outline(input, fields)
+    }
+
     /// The line range of each heading, printed with `sed -n A,Bp`, is exactly its section.
     #[test]
     fn markdown_sections_match_sed_ranges() {
         let text = "---\ntitle: x\n# not a heading\n---\n# Plan\nintro\n\n## Goal\nrefund\n\
                     ```\n# not a heading either\n```\nSetext\n------\nbody\n<div>\n# html?\n</div>\n\n## Last\nend\n";
-        let o = outline(
+        let o = ol(
             "plan.md",
             text.as_bytes(),
             "version 1 by a",
@@ -264,7 +343,7 @@ mod tests {
     #[test]
     fn json_jsonl_text_and_binary() {
         let fields = [("total".to_string(), "v2 get_order".to_string())].into();
-        let o = outline(
+        let o = ol(
             "state.json",
             br#"{"order_id":"1042","total":18000,"ok":true}"#,
             "v",
@@ -279,7 +358,7 @@ mod tests {
             "{o}"
         );
         let none = Default::default();
-        let o = outline(
+        let o = ol(
             "log.jsonl",
             b"{\"a\":1}\n{\"a\":2,\"b\":3}\nnope\n",
             "v",
@@ -290,15 +369,70 @@ mod tests {
                 && o.contains("b                        in 1 records"),
             "{o}"
         );
-        let o = outline("notes.txt", b"a\nb\n", "v", &none);
+        let o = ol("notes.txt", b"a\nb\n", "v", &none);
         assert_eq!(o, "notes.txt: text, 2 lines, 4 bytes, ~1 tokens; v\n");
-        let o = outline("x.bin", &[0, 159, 146, 150], "v", &none);
+        let o = ol("x.bin", &[0, 159, 146, 150], "v", &none);
         assert!(o.starts_with("x.bin: binary, 4 bytes, blake3 "), "{o}");
+    }
+
+    /// A file larger than [`OUTLINE_MAX`] is outlined from its first whole lines; the
+    /// last section runs to the end of the file (`A-$`).
+    #[test]
+    fn a_huge_file_is_outlined_from_its_start() {
+        let mut text = String::from("# Top\nintro\n## One\n");
+        while text.len() < OUTLINE_MAX {
+            text.push_str("line of text é\n");
+        }
+        let head = &text.as_bytes()[..OUTLINE_MAX];
+        let size = 3u64 << 30;
+        let none = Default::default();
+        let input = Input {
+            path: "big.md",
+            head,
+            size,
+            blake3: "ab",
+            version_line: "v",
+        };
+        let o = outline(input, &none);
+        let cut = text[..OUTLINE_MAX].rfind('\n').unwrap() + 1;
+        let lines = text[..cut].lines().count();
+        assert_eq!(
+            o,
+            format!(
+                "big.md: markdown, {size} bytes, ~{} tokens, outlined from its first {lines} \
+                 lines ({cut} bytes); v\n\
+                 lines         bytes ~tokens  heading\n\
+                 1-$         {size} {}  # Top\n\
+                 3-$         {} {}    ## One\n",
+                size / 4,
+                size / 4,
+                size - 12,
+                (size - 12) / 4
+            )
+        );
+        // A large JSON file: no parse, no keys; a large binary file: the recorded hash.
+        let input = Input {
+            path: "big.json",
+            head: b"{\"a\": [1, 2,",
+            ..input
+        };
+        assert!(
+            outline(input, &none).contains("(keys not listed: outlines parse JSON of up to 1 MiB)")
+        );
+        let input = Input {
+            path: "big.bin",
+            head: &[0, 1, 2],
+            ..input
+        };
+        assert_eq!(
+            outline(input, &none),
+            format!("big.bin: binary, {size} bytes, blake3 ab; v\n")
+        );
     }
 
     #[test]
     fn names_and_keys_cannot_forge_rows() {
-        let o = outline(
+        let o = ol(
             "a\nb.json",
             br#"{"k\nfake string 1  v1 root": 1}"#,
             "version 1 by w\nx",
