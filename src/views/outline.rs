@@ -19,8 +19,9 @@
 //! - JSONL: the line count and the top-level keys seen, with how many lines have each.
 //! - Other UTF-8 text: lines and bytes. Binary (not UTF-8, or a NUL byte): size and blake3.
 //!
-//! Tokens are estimated as bytes / 4, rounded up. The file's name and JSON keys are
-//! quoted when they could break a row ([`super::quote_path`]); headings and the version
+//! Tokens are estimated as bytes / 4, rounded up. The file's name (its exact bytes) and
+//! JSON keys are quoted when they could break a row or are not UTF-8
+//! ([`super::quote_stored`], [`super::quote_path`]); headings and the version
 //! line have their control characters escaped ([`super::one_line`]).
 
 use std::fmt::Write;
@@ -44,7 +45,7 @@ pub const JSON_OUTLINE_MAX: u64 = 1 << 20;
 /// A file as an outline sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Input<'a> {
-    /// Path from the root.
+    /// Path from the root, as stored ([`crate::store::paths`]).
     pub path: &'a str,
     /// The file's first bytes: all of it, or its first [`OUTLINE_MAX`] bytes at least.
     pub head: &'a [u8],
@@ -69,7 +70,7 @@ pub fn outline(input: Input<'_>, fields: &std::collections::HashMap<String, Stri
     } = input;
     let mut out = String::new();
     // The header names the file: quoted if its name could break the line.
-    let shown = super::quote_path(path);
+    let shown = super::quote_stored(path);
     let version_line = &*super::one_line(version_line);
     let head = &head[..head.len().min(OUTLINE_MAX)];
     let partial = (head.len() as u64) < size;
@@ -155,7 +156,7 @@ pub fn outline(input: Input<'_>, fields: &std::collections::HashMap<String, Stri
 fn binary(path: &str, size: u64, blake3: &str, version_line: &str) -> String {
     format!(
         "{}: binary, {size} bytes, blake3 {blake3}; {version_line}\n",
-        super::quote_path(path),
+        super::quote_stored(path),
     )
 }
 
