@@ -4,10 +4,11 @@
 //! whatever their size (an empty diff). Anything else (a larger version, or one that is
 //! not text) is a one-line failure, exit status 1, pointing at `scratchfs show` and `cmp`.
 
+use std::ffi::OsStr;
 use std::path::Path;
 
-use super::{Failure, VersionRow, open, parse_spec, version_of};
-use crate::views::quote_path;
+use super::{Failure, VersionRow, arg, open, parse_spec, version_of};
+use crate::views::quote_stored;
 
 /// Largest version `diff` compares, in bytes (16 MiB): both sides are held in memory.
 pub const DIFF_MAX: u64 = 16 << 20;
@@ -26,12 +27,15 @@ pub fn human_size(n: u64) -> String {
 /// Prints the unified diff of `a` → `b` (default: the current version of `a`'s path).
 /// Fails (one line, exit 1) when a side is larger than [`DIFF_MAX`] or is not text
 /// (not UTF-8, or holds a NUL byte), unless both have the same blake3 (no difference).
-pub fn diff(db: &Path, a: &str, b: Option<&str>, json: bool) -> Result<(), Failure> {
+/// The `--json` object is `{"a": "PATH@A", "b": "PATH@B", "diff": TEXT}`, a label that is
+/// not UTF-8 with its bytes in `a_hex`/`b_hex` ([`super::json_name`]).
+pub fn diff(db: &Path, a: &OsStr, b: Option<&OsStr>, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
-    let va = version_of(&conn, a)?;
+    let a = arg(a);
+    let va = version_of(&conn, &a)?;
     let b = match b {
-        Some(b) => b.to_string(),
-        None => parse_spec(a)?.0,
+        Some(b) => arg(b),
+        None => parse_spec(&a)?.0,
     };
     let vb = version_of(&conn, &b)?;
     let (ha, hb) = (
@@ -44,14 +48,14 @@ pub fn diff(db: &Path, a: &str, b: Option<&str>, json: bool) -> Result<(), Failu
     } else {
         let hint = format!(
             "compare with cmp <(scratchfs show {}) <(scratchfs show {})",
-            quote_path(&ha),
-            quote_path(&hb)
+            quote_stored(&ha),
+            quote_stored(&hb)
         );
         for (v, h) in [(&va, &ha), (&vb, &hb)] {
             if v.size > DIFF_MAX {
                 return Err(format!(
                     "diff: {} is {}: too large to diff in memory (limit {} MiB); {hint}",
-                    quote_path(h),
+                    quote_stored(h),
                     human_size(v.size),
                     DIFF_MAX >> 20
                 ));
@@ -62,9 +66,13 @@ pub fn diff(db: &Path, a: &str, b: Option<&str>, json: bool) -> Result<(), Failu
     let d = similar::TextDiff::from_lines(&ta, &tb);
     // The text headers quote a name that could break them (`--- "a\nb@2"`), as git does.
     let (qa, qb) = if json {
-        (ha.clone(), hb.clone())
+        let text = |h: &str| String::from_utf8_lossy(&crate::store::paths::decode(h)).into_owned();
+        (text(&ha), text(&hb))
     } else {
-        (quote_path(&ha).into_owned(), quote_path(&hb).into_owned())
+        (
+            quote_stored(&ha).into_owned(),
+            quote_stored(&hb).into_owned(),
+        )
     };
     let text = d
         .unified_diff()
@@ -72,7 +80,9 @@ pub fn diff(db: &Path, a: &str, b: Option<&str>, json: bool) -> Result<(), Failu
         .header(&qa, &qb)
         .to_string();
     if json {
-        println!("{}", serde_json::json!({ "a": ha, "b": hb, "diff": text }));
+        let mut o = serde_json::json!({ "a": ha, "b": hb, "diff": text });
+        super::json_paths(&mut o, &["a", "b"]);
+        println!("{o}");
     } else {
         print!("{text}");
     }
@@ -96,7 +106,7 @@ fn text(
         Ok(t) if !t.contains('\0') => Ok(t),
         _ => Err(format!(
             "diff: {} is not text (not UTF-8, or it holds a NUL byte); {hint}",
-            quote_path(label)
+            quote_stored(label)
         )),
     }
 }

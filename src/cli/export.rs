@@ -1,14 +1,17 @@
 //! `scratchfs export DIR [--at TIME]`: writes the tree as it was at TIME (default: now)
-//! into a plain directory. Only what the database holds is written, and only inside DIR:
-//! a stored path with an empty, `.` or `..` component, or an absolute one, is skipped
-//! with a warning (SPEC §2; a crafted database cannot write elsewhere).
+//! into a plain directory, each name with its exact bytes ([`crate::store::paths`]).
+//! Only what the database holds is written, and only inside DIR: a stored path with an
+//! empty, `.` or `..` component, a NUL byte, or an absolute one, is skipped with a warning
+//! (SPEC §2; a crafted database cannot write elsewhere).
 
+use std::ffi::OsStr;
 use std::io::IsTerminal;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::{Failure, open};
-use crate::store::ContentRef;
-use crate::views::quote_path;
+use crate::store::{ContentRef, paths};
+use crate::views::quote_stored;
 
 /// Parses a time: `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM:SS[Z]` (or with a space; UTC), `@SECONDS`
 /// since the epoch, or plain nanoseconds since the epoch. Returns ns.
@@ -51,16 +54,18 @@ fn shown(p: &Path) -> String {
     crate::views::quote_path_bytes(p.as_os_str().as_bytes()).into_owned()
 }
 
-/// The relative path a stored path names, if it is safe to write under the export root.
+/// The relative path a stored path names (its exact bytes), if it is safe to write under
+/// the export root.
 fn safe(path: &str) -> Option<PathBuf> {
-    let parts: Vec<&str> = path.split('/').collect();
+    let raw = paths::decode(path);
+    let parts: Vec<&[u8]> = raw.split(|&b| b == b'/').collect();
     if parts
         .iter()
-        .any(|p| p.is_empty() || *p == "." || *p == "..")
+        .any(|p| p.is_empty() || *p == b"." || *p == b".." || p.contains(&0))
     {
         return None;
     }
-    let out: PathBuf = parts.iter().collect();
+    let out: PathBuf = parts.iter().map(|p| OsStr::from_bytes(p)).collect();
     out.components()
         .all(|c| matches!(c, Component::Normal(_)))
         .then_some(out)
@@ -110,7 +115,7 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         let Some(rel) = safe(&path) else {
             bar.suspend(|| {
                 // Always in quotes: the name is the point of the message.
-                let q = match quote_path(&path) {
+                let q = match quote_stored(&path) {
                     std::borrow::Cow::Borrowed(p) => format!("\"{p}\""),
                     std::borrow::Cow::Owned(q) => q,
                 };
@@ -123,11 +128,26 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
             std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", shown(parent)))?;
         }
         // create_new: never through an existing file or link.
-        let mut f = std::fs::OpenOptions::new()
+        let mut f = match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&target)
-            .map_err(|e| format!("{}: {e}", shown(&target)))?;
+        {
+            Ok(f) => f,
+            // Two files at one stored path: a database written by an older scratchfs
+            // stored each byte that is not UTF-8 as U+FFFD, so two such names can clash.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                bar.suspend(|| {
+                    eprintln!(
+                        "scratchfs: export: skipped {}: another file of the export has its \
+                         name (a name stored lossily by an older scratchfs)",
+                        shown(&target)
+                    )
+                });
+                continue;
+            }
+            Err(e) => return Err(format!("{}: {e}", shown(&target))),
+        };
         // In chunks: memory stays bounded whatever the size.
         let content = ContentRef {
             stream,
@@ -140,7 +160,9 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
     }
     bar.finish_and_clear();
     if json {
-        println!("{}", serde_json::json!({ "dir": dir, "files": written }));
+        let mut o = serde_json::json!({ "files": written });
+        super::json_name(&mut o, "dir", dir.as_os_str().as_bytes());
+        println!("{o}");
     } else {
         eprintln!("scratchfs: exported {written} files to {}", shown(dir));
     }
@@ -157,6 +179,12 @@ mod tests {
             assert!(safe(p).is_none(), "{p}");
         }
         assert_eq!(safe("notes/a.md"), Some(PathBuf::from("notes/a.md")));
+        assert!(safe("a\0b").is_none());
+        // The exact bytes of a name that is not UTF-8.
+        assert_eq!(
+            safe(&paths::encode(b"d/k\xff")),
+            Some(PathBuf::from(OsStr::from_bytes(b"d/k\xff")))
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::{Failure, open};
 use crate::store::ContentRef;
-use crate::views::quote_path;
+use crate::views::quote_stored;
 
 /// Runs every check; `Ok` only when no fault was found.
 pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
@@ -107,7 +107,7 @@ pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
             let stream: i64 = r.get(3).map_err(get)?;
             let size: i64 = r.get(4).map_err(get)?;
             let hash: String = r.get(5).map_err(get)?;
-            let path = quote_path(&path);
+            let path = quote_stored(&path);
             let content = ContentRef {
                 stream,
                 len: size as u64,

@@ -1,6 +1,11 @@
 //! The commands of SPEC §2 that work on the database (usable while it is mounted):
 //! `log`, `history`, `show`, `diff`, `fsck`, `restore`, `redact`, `export`, `gc`. One file per command; each returns
 //! `Err(message)` for a runtime failure (exit status 1).
+//!
+//! Names: a PATH argument is taken as raw bytes (any name works, UTF-8 or not) and looked
+//! up in its stored form ([`crate::store::paths`]). Text output prints every path as its
+//! exact bytes, quoted when it could break a line or is not UTF-8 ([`quote_stored`]);
+//! `--json` output is lossless ([`json_name`]).
 
 pub mod diff;
 pub mod export;
@@ -10,12 +15,14 @@ pub mod log;
 pub mod redact;
 pub mod restore;
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::store::ContentRef;
-use crate::views::quote_path;
+use crate::store::{ContentRef, paths};
+use crate::views::{quote_path, quote_stored};
 
 /// A runtime failure, one line.
 pub type Failure = String;
@@ -25,7 +32,8 @@ pub type Failure = String;
 pub struct VersionRow {
     /// Version number within its file.
     pub version: i64,
-    /// Path at commit time.
+    /// Path at commit time, as stored ([`crate::store::paths`]; `--json` prints it with
+    /// [`json_name`]).
     pub path: String,
     /// `create`, `write`, `append`, `truncate`, `rename`.
     pub op: String,
@@ -129,17 +137,64 @@ pub fn open(db: &Path) -> Result<Connection, Failure> {
     crate::store::open_read_only(db).map_err(|e| e.reason)
 }
 
-/// The lineage now at `path`, or else the one most recently at `path` (deleted).
+/// The stored form ([`crate::store::paths::encode`]) of a PATH or PATH@N argument, taken
+/// as the raw bytes the user gave.
+pub fn arg(a: &OsStr) -> String {
+    paths::encode(a.as_bytes()).into_owned()
+}
+
+/// The lineage now at `path` (stored form), or else the one most recently at `path`
+/// (deleted). A name that is not UTF-8 is also looked for as a database written by an
+/// older scratchfs stored it (each such byte as U+FFFD).
 pub fn file_id(conn: &Connection, path: &str) -> Result<i64, Failure> {
     let path = path.trim_start_matches('/');
-    conn.query_row(
-        "SELECT id FROM files WHERE path = ?1 ORDER BY deleted_ns IS NOT NULL, deleted_ns DESC, id DESC LIMIT 1",
-        [path],
-        |r| r.get(0),
-    )
-    .optional()
-    .map_err(|e| e.to_string())?
-    .ok_or_else(|| format!("{}: no such file in the store", quote_path(path)))
+    let lossy = paths::lossy(path);
+    for p in std::iter::once(path).chain(lossy.as_deref()) {
+        let found = conn
+            .query_row(
+                "SELECT id FROM files WHERE path = ?1 ORDER BY deleted_ns IS NOT NULL, deleted_ns DESC, id DESC LIMIT 1",
+                [p],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| e.to_string())?;
+        if let Some(id) = found {
+            return Ok(id);
+        }
+    }
+    Err(format!("{}: no such file in the store", quote_stored(path)))
+}
+
+/// Sets `o[key]` to a name given as raw bytes, losslessly: the name as a JSON string when
+/// it is UTF-8; otherwise the name with each byte that is not UTF-8 as U+FFFD, and beside
+/// it `o[key + "_hex"]`, the exact bytes in lowercase hex (`"k\xff"` →
+/// `"key": "k\u{fffd}", "key_hex": "6bff"`). `o` must be an object.
+pub fn json_name(o: &mut serde_json::Value, key: &str, raw: &[u8]) {
+    match std::str::from_utf8(raw) {
+        Ok(text) => o[key] = text.into(),
+        Err(_) => {
+            o[key] = String::from_utf8_lossy(raw).into_owned().into();
+            let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+            o[format!("{key}_hex")] = hex.into();
+        }
+    }
+}
+
+/// [`json_name`] for each of `keys` of `o` that holds a stored path (a string; `null`
+/// stays `null`).
+pub fn json_paths(o: &mut serde_json::Value, keys: &[&str]) {
+    for key in keys {
+        if let Some(stored) = o.get(*key).and_then(|v| v.as_str()).map(str::to_string) {
+            json_name(o, key, &paths::decode(&stored));
+        }
+    }
+}
+
+/// `v` as one JSON object, its path lossless ([`json_paths`]).
+fn version_json(v: &VersionRow) -> Result<serde_json::Value, Failure> {
+    let mut o = serde_json::to_value(v).map_err(|e| e.to_string())?;
+    json_paths(&mut o, &["path"]);
+    Ok(o)
 }
 
 /// Every version of a lineage, oldest first.
@@ -171,14 +226,14 @@ pub fn versions(conn: &Connection, file_id: i64) -> Result<Vec<VersionRow>, Fail
         .map_err(|e| e.to_string())
 }
 
-/// `PATH[@N]` → the path and the version (`None`: current).
+/// `PATH[@N]` (stored form) → the path and the version (`None`: current).
 pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
     match spec.rsplit_once('@') {
         Some((p, n)) if !p.is_empty() => {
             let n: i64 = n.parse().map_err(|_| {
                 format!(
                     "{}: expected PATH@N with N a version number",
-                    quote_path(spec)
+                    quote_stored(spec)
                 )
             })?;
             Ok((p.to_string(), Some(n)))
@@ -187,7 +242,7 @@ pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
     }
 }
 
-/// The version `spec` (`PATH[@N]`) names.
+/// The version `spec` (`PATH[@N]`, stored form) names.
 pub fn version_of(conn: &Connection, spec: &str) -> Result<VersionRow, Failure> {
     let (path, n) = parse_spec(spec)?;
     let all = versions(conn, file_id(conn, &path)?)?;
@@ -195,16 +250,16 @@ pub fn version_of(conn: &Connection, spec: &str) -> Result<VersionRow, Failure> 
         None => all.last().cloned(),
         Some(n) => all.iter().find(|v| v.version == n).cloned(),
     }
-    .ok_or_else(|| format!("{}: no such version", quote_path(spec)))
+    .ok_or_else(|| format!("{}: no such version", quote_stored(spec)))
 }
 
 /// `scratchfs history PATH [--json]`: the versions of the file now (or last) at PATH,
 /// through its renames.
-pub fn history(db: &Path, path: &str, json: bool) -> Result<(), Failure> {
+pub fn history(db: &Path, path: &OsStr, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
-    for v in versions(&conn, file_id(&conn, path)?)? {
+    for v in versions(&conn, file_id(&conn, &arg(path))?)? {
         if json {
-            println!("{}", serde_json::to_string(&v).map_err(|e| e.to_string())?);
+            println!("{}", version_json(&v)?);
         } else {
             println!(
                 "{:>4}  {}  {:<8} {:>9}  {:<14} {:<6} {}  {}  {}",
@@ -215,7 +270,7 @@ pub fn history(db: &Path, path: &str, json: bool) -> Result<(), Failure> {
                 quote_path(&v.writer),
                 v.step.map(|s| format!("step {s}")).unwrap_or_default(),
                 &v.blake3[..12.min(v.blake3.len())],
-                quote_path(&v.path),
+                quote_stored(&v.path),
                 quote_path(v.exe.rsplit('/').next().unwrap_or_default())
             );
         }
@@ -227,10 +282,10 @@ pub fn history(db: &Path, path: &str, json: bool) -> Result<(), Failure> {
 /// one object with the version's provenance and, last, its content (`content` when
 /// UTF-8, else `content_hex`). Streams: memory stays bounded whatever the size (the JSON
 /// form reads the version twice, to learn whether it is UTF-8 before writing it).
-pub fn show(db: &Path, spec: &str, json: bool) -> Result<(), Failure> {
+pub fn show(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
     use std::io::Write;
     let conn = open(db)?;
-    let v = version_of(&conn, spec)?;
+    let v = version_of(&conn, &arg(spec))?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
     let io = |e: std::io::Error| format!("stdout: {e}");
@@ -238,7 +293,7 @@ pub fn show(db: &Path, spec: &str, json: bool) -> Result<(), Failure> {
         copy_content(&conn, v.content(), &mut out, "stdout")?;
         return out.flush().map_err(io);
     }
-    let meta = serde_json::to_string(&v).map_err(|e| e.to_string())?;
+    let meta = version_json(&v)?.to_string();
     let meta = meta.strip_suffix('}').unwrap_or(&meta);
     let utf8 = utf8_pieces(&conn, v.content(), |_| Ok(()))?;
     let key = if utf8 { "content" } else { "content_hex" };
