@@ -153,7 +153,7 @@ fn a_huge_file_costs_bounded_memory_in_every_command_and_view() {
         (code, err.as_str()),
         (
             1,
-            "scratchfs: diff: big.bin@2 is 1.0 GiB: too large to diff in memory (limit 16 MiB); \
+            "scratchfs: diff: big.bin@2 is 1.0 GiB: too large to diff in memory (limit 8 MiB); \
              compare with cmp <(scratchfs show big.bin@2) <(scratchfs show big.bin@3)\n"
         )
     );
@@ -165,6 +165,27 @@ fn a_huge_file_costs_bounded_memory_in_every_command_and_view() {
     let (code, err, _) = measured(&m, &["diff", "rnd.bin@1", "rnd.bin@2"], |_| {});
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("rnd.bin@2 is 64.0 MiB: too large"), "{err}");
+    // At the limits (100,000 lines, ~7.6 MB, reordered: the costliest kind of diff) a
+    // diff stays bounded; one line more is refused.
+    m.sh_ok(
+        "seq 100000 | sed 's/$/ a line of text long enough to make the file about 7.6 megabytes in all/' \
+         > lines.txt && shuf --random-source=<(yes) -o lines.txt lines.txt && echo more >> lines.txt",
+    );
+    let mut changed = 0usize;
+    let (code, err, peak) = measured(&m, &["diff", "lines.txt@2", "lines.txt@3"], |b| {
+        changed += b.iter().filter(|&&c| c == b'\n').count()
+    });
+    assert_eq!(code, 0, "{err}");
+    assert!(changed > 100_000, "{changed} lines of diff");
+    check("diff of 100,000 reordered lines", peak);
+    let (code, err, _) = measured(&m, &["diff", "lines.txt@3", "lines.txt@4"], |_| {});
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "lines.txt@4 has 100001 lines: too many to diff in memory (limit 100000 lines)"
+        ),
+        "{err}"
+    );
 
     // The daemon: the outline reads a bounded prefix, history and archive stream, restore
     // and gc read no content, MANIFEST none.

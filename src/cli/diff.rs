@@ -1,17 +1,24 @@
 //! `scratchfs diff PATH@A [PATH@B]`: a unified diff between two versions (B defaults to
 //! the current one), computed in memory with the `similar` crate, so only for text of at
-//! most [`DIFF_MAX`] bytes a side. Two versions with the same blake3 are identical
-//! whatever their size (an empty diff). Anything else (a larger version, or one that is
-//! not text) is a one-line failure, exit status 1, pointing at `scratchfs show` and `cmp`.
+//! most [`DIFF_MAX`] bytes and [`DIFF_MAX_LINES`] lines a side (the diff's structures
+//! cost about 200 bytes a line: with both limits reached, a diff peaks at about 40 MiB);
+//! the output is written as it is formatted. Two versions with the same blake3 are
+//! identical whatever their size (an empty diff). Anything else (a larger version, or one
+//! that is not text) is a one-line failure, exit status 1, pointing at `scratchfs show`
+//! and `cmp`.
 
 use std::ffi::OsStr;
+use std::io::Write;
 use std::path::Path;
 
 use super::{Failure, VersionRow, arg, open, parse_spec, version_of};
 use crate::views::quote_stored;
 
-/// Largest version `diff` compares, in bytes (16 MiB): both sides are held in memory.
-pub const DIFF_MAX: u64 = 16 << 20;
+/// Largest version `diff` compares, in bytes (8 MiB): both sides are held in memory.
+pub const DIFF_MAX: u64 = 8 << 20;
+
+/// Most lines a version `diff` compares may have (100,000).
+pub const DIFF_MAX_LINES: usize = 100_000;
 
 /// `2.0 GiB`, `3.5 MiB`, `12.0 KiB`, `17 bytes`.
 pub fn human_size(n: u64) -> String {
@@ -25,8 +32,9 @@ pub fn human_size(n: u64) -> String {
 }
 
 /// Prints the unified diff of `a` → `b` (default: the current version of `a`'s path).
-/// Fails (one line, exit 1) when a side is larger than [`DIFF_MAX`] or is not text
-/// (not UTF-8, or holds a NUL byte), unless both have the same blake3 (no difference).
+/// Fails (one line, exit 1) when a side is larger than [`DIFF_MAX`] or [`DIFF_MAX_LINES`]
+/// or is not text (not UTF-8, or holds a NUL byte), unless both have the same blake3 (no
+/// difference).
 /// The `--json` object is `{"a": "PATH@A", "b": "PATH@B", "diff": TEXT}`, a label that is
 /// not UTF-8 with its bytes in `a_hex`/`b_hex` ([`super::json_name`]).
 pub fn diff(db: &Path, a: &OsStr, b: Option<&OsStr>, json: bool) -> Result<(), Failure> {
@@ -74,23 +82,45 @@ pub fn diff(db: &Path, a: &OsStr, b: Option<&OsStr>, json: bool) -> Result<(), F
             quote_stored(&hb).into_owned(),
         )
     };
-    let text = d
-        .unified_diff()
-        .context_radius(3)
-        .header(&qa, &qb)
-        .to_string();
+    let mut unified = d.unified_diff();
+    unified.context_radius(3).header(&qa, &qb);
+    // Written as it is formatted, never held whole.
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let io = |e: std::io::Error| format!("stdout: {e}");
     if json {
-        let mut o = serde_json::json!({ "a": ha, "b": hb, "diff": text });
+        let mut o = serde_json::json!({ "a": ha, "b": hb });
         super::json_paths(&mut o, &["a", "b"]);
-        println!("{o}");
+        let o = o.to_string();
+        write!(out, "{},\"diff\":\"", &o[..o.len() - 1]).map_err(io)?;
+        unified.to_writer(JsonString(&mut out)).map_err(io)?;
+        out.write_all(b"\"}\n").map_err(io)?;
     } else {
-        print!("{text}");
+        unified.to_writer(&mut out).map_err(io)?;
     }
-    Ok(())
+    out.flush().map_err(io)
+}
+
+/// Writes what it is given as the inside of a JSON string (escaped, no quotes). The
+/// pieces it gets are whole UTF-8 text (`write!` of `str`s).
+struct JsonString<W: Write>(W);
+
+impl<W: Write> Write for JsonString<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let quoted = serde_json::to_string(&*text).map_err(std::io::Error::other)?;
+        self.0.write_all(&quoted.as_bytes()[1..quoted.len() - 1])?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// The content of `v` (at most [`DIFF_MAX`] bytes) as text, or the failure saying it is
-/// not text (`label` names it, `hint` says what to do instead).
+/// not text or has more than [`DIFF_MAX_LINES`] lines (`label` names it, `hint` says what
+/// to do instead).
 fn text(
     conn: &rusqlite::Connection,
     v: &VersionRow,
@@ -102,13 +132,24 @@ fn text(
         bytes.extend_from_slice(chunk);
         Ok(())
     })?;
-    match String::from_utf8(bytes) {
-        Ok(t) if !t.contains('\0') => Ok(t),
-        _ => Err(format!(
-            "diff: {} is not text (not UTF-8, or it holds a NUL byte); {hint}",
+    let text = match String::from_utf8(bytes) {
+        Ok(t) if !t.contains('\0') => t,
+        _ => {
+            return Err(format!(
+                "diff: {} is not text (not UTF-8, or it holds a NUL byte); {hint}",
+                quote_stored(label)
+            ));
+        }
+    };
+    let lines = text.lines().count();
+    if lines > DIFF_MAX_LINES {
+        return Err(format!(
+            "diff: {} has {lines} lines: too many to diff in memory (limit {DIFF_MAX_LINES} \
+             lines); {hint}",
             quote_stored(label)
-        )),
+        ));
     }
+    Ok(text)
 }
 
 #[cfg(test)]
