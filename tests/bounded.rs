@@ -202,6 +202,18 @@ fn a_huge_file_costs_bounded_memory_in_every_command_and_view() {
         "{text}"
     );
     m.sh_ok("head -c 16M .history/big.bin/000002 | wc -c && cat MANIFEST >/dev/null");
+    // Markdown that costs a parser most: one paragraph of one-letter lines, and headings
+    // only (many rows).
+    m.sh_ok(
+        "yes a | head -c 4M > para.md && yes '# h' | head -c 4M > heads.md \
+         && cat para.md.outline heads.md.outline >/dev/null",
+    );
+    let heads = read(m.path("heads.md.outline"));
+    assert!(
+        heads.ends_with("(… 261144 more headings: an outline lists 1000)\n"),
+        "{}",
+        &heads[heads.len() - 200..]
+    );
     let (code, err, peak) = measured(&m, &["restore", "big.bin@2"], |_| {});
     assert_eq!(code, 0, "{err}");
     check("restore", peak);
