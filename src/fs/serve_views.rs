@@ -17,6 +17,9 @@ use crate::views::{self, View, outline};
 
 /// Outlines kept rendered (by the inode of the file they describe).
 const OUTLINE_CACHE: usize = 1024;
+/// Bytes of rendered outlines kept (8 MiB; an outline is at most ~100 KiB): the cache is
+/// emptied when one more would pass either bound.
+const OUTLINE_CACHE_BYTES: usize = 8 << 20;
 
 /// Prefix of the provenance extended attributes.
 pub const XATTR_PREFIX: &str = "user.scratchfs.";
@@ -319,7 +322,8 @@ impl Fs {
         };
         let bytes = Arc::new(outline::outline(input, &fields).into_bytes());
         let mut cache = self.views.outlines.lock();
-        if cache.len() >= OUTLINE_CACHE {
+        let held: usize = cache.values().map(|(_, _, b)| b.len()).sum();
+        if cache.len() >= OUTLINE_CACHE || held + bytes.len() > OUTLINE_CACHE_BYTES {
             cache.clear();
         }
         cache.insert(target, (head.id, path, bytes.clone()));
