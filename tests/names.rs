@@ -264,12 +264,15 @@ fn every_legal_name_survives_export_show_history_log_and_the_views() {
 
 /// A database written before paths were stored losslessly holds each byte that is not
 /// UTF-8 as U+FFFD. Its files are still found by their exact names: by the commands, and
-/// in `.history/` and `.archive/` once mounted again.
+/// in `.history/` and `.archive/` once mounted again; `export` skips, with a warning, what
+/// such paths make clash or too long.
 #[test]
 fn an_older_databases_lossy_paths_are_still_found() {
     let mut m = Mount::new();
     let at = |m: &Mount, rel: &[u8]| m.mnt.join(OsStr::from_bytes(rel));
     std::fs::write(at(&m, b"k\xff"), "kept\n").unwrap();
+    std::fs::write(at(&m, b"k\xfe"), "other\n").unwrap();
+    std::fs::write(at(&m, &[0xff; 100]), "long\n").unwrap();
     std::fs::write(at(&m, b"gone\xfe"), "gone\n").unwrap();
     std::fs::remove_file(at(&m, b"gone\xfe")).unwrap();
     m.unmount();
@@ -281,10 +284,23 @@ fn an_older_databases_lossy_paths_are_still_found() {
     );
     assert_eq!(
         m.sql("SELECT count(*) FROM versions WHERE path = 'k' || char(65533)"),
-        "2"
+        "4"
     );
     let (code, out, err) = run(&m, &[b"show", b"k\xff"]);
     assert_eq!((code, out), (0, b"kept\n".to_vec()), "{err}");
+    let (code, out, err) = run(&m, &[b"show", b"k\xfe"]);
+    assert_eq!((code, out), (0, b"other\n".to_vec()), "{err}");
+    let out = m.dir.path().join("export");
+    let (code, _, err) = run(&m, &[b"export", out.as_os_str().as_bytes()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        err.matches("(a name stored lossily by an older scratchfs)")
+            .count(),
+        2,
+        "{err}"
+    );
+    assert!(err.contains("File name too long"), "{err}");
+    assert_eq!(listing(&out).len(), 4, "{:?}", listing(&out));
     let h = text(&m, &[b"history", b"gone\xfe"]);
     assert_eq!(h.lines().count(), 2, "{h}");
     let l = text(&m, &[b"log", b"gone\xfe"]);

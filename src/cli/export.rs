@@ -124,8 +124,30 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
             continue;
         };
         let target = dir.join(&rel);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", shown(parent)))?;
+        // A database written by an older scratchfs stored each byte that is not UTF-8 as
+        // U+FFFD (3 bytes): two such names can clash, and a long one can be too long.
+        // Such a file is skipped with a warning; any other failure ends the export.
+        let lossy = |e: &std::io::Error| {
+            e.kind() == std::io::ErrorKind::AlreadyExists
+                || e.raw_os_error() == Some(libc::ENAMETOOLONG)
+        };
+        let skip = |e: std::io::Error| {
+            bar.suspend(|| {
+                eprintln!(
+                    "scratchfs: export: skipped {}: {e} (a name stored lossily by an older \
+                     scratchfs)",
+                    shown(&target)
+                )
+            })
+        };
+        if let Some(parent) = target.parent()
+            && let Err(e) = std::fs::create_dir_all(parent)
+        {
+            if lossy(&e) {
+                skip(e);
+                continue;
+            }
+            return Err(format!("{}: {e}", shown(parent)));
         }
         // create_new: never through an existing file or link.
         let mut f = match std::fs::OpenOptions::new()
@@ -134,16 +156,8 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
             .open(&target)
         {
             Ok(f) => f,
-            // Two files at one stored path: a database written by an older scratchfs
-            // stored each byte that is not UTF-8 as U+FFFD, so two such names can clash.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                bar.suspend(|| {
-                    eprintln!(
-                        "scratchfs: export: skipped {}: another file of the export has its \
-                         name (a name stored lossily by an older scratchfs)",
-                        shown(&target)
-                    )
-                });
+            Err(e) if lossy(&e) => {
+                skip(e);
                 continue;
             }
             Err(e) => return Err(format!("{}: {e}", shown(&target))),

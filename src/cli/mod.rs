@@ -143,11 +143,37 @@ pub fn arg(a: &OsStr) -> String {
     paths::encode(a.as_bytes()).into_owned()
 }
 
+/// The lineage of the live file at `path` (stored form), found by the exact bytes of its
+/// names in `nodes`.
+fn live_file_id(conn: &Connection, path: &str) -> Result<Option<i64>, Failure> {
+    let mut stmt = conn
+        .prepare_cached("SELECT ino, file_id FROM nodes WHERE parent = ?1 AND name = ?2")
+        .map_err(|e| e.to_string())?;
+    let (mut ino, mut file) = (1i64, None);
+    for name in paths::decode(path).split(|&b| b == b'/') {
+        let Some((i, f)) = stmt
+            .query_row(params![ino, name], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
+            })
+            .optional()
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(None);
+        };
+        (ino, file) = (i, f);
+    }
+    Ok(file)
+}
+
 /// The lineage now at `path` (stored form), or else the one most recently at `path`
-/// (deleted). A name that is not UTF-8 is also looked for as a database written by an
-/// older scratchfs stored it (each such byte as U+FFFD).
+/// (deleted). The live file is found by the exact bytes of its names; a deleted one by
+/// its stored path, and for a name that is not UTF-8 also as a database written by an
+/// older scratchfs stored it (each such byte as U+FFFD; two such names can share it).
 pub fn file_id(conn: &Connection, path: &str) -> Result<i64, Failure> {
     let path = path.trim_start_matches('/');
+    if let Some(id) = live_file_id(conn, path)? {
+        return Ok(id);
+    }
     let lossy = paths::lossy(path);
     for p in std::iter::once(path).chain(lossy.as_deref()) {
         let found = conn
