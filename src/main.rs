@@ -1,5 +1,6 @@
 //! The `scratchfs` command line (SPEC §2): parse and dispatch, nothing else.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -64,7 +65,7 @@ enum Command {
     /// Provenance: every version and event, oldest first.
     Log {
         /// Only this path (as it was written, or renamed to).
-        path: Option<String>,
+        path: Option<OsString>,
         #[command(flatten)]
         db: DbArg,
         /// Only refused writes, with their reasons.
@@ -77,7 +78,7 @@ enum Command {
     /// The versions of one file, through its renames.
     History {
         /// The file's path (current, or last before it was deleted).
-        path: String,
+        path: OsString,
         #[command(flatten)]
         db: DbArg,
         /// One JSON object per line.
@@ -87,7 +88,7 @@ enum Command {
     /// The content of a version (default: the current one) on stdout.
     Show {
         /// PATH or PATH@N.
-        spec: String,
+        spec: OsString,
         /// One JSON object.
         #[arg(long)]
         json: bool,
@@ -97,9 +98,9 @@ enum Command {
     /// Unified diff between two versions (B default: the current one).
     Diff {
         /// PATH@A.
-        a: String,
+        a: OsString,
         /// PATH@B.
-        b: Option<String>,
+        b: Option<OsString>,
         /// One JSON object.
         #[arg(long)]
         json: bool,
@@ -110,7 +111,7 @@ enum Command {
     /// while mounted.
     Restore {
         /// PATH@N.
-        spec: String,
+        spec: OsString,
         /// One JSON object.
         #[arg(long)]
         json: bool,
@@ -122,7 +123,7 @@ enum Command {
     /// in the database; root or the user who mounted only; also while mounted.
     Redact {
         /// PATH@N.
-        spec: String,
+        spec: OsString,
         /// Why (recorded with the event).
         #[arg(long, default_value = "a secret written before a rule caught it")]
         why: String,

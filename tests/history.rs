@@ -119,8 +119,8 @@ fn manifest_points_at_what_deletion_and_compaction_dropped() {
     assert!(!read(m.path("MANIFEST")).contains("g deleted"));
 }
 
-/// Names that differ only in non-UTF-8 bytes share a stored path (`k\u{FFFD}`); their
-/// `.history/<name>/` still shows each file's own versions, looked up by the exact bytes.
+/// Names that differ only in non-UTF-8 bytes (which an older store kept as the same
+/// `k\u{FFFD}`): each `.history/<name>/` shows that file's own versions.
 #[test]
 fn history_of_names_with_non_utf8_bytes_is_their_own() {
     let m = Mount::new();

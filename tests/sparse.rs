@@ -190,3 +190,27 @@ fn stress_ng_fsize_with_verify_passes_five_runs_in_a_row() {
     // The mount still answers.
     m.sh_ok("echo ok > after && cat after");
 }
+
+#[test]
+fn export_keeps_holes_and_show_streams_them() {
+    let m = Mount::new();
+    m.sh_ok("truncate -s 1T big && printf tail >> big && printf x > small && truncate -s 100000 small");
+    let out = m.dir.path().join("out");
+    let (code, o, e) = cli(&m, &["export", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{o} {e}");
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(out.join("big")).unwrap();
+    assert_eq!(meta.len(), (1u64 << 40) + 4);
+    // Sparse: a few blocks, not a terabyte.
+    assert!(meta.blocks() < 1024, "{} blocks", meta.blocks());
+    let f = std::fs::File::open(out.join("big")).unwrap();
+    let mut tail = [0u8; 4];
+    std::os::unix::fs::FileExt::read_exact_at(&f, &mut tail, 1u64 << 40).unwrap();
+    assert_eq!(&tail, b"tail");
+    let mut small = b"x".to_vec();
+    small.resize(100000, 0);
+    assert_eq!(std::fs::read(out.join("small")).unwrap(), small);
+    let (code, o, _) = cli(&m, &["show", "small"]);
+    assert_eq!(code, 0);
+    assert_eq!(o.len(), 100000);
+}

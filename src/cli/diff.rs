@@ -1,46 +1,168 @@
 //! `scratchfs diff PATH@A [PATH@B]`: a unified diff between two versions (B defaults to
-//! the current one), computed with the `similar` crate.
+//! the current one), computed in memory with the `similar` crate, so only for text of at
+//! most [`DIFF_MAX`] bytes and [`DIFF_MAX_LINES`] lines a side (the diff's structures
+//! cost about 200 bytes a line: with both limits reached, a diff peaks at about 40 MiB);
+//! the output is written as it is formatted. Two versions with the same blake3 are
+//! identical whatever their size (an empty diff). Anything else (a larger version, or one
+//! that is not text) is a one-line failure, exit status 1, pointing at `scratchfs show`
+//! and `cmp`.
 
+use std::ffi::OsStr;
+use std::io::Write;
 use std::path::Path;
 
-use super::{Failure, open, parse_spec, version_of};
-use crate::views::quote_path;
+use super::{Failure, VersionRow, arg, open, parse_spec, version_of};
+use crate::views::quote_stored;
+
+/// Largest version `diff` compares, in bytes (8 MiB): both sides are held in memory.
+pub const DIFF_MAX: u64 = 8 << 20;
+
+/// Most lines a version `diff` compares may have (100,000).
+pub const DIFF_MAX_LINES: usize = 100_000;
+
+/// `2.0 GiB`, `3.5 MiB`, `12.0 KiB`, `17 bytes`.
+pub fn human_size(n: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (unit, size) in UNITS {
+        if n >= size {
+            return format!("{:.1} {unit}", n as f64 / size as f64);
+        }
+    }
+    format!("{n} byte{}", if n == 1 { "" } else { "s" })
+}
 
 /// Prints the unified diff of `a` → `b` (default: the current version of `a`'s path).
-pub fn diff(db: &Path, a: &str, b: Option<&str>, json: bool) -> Result<(), Failure> {
+/// Fails (one line, exit 1) when a side is larger than [`DIFF_MAX`] or [`DIFF_MAX_LINES`]
+/// or is not text (not UTF-8, or holds a NUL byte), unless both have the same blake3 (no
+/// difference).
+/// The `--json` object is `{"a": "PATH@A", "b": "PATH@B", "diff": TEXT}`, a label that is
+/// not UTF-8 with its bytes in `a_hex`/`b_hex` ([`super::json_name`]).
+pub fn diff(db: &Path, a: &OsStr, b: Option<&OsStr>, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
-    let va = version_of(&conn, a)?;
+    let a = arg(a);
+    let va = version_of(&conn, &a)?;
     let b = match b {
-        Some(b) => b.to_string(),
-        None => parse_spec(a)?.0,
+        Some(b) => arg(b),
+        None => parse_spec(&a)?.0,
     };
     let vb = version_of(&conn, &b)?;
-    let read = |v: &super::VersionRow| {
-        crate::store::read_all(&conn, v.content())
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .map_err(|e| e.reason)
-    };
-    let (ta, tb) = (read(&va)?, read(&vb)?);
-    let d = similar::TextDiff::from_lines(&ta, &tb);
     let (ha, hb) = (
         format!("{}@{}", va.path, va.version),
         format!("{}@{}", vb.path, vb.version),
     );
+    let (ta, tb) = if va.blake3 == vb.blake3 && va.size == vb.size {
+        // The same content: nothing to read.
+        (String::new(), String::new())
+    } else {
+        let hint = format!(
+            "compare with cmp <(scratchfs show {}) <(scratchfs show {})",
+            quote_stored(&ha),
+            quote_stored(&hb)
+        );
+        for (v, h) in [(&va, &ha), (&vb, &hb)] {
+            if v.size > DIFF_MAX {
+                return Err(format!(
+                    "diff: {} is {}: too large to diff in memory (limit {} MiB); {hint}",
+                    quote_stored(h),
+                    human_size(v.size),
+                    DIFF_MAX >> 20
+                ));
+            }
+        }
+        (text(&conn, &va, &ha, &hint)?, text(&conn, &vb, &hb, &hint)?)
+    };
+    let d = similar::TextDiff::from_lines(&ta, &tb);
     // The text headers quote a name that could break them (`--- "a\nb@2"`), as git does.
     let (qa, qb) = if json {
-        (ha.clone(), hb.clone())
+        let text = |h: &str| String::from_utf8_lossy(&crate::store::paths::decode(h)).into_owned();
+        (text(&ha), text(&hb))
     } else {
-        (quote_path(&ha).into_owned(), quote_path(&hb).into_owned())
+        (
+            quote_stored(&ha).into_owned(),
+            quote_stored(&hb).into_owned(),
+        )
     };
-    let text = d
-        .unified_diff()
-        .context_radius(3)
-        .header(&qa, &qb)
-        .to_string();
+    let mut unified = d.unified_diff();
+    unified.context_radius(3).header(&qa, &qb);
+    // Written as it is formatted, never held whole.
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let io = |e: std::io::Error| format!("stdout: {e}");
     if json {
-        println!("{}", serde_json::json!({ "a": ha, "b": hb, "diff": text }));
+        let mut o = serde_json::json!({ "a": ha, "b": hb });
+        super::json_paths(&mut o, &["a", "b"]);
+        let o = o.to_string();
+        write!(out, "{},\"diff\":\"", &o[..o.len() - 1]).map_err(io)?;
+        unified.to_writer(JsonString(&mut out)).map_err(io)?;
+        out.write_all(b"\"}\n").map_err(io)?;
     } else {
-        print!("{text}");
+        unified.to_writer(&mut out).map_err(io)?;
     }
-    Ok(())
+    out.flush().map_err(io)
+}
+
+/// Writes what it is given as the inside of a JSON string (escaped, no quotes). The
+/// pieces it gets are whole UTF-8 text (`write!` of `str`s).
+struct JsonString<W: Write>(W);
+
+impl<W: Write> Write for JsonString<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let quoted = serde_json::to_string(&*text).map_err(std::io::Error::other)?;
+        self.0.write_all(&quoted.as_bytes()[1..quoted.len() - 1])?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// The content of `v` (at most [`DIFF_MAX`] bytes) as text, or the failure saying it is
+/// not text or has more than [`DIFF_MAX_LINES`] lines (`label` names it, `hint` says what
+/// to do instead).
+fn text(
+    conn: &rusqlite::Connection,
+    v: &VersionRow,
+    label: &str,
+    hint: &str,
+) -> Result<String, Failure> {
+    let mut bytes = Vec::with_capacity(v.size as usize);
+    super::each_chunk(conn, v.content(), |chunk| {
+        bytes.extend_from_slice(chunk);
+        Ok(())
+    })?;
+    let text = match String::from_utf8(bytes) {
+        Ok(t) if !t.contains('\0') => t,
+        _ => {
+            return Err(format!(
+                "diff: {} is not text (not UTF-8, or it holds a NUL byte); {hint}",
+                quote_stored(label)
+            ));
+        }
+    };
+    let lines = text.lines().count();
+    if lines > DIFF_MAX_LINES {
+        return Err(format!(
+            "diff: {} has {lines} lines: too many to diff in memory (limit {DIFF_MAX_LINES} \
+             lines); {hint}",
+            quote_stored(label)
+        ));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(human_size(1), "1 byte");
+        assert_eq!(human_size(1023), "1023 bytes");
+        assert_eq!(human_size(1536), "1.5 KiB");
+        assert_eq!(human_size(16 << 20), "16.0 MiB");
+        assert_eq!(human_size(2 << 30), "2.0 GiB");
+        assert_eq!(human_size(32 << 30), "32.0 GiB");
+    }
 }

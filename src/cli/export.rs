@@ -1,14 +1,17 @@
 //! `scratchfs export DIR [--at TIME]`: writes the tree as it was at TIME (default: now)
-//! into a plain directory. Only what the database holds is written, and only inside DIR:
-//! a stored path with an empty, `.` or `..` component, or an absolute one, is skipped
-//! with a warning (SPEC §2; a crafted database cannot write elsewhere).
+//! into a plain directory, each name with its exact bytes ([`crate::store::paths`]).
+//! Only what the database holds is written, and only inside DIR: a stored path with an
+//! empty, `.` or `..` component, a NUL byte, or an absolute one, is skipped with a warning
+//! (SPEC §2; a crafted database cannot write elsewhere).
 
+use std::ffi::OsStr;
 use std::io::IsTerminal;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::{Failure, open};
-use crate::store::ContentRef;
-use crate::views::quote_path;
+use crate::store::{ContentRef, paths};
+use crate::views::quote_stored;
 
 /// A local path as messages show it: quoted if it could break the line.
 fn shown(p: &Path) -> String {
@@ -16,16 +19,18 @@ fn shown(p: &Path) -> String {
     crate::views::quote_path_bytes(p.as_os_str().as_bytes()).into_owned()
 }
 
-/// The relative path a stored path names, if it is safe to write under the export root.
+/// The relative path a stored path names (its exact bytes), if it is safe to write under
+/// the export root.
 fn safe(path: &str) -> Option<PathBuf> {
-    let parts: Vec<&str> = path.split('/').collect();
+    let raw = paths::decode(path);
+    let parts: Vec<&[u8]> = raw.split(|&b| b == b'/').collect();
     if parts
         .iter()
-        .any(|p| p.is_empty() || *p == "." || *p == "..")
+        .any(|p| p.is_empty() || *p == b"." || *p == b".." || p.contains(&0))
     {
         return None;
     }
-    let out: PathBuf = parts.iter().collect();
+    let out: PathBuf = parts.iter().map(|p| OsStr::from_bytes(p)).collect();
     out.components()
         .all(|c| matches!(c, Component::Normal(_)))
         .then_some(out)
@@ -79,7 +84,7 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         let Some(rel) = safe(&path) else {
             bar.suspend(|| {
                 // Always in quotes: the name is the point of the message.
-                let q = match quote_path(&path) {
+                let q = match quote_stored(&path) {
                     std::borrow::Cow::Borrowed(p) => format!("\"{p}\""),
                     std::borrow::Cow::Owned(q) => q,
                 };
@@ -89,26 +94,60 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
             continue;
         };
         let target = dir.join(&rel);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", shown(parent)))?;
+        // A database written by an older scratchfs stored each byte that is not UTF-8 as
+        // U+FFFD (3 bytes): two such names can clash, and a long one can be too long.
+        // Such a file is skipped with a warning; any other failure ends the export.
+        let lossy = |e: &std::io::Error| {
+            e.kind() == std::io::ErrorKind::AlreadyExists
+                || e.raw_os_error() == Some(libc::ENAMETOOLONG)
+        };
+        let skip = |e: std::io::Error| {
+            bar.suspend(|| {
+                eprintln!(
+                    "scratchfs: export: skipped {}: {e} (a name stored lossily by an older \
+                     scratchfs)",
+                    shown(&target)
+                )
+            })
+        };
+        if let Some(parent) = target.parent()
+            && let Err(e) = std::fs::create_dir_all(parent)
+        {
+            if lossy(&e) {
+                skip(e);
+                continue;
+            }
+            return Err(format!("{}: {e}", shown(parent)));
         }
-        let bytes = crate::store::read_all(
-            &conn,
-            ContentRef {
-                stream,
-                len: size as u64,
-            },
-        )
-        .map_err(|e| e.reason)?;
         // create_new: never through an existing file or link.
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
+        let f = match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&target)
-            .map_err(|e| format!("{}: {e}", shown(&target)))?;
-        f.write_all(&bytes)
-            .map_err(|e| format!("{}: {e}", shown(&target)))?;
+        {
+            Ok(f) => f,
+            Err(e) if lossy(&e) => {
+                skip(e);
+                continue;
+            }
+            Err(e) => return Err(format!("{}: {e}", shown(&target))),
+        };
+        // Extent by extent: memory stays bounded whatever the size, and holes stay holes
+        // (a 1 TiB sparse file exports as a sparse file, docs/schema.md "Content model").
+        let content = ContentRef {
+            stream,
+            len: size as u64,
+        };
+        {
+            use std::os::unix::fs::FileExt;
+            crate::store::for_each_data(&conn, content, |off, bytes| {
+                f.write_all_at(bytes, off)
+                    .map_err(|e| crate::error::Error::new(e.raw_os_error().unwrap_or(libc::EIO), e.to_string()))
+            })
+            .map_err(|e| format!("{}: {}", shown(&target), e.reason))?;
+            f.set_len(content.len)
+                .map_err(|e| format!("{}: {e}", shown(&target)))?;
+        }
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(time_ns.max(0) as u64);
         let _ = f.set_modified(t);
         written += 1;
@@ -132,7 +171,9 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         }
     }
     if json {
-        println!("{}", serde_json::json!({ "dir": dir, "files": written }));
+        let mut o = serde_json::json!({ "files": written });
+        super::json_name(&mut o, "dir", dir.as_os_str().as_bytes());
+        println!("{o}");
     } else {
         eprintln!("scratchfs: exported {written} files to {}", shown(dir));
     }
@@ -149,5 +190,11 @@ mod tests {
             assert!(safe(p).is_none(), "{p}");
         }
         assert_eq!(safe("notes/a.md"), Some(PathBuf::from("notes/a.md")));
+        assert!(safe("a\0b").is_none());
+        // The exact bytes of a name that is not UTF-8.
+        assert_eq!(
+            safe(&paths::encode(b"d/k\xff")),
+            Some(PathBuf::from(OsStr::from_bytes(b"d/k\xff")))
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::{Failure, open};
 use crate::store::ContentRef;
-use crate::views::quote_path;
+use crate::views::quote_stored;
 
 /// Runs every check; `Ok` only when no fault was found.
 pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
@@ -32,11 +32,12 @@ pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
             let id: i64 = r.get(0).map_err(|e| e.to_string())?;
             let hash: Vec<u8> = r.get(1).map_err(|e| e.to_string())?;
             let size: i64 = r.get(2).map_err(|e| e.to_string())?;
+            // A blob is at most 64 KiB (`CHUNK`); its bytes are borrowed from the row.
             let data = r
                 .get_ref(3)
-                .and_then(|v| Ok(v.as_blob()?.to_vec()))
+                .and_then(|v| Ok(v.as_blob()?))
                 .map_err(|e| e.to_string())?;
-            if blake3::hash(&data).as_bytes().as_slice() != hash.as_slice() {
+            if blake3::hash(data).as_bytes().as_slice() != hash.as_slice() {
                 faults.push(format!("blob {id}: content does not match its blake3"));
             }
             if data.len() as i64 != size {
@@ -91,27 +92,22 @@ pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
             faults.push(format!("{n} {what}"));
         }
     }
-    // 3. Every version's bytes hash to its recorded blake3.
+    // 3. Every version's bytes hash to its recorded blake3, read in chunks (memory stays
+    // bounded whatever the size), one row at a time.
     {
         let mut stmt = conn
-            .prepare("SELECT id, path, version, stream, size, blake3 FROM versions")
+            .prepare("SELECT id, path, version, stream, size, blake3 FROM versions ORDER BY id")
             .map_err(|e| e.to_string())?;
-        let rows: Vec<(i64, String, i64, i64, i64, String)> = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            })
-            .map_err(|e| e.to_string())?
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
-        for (id, path, version, stream, size, hash) in rows {
-            let path = quote_path(&path);
+        let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
+        while let Some(r) = rows.next().map_err(|e| e.to_string())? {
+            let get = |e: rusqlite::Error| e.to_string();
+            let id: i64 = r.get(0).map_err(get)?;
+            let path: String = r.get(1).map_err(get)?;
+            let version: i64 = r.get(2).map_err(get)?;
+            let stream: i64 = r.get(3).map_err(get)?;
+            let size: i64 = r.get(4).map_err(get)?;
+            let hash: String = r.get(5).map_err(get)?;
+            let path = quote_stored(&path);
             let content = ContentRef {
                 stream,
                 len: size as u64,

@@ -1,11 +1,15 @@
 //! `scratchfs log [PATH] [--rejected] [--json]`: every version and event, oldest first.
 //! Paths, writers and executables are quoted as git does when they could break the line
-//! ([`crate::views::quote_path`]); `--json` carries them as JSON strings.
+//! ([`crate::views::quote_stored`], [`crate::views::quote_path`]); `--json` carries them
+//! as JSON strings, a path that is not UTF-8 with its exact bytes in `path_hex`
+//! ([`super::json_name`]).
 
+use std::ffi::OsStr;
 use std::path::Path;
 
 use super::{Failure, open};
-use crate::views::{one_line, quote_path};
+use crate::store::paths;
+use crate::views::{one_line_stored, quote_path, quote_stored};
 
 /// One line of the log.
 #[derive(Debug, serde::Serialize)]
@@ -16,9 +20,9 @@ pub struct Entry {
     pub kind: String,
     /// The version's or the event's op.
     pub op: String,
-    /// Path.
+    /// Path, as stored ([`crate::store::paths`]).
     pub path: String,
-    /// New path of a rename.
+    /// New path of a rename, as stored.
     pub new_path: Option<String>,
     /// Version number (versions).
     pub version: Option<i64>,
@@ -38,25 +42,28 @@ pub struct Entry {
     pub reason: Option<String>,
 }
 
-/// Prints the log, filtered to one path (as it was or became) and/or to refusals.
-pub fn log(db: &Path, path: Option<&str>, rejected: bool, json: bool) -> Result<(), Failure> {
+/// Prints the log, filtered to one path (as it was or became; raw bytes) and/or to
+/// refusals. A path that is not UTF-8 also matches the rows a database written by an
+/// older scratchfs holds for it (each such byte as U+FFFD).
+pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
-    let path = path.map(|p| p.trim_start_matches('/').to_string());
+    let path = path.map(|p| super::arg(p).trim_start_matches('/').to_string());
+    let lossy = path.as_deref().and_then(paths::lossy);
     let mut stmt = conn
         .prepare(
             "SELECT time_ns, 'version', op, path, NULL, version, size, writer, step, tgid, exe,
                     NULL, NULL
-             FROM version_log WHERE NOT ?2 AND (?1 IS NULL OR path = ?1)
+             FROM version_log WHERE NOT ?2 AND (?1 IS NULL OR path IN (?1, ?3))
              UNION ALL
              SELECT time_ns, 'event', op, path, new_path, NULL, size, writer, step, tgid, exe,
                     errno, reason
              FROM event_log WHERE (NOT ?2 OR op = 'rejected')
-                 AND (?1 IS NULL OR path = ?1 OR new_path = ?1)
+                 AND (?1 IS NULL OR path IN (?1, ?3) OR new_path IN (?1, ?3))
              ORDER BY 1",
         )
         .map_err(|e| e.to_string())?;
     let rows = stmt
-        .query_map(rusqlite::params![path, rejected], |r| {
+        .query_map(rusqlite::params![path, rejected, lossy], |r| {
             Ok(Entry {
                 time_ns: r.get(0)?,
                 kind: r.get(1)?,
@@ -77,17 +84,19 @@ pub fn log(db: &Path, path: Option<&str>, rejected: bool, json: bool) -> Result<
     for e in rows {
         let e = e.map_err(|e| e.to_string())?;
         if json {
-            println!("{}", serde_json::to_string(&e).map_err(|e| e.to_string())?);
+            let mut o = serde_json::to_value(&e).map_err(|e| e.to_string())?;
+            super::json_paths(&mut o, &["path", "new_path"]);
+            println!("{o}");
             continue;
         }
         let mut line = format!(
             "{}  {:<8} {}",
             super::time::utc(e.time_ns),
             e.op,
-            quote_path(&e.path)
+            quote_stored(&e.path)
         );
         if let Some(n) = &e.new_path {
-            line += &format!(" -> {}", quote_path(n));
+            line += &format!(" -> {}", quote_stored(n));
         }
         if let Some(v) = e.version {
             line += &format!("  v{v}");
@@ -108,7 +117,7 @@ pub fn log(db: &Path, path: Option<&str>, rejected: bool, json: bool) -> Result<
             let errno = e
                 .errno
                 .map(|n| std::io::Error::from_raw_os_error(n).to_string());
-            line += &format!("  {}: {}", errno.unwrap_or_default(), one_line(r));
+            line += &format!("  {}: {}", errno.unwrap_or_default(), one_line_stored(r));
         }
         println!("{line}");
     }

@@ -3,6 +3,11 @@
 //! `Err(message)` for a runtime failure (exit status 1). Usage errors (exit status 2) are
 //! clap's: malformed arguments, such as a TIME ([`time::parse_ns`]), are refused before a
 //! command runs.
+//!
+//! Names: a PATH argument is taken as raw bytes (any name works, UTF-8 or not) and looked
+//! up in its stored form ([`crate::store::paths`]). Text output prints every path as its
+//! exact bytes, quoted when it could break a line or is not UTF-8 ([`quote_stored`]);
+//! `--json` output is lossless ([`json_name`]).
 
 pub mod diff;
 pub mod export;
@@ -14,12 +19,14 @@ pub mod redact;
 pub mod restore;
 pub mod time;
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::store::ContentRef;
-use crate::views::quote_path;
+use crate::store::{ContentRef, paths};
+use crate::views::{quote_path, quote_stored};
 
 /// A runtime failure, one line.
 pub type Failure = String;
@@ -29,7 +36,8 @@ pub type Failure = String;
 pub struct VersionRow {
     /// Version number within its file.
     pub version: i64,
-    /// Path at commit time.
+    /// Path at commit time, as stored ([`crate::store::paths`]; `--json` prints it with
+    /// [`json_name`]).
     pub path: String,
     /// `create`, `write`, `append`, `truncate`, `rename`.
     pub op: String,
@@ -133,17 +141,90 @@ pub fn open(db: &Path) -> Result<Connection, Failure> {
     crate::store::open_read_only(db).map_err(|e| e.reason)
 }
 
-/// The lineage now at `path`, or else the one most recently at `path` (deleted).
+/// The stored form ([`crate::store::paths::encode`]) of a PATH or PATH@N argument, taken
+/// as the raw bytes the user gave.
+pub fn arg(a: &OsStr) -> String {
+    paths::encode(a.as_bytes()).into_owned()
+}
+
+/// The lineage of the live file at `path` (stored form), found by the exact bytes of its
+/// names in `nodes`.
+fn live_file_id(conn: &Connection, path: &str) -> Result<Option<i64>, Failure> {
+    let mut stmt = conn
+        .prepare_cached("SELECT ino, file_id FROM nodes WHERE parent = ?1 AND name = ?2")
+        .map_err(|e| e.to_string())?;
+    let (mut ino, mut file) = (1i64, None);
+    for name in paths::decode(path).split(|&b| b == b'/') {
+        let Some((i, f)) = stmt
+            .query_row(params![ino, name], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
+            })
+            .optional()
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(None);
+        };
+        (ino, file) = (i, f);
+    }
+    Ok(file)
+}
+
+/// The lineage now at `path` (stored form), or else the one most recently at `path`
+/// (deleted). The live file is found by the exact bytes of its names; a deleted one by
+/// its stored path, and for a name that is not UTF-8 also as a database written by an
+/// older scratchfs stored it (each such byte as U+FFFD; two such names can share it).
 pub fn file_id(conn: &Connection, path: &str) -> Result<i64, Failure> {
     let path = path.trim_start_matches('/');
-    conn.query_row(
-        "SELECT id FROM files WHERE path = ?1 ORDER BY deleted_ns IS NOT NULL, deleted_ns DESC, id DESC LIMIT 1",
-        [path],
-        |r| r.get(0),
-    )
-    .optional()
-    .map_err(|e| e.to_string())?
-    .ok_or_else(|| format!("{}: no such file in the store", quote_path(path)))
+    if let Some(id) = live_file_id(conn, path)? {
+        return Ok(id);
+    }
+    let lossy = paths::lossy(path);
+    for p in std::iter::once(path).chain(lossy.as_deref()) {
+        let found = conn
+            .query_row(
+                "SELECT id FROM files WHERE path = ?1 ORDER BY deleted_ns IS NOT NULL, deleted_ns DESC, id DESC LIMIT 1",
+                [p],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| e.to_string())?;
+        if let Some(id) = found {
+            return Ok(id);
+        }
+    }
+    Err(format!("{}: no such file in the store", quote_stored(path)))
+}
+
+/// Sets `o[key]` to a name given as raw bytes, losslessly: the name as a JSON string when
+/// it is UTF-8; otherwise the name with each byte that is not UTF-8 as U+FFFD, and beside
+/// it `o[key + "_hex"]`, the exact bytes in lowercase hex (`"k\xff"` →
+/// `"key": "k\u{fffd}", "key_hex": "6bff"`). `o` must be an object.
+pub fn json_name(o: &mut serde_json::Value, key: &str, raw: &[u8]) {
+    match std::str::from_utf8(raw) {
+        Ok(text) => o[key] = text.into(),
+        Err(_) => {
+            o[key] = String::from_utf8_lossy(raw).into_owned().into();
+            let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+            o[format!("{key}_hex")] = hex.into();
+        }
+    }
+}
+
+/// [`json_name`] for each of `keys` of `o` that holds a stored path (a string; `null`
+/// stays `null`).
+pub fn json_paths(o: &mut serde_json::Value, keys: &[&str]) {
+    for key in keys {
+        if let Some(stored) = o.get(*key).and_then(|v| v.as_str()).map(str::to_string) {
+            json_name(o, key, &paths::decode(&stored));
+        }
+    }
+}
+
+/// `v` as one JSON object, its path lossless ([`json_paths`]).
+fn version_json(v: &VersionRow) -> Result<serde_json::Value, Failure> {
+    let mut o = serde_json::to_value(v).map_err(|e| e.to_string())?;
+    json_paths(&mut o, &["path"]);
+    Ok(o)
 }
 
 /// Every version of a lineage, oldest first.
@@ -175,14 +256,14 @@ pub fn versions(conn: &Connection, file_id: i64) -> Result<Vec<VersionRow>, Fail
         .map_err(|e| e.to_string())
 }
 
-/// `PATH[@N]` → the path and the version (`None`: current).
+/// `PATH[@N]` (stored form) → the path and the version (`None`: current).
 pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
     match spec.rsplit_once('@') {
         Some((p, n)) if !p.is_empty() => {
             let n: i64 = n.parse().map_err(|_| {
                 format!(
                     "{}: expected PATH@N with N a version number",
-                    quote_path(spec)
+                    quote_stored(spec)
                 )
             })?;
             Ok((p.to_string(), Some(n)))
@@ -191,7 +272,7 @@ pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
     }
 }
 
-/// The version `spec` (`PATH[@N]`) names.
+/// The version `spec` (`PATH[@N]`, stored form) names.
 pub fn version_of(conn: &Connection, spec: &str) -> Result<VersionRow, Failure> {
     let (path, n) = parse_spec(spec)?;
     let all = versions(conn, file_id(conn, &path)?)?;
@@ -199,16 +280,16 @@ pub fn version_of(conn: &Connection, spec: &str) -> Result<VersionRow, Failure> 
         None => all.last().cloned(),
         Some(n) => all.iter().find(|v| v.version == n).cloned(),
     }
-    .ok_or_else(|| format!("{}: no such version", quote_path(spec)))
+    .ok_or_else(|| format!("{}: no such version", quote_stored(spec)))
 }
 
 /// `scratchfs history PATH [--json]`: the versions of the file now (or last) at PATH,
 /// through its renames.
-pub fn history(db: &Path, path: &str, json: bool) -> Result<(), Failure> {
+pub fn history(db: &Path, path: &OsStr, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
-    for v in versions(&conn, file_id(&conn, path)?)? {
+    for v in versions(&conn, file_id(&conn, &arg(path))?)? {
         if json {
-            println!("{}", serde_json::to_string(&v).map_err(|e| e.to_string())?);
+            println!("{}", version_json(&v)?);
         } else {
             println!(
                 "{:>4}  {}  {:<8} {:>9}  {:<14} {:<6} {}  {}  {}",
@@ -219,7 +300,7 @@ pub fn history(db: &Path, path: &str, json: bool) -> Result<(), Failure> {
                 quote_path(&v.writer),
                 v.step.map(|s| format!("step {s}")).unwrap_or_default(),
                 &v.blake3[..12.min(v.blake3.len())],
-                quote_path(&v.path),
+                quote_stored(&v.path),
                 quote_path(v.exe.rsplit('/').next().unwrap_or_default())
             );
         }
@@ -228,26 +309,120 @@ pub fn history(db: &Path, path: &str, json: bool) -> Result<(), Failure> {
 }
 
 /// `scratchfs show PATH[@N] [--json]`: the bytes of a version on stdout; with `--json`
-/// one object with the version's provenance and its content (`content` when UTF-8, else
-/// `content_hex`).
-pub fn show(db: &Path, spec: &str, json: bool) -> Result<(), Failure> {
+/// one object with the version's provenance and, last, its content (`content` when
+/// UTF-8, else `content_hex`). Streams: memory stays bounded whatever the size (the JSON
+/// form reads the version twice, to learn whether it is UTF-8 before writing it).
+pub fn show(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
     use std::io::Write;
     let conn = open(db)?;
-    let v = version_of(&conn, spec)?;
-    let bytes = crate::store::read_all(&conn, v.content()).map_err(|e| e.reason)?;
-    if json {
-        let mut o = serde_json::to_value(&v).map_err(|e| e.to_string())?;
-        match String::from_utf8(bytes) {
-            Ok(text) => o["content"] = text.into(),
-            Err(e) => {
-                let hex: String = e.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
-                o["content_hex"] = hex.into();
-            }
-        }
-        println!("{o}");
-        return Ok(());
+    let v = version_of(&conn, &arg(spec))?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let io = |e: std::io::Error| format!("stdout: {e}");
+    if !json {
+        copy_content(&conn, v.content(), &mut out, "stdout")?;
+        return out.flush().map_err(io);
     }
-    std::io::stdout()
-        .write_all(&bytes)
-        .map_err(|e| format!("stdout: {e}"))
+    let meta = version_json(&v)?.to_string();
+    let meta = meta.strip_suffix('}').unwrap_or(&meta);
+    let utf8 = utf8_pieces(&conn, v.content(), |_| Ok(()))?;
+    let key = if utf8 { "content" } else { "content_hex" };
+    let sep = if meta.ends_with('{') { "" } else { "," };
+    write!(out, "{meta}{sep}\"{key}\":\"").map_err(io)?;
+    if utf8 {
+        utf8_pieces(&conn, v.content(), |piece| {
+            let quoted = serde_json::to_string(piece).map_err(|e| e.to_string())?;
+            out.write_all(&quoted.as_bytes()[1..quoted.len() - 1])
+                .map_err(io)
+        })?;
+    } else {
+        let mut hex = String::new();
+        each_chunk(&conn, v.content(), |chunk| {
+            use std::fmt::Write;
+            hex.clear();
+            for b in chunk {
+                let _ = write!(hex, "{b:02x}");
+            }
+            out.write_all(hex.as_bytes()).map_err(io)
+        })?;
+    }
+    out.write_all(b"\"}\n").map_err(io)?;
+    out.flush().map_err(io)
+}
+
+/// Calls `f` with the bytes of `content` in order, in pieces of at most
+/// [`crate::store::READ_CHUNK`] bytes (1 MiB: the most of it ever held); returns the
+/// byte count. A store failure is its reason; `f`'s failure is returned as it is.
+pub fn each_chunk(
+    conn: &Connection,
+    content: ContentRef,
+    mut f: impl FnMut(&[u8]) -> Result<(), Failure>,
+) -> Result<u64, Failure> {
+    use std::io::Read;
+    let mut reader = crate::store::ContentReader::new(conn, content);
+    let mut buf = vec![0u8; crate::store::READ_CHUNK.min(content.len as usize)];
+    loop {
+        let n = reader.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Ok(reader.position());
+        }
+        f(&buf[..n])?;
+    }
+}
+
+/// Writes the bytes of `content` to `out` in chunks ([`each_chunk`]); `what` names `out`
+/// in a write failure (`stdout: Broken pipe`). Returns the byte count.
+pub fn copy_content(
+    conn: &Connection,
+    content: ContentRef,
+    out: &mut dyn std::io::Write,
+    what: &str,
+) -> Result<u64, Failure> {
+    each_chunk(conn, content, |chunk| {
+        out.write_all(chunk).map_err(|e| format!("{what}: {e}"))
+    })
+}
+
+/// Whether `content` is UTF-8, read in chunks ([`each_chunk`]): calls `f` with its text
+/// in order, one piece per chunk (a character split between two chunks goes with the
+/// second). `Ok(true)` when all of it is UTF-8 (the pieces then make up the whole
+/// content); `Ok(false)` at the first chunk holding a byte that is not (`f` has then seen
+/// only the text before that chunk).
+pub fn utf8_pieces(
+    conn: &Connection,
+    content: ContentRef,
+    mut f: impl FnMut(&str) -> Result<(), Failure>,
+) -> Result<bool, Failure> {
+    let mut carry: Vec<u8> = Vec::new();
+    let mut ok = true;
+    // A failure of `f` ends the reading; `Err("")` marks an invalid byte.
+    let r = each_chunk(conn, content, |chunk| {
+        let joined;
+        let bytes = if carry.is_empty() {
+            chunk
+        } else {
+            carry.extend_from_slice(chunk);
+            joined = std::mem::take(&mut carry);
+            &joined[..]
+        };
+        let valid = match std::str::from_utf8(bytes) {
+            Ok(s) => s,
+            // An incomplete character at the end (at most 3 bytes) waits for the next chunk.
+            Err(e) if e.error_len().is_none() => {
+                let (v, rest) = bytes.split_at(e.valid_up_to());
+                carry = rest.to_vec();
+                std::str::from_utf8(v).unwrap_or_default()
+            }
+            Err(_) => {
+                ok = false;
+                return Err(String::new());
+            }
+        };
+        f(valid)
+    });
+    match r {
+        Ok(_) => Ok(carry.is_empty()),
+        Err(e) if e.is_empty() && !ok => Ok(false),
+        Err(e) => Err(e),
+    }
 }

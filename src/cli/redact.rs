@@ -6,18 +6,21 @@
 //! event (op `redact`) with who and why. While mounted, the daemon does it (through the
 //! attribute `user.scratchfs.redact` on the mount's root); otherwise this process.
 
+use std::ffi::OsStr;
 use std::path::Path;
 
 use super::gc::{cli_caller, db_owner};
-use super::{Failure, parse_spec};
+use super::{Failure, arg, parse_spec};
 use crate::fs::gate::{Change, Gate};
 use crate::fs::serve::{REDACT_XATTR, RedactRequest};
 use crate::store::{Sqlite, Store};
+use crate::views::{one_line_stored, quote_stored};
 
-/// Redacts `spec` (`PATH@N`), recording `why`.
-pub fn redact(db: &Path, spec: &str, why: &str, json: bool) -> Result<(), Failure> {
-    let (path, n) = parse_spec(spec)?;
-    let n = n.ok_or_else(|| format!("{spec}: expected PATH@N"))?;
+/// Redacts `spec` (`PATH@N`, raw bytes), recording `why`.
+pub fn redact(db: &Path, spec: &OsStr, why: &str, json: bool) -> Result<(), Failure> {
+    let spec = arg(spec);
+    let (path, n) = parse_spec(&spec)?;
+    let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_stored(&spec)))?;
     let path = path.trim_start_matches('/').to_string();
     if let Err(e) = std::fs::metadata(db) {
         return Err(crate::store::cannot_open(db, &e).reason);
@@ -38,27 +41,27 @@ pub fn redact(db: &Path, spec: &str, why: &str, json: bool) -> Result<(), Failur
                 .ok_or("redact: the database is in use, but not mounted where it says")?;
             let value = serde_json::to_vec(&req).map_err(|e| e.to_string())?;
             super::set_xattr(Path::new(&mnt), REDACT_XATTR, &value).map_err(|e| {
+                let q = quote_stored(&format!("{path}@{n}")).into_owned();
                 match e.raw_os_error() {
                     Some(libc::EINVAL) => {
-                        format!("{path}@{n}: holds no secret the deny_secrets patterns know")
+                        format!("{q}: holds no secret the deny_secrets patterns know")
                     }
-                    Some(libc::ENOENT) => format!("{path}@{n}: no such file or version"),
-                    _ => format!("{path}@{n}: {e}"),
+                    Some(libc::ENOENT) => format!("{q}: no such file or version"),
+                    _ => format!("{q}: {e}"),
                 }
             })?;
         }
     }
     let reason = last_redact(db)?;
     if json {
-        println!(
-            "{}",
-            serde_json::json!({ "path": path, "version": n, "redacted": reason })
-        );
+        let mut o = serde_json::json!({ "path": path, "version": n, "redacted": reason });
+        super::json_paths(&mut o, &["path"]);
+        println!("{o}");
     } else {
-        println!(
-            "{}",
-            reason.unwrap_or_else(|| format!("{path}@{n}: redacted"))
-        );
+        match reason {
+            Some(r) => println!("{}", one_line_stored(&r)),
+            None => println!("{}: redacted", quote_stored(&format!("{path}@{n}"))),
+        }
     }
     Ok(())
 }
@@ -87,7 +90,7 @@ fn offline(db: &Path, req: &RedactRequest) -> Result<(), Failure> {
         .filter(|l| l.path == req.path)
         .max_by_key(|l| (l.deleted_ns.is_none(), l.deleted_ns, l.file_id))
         .map(|l| l.file_id)
-        .ok_or_else(|| format!("{}: no such file", req.path))?;
+        .ok_or_else(|| format!("{}: no such file", quote_stored(&req.path)))?;
     store
         .redact(file_id, req.version, &req.path, &req.why, &caller)
         .map_err(|e| e.reason)?;

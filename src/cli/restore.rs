@@ -3,19 +3,22 @@
 //! mount (setting `user.scratchfs.restore` on the file), so that the daemon commits it
 //! and drops the kernel's cached size and pages; otherwise it opens the store itself.
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{Failure, parse_spec};
+use super::{Failure, arg, parse_spec};
 use crate::fs::serve::RESTORE_XATTR;
 use crate::fs::{Ctx, Fs, ROOT};
-use crate::store::{Sqlite, Store};
-use crate::views::quote_path;
+use crate::store::{Sqlite, Store, paths};
+use crate::views::quote_stored;
 
-/// Restores `spec` (`PATH@N`).
-pub fn restore(db: &Path, spec: &str, json: bool) -> Result<(), Failure> {
-    let (path, n) = parse_spec(spec)?;
-    let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_path(spec)))?;
+/// Restores `spec` (`PATH@N`, raw bytes).
+pub fn restore(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
+    let spec = arg(spec);
+    let (path, n) = parse_spec(&spec)?;
+    let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_stored(&spec)))?;
     let path = path.trim_start_matches('/').to_string();
     if let Err(e) = std::fs::metadata(db) {
         return Err(crate::store::cannot_open(db, &e).reason);
@@ -33,26 +36,29 @@ pub fn restore(db: &Path, spec: &str, json: bool) -> Result<(), Failure> {
     r.map(|()| report(&path, n, json))
 }
 
+/// `path` is in its stored form.
 fn report(path: &str, n: i64, json: bool) {
     if json {
-        println!("{}", serde_json::json!({ "path": path, "restored": n }));
+        let mut o = serde_json::json!({ "path": path, "restored": n });
+        super::json_paths(&mut o, &["path"]);
+        println!("{o}");
     } else {
-        println!("{}: version {n} restored", quote_path(path));
+        println!("{}: version {n} restored", quote_stored(path));
     }
 }
 
 fn through_mount(mnt: &str, path: &str, n: i64) -> Result<(), Failure> {
     super::set_xattr(
-        &Path::new(mnt).join(path),
+        &Path::new(mnt).join(OsStr::from_bytes(&paths::decode(path))),
         RESTORE_XATTR,
         n.to_string().as_bytes(),
     )
     .map_err(|e| match e.raw_os_error() {
         Some(libc::ENOENT) => format!(
             "{}: no such file or version",
-            quote_path(&format!("{path}@{n}"))
+            quote_stored(&format!("{path}@{n}"))
         ),
-        _ => format!("{}: {e}", quote_path(&format!("{path}@{n}"))),
+        _ => format!("{}: {e}", quote_stored(&format!("{path}@{n}"))),
     })
 }
 
@@ -75,13 +81,14 @@ fn offline(db: &Path, path: &str, n: i64) -> Result<(), Failure> {
         fs = fs.with_rules(crate::rules::enforce::Compiled::new(rules));
     }
     let mut ino = ROOT;
-    for part in path.split('/').filter(|p| !p.is_empty()) {
+    let raw = paths::decode(path);
+    for part in raw.split(|&b| b == b'/').filter(|p| !p.is_empty()) {
         ino = fs
-            .lookup(ino, part.as_bytes())
+            .lookup(ino, part)
             .map_err(|_| {
                 let (q, archived) = (
-                    quote_path(path),
-                    quote_path(&format!(".archive/{path}")).into_owned(),
+                    quote_stored(path),
+                    quote_stored(&format!(".archive/{path}")).into_owned(),
                 );
                 format!("{q}: no such file (a deleted file comes back with cp {archived} {q})")
             })?

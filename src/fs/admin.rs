@@ -13,7 +13,9 @@ use crate::sync::Mutex;
 impl Fs {
     /// Makes version `n` of the file at `ino` its current version again, as a new version
     /// with op `restore` that shares the old version's content (SPEC §2 `restore`).
-    /// `ENOENT` when the file has no version `n`.
+    /// `ENOENT` when the file has no version `n`. Reads no content unless the path's rule
+    /// judges content (`format`, `max_bytes`, `deny_secrets`, `fields`) or is
+    /// `append-only`: then the gate gets both versions whole, as a write's commit does.
     pub fn restore(&self, ino: u64, n: i64, ctx: Ctx) -> Result<()> {
         if n < 1 {
             return Err(Error::new(
@@ -39,8 +41,18 @@ impl Fs {
         // A commit of old content by the caller: the same checks as a write of it.
         let path = self.tree.read().path(ino);
         if self.gate.has_rules() {
-            let current = self.current_bytes(ino)?;
-            let restored = self.bytes_of(v.content)?;
+            let append_only = self
+                .gate
+                .rules
+                .as_ref()
+                .and_then(|r| r.rule_for(&path))
+                .is_some_and(|r| r.mode == crate::rules::Mode::AppendOnly);
+            let (current, restored) = if append_only || self.gate.needs_content(&path) {
+                (self.current_bytes(ino)?, self.bytes_of(v.content)?)
+            } else {
+                // Nothing in the rule looks at the bytes.
+                (Vec::new(), Vec::new())
+            };
             let change = Change::Restore {
                 path: &path,
                 current: &current,

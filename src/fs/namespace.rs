@@ -288,7 +288,7 @@ impl Fs {
             let mut stack = vec![(ino, old_path.clone(), new_path.clone())];
             while let Some((d, from, to)) = stack.pop() {
                 for (cname, &c) in &tree.get(d)?.children {
-                    let cname = String::from_utf8_lossy(cname);
+                    let cname = crate::store::paths::encode(cname);
                     let (cf, ct) = (format!("{from}/{cname}"), format!("{to}/{cname}"));
                     let cn = tree.get(c)?;
                     if cn.kind == Kind::Dir {

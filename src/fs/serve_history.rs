@@ -7,14 +7,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{Attr, DirEntry, Fs, ROOT};
 use crate::error::{Error, Result};
-use crate::store::{Attrs, ContentRef, Kind, Lineage};
+use crate::store::{Attrs, ContentRef, Kind, Lineage, paths};
 use crate::sync::Mutex;
 use crate::views::{self, View};
 
 /// Paths of the history and archive directories, by id (id 0 is the tree's root, "").
-/// Paths are the exact bytes of the names looked up: the store keeps paths as UTF-8
-/// (non-UTF-8 bytes lossily), so two names can share a stored path, and only the bytes
-/// tell which live file a `.history/<name>/` means.
+/// Paths are the exact bytes of the names looked up. The store keeps them losslessly
+/// ([`crate::store::paths`]), but a database written by an older scratchfs holds each
+/// byte that is not UTF-8 as U+FFFD, so there two names can share a stored path, and
+/// only the bytes tell which live file a `.history/<name>/` means.
 #[derive(Default)]
 pub struct DirRegistry {
     ids: HashMap<Vec<u8>, u64>,
@@ -57,9 +58,9 @@ fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
     }
 }
 
-/// The path as the store records it (UTF-8, other bytes lossily).
+/// The path as the store records it ([`crate::store::paths::encode`]).
 fn stored(path: &[u8]) -> String {
-    String::from_utf8_lossy(path).into_owned()
+    paths::encode(path).into_owned()
 }
 
 /// The lineage shown for `path`: the live one, else the one deleted last.
@@ -76,10 +77,33 @@ pub fn version_name(n: i64) -> String {
 }
 
 impl Fs {
-    /// The lineage shown for the exact `path`: that of the live file at `path` if there is
-    /// one (names that differ only in non-UTF-8 bytes share a stored path), else
-    /// [`chosen`] by stored path.
-    fn chosen_exact<'a>(&self, lineages: &'a [Lineage], path: &[u8]) -> Option<&'a Lineage> {
+    /// The lineages at or below the exact path `exact` (`""`: all), with the stored path
+    /// they were found under: its lossless form ([`stored`]), or, for a name that is not
+    /// UTF-8 under which nothing is stored, the form a database written by an older
+    /// scratchfs has (each such byte as U+FFFD), if anything is stored under that.
+    fn lineages_at(&self, exact: &[u8]) -> Result<(String, Vec<Lineage>)> {
+        let key = stored(exact);
+        let found = self.store.lineages(&key)?;
+        if found.is_empty() && std::str::from_utf8(exact).is_err() {
+            let lossy = String::from_utf8_lossy(exact).into_owned();
+            let old = self.store.lineages(&lossy)?;
+            if !old.is_empty() {
+                return Ok((lossy, old));
+            }
+        }
+        Ok((key, found))
+    }
+
+    /// The lineage shown for the exact `path`, found under the stored path `key`
+    /// ([`Fs::lineages_at`]): that of the live file at `path` if there is one (in a
+    /// database written by an older scratchfs, names that differ only in non-UTF-8 bytes
+    /// share a stored path), else [`chosen`] by `key`.
+    fn chosen_exact<'a>(
+        &self,
+        lineages: &'a [Lineage],
+        path: &[u8],
+        key: &str,
+    ) -> Option<&'a Lineage> {
         let live = {
             let tree = self.tree.read();
             let mut ino = Some(ROOT);
@@ -89,7 +113,7 @@ impl Fs {
             ino.and_then(|i| tree.get(i).ok().and_then(|n| n.file_id))
         };
         live.and_then(|fid| lineages.iter().find(|l| l.file_id == fid))
-            .or_else(|| chosen(lineages, &stored(path)))
+            .or_else(|| chosen(lineages, key))
     }
 
     fn dir_path(&self, id: u64) -> Result<Vec<u8>> {
@@ -113,8 +137,8 @@ impl Fs {
                     .and_then(|n| n.parse::<i64>().ok())
                     && !prefix.is_empty()
                 {
-                    let lineages = self.store.lineages(&stored(&prefix))?;
-                    if let Some(l) = self.chosen_exact(&lineages, &prefix) {
+                    let (key, lineages) = self.lineages_at(&prefix)?;
+                    if let Some(l) = self.chosen_exact(&lineages, &prefix, &key) {
                         let v = self.store.versions(l.file_id)?;
                         return Ok(v
                             .iter()
@@ -123,20 +147,19 @@ impl Fs {
                     }
                 }
                 let child = join(&prefix, name);
-                if self.store.lineages(&stored(&child))?.is_empty() {
+                if self.lineages_at(&child)?.1.is_empty() {
                     return Ok(None);
                 }
                 Ok(Some(View::HistoryDir(self.views.dirs.lock().id(&child))))
             }
             View::ArchiveDir(id) => {
                 let child = join(&self.dir_path(id)?, name);
-                let deleted: Vec<Lineage> = self
-                    .store
-                    .lineages(&stored(&child))?
+                let (key, all) = self.lineages_at(&child)?;
+                let deleted: Vec<Lineage> = all
                     .into_iter()
                     .filter(|l| l.deleted_ns.is_some() && !l.merged)
                     .collect();
-                if let Some(l) = chosen(&deleted, &stored(&child)) {
+                if let Some(l) = chosen(&deleted, &key) {
                     return Ok(Some(View::Archived(l.file_id as u64)));
                 }
                 if deleted.is_empty() {
@@ -152,24 +175,24 @@ impl Fs {
     /// is its position + 3 (these trees only grow, and only between listings).
     pub(super) fn history_readdir(&self, dir: View, offset: u64) -> Result<Vec<DirEntry>> {
         self.store.sync()?;
-        let mut names: BTreeMap<String, (View, Kind)> = BTreeMap::new();
+        // By the names' exact bytes (stored paths decoded).
+        let mut names: BTreeMap<Vec<u8>, (View, Kind)> = BTreeMap::new();
         let (exact, archive) = match dir {
             View::HistoryDir(id) => (self.dir_path(id)?, false),
             View::ArchiveDir(id) => (self.dir_path(id)?, true),
             _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
         };
-        let prefix = stored(&exact);
-        let mut lineages = self.store.lineages(&prefix)?;
+        let (prefix, mut lineages) = self.lineages_at(&exact)?;
         if archive {
             lineages.retain(|l| l.deleted_ns.is_some() && !l.merged);
         }
         if !archive
             && !prefix.is_empty()
-            && let Some(l) = self.chosen_exact(&lineages, &exact)
+            && let Some(l) = self.chosen_exact(&lineages, &exact, &prefix)
         {
             for v in self.store.versions(l.file_id)? {
                 names.insert(
-                    version_name(v.number),
+                    version_name(v.number).into_bytes(),
                     (View::Version(v.id as u64), Kind::File),
                 );
             }
@@ -184,10 +207,11 @@ impl Fs {
                 continue;
             }
             let rest = &l.path[below..];
-            let first = rest.split('/').next().unwrap_or(rest).to_string();
-            let child = join(&exact, first.as_bytes());
+            let first_stored = rest.split('/').next().unwrap_or(rest);
+            let first = paths::decode(first_stored).into_owned();
+            let child = join(&exact, &first);
             if archive && !rest.contains('/') {
-                if let Some(c) = chosen(&lineages, &stored(&child)) {
+                if let Some(c) = chosen(&lineages, &l.path) {
                     names.insert(first, (View::Archived(c.file_id as u64), Kind::File));
                 }
                 continue;
@@ -205,8 +229,8 @@ impl Fs {
         let mut out = Vec::new();
         let me = dir.ino();
         for (i, (name, ino, kind)) in [
-            (".".to_string(), me, Kind::Dir),
-            ("..".to_string(), ROOT, Kind::Dir),
+            (b".".to_vec(), me, Kind::Dir),
+            (b"..".to_vec(), ROOT, Kind::Dir),
         ]
         .into_iter()
         .chain(names.into_iter().map(|(n, (v, k))| (n, v.ino(), k)))
@@ -218,7 +242,7 @@ impl Fs {
                     ino,
                     next_offset: cookie,
                     kind,
-                    name: name.into_bytes(),
+                    name,
                 });
             }
         }

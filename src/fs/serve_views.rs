@@ -17,6 +17,9 @@ use crate::views::{self, View, outline};
 
 /// Outlines kept rendered (by the inode of the file they describe).
 const OUTLINE_CACHE: usize = 1024;
+/// Bytes of rendered outlines kept (8 MiB; an outline is at most ~100 KiB): the cache is
+/// emptied when one more would pass either bound.
+const OUTLINE_CACHE_BYTES: usize = 8 << 20;
 
 /// Prefix of the provenance extended attributes.
 pub const XATTR_PREFIX: &str = "user.scratchfs.";
@@ -296,9 +299,11 @@ impl Fs {
         {
             return Ok(bytes.clone());
         }
-        let mut content = vec![0u8; head.content.len as usize];
+        // A bounded prefix: an outline reads at most OUTLINE_MAX bytes of any file.
+        let mut content = vec![0u8; head.content.len.min(outline::OUTLINE_MAX as u64) as usize];
         let n = self.store.read(head.content, 0, &mut content)?;
         content.truncate(n);
+        let blake3 = self.store.version_meta(head.id)?.blake3;
         let line = format!("version {} by {}", head.number, head.writer);
         let mut fields = HashMap::new();
         if let Some(fid) = file_id {
@@ -308,9 +313,17 @@ impl Fs {
                 fields.insert(f.key, format!("v{} {}{step} {when}", f.version, f.writer));
             }
         }
-        let bytes = Arc::new(outline::outline(&path, &content, &line, &fields).into_bytes());
+        let input = outline::Input {
+            path: &path,
+            head: &content,
+            size: head.content.len,
+            blake3: &blake3,
+            version_line: &line,
+        };
+        let bytes = Arc::new(outline::outline(input, &fields).into_bytes());
         let mut cache = self.views.outlines.lock();
-        if cache.len() >= OUTLINE_CACHE {
+        let held: usize = cache.values().map(|(_, _, b)| b.len()).sum();
+        if cache.len() >= OUTLINE_CACHE || held + bytes.len() > OUTLINE_CACHE_BYTES {
             cache.clear();
         }
         cache.insert(target, (head.id, path, bytes.clone()));

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::{Attr, NAME_MAX, ROOT};
 use crate::error::{Error, Result};
-use crate::store::{Attrs, Kind, NodeRecord, VersionInfo};
+use crate::store::{Attrs, Kind, NodeRecord, VersionInfo, paths};
 
 pub(super) struct Node {
     pub(super) parent: u64,
@@ -95,13 +95,14 @@ impl Tree {
     pub(super) fn child(&self, parent: u64, name: &[u8]) -> Result<Option<u64>> {
         Ok(self.dir(parent)?.children.get(name).copied())
     }
-    /// Path from the root, `/`-separated, no leading slash (lossy UTF-8 for display).
+    /// Path from the root, `/`-separated, no leading slash, as the store records it: each
+    /// name's exact bytes, losslessly as text ([`crate::store::paths::encode`]).
     pub(super) fn path(&self, ino: u64) -> String {
         let mut parts = Vec::new();
         let mut at = ino;
         while at != ROOT {
             let Some(n) = self.nodes.get(&at) else { break };
-            parts.push(String::from_utf8_lossy(&n.name).into_owned());
+            parts.push(paths::encode(&n.name).into_owned());
             if n.orphan {
                 break;
             }
@@ -110,9 +111,10 @@ impl Tree {
         parts.reverse();
         parts.join("/")
     }
+    /// [`Tree::path`] of `name` in `parent`.
     pub(super) fn child_path(&self, parent: u64, name: &[u8]) -> String {
         let p = self.path(parent);
-        let n = String::from_utf8_lossy(name);
+        let n = paths::encode(name);
         if p.is_empty() {
             n.into_owned()
         } else {

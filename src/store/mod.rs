@@ -9,6 +9,7 @@
 //! change writes a new stream whose unchanged chunks dedupe against existing blobs.
 
 pub mod digest;
+pub mod paths;
 mod redo;
 mod sqlite;
 
@@ -16,8 +17,9 @@ use std::io;
 
 pub use redo::{Damage, RedoLog};
 pub use sqlite::{
-    APPLICATION_ID, Probe, RedoLoss, Sqlite, cannot_open, companions, digest_of,
-    gc as sqlite_gc, make_private, open_read_only, probe, read_all, stream_end,
+    APPLICATION_ID, ContentReader, Probe, READ_CHUNK, RedoLoss, Sqlite, cannot_open,
+    companions, digest_of, for_each_data, gc as sqlite_gc, make_private, open_read_only, probe, read_all,
+    stream_end,
 };
 
 use crate::error::Result;

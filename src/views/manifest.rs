@@ -23,15 +23,16 @@
 //!   deletions and commits that shrank a file by more than half, each with the path that
 //!   gives the content back, and the views that resolve by name but are not listed.
 //! - Paths and writer names that could break a row (a newline, a control character, a
-//!   quote, a backslash, a leading or trailing space) are quoted as git does
-//!   ([`super::quote_path`]); reasons and rule lines have their control characters
-//!   escaped ([`super::one_line`]): one row is always one file.
+//!   quote, a backslash, a leading or trailing space, a byte that is not UTF-8) are
+//!   quoted as git does ([`super::quote_stored`], [`super::quote_path`]); reasons and
+//!   rule lines have their control characters escaped ([`super::one_line_stored`],
+//!   [`super::one_line`]): one row is always one file.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::outline::tokens;
-use super::{one_line, quote_path};
+use super::{one_line, one_line_stored, quote_path, quote_stored};
 
 /// Files a directory may hold before it is folded into one line.
 pub const FOLD: usize = 8;
@@ -43,7 +44,7 @@ pub const REFUSALS_SHOWN: usize = 3;
 /// One live file.
 #[derive(Debug, Clone)]
 pub struct FileEntry {
-    /// Path from the root, no leading slash.
+    /// Path from the root, no leading slash, as stored ([`crate::store::paths`]).
     pub path: String,
     /// Size in bytes.
     pub bytes: u64,
@@ -71,7 +72,7 @@ pub struct Refusal {
 pub struct Restorable {
     /// Deleted (else: shrunk by more than half).
     pub deleted: bool,
-    /// Path.
+    /// Path, as stored ([`crate::store::paths`]).
     pub path: String,
     /// Who did it.
     pub writer: String,
@@ -215,7 +216,7 @@ pub fn render(input: &Input) -> String {
                 }
             }
             None => root.push(Row {
-                name: quote_path(&f.path).into_owned(),
+                name: quote_stored(&f.path).into_owned(),
                 bytes: f.bytes,
                 version: f.version.to_string(),
                 writer: quote_path(&f.writer).into_owned(),
@@ -245,7 +246,7 @@ pub fn render(input: &Input) -> String {
         rows.extend(root);
     }
     for (dir, (n, mut r)) in folded {
-        r.name = format!("{}/ ({} files)", quote_path(&dir), thousands(n as u64));
+        r.name = format!("{}/ ({} files)", quote_stored(&dir), thousands(n as u64));
         rows.push(r);
     }
     rows.sort_by(|a, b| a.name.cmp(&b.name));
@@ -294,7 +295,7 @@ pub fn render(input: &Input) -> String {
                 "  {} ago, {}: {}",
                 age(input.as_of_ns, r.time_ns),
                 quote_path(&r.writer),
-                one_line(&r.reason)
+                one_line_stored(&r.reason)
             );
         }
     }
@@ -306,20 +307,20 @@ pub fn render(input: &Input) -> String {
                 let _ = writeln!(
                     out,
                     "  {} deleted by {} {ago} ago ({} B): {}",
-                    quote_path(&r.path),
+                    quote_stored(&r.path),
                     quote_path(&r.writer),
                     thousands(r.bytes),
-                    quote_path(&format!(".archive/{}", r.path))
+                    quote_stored(&format!(".archive/{}", r.path))
                 );
             } else {
                 let _ = writeln!(
                     out,
                     "  {} shrunk by {} {ago} ago; v{} ({} B): {}",
-                    quote_path(&r.path),
+                    quote_stored(&r.path),
                     quote_path(&r.writer),
                     r.version,
                     thousands(r.bytes),
-                    quote_path(&format!(".history/{}/{}", r.path, r.version))
+                    quote_stored(&format!(".history/{}/{}", r.path, r.version))
                 );
             }
         }

@@ -126,7 +126,8 @@ pub fn quote_path(p: &str) -> std::borrow::Cow<'_, str> {
 /// [`quote_path`] for a name as raw bytes: a byte that is not part of valid UTF-8 is
 /// written as `\ooo` too (and makes the name quoted), so the original bytes can be
 /// recovered. A name already converted lossily (each invalid byte replaced by U+FFFD,
-/// as in `versions.path`) prints its U+FFFD as is: the original byte is not known there.
+/// as databases written by older versions of scratchfs hold them) prints its U+FFFD as
+/// is: the original byte is not known there.
 pub fn quote_path_bytes(p: &[u8]) -> std::borrow::Cow<'_, str> {
     use std::borrow::Cow;
     let needs = p.first() == Some(&b' ')
@@ -146,6 +147,18 @@ pub fn quote_path_bytes(p: &[u8]) -> std::borrow::Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// [`quote_path`] for a path as the store records it ([`crate::store::paths`]): the
+/// exact bytes it stands for, quoted by [`quote_path_bytes`], so a name that is not
+/// UTF-8 prints as `"k\377"`. Every path from the store or the tree is printed this way.
+pub fn quote_stored(p: &str) -> std::borrow::Cow<'_, str> {
+    match crate::store::paths::decode(p) {
+        std::borrow::Cow::Borrowed(_) => quote_path(p),
+        std::borrow::Cow::Owned(raw) => {
+            std::borrow::Cow::Owned(quote_path_bytes(&raw).into_owned())
+        }
+    }
+}
+
 /// A one-line text that may embed names (a refusal's reason, a heading, a writer's
 /// version line): control characters are escaped as in [`quote_path`], nothing is
 /// quoted, backslashes and quotes are left alone. Keeps free text on one row.
@@ -156,6 +169,20 @@ pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(s.len() + 8);
     escape_into(s.as_bytes(), false, &mut out);
     std::borrow::Cow::Owned(out)
+}
+
+/// [`one_line`] for free text recorded by the store that may embed stored paths (a
+/// refusal's or an erasure's reason): the bytes those stand for ([`crate::store::paths`])
+/// are printed as [`quote_stored`] prints them, a byte that is not UTF-8 as `\ooo`.
+pub fn one_line_stored(s: &str) -> std::borrow::Cow<'_, str> {
+    match crate::store::paths::decode(s) {
+        std::borrow::Cow::Borrowed(_) => one_line(s),
+        std::borrow::Cow::Owned(raw) => {
+            let mut out = String::with_capacity(raw.len() + 8);
+            escape_into(&raw, false, &mut out);
+            std::borrow::Cow::Owned(out)
+        }
+    }
 }
 
 /// A character that could break a row: C0 and C1 controls, DEL, U+2028, U+2029.
@@ -260,6 +287,17 @@ mod tests {
         // A truncated multi-byte sequence at the end.
         assert_eq!(quote_path_bytes(b"x\xc3"), r#""x\303""#);
         assert_eq!(quote_path_bytes("é\u{fffd}".as_bytes()), "é\u{fffd}");
+    }
+
+    #[test]
+    fn stored_paths_print_their_exact_bytes() {
+        use crate::store::paths::encode;
+        assert_eq!(quote_stored("plan.md"), "plan.md");
+        assert_eq!(quote_stored(&encode(b"k\xff")), r#""k\377""#);
+        assert_eq!(quote_stored(&encode(b"a\n\xfe")), r#""a\n\376""#);
+        assert_eq!(quote_stored(&encode("\u{ef80}".as_bytes())), "\u{ef80}");
+        let reason = format!("{}: refused\n", encode(b"k\xff"));
+        assert_eq!(one_line_stored(&reason), r"k\377: refused\n");
     }
 
     #[test]

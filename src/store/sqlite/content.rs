@@ -3,12 +3,64 @@
 
 use super::*;
 
-/// The whole content of `content`, read through `conn`.
+/// The whole content of `content`, read through `conn`: memory of its size, so only for
+/// content known to be small (redact's versions); everything else streams with
+/// [`ContentReader`].
 pub fn read_all(conn: &Connection, content: ContentRef) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; content.len as usize];
     let n = read_at(conn, content, 0, &mut buf)?;
     buf.truncate(n);
     Ok(buf)
+}
+
+/// Bytes a [`ContentReader`] user should ask for at a time: each `read` costs two index
+/// lookups plus the extents it covers, so reading in chunks of this size (1 MiB) keeps
+/// both the memory held and the per-read overhead small.
+pub const READ_CHUNK: usize = 1 << 20;
+
+/// Streams the bytes of one version (`content`, the first `len` bytes of its stream)
+/// through `conn`, from offset 0 or [`ContentReader::at`], without ever holding more of
+/// it than the caller's buffer: each [`std::io::Read::read`] fills up to `buf.len()`
+/// bytes with `read_at` and returns 0 at the end. Use buffers of [`READ_CHUNK`] bytes
+/// (`std::io::copy` from a `BufReader::with_capacity(READ_CHUNK, reader)`, or a loop).
+/// A store failure is an `io::Error` of the kind of the store's errno (`EIO`, `ENOSPC`)
+/// whose text is the store's reason.
+pub struct ContentReader<'c> {
+    conn: &'c Connection,
+    content: ContentRef,
+    pos: u64,
+}
+
+impl<'c> ContentReader<'c> {
+    /// A reader of `content` from its first byte.
+    pub fn new(conn: &'c Connection, content: ContentRef) -> Self {
+        ContentReader {
+            conn,
+            content,
+            pos: 0,
+        }
+    }
+
+    /// The same reader starting at byte `offset` (at or past the end: reads nothing).
+    pub fn at(mut self, offset: u64) -> Self {
+        self.pos = offset;
+        self
+    }
+
+    /// The offset of the next byte `read` returns.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+}
+
+impl std::io::Read for ContentReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = read_at(self.conn, self.content, self.pos, buf).map_err(|e| {
+            std::io::Error::new(std::io::Error::from_raw_os_error(e.errno).kind(), e.reason)
+        })?;
+        self.pos += n as u64;
+        Ok(n)
+    }
 }
 
 /// Reads `buf.len()` bytes (or fewer at EOF) of `content` at `offset` through `conn`.
@@ -265,6 +317,34 @@ pub(super) fn hash_prefix(
         hasher.zeros(upto - pos);
     }
     Ok(hasher)
+}
+
+/// Calls `f(offset, bytes)` for each stored piece of `content`, in offset order, clipped to
+/// its length: the data between its holes (a hole is never read or passed). One extent
+/// (at most 64 KiB) in memory at a time. Used to copy a sparse file as a sparse file.
+pub fn for_each_data(
+    conn: &Connection,
+    content: ContentRef,
+    mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT e.offset, e.len, e.blob_off, COALESCE(e.data, b.data) FROM extents e
+         LEFT JOIN blobs b ON b.id = e.blob
+         WHERE e.stream = ?1 AND e.offset < ?2 ORDER BY e.offset",
+    )?;
+    let mut rows = stmt.query(params![content.stream, content.len as i64])?;
+    while let Some(row) = rows.next()? {
+        let e_off = row.get::<_, i64>(0)? as u64;
+        let e_len = row.get::<_, i64>(1)? as u64;
+        let b_off = row.get::<_, i64>(2)? as u64;
+        let data = row.get_ref(3)?.as_blob().map_err(Error::store)?;
+        let hi = (e_off + e_len).min(content.len);
+        let src = data
+            .get(b_off as usize..(b_off + hi - e_off) as usize)
+            .ok_or_else(|| Error::new(libc::EIO, "store: extent points past its blob"))?;
+        f(e_off, src)?;
+    }
+    Ok(())
 }
 
 /// The digest of `content` ([`crate::store::digest`]).

@@ -32,8 +32,9 @@ mod write;
 
 pub use admin::gc;
 use admin::*;
-pub use content::{digest_of, read_all, stream_end};
+pub use content::{digest_of, for_each_data, read_all, stream_end};
 use content::*;
+pub use content::{ContentReader, READ_CHUNK};
 use file::*;
 pub use file::{Probe, cannot_open, companions, make_private, open_read_only, probe};
 use write::*;
