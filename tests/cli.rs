@@ -838,3 +838,15 @@ fn an_unwritable_log_file_is_named() {
     );
     assert!(!std::process::Command::new("mountpoint").arg("-q").arg(&mnt).status().unwrap().success());
 }
+
+/// A name with `@` in it is a path, unless what follows the last `@` is a version number.
+#[test]
+fn an_at_sign_in_a_name_is_part_of_the_path() {
+    let m = Mount::new();
+    m.sh_ok("echo hi > 'notes@home.md' && echo a > f && echo b > f");
+    assert_eq!(cli(&m, &["show", "notes@home.md"]).1, "hi\n");
+    assert_eq!(cli(&m, &["show", "f@2"]).1, "a\n");
+    let (code, _, err) = cli(&m, &["show", "f@x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("f@x: no such file"), "{err}");
+}

@@ -256,15 +256,14 @@ pub fn versions(conn: &Connection, file_id: i64) -> Result<Vec<VersionRow>, Fail
         .map_err(|e| e.to_string())
 }
 
-/// `PATH[@N]` (stored form) → the path and the version (`None`: current).
+/// `PATH[@N]` (stored form) → the path and the version (`None`: current). N is digits;
+/// an `@` followed by anything else belongs to the name.
 pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
+    // `@` followed by anything but a version number is part of the name (`notes@home.md`).
     match spec.rsplit_once('@') {
-        Some((p, n)) if !p.is_empty() => {
+        Some((p, n)) if !p.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
             let n: i64 = n.parse().map_err(|_| {
-                format!(
-                    "{}: expected PATH@N with N a version number",
-                    quote_stored(spec)
-                )
+                format!("{}: version number out of range", quote_stored(spec))
             })?;
             Ok((p.to_string(), Some(n)))
         }
