@@ -112,7 +112,7 @@ const REDO_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// to write its batch (`fsyncdir`, docs/SEMANTICS.md); when it is not, a redo log left by
 /// a killed daemon is applied, as the next mount would. If another process holds the
 /// database lock (a mount starting, another command applying the log), this waits for it
-/// up to [`REDO_LOCK_WAIT`], then reads what SQLite has, with a warning on stderr.
+/// up to `REDO_LOCK_WAIT` (10 s), then reads what SQLite has, with a warning on stderr.
 pub fn open(db: &Path) -> Result<Connection, Failure> {
     let start = std::time::Instant::now();
     loop {

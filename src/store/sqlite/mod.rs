@@ -647,7 +647,7 @@ impl Sqlite {
         &self.path
     }
 
-    /// Starts the thread that folds the batch within [`FOLD_DELAY`] of its first change.
+    /// Starts the thread that folds the batch within `FOLD_DELAY` (5 ms) of its first change.
     /// It ends when the store is dropped.
     pub fn start_flusher(store: &std::sync::Arc<Sqlite>) {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
