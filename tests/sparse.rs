@@ -214,3 +214,24 @@ fn export_keeps_holes_and_show_streams_them() {
     assert_eq!(code, 0);
     assert_eq!(o.len(), 100000);
 }
+
+/// gc cuts a stream back to its longest kept version; a kept version ending in a hole
+/// keeps its end marker, so fsck stays clean and appends read right.
+#[test]
+fn gc_keeps_the_end_of_a_version_ending_in_a_hole() {
+    let m = Mount::new();
+    m.sh_ok(
+        "truncate -s 200000 f && printf X | dd of=f bs=1 seek=199990 conv=notrunc status=none \
+         && truncate -s 190000 f",
+    );
+    let (code, o, e) = cli(&m, &["gc", "--keep-last", "1"]);
+    assert_eq!(code, 0, "{o} {e}");
+    let (code, o, e) = cli(&m, &["fsck"]);
+    assert_eq!(code, 0, "fsck after gc: {o} {e}");
+    m.sh_ok("printf Y >> f");
+    let mut want = vec![0u8; 190000];
+    want.push(b'Y');
+    assert_eq!(std::fs::read(m.path("f")).unwrap(), want);
+    let (code, o, e) = cli(&m, &["fsck"]);
+    assert_eq!(code, 0, "{o} {e}");
+}

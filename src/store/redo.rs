@@ -320,9 +320,10 @@ impl RedoLog {
     }
 
     /// The whole records before the first that is not whole, and the damage if what
-    /// follows is more than a tail cut short: a record that cannot be decoded is a torn
-    /// tail when its declared length reaches the end of the file (the last `write(2)`,
-    /// cut short) or when only zeros follow (a power cut); anything else is damage.
+    /// follows is more than a tail cut short: bytes that cannot be decoded are a torn tail
+    /// when they are all zeros (a power cut), or when no whole record starts anywhere
+    /// after them and they are no longer than one record (the last `write(2)`, cut short
+    /// or damaged, its length field included); anything else is damage.
     pub fn read_checked(&mut self) -> Result<(Vec<Record>, Option<Damage>)> {
         let mut bytes = Vec::new();
         File::open(&self.path)
@@ -338,11 +339,10 @@ impl RedoLog {
             return Ok((out, None));
         }
         let rest = &bytes[at..];
-        let declared = rest
-            .get(..4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()) as usize);
+        // The last record, whatever its damage (its length field included), or zeros: a
+        // tail. A whole record found anywhere after the damage: damage in the middle.
         let torn = rest.iter().all(|&b| b == 0)
-            || declared.is_none_or(|n| n <= MAX_BODY && 4 + n + CHECK_LEN >= rest.len());
+            || (rest.len() <= 4 + MAX_BODY + CHECK_LEN && !whole_record_after(&bytes, at));
         if torn {
             log::warn!(
                 "{}: {} bytes after the last whole record ignored (a write cut short)",
@@ -422,6 +422,26 @@ fn io_error(path: &Path, e: std::io::Error) -> Error {
     )
 }
 
+/// Whether a whole, intact record starts at some offset after `at` in `b`. Offsets are
+/// tried only where a plausible length, a header length that fits and the `{` of the
+/// header's JSON line up, so that the checksum is computed rarely.
+fn whole_record_after(b: &[u8], at: usize) -> bool {
+    let min = 4 + 12 + CHECK_LEN;
+    let mut o = at + 1;
+    while o + min <= b.len() {
+        let body_len = u32::from_le_bytes(b[o..o + 4].try_into().unwrap()) as usize;
+        let fits = (12..=MAX_BODY).contains(&body_len) && o + 4 + body_len + CHECK_LEN <= b.len();
+        if fits && b.get(o + 16) == Some(&b'{') {
+            let header_len = u32::from_le_bytes(b[o + 12..o + 16].try_into().unwrap()) as usize;
+            if header_len <= body_len - 12 && decode(&b[o..]).is_some() {
+                return true;
+            }
+        }
+        o += 1;
+    }
+    false
+}
+
 /// The record at the start of `b` and its length in bytes, if it is whole and intact.
 fn decode(b: &[u8]) -> Option<(Record, usize)> {
     let body_len = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
@@ -497,6 +517,25 @@ mod tests {
         bytes.extend_from_slice(&[0u8; 4096]);
         std::fs::write(&p, &bytes).unwrap();
         assert_eq!(RedoLog::open(&db).unwrap().read_all().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_damaged_length_field_before_whole_records_is_damage_not_a_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let mut log = RedoLog::open(&db).unwrap();
+        log.append(1, &op(1), b"abc").unwrap();
+        let first = log.len() as usize;
+        log.append(2, &op(2), b"def").unwrap();
+        log.append(3, &op(3), b"ghi").unwrap();
+        let p = RedoLog::path_for(&db);
+        let mut bytes = std::fs::read(&p).unwrap();
+        // The second record's length now points past the end of the file.
+        bytes[first + 2] ^= 0x01;
+        std::fs::write(&p, &bytes).unwrap();
+        let (recs, damage) = RedoLog::open(&db).unwrap().read_checked().unwrap();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(damage.unwrap().offset, first as u64);
     }
 
     #[test]

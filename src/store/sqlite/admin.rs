@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// After a stream was cut back to its longest reference (`temp.gc_streams`): a stream whose
+/// kept content ends in a hole gets its one-byte zero extent at its last byte again, so
+/// that its last extent still ends at its longest version (docs/schema.md, "Content
+/// model"; an append must never extend a stream a longer version still reads as zeros).
+const END_MARKERS: &str = "INSERT INTO extents(stream, offset, len, blob, blob_off, data)
+     SELECT s.stream, s.len - 1, 1, NULL, 0, x'00'
+     FROM (SELECT stream, MAX(len) AS len FROM gc_streams GROUP BY stream) s
+     WHERE s.len > 0 AND s.stream != 0
+       AND COALESCE((SELECT MAX(e.offset + e.len) FROM extents e WHERE e.stream = s.stream), 0) < s.len;";
+
 /// Forgets old versions and the content only they held (see `scratchfs gc`). Never: the
 /// current version of any file, versions MANIFEST points at, versions per-key provenance
 /// names, and the bytes of `protected` `(stream, len)` (content open handles still read).
@@ -69,6 +79,7 @@ pub fn gc(
              (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents.offset < s.len);
          DELETE FROM streams WHERE id NOT IN (SELECT stream FROM gc_streams);",
     )?;
+    tx.execute_batch(END_MARKERS)?;
     let blob_bytes: i64 = tx
         .query_row(
             "SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)",
@@ -256,6 +267,7 @@ pub(super) fn redact_in(
          DELETE FROM streams WHERE id NOT IN (SELECT stream FROM gc_streams) AND id != 0;
          DELETE FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL);",
     )?;
+    tx.execute_batch(END_MARKERS)?;
     insert_event(
         &tx,
         "redact",
