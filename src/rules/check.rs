@@ -41,6 +41,42 @@ impl Checked {
     }
 }
 
+/// Largest rules file, bytes (1 MiB): a real one is a few KB; the checks compare rules
+/// pairwise, so a bound keeps a generated or hostile file from taking minutes.
+pub const MAX_RULES_BYTES: usize = 1 << 20;
+
+/// Deepest nesting of arrays and objects accepted (serde_json's own default limit).
+pub const MAX_DEPTH: usize = 128;
+
+/// The offset of the first `[` or `{` nested deeper than [`MAX_DEPTH`], outside strings
+/// (an iterative scan: the recursive checks never see such a text).
+fn too_deep(b: &[u8]) -> Option<usize> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for (i, &c) in b.iter().enumerate() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some(i);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The keys of a writer's matchers (SPEC §5).
 const MATCHER_KEYS: &[&str] = &["uid", "gid", "user", "exe", "comm", "env"];
 /// The keys of a path rule.
@@ -836,6 +872,31 @@ pub fn check(text: &str) -> Checked {
         text,
         problems: Vec::new(),
     };
+    // Bounds first: the checks below walk the text recursively and compare rules pairwise.
+    let refuse = |found: &mut Found, at: usize, message: String| {
+        found.error(at, message);
+        Checked {
+            rules: None,
+            problems: std::mem::take(&mut found.problems),
+        }
+    };
+    if text.len() > MAX_RULES_BYTES {
+        return refuse(
+            &mut found,
+            0,
+            format!(
+                "the file is {} bytes; a rules file may have at most {MAX_RULES_BYTES}",
+                text.len()
+            ),
+        );
+    }
+    if let Some(at) = too_deep(text.as_bytes()) {
+        return refuse(
+            &mut found,
+            at,
+            format!("values nested deeper than {MAX_DEPTH} levels"),
+        );
+    }
     if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
         found.problems.push(Problem {
             line: e.line(),
@@ -928,6 +989,20 @@ mod tests {
         let p = problems(text);
         assert_eq!(p.len(), 1, "{text}: {p:#?}");
         p.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn deep_nesting_and_huge_files_are_refused_not_a_crash() {
+        let deep = format!("{{\"writers\":{}{}}}", "[".repeat(30_000), "]".repeat(30_000));
+        let (line, col, msg) = one(&deep);
+        // The object is level 1: the 128th `[` is the 129th level, at byte 11 + 127.
+        assert_eq!((line, col), (1, 11 + MAX_DEPTH));
+        assert!(msg.contains("nested deeper than 128"), "{msg}");
+        // Brackets inside strings do not count.
+        let quoted = format!("{{\"paths\": [{{\"path\": \"{}\"}}]}}", "[".repeat(500));
+        assert!(!problems(&quoted).iter().any(|p| p.2.contains("nested")));
+        let big = format!("{{\"paths\": []{}}}", " ".repeat(MAX_RULES_BYTES));
+        assert!(one(&big).2.contains("at most 1048576"));
     }
 
     #[test]

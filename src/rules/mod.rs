@@ -201,11 +201,21 @@ pub struct Problem {
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.severity {
-            Severity::Error => write!(f, "{}:{}: {}", self.line, self.column, self.message),
+            // The message quotes the file's own text, which may hold control characters:
+            // never written raw to a terminal.
+            Severity::Error => write!(
+                f,
+                "{}:{}: {}",
+                self.line,
+                self.column,
+                crate::views::one_line(&self.message)
+            ),
             Severity::Warning => write!(
                 f,
                 "{}:{}: warning: {}",
-                self.line, self.column, self.message
+                self.line,
+                self.column,
+                crate::views::one_line(&self.message)
             ),
         }
     }
@@ -269,17 +279,17 @@ fn counts(checked: &check::Checked) -> String {
 /// `Err` (exit status 1) when there is an error; with warnings only, `FILE: ok (...; N
 /// warnings)` and exit status 0.
 pub fn check_file(path: &std::path::Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let shown = shown(path);
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
     let checked = check::check(&text);
     for p in &checked.problems {
-        println!("{}:{p}", path.display());
+        println!("{shown}:{p}");
     }
     match &checked.rules {
         Some(r) => {
             let warnings = checked.warnings().count();
             println!(
-                "{}: ok ({} writers, {} path rules{})",
-                path.display(),
+                "{shown}: ok ({} writers, {} path rules{})",
                 r.writers.len(),
                 r.paths.len(),
                 if warnings > 0 {
@@ -290,8 +300,15 @@ pub fn check_file(path: &std::path::Path) -> Result<(), String> {
             );
             Ok(())
         }
-        None => Err(format!("{}: {}", path.display(), counts(&checked))),
+        None => Err(format!("{shown}: {}", counts(&checked))),
     }
+}
+
+/// A rules file's name as printed: quoted if it holds a control character or a byte that
+/// is not UTF-8.
+fn shown(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    crate::views::quote_path_bytes(path.as_os_str().as_bytes()).into_owned()
 }
 
 /// Reads and checks the rules file of a mount (`mount --rules FILE`): every problem is
@@ -303,7 +320,9 @@ pub fn load(path: &std::path::Path) -> Result<(String, Rules), String> {
         std::fs::read_to_string(path).map_err(|e| format!("rules {}: {e}", path.display()))?;
     let checked = check::check(&text);
     for p in &checked.problems {
-        eprintln!("{}:{p}", path.display());
+        // Never a panic on a stderr that cannot be written (a full disk).
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "{}:{p}", shown(path));
     }
     match checked.rules {
         Some(rules) => Ok((text, rules)),
