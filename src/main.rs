@@ -232,10 +232,10 @@ fn parse_owner(s: &str) -> Result<(u32, u32), String> {
     Ok((uid, gid))
 }
 
-/// `--fsname`: printable, not empty, no comma (the mount options' separator).
+/// `--fsname`: printable, 1 to 1,024 bytes, no comma (the mount options' separator).
 fn parse_fsname(s: &str) -> Result<String, String> {
-    if s.is_empty() || s.contains(',') || s.chars().any(char::is_control) {
-        return Err("a non-empty name without commas or control characters".into());
+    if s.is_empty() || s.len() > 1024 || s.contains(',') || s.chars().any(char::is_control) {
+        return Err("a non-empty name of at most 1024 bytes without commas or control characters".into());
     }
     Ok(s.to_string())
 }

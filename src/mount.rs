@@ -185,6 +185,22 @@ pub fn check_database(db: &Path, mp: &Path) -> Result<(PathBuf, PathBuf), Failur
     Ok((db, db_dir))
 }
 
+/// The mount's source name when `--fsname` is not given: the database's absolute path,
+/// commas (the mount options' separator) and control characters as `_`, its last 1,024
+/// bytes if longer (the kernel takes the options in one page).
+fn default_fsname(db: &Path) -> String {
+    let s: String = db
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c == ',' || c.is_control() { '_' } else { c })
+        .collect();
+    let mut cut = s.len().saturating_sub(1024);
+    while !s.is_char_boundary(cut) {
+        cut += 1;
+    }
+    s[cut..].to_string()
+}
+
 /// Validates the spec, opens (or creates) the store and builds the core.
 pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     let mp = check_mountpoint(&spec.mountpoint)?;
@@ -239,7 +255,7 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
         MountOption::FSName(
             spec.fsname
                 .clone()
-                .unwrap_or_else(|| db.to_string_lossy().replace(',', "_")),
+                .unwrap_or_else(|| default_fsname(&db)),
         ),
         MountOption::Subtype("scratchfs".into()),
         MountOption::DefaultPermissions,

@@ -849,4 +849,7 @@ fn an_at_sign_in_a_name_is_part_of_the_path() {
     let (code, _, err) = cli(&m, &["show", "f@x"]);
     assert_eq!(code, 1);
     assert!(err.contains("f@x: no such file"), "{err}");
+    // `x@3` with no file `x`: the (deleted) file named `x@3`.
+    m.sh_ok("echo deleted > 'x@3' && rm 'x@3'");
+    assert_eq!(cli(&m, &["show", "x@3"]).1, "deleted\n");
 }

@@ -274,6 +274,14 @@ pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
 /// The version `spec` (`PATH[@N]`, stored form) names.
 pub fn version_of(conn: &Connection, spec: &str) -> Result<VersionRow, Failure> {
     let (path, n) = parse_spec(spec)?;
+    // `x@3` with no file `x`: a file named `x@3`, if there is one (live or deleted).
+    let (path, n) = match (n, file_id(conn, &path)) {
+        (Some(_), Err(e)) => match file_id(conn, spec) {
+            Ok(_) => (spec.to_string(), None),
+            Err(_) => return Err(e),
+        },
+        _ => (path, n),
+    };
     let all = versions(conn, file_id(conn, &path)?)?;
     match n {
         None => all.last().cloned(),

@@ -15,8 +15,13 @@ use crate::store::{RedoLog, Sqlite};
 
 /// Runs the command; `json` prints one object.
 pub fn recover(db: &Path, accept_loss: bool, json: bool) -> Result<(), Failure> {
-    let _lock = crate::mount::lock_database_now(db)
-        .map_err(|e| format!("recover: {e} (unmount it first)"))?;
+    let _lock = crate::mount::lock_database_now(db).map_err(|e| {
+        if e.ends_with(": mounted") {
+            format!("recover: {e} (unmount it first)")
+        } else {
+            format!("recover: {e}")
+        }
+    })?;
     let mut log = RedoLog::open(db).map_err(|e| e.reason)?;
     let (records, damage) = log.read_checked().map_err(|e| e.reason)?;
     drop(log);
