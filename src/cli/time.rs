@@ -74,7 +74,7 @@ fn grammar() -> &'static regex::Regex {
 /// epoch (an `i128`: years 0000 to 9999 all fit, beyond what `i64` nanoseconds hold).
 ///
 /// Errors: [`BadTime`] for any other form, or a field out of range (`2026-13-01`,
-/// `2026-02-30`, `24:00`, an offset past ±25:59, `@` with more seconds than an `i64`).
+/// `2026-02-30`, `24:00`, an offset past ±23:59, `@` with more seconds than an `i64`).
 pub fn parse(s: &str) -> Result<i128, BadTime> {
     let bad = |reason: String| BadTime {
         input: s.to_string(),
@@ -93,6 +93,10 @@ pub fn parse(s: &str) -> Result<i128, BadTime> {
         .date()
         .to_datetime(pieces.time().unwrap_or(Time::midnight()));
     let offset = pieces.to_numeric_offset().unwrap_or(Offset::UTC);
+    // RFC 3339's time-numoffset: hours 00-23, minutes 00-59.
+    if offset.seconds().abs() >= 24 * 3600 {
+        return Err(bad("an offset's hours must be 00 to 23 (RFC 3339)".into()));
+    }
     // Civil arithmetic, not jiff's `Timestamp` (whose range stops a day short of
     // 9999-12-31, a natural "the end of time" argument).
     let since_epoch = civil.duration_since(DateTime::constant(1970, 1, 1, 0, 0, 0, 0));
@@ -186,6 +190,13 @@ mod tests {
             (DEC1 + 31 * 86400 - 1) * S,
             "leap second"
         );
+    }
+
+    #[test]
+    fn offsets_stop_at_23_59() {
+        assert!(parse_ns("2026-12-01T10:00:00+25:00").is_err());
+        assert!(parse_ns("2026-12-01T10:00:00-24:00").is_err());
+        assert!(parse_ns("2026-12-01T10:00:00+23:59").is_ok());
     }
 
     #[test]
