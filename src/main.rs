@@ -235,7 +235,9 @@ fn parse_owner(s: &str) -> Result<(u32, u32), String> {
 /// `--fsname`: printable, 1 to 1,024 bytes, no comma (the mount options' separator).
 fn parse_fsname(s: &str) -> Result<String, String> {
     if s.is_empty() || s.len() > 1024 || s.contains(',') || s.chars().any(char::is_control) {
-        return Err("a non-empty name of at most 1024 bytes without commas or control characters".into());
+        return Err(
+            "a non-empty name of at most 1024 bytes without commas or control characters".into(),
+        );
     }
     Ok(s.to_string())
 }
@@ -255,7 +257,9 @@ fn main() -> ExitCode {
     // failed write of the report is ignored: the default hook's eprintln would panic
     // again on a full disk and the caller would see only an exit status.
     std::panic::set_hook(Box::new(|info| {
-        say(&format!("scratchfs: internal error (a bug, please report it): {info}"));
+        say(&format!(
+            "scratchfs: internal error (a bug, please report it): {info}"
+        ));
     }));
     let cli = Cli::parse();
     let result = match cli.command {
@@ -459,10 +463,17 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
             let _ = std::io::Read::read_to_string(&mut status_r, &mut said);
             let all = std::fs::read(&log_path).unwrap_or_default();
             let logged = String::from_utf8_lossy(all.get(log_start as usize..).unwrap_or_default());
-            let msg = if said.trim().is_empty() { logged.trim().to_string() } else { said.trim().to_string() };
+            let msg = if said.trim().is_empty() {
+                logged.trim().to_string()
+            } else {
+                said.trim().to_string()
+            };
             let msg = msg.trim_start_matches("scratchfs: ");
             return Err(if msg.is_empty() {
-                format!("daemon exited with {status} without a message (its log: {})", log_path.display())
+                format!(
+                    "daemon exited with {status} without a message (its log: {})",
+                    log_path.display()
+                )
             } else {
                 msg.to_string()
             });

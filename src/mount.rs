@@ -252,11 +252,7 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     }
     let mut config = Config::default();
     config.mount_options = vec![
-        MountOption::FSName(
-            spec.fsname
-                .clone()
-                .unwrap_or_else(|| default_fsname(&db)),
-        ),
+        MountOption::FSName(spec.fsname.clone().unwrap_or_else(|| default_fsname(&db))),
         MountOption::Subtype("scratchfs".into()),
         MountOption::DefaultPermissions,
         MountOption::NoDev,

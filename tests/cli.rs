@@ -740,11 +740,17 @@ fn a_full_disk_at_mount_is_reported_not_a_panic() {
         .arg(&disk)
         .output()
         .unwrap();
-    assert!(o.status.success(), "cannot mount a tmpfs (needs root): {o:?}");
+    assert!(
+        o.status.success(),
+        "cannot mount a tmpfs (needs root): {o:?}"
+    );
     struct Umount(std::path::PathBuf);
     impl Drop for Umount {
         fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
         }
     }
     let _u = Umount(disk.clone());
@@ -767,7 +773,10 @@ fn a_full_disk_at_mount_is_reported_not_a_panic() {
             err.contains("No space left on device") && err.contains(&db.display().to_string()),
             "background {background}: {err}"
         );
-        assert!(!err.contains("panicked") && !err.contains("exit status"), "{err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("exit status"),
+            "{err}"
+        );
     }
 }
 
@@ -794,11 +803,16 @@ c.execute('ROLLBACK')",
         .arg(&flags)
         .spawn()
         .unwrap();
-    wait_for("the other process to lock the database", || flags.join("locked").exists());
+    wait_for("the other process to lock the database", || {
+        flags.join("locked").exists()
+    });
     // Over the redo log's limit: this commit goes to SQLite at once.
     let o = m.sh("head -c 1000000 /dev/urandom > big");
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "the write succeeded while the database was locked");
+    assert!(
+        !o.status.success(),
+        "the write succeeded while the database was locked"
+    );
     assert!(err.contains("Device or resource busy"), "{err}");
     let log = read(m.dir.path().join("daemon.log"));
     assert!(
@@ -836,7 +850,14 @@ fn an_unwritable_log_file_is_named() {
         err.contains(&format!("{}: Is a directory", log.display())),
         "{err}"
     );
-    assert!(!std::process::Command::new("mountpoint").arg("-q").arg(&mnt).status().unwrap().success());
+    assert!(
+        !std::process::Command::new("mountpoint")
+            .arg("-q")
+            .arg(&mnt)
+            .status()
+            .unwrap()
+            .success()
+    );
 }
 
 /// A name with `@` in it is a path, unless what follows the last `@` is a version number.

@@ -48,13 +48,16 @@ while True:
     }
     // Kill once every writer has had more than 10 of each kind acknowledged (an event,
     // not a time: a loaded machine only makes the wait longer).
-    wait_for("more than 10 acknowledged files and appends per writer", || {
-        (0..4).all(|p| {
-            let t = std::fs::read_to_string(acks.join(p.to_string())).unwrap_or_default();
-            t.lines().filter(|l| l.starts_with("file ")).count() > 10
-                && t.lines().filter(|l| l.starts_with("line ")).count() > 10
-        })
-    });
+    wait_for(
+        "more than 10 acknowledged files and appends per writer",
+        || {
+            (0..4).all(|p| {
+                let t = std::fs::read_to_string(acks.join(p.to_string())).unwrap_or_default();
+                t.lines().filter(|l| l.starts_with("file ")).count() > 10
+                    && t.lines().filter(|l| l.starts_with("line ")).count() > 10
+            })
+        },
+    );
     m.kill9();
     for mut k in kids {
         k.wait().unwrap();
@@ -178,7 +181,9 @@ while True:
         // Kill once more than 20 closes were acknowledged and the log holds records (an
         // event: the fold thread empties the log within ms, so wait for a moment when it
         // is not empty).
-        wait_for("more than 20 acknowledged closes", || count_lines(&acks) > 20);
+        wait_for("more than 20 acknowledged closes", || {
+            count_lines(&acks) > 20
+        });
         wait_for("a record in the redo log", || {
             std::fs::metadata(&redo).map(|x| x.len()).unwrap_or(0) > 0
         });
@@ -310,7 +315,9 @@ except OSError:
         m.sh_ok(&format!("echo old {round} > big; sync big"));
         let flags = m.dir.path().join(format!("flags-{round}"));
         let mut kid = spawn_py(&m, script, &flags);
-        wait_for("the writer to reach close()", || flags.join("closing").exists());
+        wait_for("the writer to reach close()", || {
+            flags.join("closing").exists()
+        });
         m.kill9();
         kid.wait().unwrap();
         m.start();
@@ -321,7 +328,10 @@ except OSError:
             got == new
         );
         if flags.join("acked").exists() {
-            assert!(got == new, "round {round}: acknowledged 8 MiB commit lost or torn");
+            assert!(
+                got == new,
+                "round {round}: acknowledged 8 MiB commit lost or torn"
+            );
         } else {
             assert!(
                 got == new || got == format!("old {round}\n").as_bytes(),
@@ -340,7 +350,10 @@ except OSError:
     wait_for("the commit to stop at its failpoint", || stop.exists());
     m.kill9();
     kid.wait().unwrap();
-    assert!(!flags.join("acked").exists(), "acknowledged before its transaction committed");
+    assert!(
+        !flags.join("acked").exists(),
+        "acknowledged before its transaction committed"
+    );
     m.start();
     assert_eq!(read(m.path("big")), "old\n");
     fsck_clean(&m);
@@ -378,11 +391,17 @@ except OSError:
         .sql("SELECT COUNT(*) FROM versions WHERE path IN ('f', 'g')")
         .parse()
         .unwrap();
-    eprintln!("gc acknowledged: {}, versions {before} -> {after}", flags.join("done").exists());
+    eprintln!(
+        "gc acknowledged: {}, versions {before} -> {after}",
+        flags.join("done").exists()
+    );
     if flags.join("done").exists() {
         assert_eq!(after, 2, "acknowledged gc not kept");
     } else {
-        assert!(after == before || after == 2, "a part of gc: {after} of {before}");
+        assert!(
+            after == before || after == 2,
+            "a part of gc: {after} of {before}"
+        );
     }
     fsck_clean(&m);
     // Killed for certain inside gc's transaction (failpoint): every version is kept.
@@ -396,7 +415,12 @@ except OSError:
     m.kill9();
     kid.wait().unwrap();
     m.start();
-    assert_eq!(m.sql("SELECT COUNT(*) FROM versions").parse::<usize>().unwrap(), before);
+    assert_eq!(
+        m.sql("SELECT COUNT(*) FROM versions")
+            .parse::<usize>()
+            .unwrap(),
+        before
+    );
     assert_eq!(read(m.path("f")), "x50\n");
     fsck_clean(&m);
 }
@@ -425,7 +449,10 @@ except OSError:
     m.start();
     let (d, e) = (m.path("d").exists(), m.path("e").exists());
     assert!(d != e, "d exists: {d}, e exists: {e}");
-    eprintln!("rename acknowledged: {}, renamed: {e}", flags.join("done").exists());
+    eprintln!(
+        "rename acknowledged: {}, renamed: {e}",
+        flags.join("done").exists()
+    );
     if flags.join("done").exists() {
         assert!(e, "an acknowledged rename was lost");
     }
@@ -505,7 +532,11 @@ fn a_redo_log_damaged_in_the_middle_refuses_the_mount_until_the_loss_is_accepted
     let mut bytes = std::fs::read(&redo).unwrap();
     // Records: create f1, commit f1, create f2, ...: damage the second one.
     let first = 4 + u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize + 16;
-    assert!(bytes.len() > first * 3, "the log holds {} bytes", bytes.len());
+    assert!(
+        bytes.len() > first * 3,
+        "the log holds {} bytes",
+        bytes.len()
+    );
     bytes[first + 10] ^= 0x40;
     std::fs::write(&redo, &bytes).unwrap();
     let expect = format!("damaged at byte {first} of {}", bytes.len());
@@ -531,12 +562,26 @@ fn a_redo_log_damaged_in_the_middle_refuses_the_mount_until_the_loss_is_accepted
     assert_eq!(std::fs::read(&redo).unwrap(), bytes, "the log was changed");
     // Accepting the loss is for root or the owner of the database only.
     let o = std::process::Command::new("setpriv")
-        .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", BIN, "recover", "--accept-loss", "--db"])
+        .args([
+            "--reuid",
+            "1000",
+            "--regid",
+            "1000",
+            "--clear-groups",
+            BIN,
+            "recover",
+            "--accept-loss",
+            "--db",
+        ])
         .arg(&m.db)
         .output()
         .unwrap();
     assert!(!o.status.success());
-    assert_eq!(std::fs::read(&redo).unwrap(), bytes, "an unprivileged user cut the log");
+    assert_eq!(
+        std::fs::read(&redo).unwrap(),
+        bytes,
+        "an unprivileged user cut the log"
+    );
     let (code, out, err) = cli(&m, &["recover", "--accept-loss"]);
     assert_eq!(code, 0, "{out} {err}");
     assert!(out.contains("applied the 1 intact records"), "{out}");
@@ -556,6 +601,9 @@ fn a_redo_log_damaged_in_the_middle_refuses_the_mount_until_the_loss_is_accepted
         m.sql("SELECT COUNT(*) FROM events WHERE op = 'redo-loss' AND errno = 5"),
         "1"
     );
-    assert!(m.sql("SELECT reason FROM events WHERE op = 'redo-loss'").contains(&expect));
+    assert!(
+        m.sql("SELECT reason FROM events WHERE op = 'redo-loss'")
+            .contains(&expect)
+    );
     fsck_clean(&m);
 }

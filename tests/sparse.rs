@@ -43,7 +43,11 @@ fn a_terabyte_sparse_file_stores_a_few_bytes_and_reads_zeros() {
         "0\n"
     );
     // Stored: the appended bytes and the one byte that marks the end of the hole.
-    assert!(stored_bytes(&m, "big") <= 5, "{} bytes stored", stored_bytes(&m, "big"));
+    assert!(
+        stored_bytes(&m, "big") <= 5,
+        "{} bytes stored",
+        stored_bytes(&m, "big")
+    );
     m.sql("SELECT 1");
     assert!(
         db_bytes(&m) - before < 2 << 20,
@@ -54,7 +58,11 @@ fn a_terabyte_sparse_file_stores_a_few_bytes_and_reads_zeros() {
     // 1 GiB), which fsck recomputes.
     let v = m.versions("big");
     assert_eq!(v.last().unwrap().2, (1u64 << 40) + 4, "{v:?}");
-    assert!(m.head_hash("big").starts_with("b3m:"), "{}", m.head_hash("big"));
+    assert!(
+        m.head_hash("big").starts_with("b3m:"),
+        "{}",
+        m.head_hash("big")
+    );
     assert_eq!(
         m.sh_ok("getfattr --only-values -n user.scratchfs.blake3 big"),
         m.head_hash("big")
@@ -83,10 +91,16 @@ fn holes_and_written_zeros_read_back_like_a_sparse_file_on_tmpfs() {
     );
     assert_eq!(
         m.head_hash("f"),
-        blake3::hash(&std::fs::read(&reference).unwrap()).to_hex().to_string()
+        blake3::hash(&std::fs::read(&reference).unwrap())
+            .to_hex()
+            .to_string()
     );
     // Written zeros were not stored either.
-    assert!(stored_bytes(&m, "f") < 64 << 10, "{}", stored_bytes(&m, "f"));
+    assert!(
+        stored_bytes(&m, "f") < 64 << 10,
+        "{}",
+        stored_bytes(&m, "f")
+    );
     // Every version reads back whole from .history (holes included).
     let n = m.versions("f").len();
     assert!(n >= 6, "{n} versions");
@@ -194,7 +208,9 @@ fn stress_ng_fsize_with_verify_passes_five_runs_in_a_row() {
 #[test]
 fn export_keeps_holes_and_show_streams_them() {
     let m = Mount::new();
-    m.sh_ok("truncate -s 1T big && printf tail >> big && printf x > small && truncate -s 100000 small");
+    m.sh_ok(
+        "truncate -s 1T big && printf tail >> big && printf x > small && truncate -s 100000 small",
+    );
     let out = m.dir.path().join("out");
     let (code, o, e) = cli(&m, &["export", out.to_str().unwrap()]);
     assert_eq!(code, 0, "{o} {e}");

@@ -141,8 +141,9 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         {
             use std::os::unix::fs::FileExt;
             crate::store::for_each_data(&conn, content, |off, bytes| {
-                f.write_all_at(bytes, off)
-                    .map_err(|e| crate::error::Error::new(e.raw_os_error().unwrap_or(libc::EIO), e.to_string()))
+                f.write_all_at(bytes, off).map_err(|e| {
+                    crate::error::Error::new(e.raw_os_error().unwrap_or(libc::EIO), e.to_string())
+                })
             })
             .map_err(|e| format!("{}: {}", shown(&target), e.reason))?;
             f.set_len(content.len)

@@ -262,9 +262,9 @@ pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
     // `@` followed by anything but a version number is part of the name (`notes@home.md`).
     match spec.rsplit_once('@') {
         Some((p, n)) if !p.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
-            let n: i64 = n.parse().map_err(|_| {
-                format!("{}: version number out of range", quote_stored(spec))
-            })?;
+            let n: i64 = n
+                .parse()
+                .map_err(|_| format!("{}: version number out of range", quote_stored(spec)))?;
             Ok((p.to_string(), Some(n)))
         }
         _ => Ok((spec.to_string(), None)),

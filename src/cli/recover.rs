@@ -31,7 +31,11 @@ pub fn recover(db: &Path, accept_loss: bool, json: bool) -> Result<(), Failure> 
             RedoLog::path_for(db).display(),
             records.len()
         );
-        print(json, serde_json::json!({ "damaged": false, "records": records.len() }), &msg);
+        print(
+            json,
+            serde_json::json!({ "damaged": false, "records": records.len() }),
+            &msg,
+        );
         return Ok(());
     };
     if !accept_loss {

@@ -84,7 +84,13 @@ impl Fs {
     /// whole content read it into memory: the daemon's memory stays bounded).
     pub(super) fn content_after(&self, ino: u64, w: &WriteState) -> Result<Vec<u8>> {
         let len = if w.append {
-            self.tree.read().get(ino)?.head.as_ref().map_or(0, |h| h.content.len) + w.size
+            self.tree
+                .read()
+                .get(ino)?
+                .head
+                .as_ref()
+                .map_or(0, |h| h.content.len)
+                + w.size
         } else {
             w.size
         };
@@ -343,7 +349,8 @@ impl Fs {
                     new: Content::Unchecked,
                 };
                 self.gate.check(&h.caller, &change)
-            } else if w.append && !self.gate.append_needs_whole(&path) && w.size > CONTENT_CHECK_MAX {
+            } else if w.append && !self.gate.append_needs_whole(&path) && w.size > CONTENT_CHECK_MAX
+            {
                 Err(Error::new(
                     libc::EFBIG,
                     format!(

@@ -993,7 +993,11 @@ mod tests {
 
     #[test]
     fn deep_nesting_and_huge_files_are_refused_not_a_crash() {
-        let deep = format!("{{\"writers\":{}{}}}", "[".repeat(30_000), "]".repeat(30_000));
+        let deep = format!(
+            "{{\"writers\":{}{}}}",
+            "[".repeat(30_000),
+            "]".repeat(30_000)
+        );
         let (line, col, msg) = one(&deep);
         // The object is level 1: the 128th `[` is the 129th level, at byte 11 + 127.
         assert_eq!((line, col), (1, 11 + MAX_DEPTH));

@@ -191,7 +191,10 @@ mod tests {
 
     #[test]
     fn small_content_is_plain_blake3() {
-        assert_eq!(of_bytes(b"hello"), blake3::hash(b"hello").to_hex().to_string());
+        assert_eq!(
+            of_bytes(b"hello"),
+            blake3::hash(b"hello").to_hex().to_string()
+        );
         let mut h = ContentHasher::new(10);
         h.update(b"ab");
         h.zeros(8);

@@ -371,7 +371,9 @@ impl RedoLog {
         copy.push(format!(".damaged-{ns}"));
         let copy = PathBuf::from(copy);
         std::fs::copy(&self.path, &copy).map_err(|e| io_error(&copy, e))?;
-        self.file.set_len(d.offset).map_err(|e| io_error(&self.path, e))?;
+        self.file
+            .set_len(d.offset)
+            .map_err(|e| io_error(&self.path, e))?;
         self.file.sync_all().map_err(|e| io_error(&self.path, e))?;
         self.len = d.offset;
         Ok(copy)
@@ -554,8 +556,17 @@ mod tests {
         let mut log = RedoLog::open(&db).unwrap();
         let e = log.read_all().unwrap_err();
         assert_eq!(e.errno, libc::EIO);
-        assert!(e.reason.contains(&format!("damaged at byte {first} of {}", bytes.len())), "{}", e.reason);
-        assert!(e.reason.contains("scratchfs recover --accept-loss --db"), "{}", e.reason);
+        assert!(
+            e.reason
+                .contains(&format!("damaged at byte {first} of {}", bytes.len())),
+            "{}",
+            e.reason
+        );
+        assert!(
+            e.reason.contains("scratchfs recover --accept-loss --db"),
+            "{}",
+            e.reason
+        );
         let (recs, damage) = log.read_checked().unwrap();
         assert_eq!(recs.len(), 1);
         let damage = damage.unwrap();

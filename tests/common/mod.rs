@@ -144,7 +144,10 @@ impl Mount {
         let _ = std::fs::remove_file(&flag);
         self.env = vec![
             ("SCRATCHFS_FAILPOINT".into(), name.into()),
-            ("SCRATCHFS_FAILPOINT_FLAG".into(), flag.to_string_lossy().into_owned()),
+            (
+                "SCRATCHFS_FAILPOINT_FLAG".into(),
+                flag.to_string_lossy().into_owned(),
+            ),
         ];
         self.start();
         flag

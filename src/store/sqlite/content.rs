@@ -186,7 +186,10 @@ pub(super) fn write_range(
         let (seg, end) = next(at)?;
         let end = end.min(to);
         if end <= at {
-            return Err(Error::new(libc::EIO, "store: an empty range of new content"));
+            return Err(Error::new(
+                libc::EIO,
+                "store: an empty range of new content",
+            ));
         }
         if seg == Seg::Hole {
             hasher.zeros(end - at);
@@ -242,7 +245,16 @@ pub(super) fn write_bytes(tx: &Connection, stream: i64, bytes: &[u8]) -> Result<
         buf.copy_from_slice(&bytes[off as usize..off as usize + buf.len()]);
         Ok(())
     };
-    write_range(tx, stream, 0, len, &mut hasher, &mut next, &mut fill, &mut Vec::new())?;
+    write_range(
+        tx,
+        stream,
+        0,
+        len,
+        &mut hasher,
+        &mut next,
+        &mut fill,
+        &mut Vec::new(),
+    )?;
     Ok(hasher.finalize())
 }
 
@@ -259,7 +271,9 @@ pub(super) fn stored_seg(
             "SELECT offset, len FROM extents WHERE stream = ?1 AND offset <= ?2
              ORDER BY offset DESC LIMIT 1",
         )?
-        .query_row(params![content.stream, at as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row(params![content.stream, at as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .optional()?;
     if let Some((off, len)) = cover
         && (off + len) as u64 > at

@@ -66,9 +66,10 @@ fn busy(count: i32) -> bool {
         );
         return false;
     }
-    std::thread::sleep(std::time::Duration::from_millis(1 << count.clamp(0, 5) as u64).min(
-        std::time::Duration::from_millis(50),
-    ));
+    std::thread::sleep(
+        std::time::Duration::from_millis(1 << count.clamp(0, 5) as u64)
+            .min(std::time::Duration::from_millis(50)),
+    );
     true
 }
 

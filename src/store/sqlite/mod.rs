@@ -20,8 +20,8 @@ use super::{
     VersionInfo, VersionMeta,
 };
 use crate::error::{Error, Result};
-use crate::store::digest::ContentHasher;
 use crate::identity::Caller;
+use crate::store::digest::ContentHasher;
 use crate::sync::Mutex;
 use crate::views::manifest::REFUSALS_SHOWN;
 
@@ -32,9 +32,9 @@ mod write;
 
 pub use admin::gc;
 use admin::*;
-pub use content::{digest_of, for_each_data, read_all, stream_end};
 use content::*;
 pub use content::{ContentReader, READ_CHUNK};
+pub use content::{digest_of, for_each_data, read_all, stream_end};
 use file::*;
 pub use file::{Probe, cannot_open, companions, make_private, open_read_only, probe};
 use write::*;
@@ -1430,7 +1430,10 @@ mod tests {
                 None => assert_ne!(c.version.content.stream, EMPTY_STREAM),
                 Some(l) => assert_eq!(c.version.content.stream, l.content.stream),
             }
-            assert_eq!(c.hasher.finalize(), blake3::hash(&expect).to_hex().to_string());
+            assert_eq!(
+                c.hasher.finalize(),
+                blake3::hash(&expect).to_hex().to_string()
+            );
             last = Some(c.version);
         }
         assert_eq!(read_all(&s, last.unwrap().content), expect);
@@ -1471,7 +1474,10 @@ mod tests {
         let mut expect = data.clone();
         expect[100_000..100_003].copy_from_slice(patch);
         assert_eq!(read_all(&s, c.version.content), expect);
-        assert_eq!(c.hasher.finalize(), blake3::hash(&expect).to_hex().to_string());
+        assert_eq!(
+            c.hasher.finalize(),
+            blake3::hash(&expect).to_hex().to_string()
+        );
         // Stale base: refused with ESTALE, head unchanged.
         let mut none = |_: u64, _: &mut [u8]| Ok(());
         let err = s
@@ -1532,7 +1538,10 @@ mod tests {
             prev = Some((c.version.id, c.hasher));
         }
         let expect = vec![b'a'; 1_000_000];
-        assert_eq!(prev.unwrap().1.finalize(), blake3::hash(&expect).to_hex().to_string());
+        assert_eq!(
+            prev.unwrap().1.finalize(),
+            blake3::hash(&expect).to_hex().to_string()
+        );
         drop(s);
         let size = std::fs::metadata(d.path().join("t.db")).unwrap().len()
             + std::fs::metadata(d.path().join("t.db-wal"))

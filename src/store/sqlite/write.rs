@@ -534,7 +534,9 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
     let mut scratch = Vec::with_capacity(CHUNK);
     let (content, hasher) = if extends {
         let mut hasher = match prefix_hasher {
-            Some((vid, h)) if vid == head.id && base == head.content && h.position() == base.len => {
+            Some((vid, h))
+                if vid == head.id && base == head.content && h.position() == base.len =>
+            {
                 match h.resized(size) {
                     Some(h) => h,
                     None => hash_prefix(tx, base, base.len, size)?,
