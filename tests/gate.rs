@@ -633,3 +633,22 @@ except OSError as e:
     assert_eq!(read(m.path("frozen/w5.txt")), "part1\npart2\n");
     assert!(read(m.path("state.json")).contains("18000"));
 }
+
+/// Issue 10: a commit too large for the content checks (64 MiB) is refused, recorded, and
+/// named by the rule its size alone breaks (max_bytes) when there is one; sparse sizes
+/// cannot slip past `max_bytes` or `read-only`.
+#[test]
+fn huge_sparse_sizes_meet_the_rules_by_their_size() {
+    let m = mount();
+    let (ok, _, err) = agent(&m, "mkdir -p vault && fallocate -l 1T vault/big");
+    assert!(!ok, "a 1 TiB fallocate under max_bytes 200 was committed");
+    assert!(err.contains("File too large") || err.contains("Invalid argument"), "{err}");
+    let (ok, _, _) = agent(&m, "truncate -s 1T vault/big2");
+    assert!(!ok);
+    let log = m.sql("SELECT reason FROM events WHERE op = 'rejected' AND path LIKE 'vault/big%'");
+    assert!(log.contains("max_bytes 200 exceeded"), "{log}");
+    assert!(!log.contains("too large to check"), "{log}");
+    // The files stay as they were: nothing past 200 bytes was committed.
+    let sizes = m.sql("SELECT COALESCE(MAX(size), 0) FROM versions WHERE path LIKE 'vault/big%'");
+    assert_eq!(sizes, "0");
+}

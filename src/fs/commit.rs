@@ -112,6 +112,32 @@ impl Fs {
         Ok(bytes)
     }
 
+    /// The verdict on a commit of `new_len` bytes too large for the content checks
+    /// ([`CONTENT_CHECK_MAX`]): what its size alone decides first (the writer, an
+    /// `append-only` cut, `max_bytes`: the gate's [`Change::Truncate`] verdict without
+    /// content), else `EFBIG`, so the reason given is the rule's when a rule says no.
+    fn too_large_to_check(
+        &self,
+        caller: &Caller,
+        path: &str,
+        old_len: u64,
+        new_len: u64,
+    ) -> Result<()> {
+        let sized = Change::Truncate {
+            path,
+            size: new_len,
+            committed_len: old_len,
+            current: None,
+        };
+        self.gate.check(caller, &sized)?;
+        Err(Error::new(
+            libc::EFBIG,
+            format!(
+                "{new_len} bytes: too large to check against the path's rules (content checks read at most {CONTENT_CHECK_MAX} bytes)"
+            ),
+        ))
+    }
+
     /// After a content refusal (SPEC §6): drops the handle's private copy so the file
     /// keeps its current version, and clears its pending size and owed truncation. The
     /// caller invalidates the inode's attributes once it has let go of the handle.
@@ -340,6 +366,13 @@ impl Fs {
                 self.content_after(ino, w)
                     .is_ok_and(|content| content.starts_with(&current))
             };
+            let new_len = if w.append { old_len + w.size } else { w.size };
+            // The bytes a content check reads: an append's own, or the whole content.
+            let read_len = if w.append && !self.gate.append_needs_whole(&path) {
+                w.size
+            } else {
+                new_len
+            };
             let verdict = if !self.gate.needs_content(&path) {
                 let change = Change::Commit {
                     path: &path,
@@ -349,15 +382,8 @@ impl Fs {
                     new: Content::Unchecked,
                 };
                 self.gate.check(&h.caller, &change)
-            } else if w.append && !self.gate.append_needs_whole(&path) && w.size > CONTENT_CHECK_MAX
-            {
-                Err(Error::new(
-                    libc::EFBIG,
-                    format!(
-                        "{} bytes appended: too large to check against the path's rules (content checks read at most {CONTENT_CHECK_MAX} bytes)",
-                        w.size
-                    ),
-                ))
+            } else if read_len > CONTENT_CHECK_MAX {
+                self.too_large_to_check(&h.caller, &path, old_len, new_len)
             } else if w.append && !self.gate.append_needs_whole(&path) {
                 // An append: its new bytes, with the overlap a secret could span.
                 let window_at = old_len.saturating_sub(super::gate::SECRET_OVERLAP as u64);
@@ -384,19 +410,15 @@ impl Fs {
                 } else {
                     None
                 };
-                match self.content_after(ino, w) {
-                    Ok(content) => {
-                        let change = Change::Commit {
-                            path: &path,
-                            first,
-                            growing,
-                            current: current.as_deref(),
-                            new: Content::Whole(&content),
-                        };
-                        self.gate.check(&h.caller, &change)
-                    }
-                    Err(e) => Err(e),
-                }
+                let content = self.content_after(ino, w)?;
+                let change = Change::Commit {
+                    path: &path,
+                    first,
+                    growing,
+                    current: current.as_deref(),
+                    new: Content::Whole(&content),
+                };
+                self.gate.check(&h.caller, &change)
             };
             if let Err(e) = verdict {
                 let content = self.content_after(ino, w).ok();
