@@ -286,6 +286,22 @@ fn spawn_py(m: &Mount, script: &str, flags: &std::path::Path) -> std::process::C
         .unwrap()
 }
 
+/// Restarts the daemon armed to stop at failpoint `name` (src/failpoint.rs), runs
+/// `script` ([`spawn_py`]), and kills the daemon once it stopped there, inside the
+/// operation's transaction; returns the script's flag directory. The daemon is left dead.
+fn kill_at_failpoint(m: &mut Mount, name: &str, script: &str) -> std::path::PathBuf {
+    m.kill9();
+    let stop = m.start_with_failpoint(name);
+    let flags = m.dir.path().join(format!("flags-{name}"));
+    let mut kid = spawn_py(m, script, &flags);
+    wait_for(&format!("the daemon to stop at failpoint {name}"), || {
+        stop.exists()
+    });
+    m.kill9();
+    kid.wait().unwrap();
+    flags
+}
+
 fn fsck_clean(m: &Mount) {
     let (code, out, err) = cli(m, &["fsck"]);
     assert_eq!(code, 0, "fsck after the kill: {out} {err}");
@@ -343,13 +359,7 @@ except OSError:
     }
     // Killed for certain inside the commit's transaction (failpoint): the old content.
     m.sh_ok("echo old > big; sync big");
-    m.kill9();
-    let stop = m.start_with_failpoint("commit-now");
-    let flags = m.dir.path().join("flags-failpoint");
-    let mut kid = spawn_py(&m, script, &flags);
-    wait_for("the commit to stop at its failpoint", || stop.exists());
-    m.kill9();
-    kid.wait().unwrap();
+    let flags = kill_at_failpoint(&mut m, "commit-now", script);
     assert!(
         !flags.join("acked").exists(),
         "acknowledged before its transaction committed"
@@ -407,13 +417,7 @@ except OSError:
     // Killed for certain inside gc's transaction (failpoint): every version is kept.
     m.sh_ok("for i in $(seq 1 50); do echo x$i > f; done; sync .");
     let before: usize = m.sql("SELECT COUNT(*) FROM versions").parse().unwrap();
-    m.kill9();
-    let stop = m.start_with_failpoint("gc");
-    let flags = m.dir.path().join("flags-failpoint");
-    let mut kid = spawn_py(&m, script, &flags);
-    wait_for("gc to stop at its failpoint", || stop.exists());
-    m.kill9();
-    kid.wait().unwrap();
+    kill_at_failpoint(&mut m, "gc", script);
     m.start();
     assert_eq!(
         m.sql("SELECT COUNT(*) FROM versions")
@@ -466,13 +470,7 @@ except OSError:
     if e {
         m.sh_ok("mv e d; sync .");
     }
-    m.kill9();
-    let stop = m.start_with_failpoint("rename");
-    let flags = m.dir.path().join("flags-failpoint");
-    let mut kid = spawn_py(&m, script, &flags);
-    wait_for("the rename to stop at its failpoint", || stop.exists());
-    m.kill9();
-    kid.wait().unwrap();
+    kill_at_failpoint(&mut m, "rename", script);
     m.start();
     assert!(m.path("d").exists() && !m.path("e").exists());
     assert_eq!(std::fs::read_dir(m.path("d")).unwrap().count(), 400);

@@ -16,21 +16,10 @@ fn stored_bytes(m: &Mount, path: &str) -> u64 {
     .unwrap()
 }
 
-fn db_bytes(m: &Mount) -> u64 {
-    ["", "-wal", "-redo"]
-        .iter()
-        .map(|s| {
-            std::fs::metadata(format!("{}{s}", m.db.display()))
-                .map(|x| x.len())
-                .unwrap_or(0)
-        })
-        .sum()
-}
-
 #[test]
 fn a_terabyte_sparse_file_stores_a_few_bytes_and_reads_zeros() {
     let m = Mount::new();
-    let before = db_bytes(&m);
+    let before = m.db_bytes();
     m.sh_ok("truncate -s 1T big && printf tail >> big");
     assert_eq!(
         std::fs::metadata(m.path("big")).unwrap().len(),
@@ -50,9 +39,9 @@ fn a_terabyte_sparse_file_stores_a_few_bytes_and_reads_zeros() {
     );
     m.sql("SELECT 1");
     assert!(
-        db_bytes(&m) - before < 2 << 20,
+        m.db_bytes() - before < 2 << 20,
         "the database grew by {} bytes",
-        db_bytes(&m) - before
+        m.db_bytes() - before
     );
     // Versions: the truncation and the append, each with its digest (block form past
     // 1 GiB), which fsck recomputes.

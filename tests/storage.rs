@@ -4,18 +4,6 @@
 mod common;
 use common::*;
 
-/// Bytes of the database, its WAL and its redo log.
-fn db_bytes(m: &Mount) -> u64 {
-    ["", "-wal", "-redo"]
-        .iter()
-        .map(|s| {
-            std::fs::metadata(format!("{}{s}", m.db.display()))
-                .map(|x| x.len())
-                .unwrap_or(0)
-        })
-        .sum()
-}
-
 #[test]
 fn ten_thousand_appends_of_100_bytes_stay_under_10_mb() {
     let m = Mount::new();
@@ -39,7 +27,7 @@ for i in range(10000):
         m.sql("SELECT COUNT(DISTINCT stream) FROM versions WHERE path = 'log' AND op = 'append'"),
         "1"
     );
-    let bytes = db_bytes(&m);
+    let bytes = m.db_bytes();
     assert!(
         bytes < 10 << 20,
         "database is {bytes} bytes after 10,000 appends"

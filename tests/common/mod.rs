@@ -288,6 +288,18 @@ impl Mount {
         }
     }
 
+    /// Bytes of the database, its WAL and its redo log.
+    pub fn db_bytes(&self) -> u64 {
+        ["", "-wal", "-redo"]
+            .iter()
+            .map(|s| {
+                std::fs::metadata(format!("{}{s}", self.db.display()))
+                    .map(|x| x.len())
+                    .unwrap_or(0)
+            })
+            .sum()
+    }
+
     /// Pid of the daemon.
     pub fn daemon_pid(&self) -> u32 {
         self.child.as_ref().expect("daemon running").id()
