@@ -642,7 +642,10 @@ fn huge_sparse_sizes_meet_the_rules_by_their_size() {
     let m = mount();
     let (ok, _, err) = agent(&m, "mkdir -p vault && fallocate -l 1T vault/big");
     assert!(!ok, "a 1 TiB fallocate under max_bytes 200 was committed");
-    assert!(err.contains("File too large") || err.contains("Invalid argument"), "{err}");
+    assert!(
+        err.contains("File too large") || err.contains("Invalid argument"),
+        "{err}"
+    );
     let (ok, _, _) = agent(&m, "truncate -s 1T vault/big2");
     assert!(!ok);
     let log = m.sql("SELECT reason FROM events WHERE op = 'rejected' AND path LIKE 'vault/big%'");

@@ -172,9 +172,15 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         }
     }
     if json {
-        let mut o = serde_json::json!({ "files": written });
+        let mut o = serde_json::json!({ "files": written, "skipped": skipped });
         super::json_name(&mut o, "dir", dir.as_os_str().as_bytes());
         println!("{o}");
+    } else if skipped > 0 {
+        // Said again at the end: the warnings above may have scrolled away.
+        eprintln!(
+            "scratchfs: exported {written} files to {}; skipped {skipped} (warnings above)",
+            shown(dir)
+        );
     } else {
         eprintln!("scratchfs: exported {written} files to {}", shown(dir));
     }

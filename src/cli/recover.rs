@@ -51,6 +51,8 @@ pub fn recover(db: &Path, accept_loss: bool, json: bool) -> Result<(), Failure> 
         path: "",
     };
     if let Err(e) = gate.check(&caller, &change) {
+        // Not recorded: the database cannot be opened until the loss is accepted (the
+        // refusal is the caller's exit status 1 and this message).
         return Err(e.reason);
     }
     let me = unsafe { (libc::geteuid(), libc::getegid()) };
