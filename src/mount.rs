@@ -272,7 +272,9 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
             .unwrap_or(4),
     );
     config.clone_fd = true;
-    Ok((Arc::new(fs), config))
+    let fs = Arc::new(fs);
+    Fs::start_live_appends(&fs).map_err(|e| format!("live-append thread: {e}"))?;
+    Ok((fs, config))
 }
 
 /// Takes an exclusive `flock(2)` on the database file, so that a second mount of the same

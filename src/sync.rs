@@ -17,4 +17,4 @@
 //! Kernel invalidations are sent by the notifier thread while the requesting handler
 //! holds none of these (FUSE-TRAPS §2).
 
-pub use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};

@@ -15,16 +15,16 @@ fn history_lists_every_version_in_order_and_follows_renames() {
     );
     let listing = m.sh_ok("ls .history/b");
     let names: Vec<&str> = listing.lines().collect();
-    assert_eq!(names.len(), 13, "create, 11 writes, rename: {listing}");
+    assert_eq!(names.len(), 12, "11 writes (the first creates), rename: {listing}");
     assert_eq!(names[0], "000001");
-    assert_eq!(names[12], "000013");
+    assert_eq!(names[11], "000012");
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(names, sorted, "ls order is numeric order");
-    assert_eq!(read(m.path(".history/b/000010")), "v9\n");
+    assert_eq!(read(m.path(".history/b/000010")), "v10\n");
     assert_eq!(
         read(m.path(".history/b/10")),
-        "v9\n",
+        "v10\n",
         "unpadded numbers resolve too"
     );
     assert_eq!(m.sh_ok("ls .history/d"), "n\n");
@@ -43,7 +43,7 @@ fn history_lists_every_version_in_order_and_follows_renames() {
     }
     // Copying a version back makes it current again.
     m.sh_ok("cp .history/b/000004 b");
-    assert_eq!(read(m.path("b")), "v3\n");
+    assert_eq!(read(m.path("b")), "v4\n");
     let listed = Mount::with_args(&["--list-views"]);
     assert!(listed.sh_ok("ls -A").contains(".history\n"));
 }
@@ -65,9 +65,9 @@ fn archive_keeps_deleted_files_with_who_and_when() {
     assert!(x.contains("user.scratchfs.deleted_by=\"cleaner\""), "{x}");
     assert!(x.contains("user.scratchfs.deleted=\"20"), "{x}");
     // History of the deleted file is there too.
-    assert_eq!(m.sh_ok("ls .history/g"), "000001\n000002\n");
+    assert_eq!(m.sh_ok("ls .history/g"), "000001\n");
     // Restoring both ways.
-    m.sh_ok("cp .archive/notes/old.md notes/old.md && cp .history/g/000002 g");
+    m.sh_ok("cp .archive/notes/old.md notes/old.md && cp .history/g/000001 g");
     assert_eq!(read(m.path("notes/old.md")), "keep me\n");
     assert_eq!(read(m.path("g")), "bye\n");
     // Temporary files renamed over their target (sed -i) are not "deleted".
@@ -81,17 +81,17 @@ fn restore_while_mounted_leaves_no_stale_cache_and_offline_too() {
     m.sh_ok("echo one > f && echo 'two two' > f && cat f > /dev/null");
     // A reader holds the file open across the restore.
     let out = m.sh_ok(&format!(
-        "exec 3<f; head -c 3 <&3 >/dev/null; SCRATCHFS_DB={} {BIN} restore f@2 && cat f && stat -c %s f",
+        "exec 3<f; head -c 3 <&3 >/dev/null; SCRATCHFS_DB={} {BIN} restore f@1 && cat f && stat -c %s f",
         m.db.display()
     ));
-    assert_eq!(out, "f: version 2 restored\none\n4\n");
+    assert_eq!(out, "f: version 1 restored\none\n4\n");
     let ops: Vec<String> = m.versions("f").into_iter().map(|v| v.1).collect();
-    assert_eq!(ops, ["create", "write", "write", "restore"]);
+    assert_eq!(ops, ["create", "write", "restore"]);
     let (rc, _, err) = cli(&m, &["restore", "f@9"]);
     assert_eq!(rc, 1);
     assert!(err.contains("no such file or version"), "{err}");
     m.unmount();
-    let (rc, _, err) = cli(&m, &["restore", "f@3"]);
+    let (rc, _, err) = cli(&m, &["restore", "f@2"]);
     assert_eq!(rc, 0, "{err}");
     m.start();
     assert_eq!(read(m.path("f")), "two two\n");
@@ -112,7 +112,7 @@ fn manifest_points_at_what_deletion_and_compaction_dropped() {
         .find(|l| l.contains("big.txt shrunk"))
         .unwrap_or_else(|| panic!("{text}"));
     let path = shrunk.rsplit(": ").next().unwrap();
-    assert_eq!(path, ".history/big.txt/2");
+    assert_eq!(path, ".history/big.txt/1");
     assert_eq!(m.sh_ok(&format!("tail -1 {path}")), "1000\n");
     // Restored files drop out of the list.
     m.sh_ok("cp .archive/g g");
@@ -126,11 +126,11 @@ fn history_of_names_with_non_utf8_bytes_is_their_own() {
     let m = Mount::new();
     m.sh_ok(r#"a=$(printf 'k\377'); b=$(printf 'k\376'); echo one > "$a"; echo two > "$b"; echo three >> "$a""#);
     assert_eq!(
-        m.sh_ok(r#"a=$(printf 'k\377'); cat .history/"$a"/2 .history/"$a"/3"#),
+        m.sh_ok(r#"a=$(printf 'k\377'); cat .history/"$a"/1 .history/"$a"/2"#),
         "one\none\nthree\n"
     );
     assert_eq!(
-        m.sh_ok(r#"b=$(printf 'k\376'); cat .history/"$b"/2; ls .history/"$b""#),
-        "two\n000001\n000002\n"
+        m.sh_ok(r#"b=$(printf 'k\376'); cat .history/"$b"/1; ls .history/"$b""#),
+        "two\n000001\n"
     );
 }

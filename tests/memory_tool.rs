@@ -50,7 +50,7 @@ fn anthropic_memory_tool_session_is_recorded_and_restorable() {
         .collect();
     assert_eq!(
         ops,
-        ["create", "write", "rename", "rename", "rename"],
+        ["create", "rename", "rename", "rename"],
         "{hist}"
     );
     assert!(

@@ -198,17 +198,17 @@ fn shell_echo_redirect_creates_and_double_redirect_appends() {
     assert_content(&m, "e.txt", b"hello\nworld\n");
     assert_eq!(
         m.versions("e.txt"),
-        vec![v(1, "create", 0), v(2, "write", 6), v(3, "append", 12)]
+        vec![v(1, "create", 6), v(2, "append", 12)]
     );
-    // `>>` on a file that does not exist yet: created empty, then one append.
+    // `>>` on a file that does not exist yet: one version, its first commit.
     run(&m, "echo first >> new.log");
     assert_content(&m, "new.log", b"first\n");
     assert_eq!(
         m.versions("new.log"),
-        vec![v(1, "create", 0), v(2, "append", 6)]
+        vec![v(1, "create", 6)]
     );
     // Provenance: the shell wrote it.
-    let exe = m.sql("SELECT exe FROM version_log WHERE path = 'e.txt' AND version = 3");
+    let exe = m.sql("SELECT exe FROM version_log WHERE path = 'e.txt' AND version = 2");
     assert!(exe.ends_with("bash"), "exe of the append: {exe:?}");
 }
 
@@ -226,7 +226,7 @@ fn overwrite_of_existing_file_with_o_trunc_commits_one_version() {
     std::fs::write(src.path().join("c"), "copied in\n").unwrap();
     let s = src.path().display();
     run(&m, "printf 'old content\\n' > f");
-    assert_eq!(m.versions("f"), vec![v(1, "create", 0), v(2, "write", 12)]);
+    assert_eq!(m.versions("f"), vec![v(1, "create", 12)]);
     run(&m, "echo replaced > f");
     assert_content(&m, "f", b"replaced\n");
     run(&m, &format!("cp {s}/c f"));
@@ -239,7 +239,7 @@ fn overwrite_of_existing_file_with_o_trunc_commits_one_version() {
     // One version per close: 9, 10, 5 and 7 bytes; no empty version in between.
     assert_eq!(
         vs.iter().map(|x| (x.0, x.2)).collect::<Vec<_>>(),
-        vec![(1, 0), (2, 12), (3, 9), (4, 10), (5, 5), (6, 7)],
+        vec![(1, 12), (2, 9), (3, 10), (4, 5), (5, 7)],
         "versions of f (version, size); all: {vs:?}"
     );
     for x in &vs[2..] {
@@ -272,7 +272,7 @@ EOF"#,
     let vs = m.versions("f");
     assert_eq!(
         vs.iter().map(|x| (x.0, x.2)).collect::<Vec<_>>(),
-        vec![(1, 0), (2, 12), (3, 4)],
+        vec![(1, 12), (2, 4)],
         "versions of f (version, size); all: {vs:?}"
     );
 }
@@ -288,7 +288,7 @@ fn shell_heredoc_writes_file() {
     assert_content(&m, "notes.md", want);
     assert_eq!(
         m.versions("notes.md"),
-        vec![v(1, "create", 0), v(2, "write", want.len() as u64)]
+        vec![v(1, "create", want.len() as u64)]
     );
 }
 
@@ -303,11 +303,11 @@ fn shell_printf_writes_formatted_file() {
     assert_content(&m, "raw", b"no newline");
     assert_eq!(
         m.versions("kv.txt"),
-        vec![v(1, "create", 0), v(2, "write", 9)]
+        vec![v(1, "create", 9)]
     );
     assert_eq!(
         m.versions("raw"),
-        vec![v(1, "create", 0), v(2, "write", 10)]
+        vec![v(1, "create", 10)]
     );
 }
 
@@ -319,9 +319,9 @@ fn tee_writes_and_passes_through() {
     assert_content(&m, "t.txt", b"one\ntwo\n");
     assert_eq!(
         m.versions("t.txt"),
-        vec![v(1, "create", 0), v(2, "write", 8)]
+        vec![v(1, "create", 8)]
     );
-    let exe = m.sql("SELECT exe FROM version_log WHERE path = 't.txt' AND version = 2");
+    let exe = m.sql("SELECT exe FROM version_log WHERE path = 't.txt' AND version = 1");
     assert!(exe.ends_with("/tee"), "exe of tee's version: {exe:?}");
 }
 
@@ -335,7 +335,7 @@ fn tee_a_appends() {
     assert_content(&m, "log.txt", b"one\ntwo\n");
     assert_eq!(
         m.versions("log.txt"),
-        vec![v(1, "create", 0), v(2, "append", 4), v(3, "append", 8)]
+        vec![v(1, "create", 4), v(2, "append", 8)]
     );
 }
 
@@ -354,15 +354,15 @@ fn cp_copies_a_file_into_the_mount() {
     assert_content(&m, "a2.txt", b"alpha\nbeta\n");
     assert_eq!(
         m.versions("copy.bin"),
-        vec![v(1, "create", 0), v(2, "write", 100_000)]
+        vec![v(1, "create", 100_000)]
     );
     assert_eq!(
         m.versions("a.txt"),
-        vec![v(1, "create", 0), v(2, "write", 11)]
+        vec![v(1, "create", 11)]
     );
     assert_eq!(
         m.versions("a2.txt"),
-        vec![v(1, "create", 0), v(2, "write", 11)]
+        vec![v(1, "create", 11)]
     );
     // Copy mode: plain cp applies the umask-ed source mode.
     let mode = run(&m, "stat -c %a a.txt");
@@ -405,7 +405,7 @@ fn cp_a_copies_a_tree_into_the_mount_preserving_modes_and_times() {
         } else {
             assert_eq!(
                 vs,
-                vec![v(1, "create", 0), v(2, "write", bytes.len() as u64)],
+                vec![v(1, "create", bytes.len() as u64)],
                 "versions of {p}"
             );
         }
@@ -457,7 +457,7 @@ fn cp_a_copies_a_tree_out_of_the_mount() {
     assert_eq!(count(&m, "SELECT count(*) FROM versions"), before);
     assert_eq!(
         m.versions("proj/README.md"),
-        vec![v(1, "create", 0), v(2, "write", 4)]
+        vec![v(1, "create", 4)]
     );
 }
 
@@ -467,7 +467,7 @@ fn xattrs_are_read_only_provenance_and_links_and_fifos_are_refused() {
     run(&m, "echo x > f");
     let o = m.sh("getfattr -d f");
     assert!(
-        String::from_utf8_lossy(&o.stdout).contains("user.scratchfs.version=\"2\""),
+        String::from_utf8_lossy(&o.stdout).contains("user.scratchfs.version=\"1\""),
         "getfattr: {:?}",
         String::from_utf8_lossy(&o.stdout)
     );
@@ -488,7 +488,7 @@ fn xattrs_are_read_only_provenance_and_links_and_fifos_are_refused() {
         "MANIFEST\nf\nfindings.md\nplan.md\nstate.json\n"
     );
     assert_content(&m, "f", b"x\n");
-    assert_eq!(m.versions("f"), vec![v(1, "create", 0), v(2, "write", 2)]);
+    assert_eq!(m.versions("f"), vec![v(1, "create", 2)]);
     for p in ["sl", "hl", "ff"] {
         assert!(
             m.versions(p).is_empty(),
@@ -503,8 +503,8 @@ fn mv_renames_and_the_history_follows_the_file() {
     run(&m, "echo data > a; mkdir d; mv a d/b");
     assert!(!m.path("a").exists());
     assert_content(&m, "d/b", b"data\n");
-    assert_eq!(m.versions("a"), vec![v(1, "create", 0), v(2, "write", 5)]);
-    assert_eq!(m.versions("d/b"), vec![v(3, "rename", 5)]);
+    assert_eq!(m.versions("a"), vec![v(1, "create", 5)]);
+    assert_eq!(m.versions("d/b"), vec![v(2, "rename", 5)]);
     let lineage = m.sql("SELECT DISTINCT file_id FROM versions WHERE path IN ('a', 'd/b')");
     assert_eq!(
         lineage.lines().count(),
@@ -521,7 +521,7 @@ fn mv_renames_and_the_history_follows_the_file() {
     run(&m, "mv d e && cat e/b");
     assert_content(&m, "e/b", b"data\n");
     assert_eq!(head_row(&m, "e/b").4.to_string(), lineage);
-    assert_eq!(m.versions("d/b"), vec![v(3, "rename", 5)]);
+    assert_eq!(m.versions("d/b"), vec![v(2, "rename", 5)]);
     assert_eq!(
         events(&m, "d"),
         vec![
@@ -546,10 +546,9 @@ fn mv_over_existing_file_continues_the_target_history() {
     assert_eq!(
         m.versions("target"),
         vec![
-            v(1, "create", 0),
-            v(2, "write", 3),
-            v(3, "append", 6),
-            v(4, "rename", 12)
+            v(1, "create", 3),
+            v(2, "append", 6),
+            v(3, "rename", 12)
         ]
     );
     let (_, op, _, _, fid) = head_row(&m, "target");
@@ -565,7 +564,7 @@ fn mv_over_existing_file_continues_the_target_history() {
     // The source's own versions are kept under its path.
     assert_eq!(
         m.versions("src"),
-        vec![v(1, "create", 0), v(2, "write", 12)]
+        vec![v(1, "create", 12)]
     );
     assert_eq!(
         m.sql("SELECT DISTINCT file_id FROM versions WHERE path = 'src'"),
@@ -575,10 +574,10 @@ fn mv_over_existing_file_continues_the_target_history() {
         events(&m, "src"),
         vec![("rename".to_string(), "target".to_string())]
     );
-    // The replaced content is still there: version 3 of target.
+    // The replaced content is still there: version 2 of target.
     let vid3: i64 = m
         .sql(&format!(
-            "SELECT id FROM versions WHERE file_id = {target_fid} AND version = 3"
+            "SELECT id FROM versions WHERE file_id = {target_fid} AND version = 2"
         ))
         .parse()
         .unwrap();
@@ -595,7 +594,7 @@ fn rm_keeps_versions_and_records_an_unlink_event() {
     assert!(!run(&m, "ls -A").contains("gone"));
     assert_eq!(
         m.versions("gone"),
-        vec![v(1, "create", 0), v(2, "write", 8), v(3, "append", 13)]
+        vec![v(1, "create", 8), v(2, "append", 13)]
     );
     assert_eq!(
         count(
@@ -610,13 +609,14 @@ fn rm_keeps_versions_and_records_an_unlink_event() {
     );
     assert_eq!(m.head_hash("gone"), "", "no live file at a removed path");
     let vid: i64 = m
-        .sql("SELECT id FROM versions WHERE path = 'gone' AND version = 3")
+        .sql("SELECT id FROM versions WHERE path = 'gone' AND version = 2")
         .parse()
         .unwrap();
     assert_eq!(version_bytes(&m, vid), b"keep me\nmore\n");
-    let hash = m.sql("SELECT blake3 FROM versions WHERE path = 'gone' AND version = 3");
+    let hash = m.sql("SELECT blake3 FROM versions WHERE path = 'gone' AND version = 2");
     assert_eq!(hash, b3(b"keep me\nmore\n"));
-    // The path can be reused: a new lineage.
+    // The path can be reused, and its history goes on (issue 11): the same lineage,
+    // the next number.
     run(&m, "echo again > gone");
     assert_content(&m, "gone", b"again\n");
     assert_eq!(
@@ -624,7 +624,11 @@ fn rm_keeps_versions_and_records_an_unlink_event() {
             &m,
             "SELECT count(DISTINCT file_id) FROM versions WHERE path = 'gone'"
         ),
-        2
+        1
+    );
+    assert_eq!(
+        m.versions("gone"),
+        vec![v(1, "create", 8), v(2, "append", 13), v(3, "create", 6)]
     );
 }
 
@@ -638,7 +642,7 @@ fn mkdir_p_and_rmdir() {
     assert_content(&m, "a/b/c/f", b"x\n");
     assert_eq!(
         m.versions("a/b/c/f"),
-        vec![v(1, "create", 0), v(2, "write", 2)]
+        vec![v(1, "create", 2)]
     );
     // rmdir of a non-empty directory fails.
     let o = m.sh("rmdir a/b/c");
@@ -680,11 +684,11 @@ fn touch_creates_one_version_and_touching_again_adds_none() {
     assert_eq!(m.versions("t"), vec![v(1, "create", 0)]);
     // The same on a file with content, and on a default-layout file.
     run(&m, "echo c > u; touch u plan.md state.json");
-    assert_eq!(m.versions("u"), vec![v(1, "create", 0), v(2, "write", 2)]);
+    assert_eq!(m.versions("u"), vec![v(1, "create", 2)]);
     assert_eq!(m.versions("plan.md"), vec![v(1, "create", 0)]);
     assert_eq!(
         m.versions("state.json"),
-        vec![v(1, "create", 0), v(2, "write", 3)]
+        vec![v(1, "create", 3)]
     );
     assert_content(&m, "u", b"c\n");
     assert_content(&m, "state.json", b"{}\n");
@@ -702,11 +706,10 @@ fn truncate_s_shrinks_and_extends() {
     assert_eq!(
         m.versions("f"),
         vec![
-            v(1, "create", 0),
-            v(2, "write", 11),
-            v(3, "truncate", 5),
-            v(4, "truncate", 8),
-            v(5, "truncate", 0)
+            v(1, "create", 11),
+            v(2, "truncate", 5),
+            v(3, "truncate", 8),
+            v(4, "truncate", 0)
         ]
     );
     // On a missing file truncate creates it.
@@ -714,7 +717,7 @@ fn truncate_s_shrinks_and_extends() {
     assert_content(&m, "z", b"\0\0\0");
     assert_eq!(
         m.versions("z"),
-        vec![v(1, "create", 0), v(2, "truncate", 3)]
+        vec![v(1, "create", 3)]
     );
     assert_eq!(run(&m, "stat -c %s f z"), "0\n3\n");
 }
@@ -731,7 +734,7 @@ fn sed_i_replaces_the_file_as_a_new_version_of_its_path() {
     assert_content(&m, "fruit.txt", b"apple\nbANANa\n");
     assert_eq!(
         m.versions("fruit.txt"),
-        vec![v(1, "create", 0), v(2, "write", 13), v(3, "rename", 13)]
+        vec![v(1, "create", 13), v(2, "rename", 13)]
     );
     assert_eq!(
         head_row(&m, "fruit.txt").4,
@@ -746,7 +749,7 @@ fn sed_i_replaces_the_file_as_a_new_version_of_its_path() {
     );
     let tmp = m.sql("SELECT DISTINCT path FROM versions WHERE path LIKE 'sed%'");
     assert_eq!(tmp.lines().count(), 1, "sed's temporary: {tmp:?}");
-    let exe = m.sql("SELECT exe FROM version_log WHERE path = 'fruit.txt' AND version = 3");
+    let exe = m.sql("SELECT exe FROM version_log WHERE path = 'fruit.txt' AND version = 2");
     assert!(exe.ends_with("/sed"), "exe of the rename version: {exe:?}");
 }
 
@@ -765,9 +768,9 @@ fn python_write() {
     assert_content(&m, "p.txt", want.as_bytes());
     assert_eq!(
         m.versions("p.txt"),
-        vec![v(1, "create", 0), v(2, "write", 5001)]
+        vec![v(1, "create", 5001)]
     );
-    let exe = m.sql("SELECT exe FROM version_log WHERE path = 'p.txt' AND version = 2");
+    let exe = m.sql("SELECT exe FROM version_log WHERE path = 'p.txt' AND version = 1");
     assert!(exe.contains("python"), "exe: {exe:?}");
 }
 
@@ -786,10 +789,9 @@ EOF"#,
     assert_eq!(
         m.versions("a.log"),
         vec![
-            v(1, "create", 0),
-            v(2, "append", 7),
-            v(3, "append", 14),
-            v(4, "append", 21)
+            v(1, "create", 7),
+            v(2, "append", 14),
+            v(3, "append", 21)
         ]
     );
 }
@@ -816,16 +818,15 @@ EOF"#,
     assert_eq!(
         m.versions("cfg.json"),
         vec![
-            v(1, "create", 0),
-            v(2, "write", 9),
-            v(3, "rename", want.len() as u64)
+            v(1, "create", 9),
+            v(2, "rename", want.len() as u64)
         ]
     );
     assert_eq!(head_row(&m, "cfg.json").4, fid);
     // fsync committed the temporary once; the close after it had nothing new.
     assert_eq!(
         m.versions("cfg.json.tmp"),
-        vec![v(1, "create", 0), v(2, "write", want.len() as u64)]
+        vec![v(1, "create", want.len() as u64)]
     );
 }
 
@@ -859,7 +860,7 @@ EOF"#,
     assert_eq!(run(&m, "stat -c %s big.bin").trim(), "52428800");
     assert_eq!(
         m.versions("big.bin"),
-        vec![v(1, "create", 0), v(2, "write", 52_428_800)]
+        vec![v(1, "create", 52_428_800)]
     );
     let bytes = std::fs::read(m.path("big.bin")).unwrap();
     assert_eq!(bytes.len(), 52_428_800);
@@ -871,7 +872,7 @@ EOF"#,
     let stored: i64 = count(
         &m,
         "SELECT sum(e.len) FROM versions v JOIN extents e ON e.stream = v.stream
-         WHERE v.path = 'big.bin' AND v.version = 2",
+         WHERE v.path = 'big.bin' AND v.version = 1",
     );
     assert_eq!(stored, 52_428_800, "extents of big.bin's version 2");
 }
@@ -893,22 +894,21 @@ fn jq_to_temp_then_mv_over_state_json() {
     assert_eq!(
         m.versions("state.json"),
         vec![
-            v(1, "create", 0),
-            v(2, "write", 3),
-            v(3, "rename", first.len() as u64),
-            v(4, "rename", 18)
+            v(1, "create", 3),
+            v(2, "rename", first.len() as u64),
+            v(3, "rename", 18)
         ]
     );
     assert_eq!(head_row(&m, "state.json").4, fid);
     let vid3: i64 = m
         .sql(&format!(
-            "SELECT id FROM versions WHERE file_id = {fid} AND version = 3"
+            "SELECT id FROM versions WHERE file_id = {fid} AND version = 2"
         ))
         .parse()
         .unwrap();
     assert_eq!(version_bytes(&m, vid3), first);
     assert!(!m.path("t").exists());
-    // Each `> t` made a new t (create + write) that mv then moved away.
+    // Each `> t` made a new t (one `create` version) that mv then moved away.
     assert_eq!(
         count(
             &m,
@@ -939,11 +939,11 @@ fn vim_es_substitute_and_write() {
     );
     assert_content(&m, "f", b"bbnana\nblpha\n");
     let vs = m.versions("f");
-    assert_eq!(vs.len(), 3, "one new version from vim's :wq: {vs:?}");
-    assert_eq!(vs[..2], [v(1, "create", 0), v(2, "write", 13)]);
+    assert_eq!(vs.len(), 2, "one new version from vim's :wq: {vs:?}");
+    assert_eq!(vs[..1], [v(1, "create", 13)]);
     // vim writes in place: open(O_WRONLY|O_CREAT), ftruncate(0), write, fsync, close:
     // one version, op 'write' (a handle that wrote after truncating wrote its content).
-    assert_eq!(vs[2], v(3, "write", 13));
+    assert_eq!(vs[1], v(2, "write", 13));
     // No swap file left behind.
     assert_eq!(
         run(&m, "ls -A | sort"),
@@ -967,20 +967,18 @@ fn vim_capital_es_normal_mode_append_and_write() {
     let vs = m.versions("f");
     assert_eq!(
         vs,
-        vec![v(1, "create", 0), v(2, "write", 13), v(3, "write", 18)]
+        vec![v(1, "create", 13), v(2, "write", 18)]
     );
     assert_eq!(
         run(&m, "ls -A | sort"),
         "MANIFEST\nf\nfindings.md\nplan.md\nstate.json\n"
     );
-    // A new file written by vim: created by vim's open, then one version.
+    // A new file written by vim: one version, its first commit.
     let o = m.sh("vim -Es -u NONE +'normal ihi' +wq newfile 2>&1");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
     assert_content(&m, "newfile", b"hi\n");
     let vs = m.versions("newfile");
-    assert_eq!(vs.len(), 2, "{vs:?}");
-    assert_eq!(vs[0], v(1, "create", 0));
-    assert_eq!((vs[1].0, vs[1].2), (2, 3));
+    assert_eq!(vs, vec![v(1, "create", 3)]);
 }
 
 #[test]
@@ -1015,7 +1013,7 @@ fn git_init_add_commit_status_clean() {
     assert_content(&m, "repo/a.txt", b"hello\nmore\n");
     assert_eq!(
         m.versions("repo/a.txt"),
-        vec![v(1, "create", 0), v(2, "write", 6), v(3, "append", 11)]
+        vec![v(1, "create", 6), v(2, "append", 11)]
     );
     assert_content(&m, "repo/.git/HEAD", b"ref: refs/heads/main\n");
     // The index and the branch ref are replaced by lock file + rename.
@@ -1065,7 +1063,8 @@ fn rsync_a_into_the_mount() {
     // After a change at the source, one new version for that file only.
     std::fs::write(src.path().join("a.txt"), "alpha\nBETA\n").unwrap();
     run(&m, &format!("rsync -a {s}/ dst/ && diff -r {s} dst"));
-    assert_eq!(count(&m, "SELECT count(*) FROM versions"), before + 3);
+    // rsync's temporary (its one version) renamed over the file (a version of it).
+    assert_eq!(count(&m, "SELECT count(*) FROM versions"), before + 2);
     assert_content(&m, "dst/a.txt", b"alpha\nBETA\n");
     assert_eq!(head_row(&m, "dst/a.txt").1, "rename");
 }
@@ -1118,7 +1117,7 @@ fn tar_extract_into_and_create_from_the_mount_round_trip() {
         } else {
             assert_eq!(
                 vs,
-                vec![v(1, "create", 0), v(2, "write", bytes.len() as u64)],
+                vec![v(1, "create", bytes.len() as u64)],
                 "versions of {p}"
             );
         }
@@ -1211,11 +1210,11 @@ fn inspection_tools_ls_stat_find_grep_du_df_head_tail_wc_diff() {
     );
     run(&m, "cp b.md c.md && diff b.md c.md && cmp b.md c.md");
 
-    // Reading made no version; the cp made exactly create + write.
-    assert_eq!(count(&m, "SELECT count(*) FROM versions"), before + 2);
+    // Reading made no version; the cp made exactly one.
+    assert_eq!(count(&m, "SELECT count(*) FROM versions"), before + 1);
     assert_eq!(
         m.versions("c.md"),
-        vec![v(1, "create", 0), v(2, "write", 17)]
+        vec![v(1, "create", 17)]
     );
     let seq: String = (1..=100).map(|i| format!("{i}\n")).collect();
     assert_content(&m, "docs/numbers.txt", seq.as_bytes());
@@ -1228,7 +1227,7 @@ fn sqlite3_reads_the_database_while_mounted() {
     assert_eq!(m.sql("PRAGMA journal_mode"), "wal");
     assert_eq!(
         count(&m, "SELECT count(*) FROM versions"),
-        4,
+        3,
         "default layout versions"
     );
     // The writer holds its handle in a background process; the sqlite3 processes are
@@ -1263,32 +1262,32 @@ python3 -c "open('live.txt', 'a').write('def\n')"
 n"#
         ),
     );
-    // While the writer's handle is open: only the create is in the db, and a reader sees
-    // the previous (empty) version; the close committed; the append too.
-    assert_eq!(out, "1:0\n0\n2:4\n3:8\n");
+    // While the writer's handle is open: no version yet (a file's first version is its
+    // first commit), and a reader sees an empty file; the close committed; the append too.
+    assert_eq!(out, "0:-1\n0\n1:4\n2:8\n");
     assert_content(&m, "live.txt", b"abc\ndef\n");
     assert_eq!(
         m.versions("live.txt"),
-        vec![v(1, "create", 0), v(2, "write", 4), v(3, "append", 8)]
+        vec![v(1, "create", 4), v(2, "append", 8)]
     );
     // The latest commit is seen by a fresh sqlite3 process once `sync` (fsync of the
     // mount's root) asked the daemon to write what it acknowledged (`m.sql` does that).
     run(&m, "echo ghi >> live.txt");
     assert_eq!(
         m.sql("SELECT version || ' ' || op || ' ' || size FROM versions WHERE path = 'live.txt' ORDER BY id DESC LIMIT 1"),
-        "4 append 12"
+        "3 append 12"
     );
     assert_eq!(
         count(
             &m,
-            "SELECT count(*) FROM heads WHERE current_path = 'live.txt' AND version = 4"
+            "SELECT count(*) FROM heads WHERE current_path = 'live.txt' AND version = 3"
         ),
         1
     );
     // The schema answers a provenance question.
     let by_exe =
         m.sql("SELECT count(*) FROM version_log WHERE path = 'live.txt' AND exe LIKE '%python%'");
-    assert_eq!(by_exe, "3");
+    assert_eq!(by_exe, "2");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1394,12 +1393,14 @@ fn concurrent_appenders_16_processes_200_files() {
         assert_eq!(got, want, "lines of {path}");
 
         let vs = &by_path[&path];
-        assert_eq!(vs.len(), 1 + want_lines.len(), "versions of {path}: {vs:?}");
-        assert_eq!(vs[0], v(1, "create", 0), "first version of {path}");
+        // One version per `>>`: the first creates the file.
+        assert_eq!(vs.len(), want_lines.len(), "versions of {path}: {vs:?}");
+        assert_eq!(vs[0].1, "create", "first version of {path}");
         let mut prev = 0;
-        for (k, x) in vs[1..].iter().enumerate() {
-            assert_eq!(x.0, k as i64 + 2, "version numbers of {path}");
-            assert_eq!(x.1, "append", "op of {path} v{}", x.0);
+        for (k, x) in vs.iter().enumerate() {
+            assert_eq!(x.0, k as i64 + 1, "version numbers of {path}");
+            let op = if k == 0 { "create" } else { "append" };
+            assert_eq!(x.1, op, "op of {path} v{}", x.0);
             assert!(x.2 > prev, "sizes of {path} grow: {vs:?}");
             prev = x.2;
         }
@@ -1411,9 +1412,10 @@ fn concurrent_appenders_16_processes_200_files() {
     assert_eq!(
         count(
             &m,
-            "SELECT count(*) FROM versions WHERE path LIKE 'c/%' AND op = 'append'"
+            "SELECT count(*) FROM versions WHERE path LIKE 'c/%'"
         ),
-        total as i64
+        total as i64,
+        "one version per line appended"
     );
     assert_eq!(
         count(
@@ -1421,7 +1423,7 @@ fn concurrent_appenders_16_processes_200_files() {
             "SELECT count(*) FROM versions WHERE path LIKE 'c/%' AND op <> 'append'"
         ),
         expected.len() as i64,
-        "only the creates besides the appends"
+        "each file's first append is its create"
     );
     assert_eq!(run(&m, "cat c/* | wc -l").trim(), total.to_string());
 }

@@ -68,9 +68,11 @@ pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
             "nodes whose parent is missing or not a directory",
         ),
         (
+            // A file may have no version (created, its first commit not made: the daemon
+            // was killed meanwhile), but never no lineage.
             "SELECT COUNT(*) FROM nodes n WHERE n.kind = 'file' AND n.parent IS NOT NULL
-             AND NOT EXISTS (SELECT 1 FROM versions v WHERE v.file_id = n.file_id)",
-            "live files without a version",
+             AND NOT EXISTS (SELECT 1 FROM files f WHERE f.id = n.file_id)",
+            "live files without a lineage",
         ),
         (
             "SELECT COUNT(*) FROM versions v LEFT JOIN processes p ON p.id = v.process

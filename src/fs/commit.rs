@@ -142,13 +142,13 @@ impl Fs {
     /// keeps its current version, and clears its pending size and owed truncation. The
     /// caller invalidates the inode's attributes once it has let go of the handle.
     pub(super) fn drop_private(&self, fh: u64, ino: u64, w: &mut WriteState) -> Result<()> {
-        if let Some(head) = self.tree.read().get(ino)?.head.clone() {
-            w.committed(head.id, head.content);
-        }
+        let (id, content) = self.tree.read().get(ino)?.content();
+        w.committed(id, content);
         if let Some(n) = self.tree.write().nodes.get_mut(&ino) {
             n.pending_size = None;
             if n.owed_by == Some(fh) {
                 n.owed_by = None;
+                self.owed_settled();
             }
             // Pages written through mmap hold the refused bytes: the next reader's open
             // drops the page cache (no FOPEN_KEEP_CACHE), and the caller invalidates it.
@@ -200,15 +200,15 @@ impl Fs {
         }
     }
 
-    /// A file whose creating handle's first content was refused (its only version the
-    /// empty one of `create`) is removed again, so that a refused create leaves no file
+    /// A file whose creating handle's first content was refused (it has no version) is
+    /// removed again, so that a refused create leaves no file
     /// behind (issue 9: no empty file stays in a `format: json` path). Recorded as an
     /// `unlink` by the same caller; every version is kept as always. Returns the name the
     /// kernel must forget.
     pub(super) fn forget_refused_create(&self, ino: u64, caller: &Caller) -> Gone {
         let mut tree = self.tree.write();
         let n = tree.nodes.get(&ino)?;
-        if n.orphan || n.kind != Kind::File || n.head.as_ref().is_none_or(|h| h.number != 1) {
+        if n.orphan || n.kind != Kind::File || n.head.is_some() {
             return None;
         }
         let (parent, name, file_id) = (n.parent, n.name.clone(), n.file_id);
@@ -293,17 +293,30 @@ impl Fs {
     /// they are only logged and recorded) and drops the handle.
     pub fn release(&self, fh: u64) -> Result<()> {
         let result = self.commit_handle(fh, false, true);
+        self.live.cancel(fh);
         let h = self.handles.lock().remove(&fh);
         if let Some(h) = h {
-            let (ino, cached) = {
+            let (ino, cached, writer) = {
                 let h = h.lock();
-                (h.ino, matches!(h.kind, HandleKind::Read(_, true)))
+                (
+                    h.ino,
+                    matches!(h.kind, HandleKind::Read(_, true)),
+                    matches!(h.kind, HandleKind::Write(_)).then_some(h.caller.tgid),
+                )
             };
             let mut tree = self.tree.write();
             if let Some(n) = tree.nodes.get_mut(&ino) {
                 n.open_handles = n.open_handles.saturating_sub(1);
+                if let Some(t) = writer
+                    && let Some(i) = n.writer_tgids.iter().position(|&x| x == t)
+                {
+                    n.writer_tgids.swap_remove(i);
+                }
                 if cached {
                     n.cache_readers = n.cache_readers.saturating_sub(1);
+                    if n.cache_readers == 0 && n.draining > 0 {
+                        self.owed_settled();
+                    }
                 }
                 if n.open_handles == 0 {
                     n.pending_size = None;
@@ -356,7 +369,7 @@ impl Fs {
                     head.map_or(0, |h| h.content.len),
                     // The first content of a file this handle created (its create was
                     // checked); anything later is a change of an existing file.
-                    h.created && head.is_some_and(|h| h.number == 1),
+                    h.created && head.is_none(),
                 )
             };
             // The creating handle still writing a write-once file, only extending it.
@@ -469,10 +482,16 @@ impl Fs {
         drop(ns);
         // Only now, with the commit done (and this handle still locked), may an opener
         // that waited for the owed truncation go on.
-        if let Some(n) = self.tree.write().nodes.get_mut(&ino)
+        let settled = if let Some(n) = self.tree.write().nodes.get_mut(&ino)
             && n.owed_by == Some(fh)
         {
             n.owed_by = None;
+            true
+        } else {
+            false
+        };
+        if settled {
+            self.owed_settled();
         }
         match result {
             Ok(v) => {
@@ -489,14 +508,9 @@ impl Fs {
                 // Refused or failed: the private copy is dropped (the store kept the
                 // refused content with the reason); the handle goes on from the current
                 // version so that repeated flushes do not repeat the refusal.
-                if let Some(head) = self
-                    .tree
-                    .read()
-                    .nodes
-                    .get(&h.ino)
-                    .and_then(|n| n.head.clone())
+                if let Some((id, content)) = self.tree.read().nodes.get(&h.ino).map(|n| n.content())
                 {
-                    w.committed(head.id, head.content);
+                    w.committed(id, content);
                 }
                 // Like an NFS stale handle, it stays stale: later writes through it would
                 // rest on the same outdated content (SQLite would roll back over another
@@ -564,7 +578,8 @@ impl Fs {
             if let Some(n) = tree.nodes.get_mut(&ino) {
                 if n.head.as_ref().is_none_or(|h| h.id < version.id) {
                     n.head = Some(version.clone());
-                    if !pinned {
+                    // An explicit mtime set while this commit ran stays.
+                    if !pinned && !n.mtime_pinned {
                         n.attrs.mtime_ns = version.time_ns;
                     }
                     n.attrs.ctime_ns = version.time_ns;

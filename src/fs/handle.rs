@@ -158,8 +158,11 @@ pub struct WriteState {
     /// silently when another commit lands, since it cannot have based anything on the
     /// old content.
     pub touched: bool,
-    /// Op name for the next version: `write`, `append` or `truncate`.
+    /// Op name for the next version: `write`, `append` or `truncate` (`truncate` only
+    /// when the handle only truncated since its last commit).
     pub op: &'static str,
+    /// Bytes were written since the last commit.
+    pub wrote: bool,
     /// Set when a commit through this handle was refused as a lost update (`ESTALE`), or a
     /// write as certainly invalid content (`EINVAL`): every later write fails with the same
     /// errno and reason.
@@ -168,9 +171,10 @@ pub struct WriteState {
     /// been a forked child's close): every later flush returns the same error, so the
     /// process that wrote learns that nothing was saved (FUSE-TRAPS §5).
     pub refused: Option<crate::error::Error>,
-    /// The only change is the truncation asked for by `O_TRUNC` at open. A flush of such a
-    /// handle owes a commit instead of making one (see `Fs::flush`), so that the shell's
-    /// `echo x > f` (whose dup2 flushes before the write) records one version, not two.
+    /// The only change is what the open did: the truncation asked for by `O_TRUNC`, or the
+    /// creation of a file without a version. A flush of such a handle owes a commit instead
+    /// of making one (see `Fs::flush`), so that the shell's `echo x > f` (whose dup2
+    /// flushes before the write) records one version, not two.
     pub open_trunc_only: bool,
 }
 
@@ -188,6 +192,7 @@ impl WriteState {
             modified: false,
             touched: false,
             op: if append { "append" } else { "write" },
+            wrote: false,
             poisoned: None,
             refused: None,
             open_trunc_only: false,
@@ -208,6 +213,15 @@ impl WriteState {
         w
     }
 
+    /// The handle of a `create` on a file without a version: it owes the first version
+    /// (op `create`), committed at its release (or an earlier flush after a write, or
+    /// before another open), like an `O_TRUNC`-only change.
+    pub fn owe_create(&mut self) {
+        self.modified = true;
+        self.open_trunc_only = true;
+        self.op = "create";
+    }
+
     /// Writes `data` at `offset` (ignored for append handles, which append in order).
     /// Returns the size of the private copy afterwards.
     pub fn write(&mut self, spill_dir: &Path, offset: u64, data: &[u8]) -> Result<u64> {
@@ -218,8 +232,9 @@ impl WriteState {
         self.size = self.size.max(end);
         self.modified = true;
         self.touched = true;
+        self.wrote = true;
         self.open_trunc_only = false;
-        if !self.append {
+        if !self.append && self.op != "create" {
             self.op = "write";
         }
         Ok(self.size)
@@ -248,7 +263,11 @@ impl WriteState {
         self.size = size;
         self.modified = true;
         self.touched = true;
-        self.op = "truncate";
+        // `truncate` only when the handle only truncated: a write then an ftruncate (or
+        // the other way round) is a `write`.
+        if !self.wrote && self.op != "create" {
+            self.op = "truncate";
+        }
         Ok(())
     }
 

@@ -21,6 +21,7 @@ mod admin;
 mod commit;
 pub mod gate;
 pub mod handle;
+mod live;
 mod namespace;
 mod serve_history;
 mod serve_views;
@@ -45,6 +46,7 @@ use crate::sync::{Mutex, RwLock};
 use crate::views::{self, View};
 use gate::Change;
 use handle::{Handle, HandleKind, WriteState};
+pub use live::LIVE_APPEND_DELAY;
 use tree::{Node, Tree, now_ns};
 
 /// Inode number of the root directory (FUSE protocol `FUSE_ROOT_ID`).
@@ -225,7 +227,19 @@ pub struct Fs {
     /// by a rename: a commit's content is judged under the path it lands at, never under
     /// a path a concurrent rename is moving it away from.
     ns_guard: RwLock<()>,
+    /// Opens waiting for an owed change to be settled ([`Fs::settle_owed`]) wait here.
+    owed: (Mutex<()>, crate::sync::Condvar),
+    /// Open `O_APPEND` handles with uncommitted bytes (`live.rs`).
+    live: Arc<live::LiveAppends>,
 }
+
+/// Longest an open waits for a handle that owes an `O_TRUNC` truncation or a create's
+/// first version to write or be released ([`Fs::settle_owed`]).
+pub const OWED_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Longest a write handle's open waits for readers reading through the page cache to
+/// finish ([`Fs::drain_cached_readers`]).
+pub const CACHED_READERS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Hasher states kept (about 2 KiB each).
 const HASHER_CACHE: usize = 256;
@@ -256,6 +270,8 @@ impl Fs {
             invalidator: RwLock::new(None),
             gc_guard: RwLock::new(()),
             ns_guard: RwLock::new(()),
+            owed: (Mutex::new(()), crate::sync::Condvar::new()),
+            live: Arc::default(),
             views: serve_views::ViewState::default(),
             gate: gate::Gate::new(),
         })
@@ -327,6 +343,19 @@ impl Fs {
         &self.store
     }
 
+    /// `lookup` by the requester `ctx`: [`Fs::lookup`] with the size it may see
+    /// ([`Fs::getattr_for`]).
+    pub fn lookup_for(&self, parent: u64, name: &[u8], ctx: Ctx) -> Result<Attr> {
+        let a = self.lookup(parent, name)?;
+        if a.volatile && a.kind == Kind::File && !a.synthesized {
+            let tgid = self.pending_viewer(a.ino, ctx);
+            if let Ok(b) = self.tree.read().attr_as(a.ino, tgid) {
+                return Ok(b);
+            }
+        }
+        Ok(a)
+    }
+
     /// `lookup`: the child `name` of `parent`; counts one kernel reference.
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
         // Every operation on a path looks its last name up first: stat, chmod, unlink,
@@ -371,6 +400,30 @@ impl Fs {
         self.tree.read().attr(ino)
     }
 
+    /// `getattr` as the requesting process sees it: while a write handle holds uncommitted
+    /// changes, only processes with a write handle on the file get its pending size
+    /// (FUSE-TRAPS §3); any other gets the committed size, so that a reader reading through
+    /// the page cache after another process's `O_TRUNC` open (which sets the kernel's
+    /// i_size to 0) asks for the bytes of its snapshot instead of seeing an empty file.
+    pub fn getattr_for(&self, ino: u64, ctx: Ctx) -> Result<Attr> {
+        if let Some(view) = View::of(ino) {
+            return self.view_attr(view);
+        }
+        let tgid = self.pending_viewer(ino, ctx);
+        self.tree.read().attr_as(ino, tgid)
+    }
+
+    /// The requester's tgid when the file has a pending size (resolving it costs a read of
+    /// `/proc/<pid>/stat`, so only then).
+    fn pending_viewer(&self, ino: u64, ctx: Ctx) -> Option<u32> {
+        let pending = self
+            .tree
+            .read()
+            .get(ino)
+            .is_ok_and(|n| n.pending_size.is_some());
+        (pending && ctx.pid != 0).then(|| self.resolver.resolve(ctx.pid, ctx.uid, ctx.gid).tgid)
+    }
+
     /// `mknod`: device nodes and FIFOs are refused with `EPERM` (SPEC §3; regular files
     /// come through `create`).
     pub fn mknod(&self) -> Result<std::convert::Infallible> {
@@ -385,6 +438,16 @@ impl Fs {
     pub fn setattr(&self, ino: u64, set: SetAttr, fh: Option<u64>, ctx: Ctx) -> Result<Attr> {
         if View::of(ino).is_some() {
             return Err(Error::new(libc::EACCES, "views are read-only"));
+        }
+        // A change another handle owes (its create's first version, its O_TRUNC) is made
+        // first: its commit, at that handle's release, could otherwise land after these
+        // attributes and stamp its own mtime over an explicit one (rsync: close, then
+        // utimensat, while the release is still queued).
+        let owed = self.tree.read().get(ino).ok().and_then(|n| n.owed_by);
+        if let Some(ofh) = owed
+            && fh != Some(ofh)
+        {
+            let _ = self.commit_handle(ofh, false, true);
         }
         if set.mode.is_some()
             || set.uid.is_some()
@@ -437,7 +500,7 @@ impl Fs {
                     // The truncation the kernel sends after an O_TRUNC open carries no
                     // handle (fuser 0.18, FUSE-TRAPS §4); one that changes nothing is no
                     // version.
-                    done = n.head.as_ref().is_some_and(|h| h.content.len == size);
+                    done = n.content().1.len == size;
                 }
             }
             if !done {
@@ -563,10 +626,10 @@ impl Fs {
             };
             self.admit(&caller, &change, || None)?;
         }
-        // A truncation another handle owes becomes visible before anyone opens the file.
-        let owed = self.tree.read().get(ino)?.owed_by;
-        if let Some(ofh) = owed {
-            let _ = self.commit_handle(ofh, false, true);
+        self.settle_owed(ino);
+        let draining = writable && flags & libc::O_APPEND == 0;
+        if draining {
+            self.drain_cached_readers(ino);
         }
         let trunc = flags & libc::O_TRUNC != 0;
         if trunc && !writable {
@@ -583,19 +646,25 @@ impl Fs {
         }
         let mut tree = self.tree.write();
         let node = tree.get_mut(ino)?;
+        if draining {
+            node.draining = node.draining.saturating_sub(1);
+        }
         if node.kind == Kind::Dir {
             return Err(Error::new(libc::EISDIR, "is a directory"));
         }
-        let head = node
-            .head
-            .clone()
-            .ok_or_else(|| Error::new(libc::EIO, format!("inode {ino} has no version")))?;
+        let (head_id, head_content) = node.content();
         let (kind, of) = if writable {
-            let w = if trunc {
-                WriteState::new_truncated(head.id, head.content)
+            let mut w = if trunc {
+                WriteState::new_truncated(head_id, head_content)
             } else {
-                WriteState::new(flags & libc::O_APPEND != 0, head.id, head.content)
+                WriteState::new(flags & libc::O_APPEND != 0, head_id, head_content)
             };
+            if !check && node.head.is_none() {
+                // The handle of a `create` owes the file's first version, empty unless it
+                // writes: `touch f` records one empty version, `echo v1 > f` one holding
+                // "v1" (its first flush, the shell's dup2, comes before the write).
+                w.owe_create();
+            }
             if w.open_trunc_only {
                 node.pending_size = Some(0);
                 // open(2): "If O_TRUNC ... the st_ctime and st_mtime fields of the file are
@@ -620,15 +689,22 @@ impl Fs {
             // bypasses it and reads its snapshot whole (SPEC §4): while a write handle holds
             // uncommitted changes (the kernel's i_size is then the writer's, FUSE-TRAPS §3),
             // or while readers of an older version still read through the cache.
+            // Only while no write handle is open (or about to open, `draining`): a writer
+            // changes the kernel's i_size for every reader of the inode (its O_TRUNC open
+            // sets it to 0, its direct writes extend it), and a reader reading through the
+            // page cache is bounded by it: it would see an empty or cut file.
+            let quiet = node.writer_tgids.is_empty() && node.draining == 0;
             let pending = node.pending_size.is_some();
-            let cached = !pending && (node.cached_version == head.id || node.cache_readers == 0);
-            let keep = cached && node.cached_version == head.id;
+            let cached = quiet
+                && !pending
+                && (node.cached_version == head_id || node.cache_readers == 0);
+            let keep = cached && node.cached_version == head_id;
             if cached {
-                node.cached_version = head.id;
+                node.cached_version = head_id;
                 node.cache_readers += 1;
             }
             (
-                HandleKind::Read(head.content, cached),
+                HandleKind::Read(head_content, cached),
                 OpenFlags {
                     direct_io: !cached,
                     keep_cache: keep || !cached,
@@ -638,6 +714,9 @@ impl Fs {
             )
         };
         node.open_handles += 1;
+        if writable {
+            node.writer_tgids.push(caller.tgid);
+        }
         drop(tree);
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().insert(
@@ -650,6 +729,61 @@ impl Fs {
             })),
         );
         Ok((fh, of))
+    }
+
+    /// Before an open: a change another handle owes (an `O_TRUNC`-only truncation or a
+    /// create's empty first version, flushed but not committed, see [`Fs::flush`]) is
+    /// settled first when it is about to be. Usually the owing handle's release is already
+    /// on its way (`: > f; cat f`: close queues the release before it returns, and the
+    /// release commits): the open waits for it, or for the owing handle's first write
+    /// (then its whole rewrite commits later). An owing handle that does neither within
+    /// [`OWED_WAIT`] is still open (a shell's `exec 3>f` whose child exited, flushing its
+    /// copy of the descriptor): its change stays uncommitted and the open reads the current
+    /// version, since readers never see what was never committed.
+    fn settle_owed(&self, ino: u64) {
+        let deadline = std::time::Instant::now() + OWED_WAIT;
+        loop {
+            if self.tree.read().get(ino).ok().and_then(|n| n.owed_by).is_none()
+                || std::time::Instant::now() >= deadline
+            {
+                return;
+            }
+            let mut g = self.owed.0.lock();
+            // Woken when an owed change is settled; the slice bounds a missed wake-up.
+            self.owed.1.wait_for(&mut g, std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Before a write handle other than `O_APPEND` opens: readers reading through the
+    /// page cache (opened while no writer was) are let finish first, up to
+    /// [`CACHED_READERS_WAIT`], because the writer's `O_TRUNC` or direct writes change the
+    /// kernel's i_size under them (they would read an empty or cut file). Readers that
+    /// open meanwhile bypass the page cache. A reader still open after the wait (`less`,
+    /// `tail -f`) is left as it is (docs/SEMANTICS.md).
+    fn drain_cached_readers(&self, ino: u64) {
+        let mut waiting = false;
+        let deadline = std::time::Instant::now() + CACHED_READERS_WAIT;
+        loop {
+            {
+                let mut tree = self.tree.write();
+                let Ok(n) = tree.get_mut(ino) else { return };
+                if !waiting {
+                    n.draining += 1;
+                    waiting = true;
+                }
+                if n.cache_readers == 0 || std::time::Instant::now() >= deadline {
+                    return;
+                }
+            }
+            let mut g = self.owed.0.lock();
+            self.owed.1.wait_for(&mut g, std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Wakes opens waiting in [`Fs::settle_owed`] and [`Fs::drain_cached_readers`].
+    pub(super) fn owed_settled(&self) {
+        let _g = self.owed.0.lock();
+        self.owed.1.notify_all();
     }
 
     fn handle(&self, fh: u64) -> Result<Arc<Mutex<Handle>>> {
@@ -690,7 +824,24 @@ impl Fs {
                 let end = (start + size as usize).min(bytes.len());
                 Ok(bytes[start..end].to_vec())
             }
-            HandleKind::Read(content, _) => {
+            HandleKind::Read(content, cached) => {
+                // A follower (tail -f): a read past the snapshot's end picks up a later
+                // version that only extends it (an append: the same stream, longer), so
+                // the bytes already read stay true. A rewrite keeps the snapshot.
+                if offset.saturating_add(size as u64) > content.len {
+                    let mut tree = self.tree.write();
+                    if let Ok(node) = tree.get_mut(ino)
+                        && let Some(head) = &node.head
+                        && head.content.stream == content.stream
+                        && head.content.len > content.len
+                    {
+                        *content = head.content;
+                        if *cached {
+                            // The page cache holds a prefix of the head now.
+                            node.cached_version = head.id;
+                        }
+                    }
+                }
                 let mut buf =
                     vec![0u8; (size as u64).min(content.len.saturating_sub(offset)) as usize];
                 let n = self.store.read(*content, offset, &mut buf)?;
@@ -740,10 +891,7 @@ impl Fs {
         let Some(path) = self.gate.has_rules().then(|| self.tree.read().path(ino)) else {
             let size = w.write(&self.spill_dir, offset, data)?;
             let pending = if w.append { w.base.len + size } else { size };
-            let mut tree = self.tree.write();
-            let node = tree.get_mut(ino)?;
-            node.pending_size = Some(pending);
-            node.mtime_pinned = false;
+            self.wrote(fh, ino, pending, w.append)?;
             return Ok(data.len() as u32);
         };
         // Before the bytes land: the append-only rule, and what these bytes make certain
@@ -819,11 +967,32 @@ impl Fs {
                 return Err(e);
             }
         }
-        let mut tree = self.tree.write();
-        let node = tree.get_mut(ino)?;
-        node.pending_size = Some(pending);
-        node.mtime_pinned = false;
+        self.wrote(fh, ino, pending, w.append)?;
         Ok(data.len() as u32)
+    }
+
+    /// After bytes landed in handle `fh`'s private copy: the inode's pending size, an
+    /// owed change that is now part of the handle's rewrite, and for an `O_APPEND` handle
+    /// its live commit ([`LIVE_APPEND_DELAY`]).
+    fn wrote(&self, fh: u64, ino: u64, pending: u64, append: bool) -> Result<()> {
+        let settled = {
+            let mut tree = self.tree.write();
+            let node = tree.get_mut(ino)?;
+            node.pending_size = Some(pending);
+            node.mtime_pinned = false;
+            let owed = node.owed_by == Some(fh);
+            if owed {
+                node.owed_by = None;
+            }
+            owed
+        };
+        if settled {
+            self.owed_settled();
+        }
+        if append {
+            self.live.schedule(fh);
+        }
+        Ok(())
     }
 
     /// `fallocate(2)` on write handle `fh`. The default mode extends the private copy to

@@ -82,7 +82,8 @@ impl Fs {
         self.make(parent, name, Kind::Dir, mode, umask, ctx, &self.caller(ctx))
     }
 
-    /// `create`: a new empty file (version 1, op `create`) and an open handle on it.
+    /// `create`: a new empty file and an open handle on it, which owes the file's first
+    /// version (op `create`: empty, or what the handle writes before its release).
     pub fn create(
         &self,
         parent: u64,
@@ -112,7 +113,7 @@ impl Fs {
 
     /// Creates the default layout of a new scratchpad (SPEC §3) as the internal writer
     /// `scratchfs`, owned by `owner` (uid, gid): each `(name, content)` becomes a file
-    /// with mode 0644 and two versions (`create`, then `write` when non-empty).
+    /// with mode 0644 and one version (op `create`) holding the content.
     pub fn seed(&self, files: &[(&str, &[u8])], owner: (u32, u32)) -> Result<()> {
         let caller = Caller::internal("scratchfs");
         let ctx = Ctx {
@@ -123,16 +124,14 @@ impl Fs {
         for (name, content) in files {
             let a = self.make(ROOT, name.as_bytes(), Kind::File, 0o644, 0, ctx, &caller)?;
             self.forget(a.ino, 1);
-            if !content.is_empty() {
-                let mut src = |off: u64, buf: &mut [u8]| {
-                    buf.copy_from_slice(&content[off as usize..off as usize + buf.len()]);
-                    Ok(())
-                };
-                let build = Build::Append {
-                    len: content.len() as u64,
-                };
-                self.commit(a.ino, "write", None, build, &mut src, &caller, false)?;
-            }
+            let mut src = |off: u64, buf: &mut [u8]| {
+                buf.copy_from_slice(&content[off as usize..off as usize + buf.len()]);
+                Ok(())
+            };
+            let build = Build::Append {
+                len: content.len() as u64,
+            };
+            self.commit(a.ino, "create", None, build, &mut src, &caller, false)?;
         }
         Ok(())
     }
@@ -326,7 +325,7 @@ impl Fs {
             moves.first().and_then(|m| m.content.clone())
         })?;
         let t = now_ns();
-        let version = self.store.rename(RenameRequest {
+        let (lineage, version) = self.store.rename(RenameRequest {
             ino,
             kind,
             file_id,
@@ -356,6 +355,9 @@ impl Fs {
         n.parent = new_parent;
         n.name = new_name.to_vec();
         n.attrs.ctime_ns = t;
+        if kind == Kind::File && lineage.is_some() {
+            n.file_id = lineage;
+        }
         if let Some(v) = version
             && n.head.as_ref().is_none_or(|h| h.id < v.id)
         {

@@ -287,10 +287,14 @@ impl Fs {
             if n.orphan || n.kind != Kind::File {
                 return Err(Error::new(libc::ENOENT, "the file of this outline is gone"));
             }
-            let head = n
-                .head
-                .clone()
-                .ok_or_else(|| Error::new(libc::EIO, "file without a version"))?;
+            // A file without a version yet is empty.
+            let head = n.head.clone().unwrap_or(crate::store::VersionInfo {
+                id: 0,
+                number: 0,
+                content: crate::store::ContentRef::default(),
+                time_ns: n.attrs.ctime_ns,
+                writer: "".into(),
+            });
             (tree.path(target), head, n.file_id)
         };
         if let Some((v, p, bytes)) = self.views.outlines.lock().get(&target)
@@ -303,10 +307,19 @@ impl Fs {
         let mut content = vec![0u8; head.content.len.min(outline::OUTLINE_MAX as u64) as usize];
         let n = self.store.read(head.content, 0, &mut content)?;
         content.truncate(n);
-        let blake3 = self.store.version_meta(head.id)?.blake3;
-        let line = format!("version {} by {}", head.number, head.writer);
+        let (blake3, line) = if head.id == 0 {
+            (
+                crate::store::digest::of_bytes(b""),
+                "no version yet (created, not committed)".to_string(),
+            )
+        } else {
+            (
+                self.store.version_meta(head.id)?.blake3,
+                format!("version {} by {}", head.number, head.writer),
+            )
+        };
         let mut fields = HashMap::new();
-        if let Some(fid) = file_id {
+        if let Some(fid) = file_id.filter(|_| head.id != 0) {
             for f in self.store.fields(fid)? {
                 let step = f.step.map(|s| format!(" step {s}")).unwrap_or_default();
                 let when = manifest::utc(f.time_ns);

@@ -19,6 +19,12 @@ pub(super) struct Node {
     pub(super) open_handles: u32,
     /// Pending size of the most recent write through a handle, until it commits.
     pub(super) pending_size: Option<u64>,
+    /// Processes (tgid) with a write handle open on the file, once per handle: they are
+    /// told the pending size, every other process the committed one (`Fs::getattr_for`).
+    pub(super) writer_tgids: Vec<u32>,
+    /// Write handles waiting in their open for page-cache readers to finish: readers
+    /// opening meanwhile bypass the page cache.
+    pub(super) draining: u32,
     /// mtime was set explicitly (utimens) after the last write: a commit keeps it, so
     /// that `cp -a` and `touch -d` on an open file are not overridden at close.
     pub(super) mtime_pinned: bool,
@@ -49,6 +55,8 @@ impl Node {
             nlookup: 0,
             open_handles: 0,
             pending_size: None,
+            writer_tgids: Vec::new(),
+            draining: 0,
             mtime_pinned: r.mtime_pinned,
             owed_by: None,
             cached_version: 0,
@@ -58,6 +66,13 @@ impl Node {
             subdirs: 0,
             orphan: false,
         }
+    }
+    /// The current version's id and content; a file without a version yet (created, not
+    /// committed) is empty, id 0.
+    pub(super) fn content(&self) -> (i64, crate::store::ContentRef) {
+        self.head
+            .as_ref()
+            .map_or((0, crate::store::ContentRef::default()), |h| (h.id, h.content))
     }
     pub(super) fn size(&self) -> u64 {
         self.pending_size
@@ -165,11 +180,23 @@ impl Tree {
         }
     }
     pub(super) fn attr(&self, ino: u64) -> Result<Attr> {
+        self.attr_as(ino, None)
+    }
+    /// [`Tree::attr`] as process `tgid` sees it: a process without a write handle on the
+    /// file gets the committed size, not the pending one (readers never see a size nobody
+    /// committed). `None`: the pending size.
+    pub(super) fn attr_as(&self, ino: u64, tgid: Option<u32>) -> Result<Attr> {
         let n = self.get(ino)?;
+        let size = match tgid {
+            Some(t) if n.pending_size.is_some() && !n.writer_tgids.contains(&t) => {
+                n.content().1.len
+            }
+            _ => n.size(),
+        };
         Ok(Attr {
             ino,
             kind: n.kind,
-            size: n.size(),
+            size,
             attrs: n.attrs,
             nlink: match n.kind {
                 // A directory removed (rmdir, or replaced by a rename) but still open.

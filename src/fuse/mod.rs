@@ -207,8 +207,8 @@ impl Filesystem for Adapter {
         }
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match guard("lookup", || self.fs.lookup(parent.0, name.as_bytes())) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match guard("lookup", || self.fs.lookup_for(parent.0, name.as_bytes(), ctx(req))) {
             Ok(a) => reply.entry_with_ttls(&ttl(&a), &entry_ttl(&a), &file_attr(&a), Generation(0)),
             // A negative entry (node id 0, FUSE protocol) lets the kernel cache "no such
             // file" for the entry TTL; creating the name through the mount replaces it.
@@ -249,8 +249,8 @@ impl Filesystem for Adapter {
         });
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match guard("getattr", || self.fs.getattr(ino.0)) {
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match guard("getattr", || self.fs.getattr_for(ino.0, ctx(req))) {
             Ok(a) => reply.attr(&ttl(&a), &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }

@@ -305,7 +305,9 @@ pub struct RenameRequest<'a> {
 pub trait Store: Send + Sync {
     /// All live nodes, parents before children.
     fn load(&self) -> Result<Vec<NodeRecord>>;
-    /// Creates a node; a file gets a lineage and version 1 (op `create`, empty).
+    /// Creates a node. A file gets no version (its first commit is version 1, or the
+    /// next number of the lineage it continues: the file deleted last at `path`, if any),
+    /// and an event (op `create`) recording who created it.
     #[allow(clippy::too_many_arguments)]
     fn create(
         &self,
@@ -375,9 +377,11 @@ pub trait Store: Send + Sync {
     /// Forgets old versions (see [`sqlite::gc`]), keeping the `protected` stream bytes;
     /// the run is an event (op `gc`) by `caller`. The gate has allowed it ([`crate::fs::gate`]).
     fn gc(&self, req: &GcRequest, protected: &[(i64, u64)], caller: &Caller) -> Result<GcReport>;
-    /// Renames; a file renamed gets a version with op `rename` on the lineage it lands in.
-    /// Returns that version (files only).
-    fn rename(&self, req: RenameRequest<'_>) -> Result<Option<VersionInfo>>;
+    /// Renames; a file renamed gets a version with op `rename` on the lineage it lands in
+    /// (the replaced file's, the file's deleted last at the new path, or its own). Returns
+    /// that lineage and that version (files only; no version for a file that has none
+    /// yet).
+    fn rename(&self, req: RenameRequest<'_>) -> Result<(Option<i64>, Option<VersionInfo>)>;
     /// Provenance of version `id` (`versions.id`).
     fn version_meta(&self, id: i64) -> Result<VersionMeta>;
     /// Every lineage whose path is `prefix` or lies below it (`""`: all), by path.

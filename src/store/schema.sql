@@ -124,6 +124,9 @@ CREATE VIEW IF NOT EXISTS event_log AS
            p.gid, p.exe, p.argv, p.env_writer, p.step, e.process
     FROM events e JOIN processes p ON p.id = e.process;
 CREATE INDEX IF NOT EXISTS events_rejected ON events(id) WHERE op = 'rejected';
+-- A lineage's events: its deletions and its creates (a `create` event's version_id is the
+-- lineage's last version before the file that continued it, see docs/schema.md).
+CREATE INDEX IF NOT EXISTS events_by_file ON events(file_id, op) WHERE file_id IS NOT NULL;
 -- Content one can get back: unlinked files and commits that shrank a file by over half.
 CREATE VIEW IF NOT EXISTS events_restorable AS
     SELECT id FROM events WHERE op IN ('unlink', 'shrink');

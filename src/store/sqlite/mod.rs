@@ -803,6 +803,9 @@ impl Store for Sqlite {
              FROM tree t JOIN nodes n ON n.ino = t.ino
              LEFT JOIN versions v ON v.file_id = n.file_id
                  AND v.version = (SELECT MAX(version) FROM versions WHERE file_id = n.file_id)
+                 -- A re-created file without a commit yet has no version of its own.
+                 AND v.id > COALESCE((SELECT MAX(version_id) FROM events
+                                      WHERE file_id = n.file_id AND op = 'create'), 0)
              ORDER BY t.depth, n.ino",
         )?;
         let rows = stmt.query_map([], node_from_row)?;
@@ -1051,7 +1054,7 @@ impl Store for Sqlite {
         Ok(())
     }
 
-    fn rename(&self, req: RenameRequest<'_>) -> Result<Option<VersionInfo>> {
+    fn rename(&self, req: RenameRequest<'_>) -> Result<(Option<i64>, Option<VersionInfo>)> {
         let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, req.caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -1083,10 +1086,19 @@ impl Store for Sqlite {
                 )?;
             }
         }
-        // The lineage the moving file lands in: the replaced file's, or its own.
+        // The lineage the moving file lands in: the replaced file's, or the file's
+        // deleted last at the new path (a path's history is continuous, issue 11), or its
+        // own.
         let target_fid = match (req.kind, req.replaced) {
             (Kind::File, Some((_, Some(fid)))) => Some(fid),
-            (Kind::File, _) => req.file_id,
+            (Kind::File, _) => match deleted_lineage_at(&tx, req.new_path)? {
+                Some(fid) if req.file_id.is_some() && req.file_id != Some(fid) => {
+                    tx.prepare_cached("UPDATE files SET deleted_ns = NULL WHERE id = ?1")?
+                        .execute([fid])?;
+                    Some(fid)
+                }
+                _ => req.file_id,
+            },
             (Kind::Dir, _) => None,
         };
         tx.prepare_cached(
@@ -1110,11 +1122,26 @@ impl Store for Sqlite {
         }
         let mut version = None;
         let content = match req.file_id {
-            Some(src) => head_of(&tx, src)?.map(|v| v.content),
+            Some(src) => live_head(&tx, src)?.0.map(|v| v.content),
             None => None,
         };
+        if target_fid != req.file_id
+            && content.is_none()
+            && let (Some(src), Some(fid)) = (req.file_id, target_fid)
+        {
+            // A file with no version yet lands on another lineage: that lineage's versions
+            // are not its content, so the move is a create there.
+            tx.prepare_cached(
+                "UPDATE files SET deleted_ns = ?1, merged_into = ?3 WHERE id = ?2",
+            )?
+            .execute(params![t, src, fid])?;
+            let before = head_of(&tx, fid)?.map(|v| v.id);
+            insert_event(
+                &tx, "create", req.new_path, None, Some(fid), before, None, None, None, caller, t,
+            )?;
+        }
         if let (Some(fid), Some(content)) = (target_fid, content) {
-            let before = head_of(&tx, fid)?.map(|v| v.content);
+            let before = live_head(&tx, fid)?.0.map(|v| v.content);
             if req.file_id != Some(fid) {
                 // The source lineage ends here; its history stays under its old path.
                 if let Some(src) = req.file_id {
@@ -1157,7 +1184,7 @@ impl Store for Sqlite {
         )?;
         crate::failpoint::hit("rename");
         tx.commit()?;
-        Ok(version)
+        Ok((target_fid, version))
     }
 
     fn version_meta(&self, id: i64) -> Result<VersionMeta> {
@@ -1524,7 +1551,7 @@ mod tests {
             .unwrap();
         assert_eq!(t.version.content.stream, c.version.content.stream);
         assert_eq!(read_all(&s, t.version.content), vec![7u8; 10]);
-        assert_eq!(t.version.number, 4);
+        assert_eq!(t.version.number, 3, "a file's first version is its first commit");
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub(super) fn version_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Versio
     })
 }
 
+/// The highest version of lineage `file_id`, whoever's it is: a lineage continued by a
+/// re-created file also holds the versions of the file deleted at that path before.
 pub(super) fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInfo>> {
     Ok(tx
         .prepare_cached(
@@ -58,6 +60,46 @@ pub(super) fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInf
              ORDER BY version DESC LIMIT 1",
         )?
         .query_row([file_id], version_from_row)
+        .optional()?)
+}
+
+/// The last version of lineage `file_id` before the file now on it was created: the
+/// deleted file's last version when a create continued the lineage (its `create` event's
+/// `version_id`), `None` for a lineage that began with the file.
+pub(super) fn birth_of(tx: &Connection, file_id: i64) -> Result<Option<i64>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT MAX(version_id) FROM events WHERE file_id = ?1 AND op = 'create'",
+        )?
+        .query_row([file_id], |r| r.get::<_, Option<i64>>(0))?)
+}
+
+/// The current version of the file on lineage `file_id`: the lineage's head, unless
+/// that is older than the file (a re-created file that has not committed yet: `None`,
+/// its content is empty). Returns (the file's head, the lineage's head).
+pub(super) fn live_head(
+    tx: &Connection,
+    file_id: i64,
+) -> Result<(Option<VersionInfo>, Option<VersionInfo>)> {
+    let head = head_of(tx, file_id)?;
+    let live = match (&head, birth_of(tx, file_id)?) {
+        (Some(h), Some(born)) if h.id <= born => None,
+        _ => head.clone(),
+    };
+    Ok((live, head))
+}
+
+/// The deleted lineage a new file at `path` continues (SPEC §4, issue 11: a path's
+/// history is continuous across a delete and a re-create): the one deleted last at that
+/// path, unless it ended by being renamed over another file.
+pub(super) fn deleted_lineage_at(tx: &Connection, path: &str) -> Result<Option<i64>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT id FROM files WHERE path = ?1 AND deleted_ns IS NOT NULL
+                 AND merged_into IS NULL
+             ORDER BY deleted_ns DESC, id DESC LIMIT 1",
+        )?
+        .query_row([path], |r| r.get(0))
         .optional()?)
 }
 
@@ -103,6 +145,11 @@ pub(super) fn update_fields(
             .execute([file_id])?;
         return Ok(());
     };
+    if old.is_none() {
+        // A first version: keys of a file deleted earlier on the lineage are not its.
+        tx.prepare_cached("DELETE FROM fields WHERE file_id = ?1")?
+            .execute([file_id])?;
+    }
     let old_obj = match old {
         Some(o) if o.len <= FIELDS_MAX => json_object(tx, o)?,
         _ => None,
@@ -318,7 +365,7 @@ pub(super) fn unlink_in(
     if let Some(fid) = file_id {
         tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
             .execute(params![time_ns, fid])?;
-        version_id = head_of(tx, fid)?.map(|v| v.id);
+        version_id = live_head(tx, fid)?.0.map(|v| v.id);
     }
     let op = if file_id.is_some() { "unlink" } else { "rmdir" };
     insert_event(
@@ -327,8 +374,11 @@ pub(super) fn unlink_in(
     Ok(())
 }
 
-/// The rows of a new file (with its `create` version) or directory (with its `mkdir`
-/// event), inside the caller's transaction.
+/// The rows of a new file or directory, inside the caller's transaction. A file gets no
+/// version: its first commit is its first version (issue 11). It continues the lineage of
+/// the file deleted last at `path`, if any (its version numbers go on from there, and an
+/// event, op `create`, `version_id` the lineage's last version before it, marks where the
+/// new file begins), else a new one. A directory gets a `mkdir` event.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn create_in(
     tx: &Connection,
@@ -340,26 +390,38 @@ pub(super) fn create_in(
     caller: &Proc,
 ) -> Result<NodeRecord> {
     let mut file_id = None;
-    let mut head = None;
     if kind == Kind::File {
-        tx.prepare_cached("INSERT INTO files(path) VALUES (?1)")?
-            .execute([path])?;
-        let fid = tx.last_insert_rowid();
-        let v = insert_version(
-            tx,
-            fid,
-            path,
-            "create",
-            ContentRef {
-                stream: EMPTY_STREAM,
-                len: 0,
-            },
-            &crate::store::digest::of_bytes(b""),
-            caller,
-            attrs.mtime_ns,
-        )?;
+        let (fid, before) = match deleted_lineage_at(tx, path)? {
+            Some(fid) => {
+                tx.prepare_cached("UPDATE files SET deleted_ns = NULL WHERE id = ?1")?
+                    .execute([fid])?;
+                (fid, head_of(tx, fid)?.map(|v| v.id))
+            }
+            None => {
+                tx.prepare_cached("INSERT INTO files(path) VALUES (?1)")?
+                    .execute([path])?;
+                (tx.last_insert_rowid(), None)
+            }
+        };
+        // A continued lineage: the event's version is what tells the file's versions
+        // from the deleted file's (`live_head`). A new lineage needs none: its first
+        // version says who created it.
+        if before.is_some() {
+            insert_event(
+                tx,
+                "create",
+                path,
+                None,
+                Some(fid),
+                before,
+                None,
+                None,
+                None,
+                caller,
+                attrs.ctime_ns,
+            )?;
+        }
         file_id = Some(fid);
-        head = Some(v);
     }
     tx.prepare_cached(
         "INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns, file_id)
@@ -401,7 +463,7 @@ pub(super) fn create_in(
         kind,
         attrs,
         file_id,
-        head,
+        head: None,
         mtime_pinned: false,
     })
 }
@@ -435,8 +497,21 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
                 format!("{path}: the file was replaced by a rename while open"),
             )
         })?;
-    let head = head_of(tx, file_id)?
-        .ok_or_else(|| Error::new(libc::EIO, format!("store: {path} has no version")))?;
+    // The file's current version; a file without one yet (created, first commit) is
+    // empty, and its first version is numbered on from its lineage's (a re-created path).
+    let (live, lineage_head) = live_head(tx, file_id)?;
+    let number = lineage_head.map_or(1, |h| h.number + 1);
+    let head = live.unwrap_or(VersionInfo {
+        id: 0,
+        number: 0,
+        content: ContentRef {
+            stream: EMPTY_STREAM,
+            len: 0,
+        },
+        time_ns: 0,
+        writer: "".into(),
+    });
+    let first = head.id == 0;
     let stale = expect_head.is_some_and(|e| e != head.id);
     // Normalise both builds to: base, base_limit, size, dirty ranges, source shift.
     let (base, base_limit, size, dirty, shift): (ContentRef, u64, u64, Vec<(u64, u64)>, u64) =
@@ -586,7 +661,7 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         (ContentRef { stream, len: size }, hasher)
     };
     let hash = hasher.finalize();
-    if !stale && content.len == head.content.len {
+    if !stale && !first && content.len == head.content.len {
         // The same bytes again: nothing changed, so no version (SPEC §4).
         let same: bool = tx
             .prepare_cached("SELECT blake3 = ?2 FROM versions WHERE id = ?1")?
@@ -600,11 +675,18 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         }
     }
     if stale {
-        let reason = format!(
-            "{path}: lost update: written from version {}, but the current version is {} (on_conflict: refuse)",
-            expect_head.unwrap_or_default(),
-            head.number
-        );
+        let reason = if first {
+            format!(
+                "{path}: lost update: written from version {}, but the file was deleted and created again since (on_conflict: refuse)",
+                expect_head.unwrap_or_default()
+            )
+        } else {
+            format!(
+                "{path}: lost update: written from version {}, but the current version is {} (on_conflict: refuse)",
+                expect_head.unwrap_or_default(),
+                head.number
+            )
+        };
         let base_number: Option<i64> = tx
             .query_row(
                 "SELECT version FROM versions WHERE id = ?1",
@@ -634,11 +716,16 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         )?;
         return Ok(Applied::Stale(Error::new(libc::ESTALE, reason)));
     }
-    // The head is the highest version (`head_of`), so the new one is the next number.
+    // The first version of a file is labelled `create`, whatever its handle did.
+    let op = if first && !matches!(op, "restore" | "rename") {
+        "create"
+    } else {
+        op
+    };
     let version = insert_version_numbered(
         tx,
         file_id,
-        head.number + 1,
+        number,
         path,
         op,
         content,
@@ -646,8 +733,15 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         caller,
         time_ns,
     )?;
-    update_fields(tx, file_id, path, Some(head.content), content, version.id)?;
-    if content.len * 2 < head.content.len {
+    update_fields(
+        tx,
+        file_id,
+        path,
+        (!first).then_some(head.content),
+        content,
+        version.id,
+    )?;
+    if !first && content.len * 2 < head.content.len {
         // Compaction or a wipe: MANIFEST names the version dropped (SPEC §7).
         insert_event(
             tx,
