@@ -874,3 +874,61 @@ fn an_at_sign_in_a_name_is_part_of_the_path() {
     m.sh_ok("echo deleted > 'x@3' && rm 'x@3'");
     assert_eq!(cli(&m, &["show", "x@3"]).1, "deleted\n");
 }
+
+/// `run` takes `--rules`, `--owner` and `--allow-other` as `mount` does: the rules are
+/// enforced (and a rules file with errors refuses the run before CMD starts), the owner
+/// gets the root and the default layout of a new database, and other users get in.
+#[test]
+fn run_takes_rules_owner_and_allow_other_like_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |db: &str, args: &[&str], script: &str| {
+        let o = Command::new(BIN)
+            .arg("run")
+            .arg("--db")
+            .arg(dir.path().join(db))
+            .args(args)
+            .args(["--", "bash", "-c", script])
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{"paths": [{"path": "state.json", "format": "json"}, {"path": "**", "writers": ["*"]}]}"#,
+    )
+    .unwrap();
+    let rules = rules.to_str().unwrap();
+    let (code, out, err) = run(
+        "r.db",
+        &["--rules", rules],
+        "/usr/bin/printf 'not json' > state.json; echo $?; cat state.json",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "1\n{}\n", "the rules refused the write: {err}");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"paths": [{"path": "x", "mdoe": 1}]}"#).unwrap();
+    let (code, out, err) = run("r.db", &["--rules", bad.to_str().unwrap()], "echo ran");
+    assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
+    assert!(err.contains("unknown key \"mdoe\""), "{err}");
+    // An owner other than the caller: the agent's uid owns the layout, writes it and is
+    // let in (allow_other implied).
+    let (code, out, err) = run(
+        "o.db",
+        &["--owner", "4242:4242"],
+        "stat -c %u:%g . plan.md; setpriv --reuid 4242 --regid 4242 --clear-groups bash -c 'echo step >> plan.md && cat plan.md'",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "4242:4242\n4242:4242\nstep\n");
+    // --allow-other lets another uid read; without it the kernel keeps it out.
+    let other = "setpriv --reuid 5000 --regid 5000 --clear-groups cat state.json";
+    let (code, _, err) = run("a.db", &[], other);
+    assert_eq!(code, Some(1), "without --allow-other: {err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    let (code, out, err) = run("a.db", &["--allow-other"], other);
+    assert_eq!((code, out.as_str()), (Some(0), "{}\n"), "{err}");
+}
