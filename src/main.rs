@@ -240,6 +240,9 @@ enum RulesCommand {
     Check {
         /// The rules file (JSON, SPEC §5).
         file: PathBuf,
+        /// One JSON object per problem, then a summary object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -316,8 +319,8 @@ fn main() -> ExitCode {
         }
         Command::Unmount { mountpoint } => mount::unmount(&mountpoint),
         Command::Rules {
-            command: RulesCommand::Check { file },
-        } => scratchfs::rules::check_file(&file),
+            command: RulesCommand::Check { file, json },
+        } => scratchfs::rules::check_file(&file, json),
         Command::Log {
             path,
             db,

@@ -932,3 +932,68 @@ fn run_takes_rules_owner_and_allow_other_like_mount() {
     let (code, out, err) = run("a.db", &["--allow-other"], other);
     assert_eq!((code, out.as_str()), (Some(0), "{}\n"), "{err}");
 }
+
+/// `rules check --json`: one object per problem with line, column, severity and message,
+/// then a summary; the exit status is the same as without `--json`.
+#[test]
+fn rules_check_json_gives_one_object_per_problem_and_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("rules.json");
+    let check = || {
+        let o = Command::new(BIN)
+            .args(["rules", "check", "--json"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        (o.status.code(), lines)
+    };
+    std::fs::write(
+        &f,
+        "{\n  \"paths\": [\n    { \"path\": \"**\", \"writers\": [\"*\"], \"mdoe\": \"read-only\" }\n  ]\n}\n",
+    )
+    .unwrap();
+    let (code, lines) = check();
+    assert_eq!(code, Some(1), "{lines:?}");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let p = &lines[0];
+    assert_eq!(
+        (&p["line"], &p["severity"], &p["file"]),
+        (
+            &serde_json::json!(3),
+            &serde_json::json!("error"),
+            &serde_json::json!(f.to_str().unwrap())
+        ),
+        "{p}"
+    );
+    assert!(p["column"].as_u64().unwrap() > 0, "{p}");
+    assert!(
+        p["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown key \"mdoe\""),
+        "{p}"
+    );
+    assert_eq!(
+        lines[1],
+        serde_json::json!({"file": f.to_str().unwrap(), "ok": false, "errors": 1,
+            "warnings": 0, "writers": null, "paths": null})
+    );
+    std::fs::write(
+        &f,
+        r#"{"writers": {"agent": {"uid": 1000}}, "paths": [{"path": "**", "writers": ["agent"]}]}"#,
+    )
+    .unwrap();
+    let (code, lines) = check();
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert_eq!(
+        lines,
+        vec![
+            serde_json::json!({"file": f.to_str().unwrap(), "ok": true, "errors": 0,
+            "warnings": 0, "writers": 1, "paths": 1})
+        ]
+    );
+}
