@@ -63,7 +63,7 @@ pub fn mounted_at(mp: &Path) -> Option<String> {
     info.lines()
         .filter(|l| l.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(want))
         .filter_map(|l| l.split(" - ").nth(1)?.split(' ').next().map(str::to_string))
-        .last()
+        .next_back()
 }
 
 /// A path as /proc/self/mountinfo writes it, decoded: space, tab, newline and backslash
