@@ -27,6 +27,43 @@ struct DbArg {
     db: PathBuf,
 }
 
+/// Who may use a mount and under which rules: the options `mount` and `run` share.
+#[derive(clap::Args, Clone)]
+struct Access {
+    /// Let other users (sandboxed tools) use the mount.
+    #[arg(long)]
+    allow_other: bool,
+    /// Owner of the root and the default layout, UID[:GID] (default: the mounting user).
+    /// An owner other than the mounting user implies --allow-other.
+    #[arg(long, value_parser = parse_owner)]
+    owner: Option<(u32, u32)>,
+    /// Writer rules (JSON, SPEC §5; check with `scratchfs rules check`).
+    #[arg(long)]
+    rules: Option<PathBuf>,
+}
+
+impl Access {
+    /// The mount of `db` at `mountpoint` with these options (views unlisted, the default
+    /// source name).
+    fn spec(self, mountpoint: PathBuf, db: PathBuf) -> MountSpec {
+        let me = unsafe { (libc::getuid(), libc::getgid()) };
+        let owner = self.owner.unwrap_or(me);
+        MountSpec {
+            mountpoint,
+            db,
+            owner,
+            allow_other: self.allow_other || owner.0 != me.0,
+            list_views: false,
+            rules: self
+                .rules
+                .map(|r| mount::absolute(&r))
+                .transpose()
+                .unwrap_or(None),
+            fsname: None,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Mount a scratchpad (creating the database if missing); foreground until unmounted.
@@ -35,13 +72,8 @@ enum Command {
         mountpoint: PathBuf,
         #[command(flatten)]
         db: DbArg,
-        /// Let other users (sandboxed tools) use the mount.
-        #[arg(long)]
-        allow_other: bool,
-        /// Owner of the root and the default layout, UID[:GID] (default: the mounting user).
-        /// An owner other than the mounting user implies --allow-other.
-        #[arg(long, value_parser = parse_owner)]
-        owner: Option<(u32, u32)>,
+        #[command(flatten)]
+        access: Access,
         /// Return once the mount answers, leaving the daemon running.
         #[arg(long)]
         background: bool,
@@ -49,15 +81,13 @@ enum Command {
         /// by name).
         #[arg(long)]
         list_views: bool,
-        /// Writer rules (JSON, SPEC §5; check with `scratchfs rules check`).
-        #[arg(long)]
-        rules: Option<PathBuf>,
         /// The mount's source name, shown by `mount`, `df` and /proc/mounts (default: the
         /// database's absolute path), so that two scratchpads can be told apart. No commas.
         #[arg(long, value_parser = parse_fsname)]
         fsname: Option<String>,
     },
-    /// Unmount (plain `umount` works too).
+    /// Unmount a scratchfs mount (plain `umount` works too); a directory where no
+    /// scratchfs is mounted is an error (exit status 1).
     Unmount {
         /// The mountpoint.
         mountpoint: PathBuf,
@@ -196,6 +226,8 @@ enum Command {
     Run {
         #[command(flatten)]
         db: DbArg,
+        #[command(flatten)]
+        access: Access,
         /// The command and its arguments.
         #[arg(required = true, last = true)]
         cmd: Vec<String>,
@@ -208,6 +240,9 @@ enum RulesCommand {
     Check {
         /// The rules file (JSON, SPEC §5).
         file: PathBuf,
+        /// One JSON object per problem, then a summary object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -266,26 +301,15 @@ fn main() -> ExitCode {
         Command::Mount {
             mountpoint,
             db,
-            allow_other,
-            owner,
+            access,
             background,
             list_views,
-            rules,
             fsname,
         } => {
-            let me = unsafe { (libc::getuid(), libc::getgid()) };
-            let owner = owner.unwrap_or(me);
             let spec = MountSpec {
-                mountpoint,
-                db: db.db,
-                owner,
-                allow_other: allow_other || owner.0 != me.0,
                 list_views,
-                rules: rules
-                    .map(|r| mount::absolute(&r))
-                    .transpose()
-                    .unwrap_or(None),
                 fsname,
+                ..access.spec(mountpoint, db.db)
             };
             if background {
                 background_mount(&spec)
@@ -295,8 +319,8 @@ fn main() -> ExitCode {
         }
         Command::Unmount { mountpoint } => mount::unmount(&mountpoint),
         Command::Rules {
-            command: RulesCommand::Check { file },
-        } => scratchfs::rules::check_file(&file),
+            command: RulesCommand::Check { file, json },
+        } => scratchfs::rules::check_file(&file, json),
         Command::Log {
             path,
             db,
@@ -327,7 +351,7 @@ fn main() -> ExitCode {
             db,
         } => cli::gc::gc(&db.db, keep_last, before, dry_run, json),
         Command::Export { dir, at, db, json } => cli::export::export(&db.db, &dir, at, json),
-        Command::Run { db, cmd } => return run(db.db, cmd),
+        Command::Run { db, access, cmd } => return run(db.db, access, cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -486,7 +510,10 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     }
 }
 
-fn run(db: PathBuf, cmd: Vec<String>) -> ExitCode {
+/// `scratchfs run`: mounts `db` on a fresh temporary directory with `access` (as `mount`
+/// would), runs `cmd` there with `SCRATCHFS_MOUNT` set, unmounts and exits with its
+/// status (1 when the mount or the unmount fails, 127 when `cmd` cannot be started).
+fn run(db: PathBuf, access: Access, cmd: Vec<String>) -> ExitCode {
     let dir = match tempfile::Builder::new().prefix("scratchfs-").tempdir() {
         Ok(d) => d,
         Err(e) => {
@@ -494,16 +521,7 @@ fn run(db: PathBuf, cmd: Vec<String>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let me = unsafe { (libc::getuid(), libc::getgid()) };
-    let spec = MountSpec {
-        mountpoint: dir.path().to_path_buf(),
-        db,
-        owner: me,
-        allow_other: false,
-        list_views: false,
-        rules: None,
-        fsname: None,
-    };
+    let spec = access.spec(dir.path().to_path_buf(), db);
     let bg = match mount::Background::start(&spec) {
         Ok(b) => b,
         Err(msg) => {

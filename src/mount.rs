@@ -51,15 +51,40 @@ fn cstr(p: &Path) -> CString {
 /// Whether a FUSE filesystem is mounted exactly at `mp` (an absolute path), read from
 /// `/proc/self/mountinfo` without touching the mount itself.
 pub fn fuse_mounted_at(mp: &Path) -> bool {
-    let want = mp.to_string_lossy().replace(' ', "\\040");
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .map(|m| {
-            m.lines().any(|l| {
-                l.split(' ').nth(4) == Some(want.as_str())
-                    && l.split(" - ").nth(1).is_some_and(|t| t.starts_with("fuse"))
-            })
-        })
-        .unwrap_or(false)
+    mounted_at(mp).is_some_and(|t| t.starts_with("fuse"))
+}
+
+/// The type of the filesystem mounted exactly at `mp` (an absolute path), the topmost
+/// when several are stacked there (`fuse`, `fuse.scratchfs`, `tmpfs`, ...), read from
+/// `/proc/self/mountinfo` without touching the mount itself; `None` when nothing is.
+pub fn mounted_at(mp: &Path) -> Option<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = mp.as_os_str().as_bytes();
+    info.lines()
+        .filter(|l| l.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(want))
+        .filter_map(|l| l.split(" - ").nth(1)?.split(' ').next().map(str::to_string))
+        .next_back()
+}
+
+/// A path as /proc/self/mountinfo writes it, decoded: space, tab, newline and backslash
+/// are written as `\ooo` octal escapes (the kernel's `mangle`).
+fn unescape_mountinfo(field: &str) -> Vec<u8> {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && let Some(d) = b.get(i + 1..i + 4)
+            && d.iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push(d.iter().fold(0u32, |a, c| a * 8 + u32::from(c - b'0')) as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// How long a mountpoint may take to become free (a killed daemon's mount dying).
@@ -79,11 +104,16 @@ pub fn check_mountpoint(mountpoint: &Path) -> Result<PathBuf, Failure> {
             // is still aborting its connection: either way it is dead.
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED)) => {
                 let c = cstr(&abs);
-                if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-                    let _ = std::process::Command::new("fusermount3")
+                let cleared = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0
+                    || std::process::Command::new("fusermount3")
                         .args(["-u", "-z"])
                         .arg(&abs)
-                        .status();
+                        .status()
+                        .is_ok_and(|s| s.success());
+                if cleared {
+                    // Look again at once, however long the dead mount took to answer (a
+                    // request in flight when the daemon died waits for the abort).
+                    continue;
                 }
             }
             Err(e) => return Err(format!("mountpoint {}: {e}", abs.display())),
@@ -112,9 +142,52 @@ pub fn check_mountpoint(mountpoint: &Path) -> Result<PathBuf, Failure> {
     }
 }
 
-/// Unmounts `mountpoint`: a plain unmount, lazily if it is busy; falls back to
-/// `fusermount3 -u` when not privileged.
+/// `mountpoint` as /proc/self/mountinfo names a mount there, found without touching a
+/// mount: the absolute path without `.` components or a trailing `/`, else with its
+/// parent directory's links resolved; else (nothing is mounted at either, so looking
+/// is safe) the whole path resolved (a link to a mountpoint).
+fn mountinfo_path(mountpoint: &Path) -> Result<PathBuf, Failure> {
+    let abs: PathBuf = absolute(mountpoint)?.components().collect();
+    if mounted_at(&abs).is_some() {
+        return Ok(abs);
+    }
+    if let (Some(parent), Some(name)) = (abs.parent(), abs.file_name())
+        && let Ok(p) = std::fs::canonicalize(parent)
+    {
+        let p = p.join(name);
+        if mounted_at(&p).is_some() {
+            return Ok(p);
+        }
+    }
+    Ok(std::fs::canonicalize(&abs).unwrap_or(abs))
+}
+
+/// Unmounts the scratchfs mount at `mountpoint`: a plain unmount, lazily if it is busy;
+/// falls back to `fusermount3 -u` when not privileged. A mountpoint where nothing is
+/// mounted, or another kind of filesystem (any but `fuse` and `fuse.scratchfs`, the
+/// types a scratchfs mount has), is refused, naming what is there (exit status 1); a
+/// missing directory with the OS's reason. Only the mount table is read, so a dead mount
+/// (its daemon killed) is unmounted too.
 pub fn unmount(mountpoint: &Path) -> Result<(), Failure> {
+    let mp = mountinfo_path(mountpoint)?;
+    let shown = mountpoint.display();
+    match mounted_at(&mp).as_deref() {
+        Some("fuse" | "fuse.scratchfs") => {}
+        Some(other) => {
+            return Err(format!(
+                "unmount {shown}: not a scratchfs mount (a {other} filesystem is mounted there)"
+            ));
+        }
+        None => {
+            return Err(match std::fs::metadata(&mp) {
+                Err(e) => format!("unmount {shown}: {e}"),
+                Ok(_) => {
+                    format!("unmount {shown}: not a scratchfs mount (nothing is mounted there)")
+                }
+            });
+        }
+    }
+    let mountpoint = mp.as_path();
     let c = cstr(mountpoint);
     if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
         return Ok(());

@@ -874,3 +874,264 @@ fn an_at_sign_in_a_name_is_part_of_the_path() {
     m.sh_ok("echo deleted > 'x@3' && rm 'x@3'");
     assert_eq!(cli(&m, &["show", "x@3"]).1, "deleted\n");
 }
+
+/// `run` takes `--rules`, `--owner` and `--allow-other` as `mount` does: the rules are
+/// enforced (and a rules file with errors refuses the run before CMD starts), the owner
+/// gets the root and the default layout of a new database, and other users get in.
+#[test]
+fn run_takes_rules_owner_and_allow_other_like_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |db: &str, args: &[&str], script: &str| {
+        let o = Command::new(BIN)
+            .arg("run")
+            .arg("--db")
+            .arg(dir.path().join(db))
+            .args(args)
+            .args(["--", "bash", "-c", script])
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{"paths": [{"path": "state.json", "format": "json"}, {"path": "**", "writers": ["*"]}]}"#,
+    )
+    .unwrap();
+    let rules = rules.to_str().unwrap();
+    let (code, out, err) = run(
+        "r.db",
+        &["--rules", rules],
+        "/usr/bin/printf 'not json' > state.json; echo $?; cat state.json",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "1\n{}\n", "the rules refused the write: {err}");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"paths": [{"path": "x", "mdoe": 1}]}"#).unwrap();
+    let (code, out, err) = run("r.db", &["--rules", bad.to_str().unwrap()], "echo ran");
+    assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
+    assert!(err.contains("unknown key \"mdoe\""), "{err}");
+    // An owner other than the caller: the agent's uid owns the layout, writes it and is
+    // let in (allow_other implied).
+    let (code, out, err) = run(
+        "o.db",
+        &["--owner", "4242:4242"],
+        "stat -c %u:%g . plan.md; setpriv --reuid 4242 --regid 4242 --clear-groups bash -c 'echo step >> plan.md && cat plan.md'",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "4242:4242\n4242:4242\nstep\n");
+    // --allow-other lets another uid read; without it the kernel keeps it out.
+    let other = "setpriv --reuid 5000 --regid 5000 --clear-groups cat state.json";
+    let (code, _, err) = run("a.db", &[], other);
+    assert_eq!(code, Some(1), "without --allow-other: {err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    let (code, out, err) = run("a.db", &["--allow-other"], other);
+    assert_eq!((code, out.as_str()), (Some(0), "{}\n"), "{err}");
+}
+
+/// `rules check --json`: one object per problem with line, column, severity and message,
+/// then a summary; the exit status is the same as without `--json`.
+#[test]
+fn rules_check_json_gives_one_object_per_problem_and_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("rules.json");
+    let check = || {
+        let o = Command::new(BIN)
+            .args(["rules", "check", "--json"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        (o.status.code(), lines)
+    };
+    std::fs::write(
+        &f,
+        "{\n  \"paths\": [\n    { \"path\": \"**\", \"writers\": [\"*\"], \"mdoe\": \"read-only\" }\n  ]\n}\n",
+    )
+    .unwrap();
+    let (code, lines) = check();
+    assert_eq!(code, Some(1), "{lines:?}");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let p = &lines[0];
+    assert_eq!(
+        (&p["line"], &p["severity"], &p["file"]),
+        (
+            &serde_json::json!(3),
+            &serde_json::json!("error"),
+            &serde_json::json!(f.to_str().unwrap())
+        ),
+        "{p}"
+    );
+    assert!(p["column"].as_u64().unwrap() > 0, "{p}");
+    assert!(
+        p["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown key \"mdoe\""),
+        "{p}"
+    );
+    assert_eq!(
+        lines[1],
+        serde_json::json!({"file": f.to_str().unwrap(), "ok": false, "errors": 1,
+            "warnings": 0, "writers": null, "paths": null})
+    );
+    std::fs::write(
+        &f,
+        r#"{"writers": {"agent": {"uid": 1000}}, "paths": [{"path": "**", "writers": ["agent"]}]}"#,
+    )
+    .unwrap();
+    let (code, lines) = check();
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert_eq!(
+        lines,
+        vec![
+            serde_json::json!({"file": f.to_str().unwrap(), "ok": true, "errors": 0,
+            "warnings": 0, "writers": 1, "paths": 1})
+        ]
+    );
+}
+
+/// `unmount` of a directory where no scratchfs is mounted says so, exit status 1, and
+/// leaves another filesystem mounted there alone; a scratchfs mount named with a relative
+/// path and a trailing slash is unmounted.
+#[test]
+fn unmount_refuses_what_is_not_a_scratchfs_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let unmount = |p: &str| {
+        let o = Command::new(BIN)
+            .args(["unmount", p])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    std::fs::create_dir(dir.path().join("plain")).unwrap();
+    let (code, err) = unmount("plain");
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "scratchfs: unmount plain: not a scratchfs mount (nothing is mounted there)\n"
+    );
+    let (code, err) = unmount("missing");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("No such file or directory"), "{err}");
+    let tmpfs = dir.path().join("t");
+    std::fs::create_dir(&tmpfs).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "scratchfs-test"])
+        .arg(&tmpfs)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cannot mount a tmpfs (needs root)");
+    let (code, err) = unmount("t/");
+    let still = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .contains(&format!(" {} ", tmpfs.display()));
+    let _ = Command::new("umount").arg(&tmpfs).status();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("not a scratchfs mount (a tmpfs filesystem is mounted there)"),
+        "{err}"
+    );
+    assert!(still, "the tmpfs was unmounted");
+    // A scratchfs mount: by a relative path with a trailing slash.
+    let mut m = Mount::new();
+    let o = Command::new(BIN)
+        .args(["unmount", "mnt/"])
+        .current_dir(m.dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    m.unmount_after_exit();
+}
+
+/// The minor device number of the FUSE mount at `mnt`: its connection's directory under
+/// /sys/fs/fuse/connections (mounting the fusectl filesystem there if it is not).
+fn fuse_connection(mnt: &std::path::Path) -> std::path::PathBuf {
+    let conns = std::path::Path::new("/sys/fs/fuse/connections");
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    if !info.lines().any(|l| l.contains(" - fusectl ")) {
+        let st = Command::new("mount")
+            .args(["-t", "fusectl", "fusectl"])
+            .arg(conns)
+            .status()
+            .unwrap();
+        assert!(
+            st.success(),
+            "cannot mount fusectl on {} (needs root)",
+            conns.display()
+        );
+    }
+    let want = format!(" {} ", mnt.display());
+    let line = info
+        .lines()
+        .find(|l| l.contains(&want) && l.contains(" - fuse"))
+        .unwrap_or_else(|| panic!("{} is not mounted:\n{info}", mnt.display()));
+    let dev = line.split(' ').nth(2).unwrap();
+    conns.join(dev.split(':').nth(1).unwrap())
+}
+
+/// `mount` right after `kill -9` of the daemon, while one of its own requests is still
+/// waiting on the dead connection: the kernel ends that request with ECONNABORTED
+/// ("Software caused connection abort") rather than ENOTCONN, and the dead mount is
+/// cleared all the same.
+#[test]
+fn a_mount_racing_a_killed_daemon_clears_it_on_econnaborted() {
+    let mut m = Mount::new();
+    m.sh_ok("echo kept > f");
+    let waiting = fuse_connection(&m.mnt).join("waiting");
+    let count = || {
+        std::fs::read_to_string(&waiting)
+            .map(|s| s.trim().parse::<u64>().unwrap_or(0))
+            .unwrap_or(0)
+    };
+    assert_eq!(count(), 0);
+    // A stopped daemon answers nothing: the new mount's look at the mountpoint waits.
+    unsafe { libc::kill(m.daemon_pid() as i32, libc::SIGSTOP) };
+    let log = m.dir.path().join("second.log");
+    let mut second = Command::new(BIN)
+        .arg("mount")
+        .arg(&m.mnt)
+        .arg("--db")
+        .arg(&m.db)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for(
+        "the second mount's request to wait on the stopped daemon",
+        || {
+            assert!(
+                second.try_wait().unwrap().is_none(),
+                "the second mount exited: {}",
+                read(&log)
+            );
+            count() > 0
+        },
+    );
+    // Killed: the connection is aborted and the waiting request ends with ECONNABORTED.
+    m.kill9();
+    wait_for("the second mount to answer", || {
+        if let Some(st) = second.try_wait().unwrap() {
+            panic!("the second mount exited with {st}: {}", read(&log));
+        }
+        m.path("MANIFEST").exists()
+    });
+    assert_eq!(read(m.path("f")), "kept\n");
+    let st = Command::new(BIN)
+        .arg("unmount")
+        .arg(&m.mnt)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(second.wait().unwrap().success(), "{}", read(&log));
+}

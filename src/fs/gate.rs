@@ -15,7 +15,9 @@
 //! `write-once` path, a view, and every refusal of a directory rename (refused whole);
 //! `EPERM` for a change before an `append-only` file's committed end, and for
 //! history-erasing actions (gc, redact) by anyone but root or the user who mounted;
-//! `EINVAL` for content (format, type, field writer, `max_bytes`, secrets).
+//! `EINVAL` for content (format, type, field writer, `max_bytes`, secrets);
+//! `EOPNOTSUPP` for creating, or opening for writing, the shared-memory index (`-shm`) of
+//! an SQLite database in WAL mode, with or without rules ([`wal_index_refusal`]).
 
 use std::borrow::Cow;
 
@@ -78,6 +80,9 @@ pub enum Change<'a> {
         path: &'a str,
         /// What is created.
         kind: Kind,
+        /// The file would be the shared-memory index of an SQLite database in WAL mode
+        /// (`N-shm` beside `N` and `N-wal`): refused ([`wal_index_refusal`]).
+        wal_index: bool,
     },
     /// `open` for writing, or with `O_TRUNC`.
     Open {
@@ -87,6 +92,9 @@ pub enum Change<'a> {
         trunc: bool,
         /// Size of the committed version, bytes.
         committed_len: u64,
+        /// Opened for writing, and the shared-memory index of an SQLite database in WAL
+        /// mode: refused ([`wal_index_refusal`]).
+        wal_index: bool,
     },
     /// `write(2)` into a handle's private copy: refused already when the commit is
     /// certain to be refused (SPEC §6 "at write when already certain").
@@ -231,6 +239,25 @@ pub struct Gate {
     pub admins: Vec<u32>,
 }
 
+/// The refusal of an SQLite WAL index (`N-shm`, created or opened for writing): SQLite
+/// in WAL mode shares that file between processes through `mmap(MAP_SHARED)`, which
+/// private write copies cannot keep coherent (a process got `SIGBUS`, or silently read
+/// another copy's bytes and lost committed rows). `EOPNOTSUPP` makes SQLite fail cleanly:
+/// its open of the index fails, so the statement that needs it gets `SQLITE_CANTOPEN`
+/// ("unable to open database file"), or, when an index already exists and opens
+/// read-only, writes get `SQLITE_READONLY` (docs/SEMANTICS.md).
+pub fn wal_index_refusal(path: &str) -> Error {
+    Error::new(
+        libc::EOPNOTSUPP,
+        format!(
+            "{path}: SQLite's WAL mode is not supported in the mount (its -shm index must be \
+             shared through mmap between processes, which private write copies cannot do); \
+             use the rollback journal: PRAGMA journal_mode=DELETE (on a database already in \
+             WAL mode, run PRAGMA locking_mode=EXCLUSIVE first) (docs/SEMANTICS.md)"
+        ),
+    )
+}
+
 fn refuse<T>(errno: i32, reason: String) -> Result<T> {
     Err(Error::new(errno, reason))
 }
@@ -339,11 +366,24 @@ impl Gate {
                 ),
             );
         }
+        if let Change::Create {
+            path,
+            wal_index: true,
+            ..
+        }
+        | Change::Open {
+            path,
+            wal_index: true,
+            ..
+        } = change
+        {
+            return Err(wal_index_refusal(path));
+        }
         let Some(r) = &self.rules else { return Ok(()) };
         let w = caller.writer.as_str();
         let einval = |reason: String| Error::new(libc::EINVAL, reason);
         match *change {
-            Change::Create { path, kind } => {
+            Change::Create { path, kind, .. } => {
                 r.check(
                     path,
                     caller,
@@ -359,6 +399,7 @@ impl Gate {
                 path,
                 trunc,
                 committed_len,
+                ..
             } => {
                 r.check(path, caller, Action::Modify)?;
                 if trunc {
@@ -1091,5 +1132,28 @@ mod tests {
         let h = blake3::hash(b"AKIAIOSFODNN7EXAMPLE").to_hex();
         assert!(s.contains(&h[..16]), "{s}");
         assert_eq!(&*Gate::redact(b"nothing here"), b"nothing here");
+    }
+
+    #[test]
+    fn an_sqlite_wal_index_is_refused_with_or_without_rules() {
+        for g in [Gate::new(), gate(RULES)] {
+            let anyone = who("agent", 1000);
+            let create = |wal_index| Change::Create {
+                path: "app.db-shm",
+                kind: Kind::File,
+                wal_index,
+            };
+            let e = g.check(&anyone, &create(true)).unwrap_err();
+            assert_eq!(e.errno, libc::EOPNOTSUPP);
+            assert!(e.reason.contains("journal_mode=DELETE"), "{}", e.reason);
+            assert!(g.check(&anyone, &create(false)).is_ok());
+            let open = Change::Open {
+                path: "app.db-shm",
+                trunc: false,
+                committed_len: 0,
+                wal_index: true,
+            };
+            assert_eq!(g.check(&anyone, &open).unwrap_err().errno, libc::EOPNOTSUPP);
+        }
     }
 }

@@ -614,15 +614,20 @@ impl Fs {
             })
         };
         if check && (writable || flags & libc::O_TRUNC != 0) {
-            let (path, committed_len) = {
+            let (path, committed_len, wal_index) = {
                 let tree = self.tree.read();
                 let n = tree.get(ino)?;
-                (tree.path(ino), n.head.as_ref().map_or(0, |h| h.content.len))
+                (
+                    tree.path(ino),
+                    n.head.as_ref().map_or(0, |h| h.content.len),
+                    writable && tree.is_sqlite_wal_index(n.parent, &n.name),
+                )
             };
             let change = Change::Open {
                 path: &path,
                 trunc: flags & libc::O_TRUNC != 0,
                 committed_len,
+                wal_index,
             };
             self.admit(&caller, &change, || None)?;
         }

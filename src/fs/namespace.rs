@@ -64,7 +64,13 @@ impl Fs {
         }
         let attrs = self.new_attrs(ctx, mode, umask, pnode, kind);
         let path = tree.child_path(parent, name);
-        self.admit(caller, &Change::Create { path: &path, kind }, || None)?;
+        let wal_index = kind == Kind::File && tree.is_sqlite_wal_index(parent, name);
+        let change = Change::Create {
+            path: &path,
+            kind,
+            wal_index,
+        };
+        self.admit(caller, &change, || None)?;
         let rec = self
             .store
             .create(parent, name, &path, kind, attrs, caller)?;

@@ -136,6 +136,25 @@ impl Tree {
             format!("{p}/{n}")
         }
     }
+    /// Whether `name` in directory `parent` is the shared-memory index of an SQLite
+    /// database in WAL mode: a name `N-shm` beside files `N` (the database) and `N-wal`
+    /// (its log), which SQLite creates, in that order, before the index. The gate refuses
+    /// it (`EOPNOTSUPP`, docs/SEMANTICS.md "SQLite databases in the mount").
+    pub(super) fn is_sqlite_wal_index(&self, parent: u64, name: &[u8]) -> bool {
+        let Some(db) = name.strip_suffix(b"-shm").filter(|db| !db.is_empty()) else {
+            return false;
+        };
+        let Some(dir) = self.nodes.get(&parent) else {
+            return false;
+        };
+        let is_file = |n: &[u8]| {
+            dir.children
+                .get(n)
+                .and_then(|ino| self.nodes.get(ino))
+                .is_some_and(|node| node.kind == Kind::File)
+        };
+        is_file(db) && is_file(&[db, b"-wal".as_slice()].concat())
+    }
     /// Links `ino` into `parent` (updating the parent's mtime and ctime, POSIX).
     pub(super) fn attach(&mut self, parent: u64, ino: u64, name: &[u8], kind: Kind) {
         if let Some(p) = self.nodes.get_mut(&parent) {

@@ -277,11 +277,15 @@ fn counts(checked: &check::Checked) -> String {
 /// `scratchfs rules check FILE`: prints `FILE:LINE:COLUMN: message` for each error and
 /// `FILE:LINE:COLUMN: warning: message` for each warning, on stdout, in file order.
 /// `Err` (exit status 1) when there is an error; with warnings only, `FILE: ok (...; N
-/// warnings)` and exit status 0.
-pub fn check_file(path: &std::path::Path) -> Result<(), String> {
+/// warnings)` and exit status 0. With `json`, one JSON object per line instead
+/// ([`check_file_json`]).
+pub fn check_file(path: &std::path::Path, json: bool) -> Result<(), String> {
     let shown = shown(path);
     let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
     let checked = check::check(&text);
+    if json {
+        return check_file_json(path, &shown, &checked);
+    }
     for p in &checked.problems {
         println!("{shown}:{p}");
     }
@@ -301,6 +305,50 @@ pub fn check_file(path: &std::path::Path) -> Result<(), String> {
             Ok(())
         }
         None => Err(format!("{shown}: {}", counts(&checked))),
+    }
+}
+
+/// `scratchfs rules check FILE --json`: one object per problem, in file order,
+/// `{"file", "line", "column", "severity": "error"|"warning", "message"}`, then one
+/// summary `{"file", "ok", "errors", "warnings", "writers", "paths"}` (`writers` and
+/// `paths` count the rules, `null` when there is an error). The file name is exact
+/// (`file_hex` too when it is not UTF-8, as every `--json` output). `Err` (exit status 1,
+/// one line on stderr) when there is an error, as without `--json`.
+fn check_file_json(
+    path: &std::path::Path,
+    shown: &str,
+    checked: &check::Checked,
+) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let with_file = |mut o: serde_json::Value| {
+        crate::cli::json_name(&mut o, "file", path.as_os_str().as_bytes());
+        o
+    };
+    let mut out = String::new();
+    for p in &checked.problems {
+        let o = with_file(serde_json::json!({
+            "line": p.line,
+            "column": p.column,
+            "severity": match p.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            },
+            "message": p.message,
+        }));
+        out.push_str(&format!("{o}\n"));
+    }
+    let summary = with_file(serde_json::json!({
+        "ok": checked.rules.is_some(),
+        "errors": checked.errors().count(),
+        "warnings": checked.warnings().count(),
+        "writers": checked.rules.as_ref().map(|r| r.writers.len()),
+        "paths": checked.rules.as_ref().map(|r| r.paths.len()),
+    }));
+    out.push_str(&format!("{summary}\n"));
+    print!("{out}");
+    match checked.rules {
+        Some(_) => Ok(()),
+        None => Err(format!("{shown}: {}", counts(checked))),
     }
 }
 
