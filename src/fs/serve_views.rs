@@ -303,24 +303,43 @@ impl Fs {
         let mut content = vec![0u8; head.content.len.min(outline::OUTLINE_MAX as u64) as usize];
         let n = self.store.read(head.content, 0, &mut content)?;
         content.truncate(n);
+        // And the last bytes, for the last line of a file read in part.
+        let mut tail = Vec::new();
+        if (n as u64) < head.content.len {
+            let from = head
+                .content
+                .len
+                .saturating_sub(outline::TAIL_MAX as u64)
+                .max(n as u64);
+            tail = vec![0u8; (head.content.len - from) as usize];
+            let t = self.store.read(head.content, from, &mut tail)?;
+            tail.truncate(t);
+        }
         let blake3 = self.store.version_meta(head.id)?.blake3;
         let line = format!("version {} by {}", head.number, head.writer);
-        let mut fields = HashMap::new();
+        let mut fields = outline::Fields::new();
         if let Some(fid) = file_id {
             for f in self.store.fields(fid)? {
-                let step = f.step.map(|s| format!(" step {s}")).unwrap_or_default();
-                let when = manifest::utc(f.time_ns);
-                fields.insert(f.key, format!("v{} {}{step} {when}", f.version, f.writer));
+                fields.insert(
+                    f.key,
+                    outline::KeyProvenance {
+                        writer: f.writer,
+                        version: f.version,
+                        step: f.step,
+                        time_ns: f.time_ns,
+                    },
+                );
             }
         }
         let input = outline::Input {
             path: &path,
             head: &content,
+            tail: &tail,
             size: head.content.len,
             blake3: &blake3,
             version_line: &line,
         };
-        let bytes = Arc::new(outline::outline(input, &fields).into_bytes());
+        let bytes = Arc::new(outline::outline(input, &fields));
         let mut cache = self.views.outlines.lock();
         let held: usize = cache.values().map(|(_, _, b)| b.len()).sum();
         if cache.len() >= OUTLINE_CACHE || held + bytes.len() > OUTLINE_CACHE_BYTES {
