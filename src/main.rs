@@ -52,6 +52,10 @@ enum Command {
         /// Writer rules (JSON, SPEC §5; check with `scratchfs rules check`).
         #[arg(long)]
         rules: Option<PathBuf>,
+        /// MANIFEST's budget in estimated tokens (bytes/4), 100 to 1000000 (default: the
+        /// rules' `manifest_tokens`, else 2000); a larger tree is folded into summary rows.
+        #[arg(long, value_parser = parse_manifest_tokens)]
+        manifest_tokens: Option<usize>,
         /// The mount's source name, shown by `mount`, `df` and /proc/mounts (default: the
         /// database's absolute path), so that two scratchpads can be told apart. No commas.
         #[arg(long, value_parser = parse_fsname)]
@@ -242,6 +246,14 @@ fn parse_fsname(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+fn parse_manifest_tokens(s: &str) -> Result<usize, String> {
+    use scratchfs::views::manifest::{MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS};
+    s.parse::<usize>()
+        .ok()
+        .filter(|n| (MIN_BUDGET_TOKENS..=MAX_BUDGET_TOKENS).contains(n))
+        .ok_or_else(|| format!("an integer from {MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS}"))
+}
+
 fn main() -> ExitCode {
     // Commands whose output goes to `head` end quietly when it stops reading (SIGPIPE's
     // default action), instead of panicking on EPIPE. Not the daemon: it writes only to
@@ -271,6 +283,7 @@ fn main() -> ExitCode {
             background,
             list_views,
             rules,
+            manifest_tokens,
             fsname,
         } => {
             let me = unsafe { (libc::getuid(), libc::getgid()) };
@@ -285,6 +298,7 @@ fn main() -> ExitCode {
                     .map(|r| mount::absolute(&r))
                     .transpose()
                     .unwrap_or(None),
+                manifest_tokens,
                 fsname,
             };
             if background {
@@ -436,6 +450,9 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     if let Some(f) = &spec.fsname {
         cmd.arg("--fsname").arg(f);
     }
+    if let Some(t) = spec.manifest_tokens {
+        cmd.arg("--manifest-tokens").arg(t.to_string());
+    }
     let w = {
         use std::os::fd::AsRawFd;
         status_w.as_raw_fd()
@@ -502,6 +519,7 @@ fn run(db: PathBuf, cmd: Vec<String>) -> ExitCode {
         allow_other: false,
         list_views: false,
         rules: None,
+        manifest_tokens: None,
         fsname: None,
     };
     let bg = match mount::Background::start(&spec) {

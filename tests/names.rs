@@ -90,7 +90,9 @@ fn join(a: &[u8], b: &[u8]) -> Vec<u8> {
 
 #[test]
 fn every_legal_name_survives_export_show_history_log_and_the_views() {
-    let m = Mount::new();
+    // Names of 255 bytes, each shown as `\377` (four characters a byte): MANIFEST gets
+    // a budget large enough to list every one whole.
+    let m = Mount::with_args(&["--manifest-tokens", "20000"]);
     let names = names();
     let at = |rel: &[u8]| m.mnt.join(OsStr::from_bytes(rel));
     std::fs::create_dir(m.path("old")).unwrap();
