@@ -59,6 +59,8 @@ fn mix(h: u64, n: u64) -> u64 {
 
 /// What MANIFEST reads of a file in its pass over the inodes, besides its row.
 struct Extra<'t> {
+    /// Its index in the rows.
+    at: usize,
     ino: u64,
     node: &'t Node,
     /// Digest of its name and place, but for its directory's path.
@@ -402,7 +404,10 @@ impl Fs {
             // The rows, their `dir` the directory's inode until it has an index, and
             // what else each file needs (the same index).
             let mut files: Vec<manifest::File<'_>> = Vec::with_capacity(tree.nodes.len());
-            let mut extra: Vec<Extra<'_>> = Vec::with_capacity(tree.nodes.len());
+            // Files whose memo must be looked at again, by index in `files` (without the
+            // rules' globs, only those whose name, place or content changed).
+            let mut extra: Vec<Extra<'_>> = Vec::new();
+            let mut early_temporaries = 0;
             for (&ino, n) in &tree.nodes {
                 if n.orphan {
                     continue;
@@ -412,20 +417,30 @@ impl Fs {
                     (Kind::File, Some(h)) => {
                         let c = h.content;
                         let memo = &n.memo;
-                        let known = memo.stream.load(Ordering::Relaxed) == c.stream
-                            && memo.sniffed.load(Ordering::Relaxed)
-                                == c.len.min(views::SNIFF_BYTES as u64);
-                        extra.push(Extra {
-                            ino,
-                            node: n,
-                            placed: mix(
-                                mix(n.attrs.ctime_ns as u64, n.parent),
-                                mix(n.name.as_ptr() as u64, n.name.len() as u64),
-                            ),
-                            memo_placed: memo.placed.load(Ordering::Relaxed),
-                            memo_ephemeral: memo.ephemeral.load(Ordering::Relaxed),
-                            known: known || c.len == 0,
-                        });
+                        let known = c.len == 0
+                            || (memo.stream.load(Ordering::Relaxed) == c.stream
+                                && memo.sniffed.load(Ordering::Relaxed)
+                                    == c.len.min(views::SNIFF_BYTES as u64));
+                        let placed = mix(
+                            mix(n.attrs.ctime_ns as u64, n.parent),
+                            mix(n.name.as_ptr() as u64, n.name.len() as u64),
+                        );
+                        let memo_placed = memo.placed.load(Ordering::Relaxed);
+                        let memo_ephemeral = memo.ephemeral.load(Ordering::Relaxed);
+                        if globs || !known || memo_placed != mix(placed, 0) | 1 {
+                            extra.push(Extra {
+                                at: files.len(),
+                                ino,
+                                node: n,
+                                placed,
+                                memo_placed,
+                                memo_ephemeral,
+                                known,
+                            });
+                        } else if memo_ephemeral {
+                            early_temporaries += 1;
+                            continue;
+                        }
                         files.push(manifest::File {
                             dir: n.parent as usize,
                             name: manifest::Name::Raw(&n.name),
@@ -484,39 +499,43 @@ impl Fs {
                 dirs.push(manifest::Dir { parent, name });
             }
             let mut unsniffed: Vec<(usize, u64, &Node)> = Vec::new();
-            let mut temporaries = 0;
+            let mut temporaries = early_temporaries;
             let mut kept = 0;
+            let mut work = extra.iter().peekable();
             for i in 0..files.len() {
-                let (x, parent) = (&extra[i], files[i].dir as u64);
+                let parent = files[i].dir as u64;
+                let x = work.next_if(|x| x.at == i);
                 let Some(&dir) = index.get(&parent) else {
                     continue;
                 };
-                // The name and place this file had when last judged a temporary or not.
-                let placed = mix(x.placed, if globs { dir_digest[dir] } else { 0 }) | 1;
-                let ephemeral = if x.memo_placed == placed {
-                    x.memo_ephemeral
-                } else {
-                    let n = x.node;
-                    let name = paths::encode(&n.name);
-                    let e = views::ephemeral::is_builtin(&name)
-                        || (globs
-                            && rules.is_some_and(|rules| {
-                                rules.is_ephemeral(&if dir == 0 {
-                                    name.to_string()
-                                } else {
-                                    format!("{}/{name}", dir_paths[dir])
-                                })
-                            }));
-                    n.memo.ephemeral.store(e, Ordering::Relaxed);
-                    n.memo.placed.store(placed, Ordering::Relaxed);
-                    e
-                };
-                if ephemeral {
-                    temporaries += 1;
-                    continue;
-                }
-                if !x.known {
-                    unsniffed.push((kept, x.ino, x.node));
+                if let Some(x) = x {
+                    // The name and place this file had when last judged a temporary or not.
+                    let placed = mix(x.placed, if globs { dir_digest[dir] } else { 0 }) | 1;
+                    let ephemeral = if x.memo_placed == placed {
+                        x.memo_ephemeral
+                    } else {
+                        let n = x.node;
+                        let name = paths::encode(&n.name);
+                        let e = views::ephemeral::is_builtin(&name)
+                            || (globs
+                                && rules.is_some_and(|rules| {
+                                    rules.is_ephemeral(&if dir == 0 {
+                                        name.to_string()
+                                    } else {
+                                        format!("{}/{name}", dir_paths[dir])
+                                    })
+                                }));
+                        n.memo.ephemeral.store(e, Ordering::Relaxed);
+                        n.memo.placed.store(placed, Ordering::Relaxed);
+                        e
+                    };
+                    if ephemeral {
+                        temporaries += 1;
+                        continue;
+                    }
+                    if !x.known {
+                        unsniffed.push((kept, x.ino, x.node));
+                    }
                 }
                 files[i].dir = dir;
                 files.swap(kept, i);
