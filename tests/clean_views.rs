@@ -168,6 +168,49 @@ fn temporaries_are_versioned_but_not_listed_nor_restorable() {
     }
 }
 
+/// A rename moves a file in or out of the temporaries, by its name or (the rules'
+/// globs) its directory's: MANIFEST judges it again (it remembers its judgement per
+/// name and place); so does a content that turns binary.
+#[test]
+fn renames_move_files_in_and_out_of_the_temporaries() {
+    let rules = r#"{ "paths": [ { "path": "**", "writers": ["*"] } ],
+                    "ephemeral": ["scratch/**"] }"#;
+    let m = mount_with(rules, &[]);
+    let listed = |name: &str| {
+        table(&read(m.path("MANIFEST")))
+            .iter()
+            .any(|r| r.starts_with(&format!("{name} ")))
+    };
+    m.sh_ok(
+        "echo draft > .tmp-memory-1 && echo plan > keep.md && mkdir work && echo w > work/a.md",
+    );
+    assert!(!listed(".tmp-memory-1") && listed("keep.md") && listed("work/a.md"));
+    // sed -i and the memory tool: a temporary renamed into place is a file like any other.
+    m.sh_ok("mv .tmp-memory-1 final.md && mv keep.md keep.md~");
+    assert!(
+        listed("final.md") && !listed("keep.md~"),
+        "{}",
+        read(m.path("MANIFEST"))
+    );
+    // A directory renamed under a glob of the rules takes its files along.
+    m.sh_ok("mkdir scratch && mv work scratch/work");
+    assert!(!listed("scratch/work/a.md"), "{}", read(m.path("MANIFEST")));
+    m.sh_ok("mv scratch/work back");
+    assert!(listed("back/a.md"), "{}", read(m.path("MANIFEST")));
+    // Text that turns binary.
+    let row = |name: &str| {
+        let text = read(m.path("MANIFEST"));
+        table(&text)
+            .iter()
+            .find(|r| r.starts_with(&format!("{name} ")))
+            .map(|r| r.split_whitespace().nth(2).unwrap().to_string())
+            .unwrap_or_else(|| panic!("{name}:\n{text}"))
+    };
+    assert_eq!(row("final.md"), "2");
+    std::fs::write(m.path("final.md"), b"\0\x01\x02 binary now").unwrap();
+    assert_eq!(row("final.md"), "binary");
+}
+
 /// 1,000 top-level directories: MANIFEST keeps to its default budget of 2,000 tokens,
 /// lists the default layout and the newest file, and folds the rest into summary rows
 /// that count every file once.
