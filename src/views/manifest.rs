@@ -448,6 +448,9 @@ struct Table<'i, 'a> {
     /// Files with a row of their own, in the order they were chosen.
     listed: Vec<usize>,
     is_listed: Vec<bool>,
+    /// How many of those are directly in each directory, and under it.
+    listed_own: Vec<usize>,
+    listed_sub: Vec<usize>,
     /// Directories with a row (`Subtree`), and those unfolded (their files and
     /// subdirectories have rows instead); the root is always unfolded.
     revealed: Vec<bool>,
@@ -491,6 +494,8 @@ impl<'i, 'a> Table<'i, 'a> {
             dir_paths: vec![None; n],
             listed: Vec::new(),
             is_listed: vec![false; files.len()],
+            listed_own: vec![0; n],
+            listed_sub: vec![0; n],
             revealed: vec![false; n],
             unfolded: vec![false; n],
             shown_children: vec![0; n],
@@ -718,7 +723,62 @@ impl<'i, 'a> Table<'i, 'a> {
         }
         self.is_listed[i] = true;
         self.listed.push(i);
+        let dir = self.input.files[i].dir;
+        self.listed_own[dir] += 1;
+        let mut d = dir;
+        loop {
+            self.listed_sub[d] += 1;
+            if d == 0 {
+                break;
+            }
+            d = self.input.dirs[d].parent;
+        }
+        // The summary row it was counted in may now count nothing.
+        let home = self.home(dir);
+        if self.left(home) == 0 {
+            self.remove(home);
+        }
         true
+    }
+
+    fn remove(&mut self, row: Row) {
+        if let Some(e) = self.counted.remove(&row) {
+            self.cost.remove(e);
+        }
+    }
+
+    /// The summary row that counts the files of directory `dir` that have no row.
+    fn home(&self, dir: usize) -> Row {
+        let mut chain = Vec::new();
+        let mut d = dir;
+        while d != 0 {
+            chain.push(d);
+            d = self.input.dirs[d].parent;
+        }
+        let mut at = 0;
+        for &c in chain.iter().rev() {
+            if !self.revealed[c] {
+                return Row::Rest(at);
+            }
+            if !self.unfolded[c] {
+                return Row::Subtree(c);
+            }
+            at = c;
+        }
+        Row::Own(at)
+    }
+
+    /// Files without a row of their own that `row` counts.
+    fn left(&self, row: Row) -> usize {
+        match row {
+            Row::Subtree(d) => self.sub[d].count - self.listed_sub[d],
+            Row::Own(d) => self.own[d].count - self.listed_own[d],
+            Row::Rest(d) => self.children[d][self.shown_children[d]..]
+                .iter()
+                .map(|&c| self.sub[c].count - self.listed_sub[c])
+                .sum(),
+            Row::File(_) => 0,
+        }
     }
 
     /// Unfolds the tree breadth first, the newest directories first, while it fits.
@@ -726,13 +786,16 @@ impl<'i, 'a> Table<'i, 'a> {
         let mut queue = std::collections::VecDeque::from([0usize]);
         while let Some(d) = queue.pop_front() {
             let kids = self.children[d].clone();
-            if kids.is_empty() {
+            if kids.is_empty() || self.left(Row::Subtree(d)) == 0 {
                 continue;
             }
             if d != 0 {
                 // Unfolding pays only with at least one subdirectory shown.
-                let mut rows = vec![Row::Subtree(kids[0])];
-                if self.own[d].count > 0 {
+                let mut rows = Vec::new();
+                if self.left(Row::Subtree(kids[0])) > 0 {
+                    rows.push(Row::Subtree(kids[0]));
+                }
+                if self.left(Row::Own(d)) > 0 {
                     rows.push(Row::Own(d));
                 }
                 if kids.len() > 1 {
@@ -749,7 +812,13 @@ impl<'i, 'a> Table<'i, 'a> {
             for (k, &c) in kids.iter().enumerate().skip(self.shown_children[d]) {
                 let last = k + 1 == kids.len();
                 let gone: &[Row] = if last { &[Row::Rest(d)] } else { &[] };
-                if !self.try_change(&[Row::Subtree(c)], gone, limit) {
+                // A directory whose files all have rows needs none of its own.
+                let rows: &[Row] = if self.left(Row::Subtree(c)) > 0 {
+                    &[Row::Subtree(c)]
+                } else {
+                    &[]
+                };
+                if !self.try_change(rows, gone, limit) {
                     break;
                 }
                 self.revealed[c] = true;
@@ -966,13 +1035,8 @@ pub fn render(input: &Input) -> String {
     let folded = !all;
     if folded {
         table = Table::new(input);
-        let root = [Row::Own(0), Row::Rest(0)];
-        for r in root {
-            let has = match r {
-                Row::Own(_) => table.own[0].count > 0,
-                _ => !table.children[0].is_empty(),
-            };
-            if has {
+        for r in [Row::Own(0), Row::Rest(0)] {
+            if table.left(r) > 0 {
                 table.add(r);
             }
         }
@@ -1169,6 +1233,12 @@ mod tests {
             assert!(
                 m.len().div_ceil(4) <= budget,
                 "{} > {budget}:\n{m}",
+                m.len() / 4
+            );
+            // ... and uses most of it.
+            assert!(
+                m.len().div_ceil(4) * 5 > budget * 4,
+                "{} of {budget}:\n{m}",
                 m.len() / 4
             );
             for p in ["plan.md ", "findings.md ", "state.json "] {
