@@ -40,6 +40,10 @@ struct Access {
     /// Writer rules (JSON, SPEC §5; check with `scratchfs rules check`).
     #[arg(long)]
     rules: Option<PathBuf>,
+    /// MANIFEST's budget in estimated tokens (bytes/4), 100 to 1000000 (default: the
+    /// rules' `manifest_tokens`, else 2000); a larger tree is folded into summary rows.
+    #[arg(long, value_parser = parse_manifest_tokens)]
+    manifest_tokens: Option<usize>,
 }
 
 impl Access {
@@ -59,6 +63,7 @@ impl Access {
                 .map(|r| mount::absolute(&r))
                 .transpose()
                 .unwrap_or(None),
+            manifest_tokens: self.manifest_tokens,
             fsname: None,
         }
     }
@@ -277,6 +282,14 @@ fn parse_fsname(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+fn parse_manifest_tokens(s: &str) -> Result<usize, String> {
+    use scratchfs::views::manifest::{MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS};
+    s.parse::<usize>()
+        .ok()
+        .filter(|n| (MIN_BUDGET_TOKENS..=MAX_BUDGET_TOKENS).contains(n))
+        .ok_or_else(|| format!("an integer from {MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS}"))
+}
+
 fn main() -> ExitCode {
     // Commands whose output goes to `head` end quietly when it stops reading (SIGPIPE's
     // default action), instead of panicking on EPIPE. Not the daemon: it writes only to
@@ -459,6 +472,9 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     }
     if let Some(f) = &spec.fsname {
         cmd.arg("--fsname").arg(f);
+    }
+    if let Some(t) = spec.manifest_tokens {
+        cmd.arg("--manifest-tokens").arg(t.to_string());
     }
     let w = {
         use std::os::fd::AsRawFd;

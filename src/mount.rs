@@ -29,6 +29,9 @@ pub struct MountSpec {
     pub list_views: bool,
     /// Writer rules file (SPEC §5); `None`: the defaults of SPEC §3.
     pub rules: Option<PathBuf>,
+    /// MANIFEST's budget in estimated tokens (`--manifest-tokens`); `None`: the rules'
+    /// `manifest_tokens`, else [`crate::views::manifest::DEFAULT_BUDGET_TOKENS`].
+    pub manifest_tokens: Option<usize>,
     /// The mount's source name (/proc/mounts' first field); `None`: the database's absolute
     /// path, its commas (which separate mount options) replaced by `_`.
     pub fsname: Option<String>,
@@ -302,7 +305,8 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     let store: Arc<dyn Store> = store;
     let mut fs = Fs::new(store.clone(), db_dir)
         .map_err(|e| format!("database {}: {e}", db.display()))?
-        .with_views_listed(spec.list_views);
+        .with_views_listed(spec.list_views)
+        .with_manifest_budget(spec.manifest_tokens);
     // The default layout is created before any rules apply.
     if fresh {
         fs.seed(DEFAULT_LAYOUT, spec.owner)

@@ -45,35 +45,39 @@ fn manifest_is_listed_outlines_resolve_by_name_only() {
 #[test]
 fn views_follow_every_kind_of_change() {
     let m = Mount::new();
-    // An outline looked up before its file exists appears with the file.
+    // An outline looked up before its file exists appears with the file. (The text is
+    // long enough for an outline: an outline is never larger than its file.)
     assert!(!m.path("f.md.outline").exists());
-    m.sh_ok("printf '# A\\none\\n' > f.md");
-    assert_eq!(manifest_row(&m, "f.md")[1], "8");
+    let words = "w=$(printf 'word %.0s' $(seq 40)); ";
+    m.sh_ok(&format!("{words} printf '# A\\n%s\\n' \"$w\" > f.md"));
+    assert_eq!(manifest_row(&m, "f.md")[1], "205");
     assert!(read(m.path("f.md.outline")).contains("1-2 "));
     sizes_agree(&m, "f.md");
     // append
-    m.sh_ok("printf '## B\\ntwo\\n' >> f.md");
-    assert_eq!(manifest_row(&m, "f.md")[1], "17");
+    m.sh_ok(&format!("{words} printf '## B\\n%s\\n' \"$w\" >> f.md"));
+    assert_eq!(manifest_row(&m, "f.md")[1], "411");
     assert!(
         read(m.path("f.md.outline")).contains("3-4 "),
         "{}",
         read(m.path("f.md.outline"))
     );
     sizes_agree(&m, "f.md");
-    // truncate
+    // truncate: too small for an outline, the file is its own
     m.sh_ok("truncate -s 4 f.md");
     assert_eq!(manifest_row(&m, "f.md")[1], "4");
-    assert!(!read(m.path("f.md.outline")).contains("## B"));
+    assert_eq!(read(m.path("f.md.outline")), "# A\n");
     sizes_agree(&m, "f.md");
     // rename
-    m.sh_ok("mv f.md g.md");
+    m.sh_ok(&format!(
+        "{words} printf '%s\\n' \"$w\" >> f.md && mv f.md g.md"
+    ));
     let listed = |name: &str| {
         read(m.path("MANIFEST"))
             .lines()
             .any(|l| l.starts_with(&format!("{name} ")))
     };
     assert!(!listed("f.md"));
-    assert_eq!(manifest_row(&m, "g.md")[1], "4");
+    assert_eq!(manifest_row(&m, "g.md")[1], "205");
     assert!(!m.path("f.md.outline").exists());
     assert!(read(m.path("g.md.outline")).starts_with("g.md: markdown"));
     sizes_agree(&m, "g.md");
@@ -162,16 +166,16 @@ title: not a heading
 ---
 Intro
 =====
-text
+text of the introduction, long enough for the outline to be smaller than the file
 ```
 # not a heading
 ```
 ## Part one
-alpha
+alpha: what the first part says, at some length so that the file is worth outlining
 ### Detail
-beta
+beta: the detail of the first part, with enough words to make its section count
 ## Part two
-gamma
+gamma: the second part, closing the notes with a last line of reasonable length
 EOF",
     );
     let o = read(m.path("notes.md.outline"));
@@ -340,9 +344,13 @@ fn json_outline_shows_per_key_provenance() {
             .unwrap();
         assert!(st.success(), "{script}");
     };
+    // A long note keeps the file larger than its outline.
     run(
         &[("SCRATCHFS_WRITER", "trigger"), ("SCRATCHFS_STEP", "1")],
-        r#"echo '{"ticket_id": "T1"}' > state.json"#,
+        &format!(
+            r#"echo '{{"ticket_id": "T1", "notes": "{}"}}' > state.json"#,
+            "n".repeat(1000)
+        ),
     );
     run(
         &[("SCRATCHFS_WRITER", "get_order"), ("SCRATCHFS_STEP", "2")],
@@ -354,20 +362,26 @@ fn json_outline_shows_per_key_provenance() {
         r#"jq -S . state.json > t && mv t state.json"#,
     );
     let o = read(m.path("state.json.outline"));
-    let prov = |key: &str| -> Vec<String> {
-        o.lines()
-            .find(|l| l.starts_with(key))
-            .unwrap_or_else(|| panic!("{key} missing:\n{o}"))
-            .split_whitespace()
-            .skip(3)
-            .take(4)
-            .map(String::from)
-            .collect()
+    // The provenance line (`by WRITER, vN, step S, TIME:`) of the group a key is in.
+    let prov = |key: &str| -> String {
+        let mut label = "";
+        for l in o.lines() {
+            if l.starts_with("by ") {
+                label = l;
+            } else if l.starts_with(&format!("  {key} ")) {
+                return label.to_string();
+            }
+        }
+        panic!("{key} missing:\n{o}")
     };
-    assert_eq!(prov("ticket_id"), ["v2", "trigger", "step", "1"], "{o}");
-    assert_eq!(prov("order_id"), ["v3", "get_order", "step", "2"], "{o}");
-    assert_eq!(prov("order_total_cents")[..2], ["v3", "get_order"], "{o}");
-    assert!(o.contains("by formatter"), "{o}");
+    assert!(prov("ticket_id").starts_with("by trigger, v"), "{o}");
+    assert!(prov("ticket_id").contains(", step 1, "), "{o}");
+    assert!(prov("order_id").starts_with("by get_order, v"), "{o}");
+    assert!(prov("order_id").contains(", step 2, "), "{o}");
+    assert_eq!(prov("order_total_cents"), prov("order_id"), "{o}");
+    assert!(o.contains("  order_id = \"1042\"\n"), "{o}");
+    assert!(o.contains("  notes (string, 1002 bytes)\n"), "{o}");
+    assert!(o.lines().next().unwrap().ends_with(" by formatter"), "{o}");
     // A removed key is gone from the table too.
     run(
         &[],
@@ -375,7 +389,7 @@ fn json_outline_shows_per_key_provenance() {
     );
     assert_eq!(
         m.sql("SELECT key FROM fields ORDER BY key"),
-        "order_total_cents\nticket_id"
+        "notes\norder_total_cents\nticket_id"
     );
 }
 
@@ -420,7 +434,8 @@ fn manifest_with_the_spec_example_rules_stays_small() {
 fn a_file_name_cannot_forge_manifest_rows() {
     let m = Mount::new();
     let evil = "a\nfake.md    999  9  1  root  0s";
-    std::fs::write(m.path(evil), "hello\n").unwrap();
+    let hello = "hello ".repeat(40) + "\n";
+    std::fs::write(m.path(evil), &hello).unwrap();
     let text = read(m.path("MANIFEST"));
     let rows: Vec<&str> = text.lines().filter(|l| l.contains("fake.md")).collect();
     assert_eq!(rows.len(), 1, "{text}");
@@ -428,14 +443,14 @@ fn a_file_name_cannot_forge_manifest_rows() {
         .strip_prefix(r#""a\nfake.md    999  9  1  root  0s""#)
         .unwrap_or_else(|| panic!("not quoted:\n{text}"));
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    assert_eq!(fields[..3], ["6", "2", "1"], "{text}");
+    assert_eq!(fields[..2], ["241", "61"], "{text}");
     assert!(!text.lines().any(|l| l.starts_with("fake.md")), "{text}");
     let outline = read(m.path(&format!("{evil}.outline")));
     assert!(
-        outline.starts_with(r#""a\nfake.md    999  9  1  root  0s": text, 1 line, 6 bytes"#),
+        outline.starts_with(r#""a\nfake.md    999  9  1  root  0s": text, 1 line, 241 bytes"#),
         "{outline}"
     );
-    assert_eq!(outline.lines().count(), 1, "{outline}");
+    assert_eq!(outline.lines().count(), 2, "{outline}");
     // Deleted, it is one `restorable:` row, with the path that brings it back.
     std::fs::remove_file(m.path(evil)).unwrap();
     let text = read(m.path("MANIFEST"));
@@ -443,7 +458,7 @@ fn a_file_name_cannot_forge_manifest_rows() {
     assert_eq!(
         rows,
         [
-            r#"  "a\nfake.md    999  9  1  root  0s" deleted by anonymous 0s ago (6 B): ".archive/a\nfake.md    999  9  1  root  0s""#
+            r#"  "a\nfake.md    999  9  1  root  0s" deleted by anonymous 0s ago (241 B): ".archive/a\nfake.md    999  9  1  root  0s""#
         ],
         "{text}"
     );

@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+use super::tree::{Node, ViewMemo};
 use super::{Attr, Fs, OpenFlags, ROOT, now_ns};
 use crate::error::{Error, Result};
 use crate::fs::handle::{Handle, HandleKind};
 use crate::identity::Caller;
-use crate::store::{Attrs, Kind};
+use crate::store::{Attrs, ContentRef, Kind, paths};
 use crate::sync::Mutex;
-use crate::views::manifest::{self, FileEntry, Refusal};
+use crate::views::manifest::{self, Refusal};
 use crate::views::{self, View, outline};
 
 /// Outlines kept rendered (by the inode of the file they describe).
@@ -20,6 +21,64 @@ const OUTLINE_CACHE: usize = 1024;
 /// Bytes of rendered outlines kept (8 MiB; an outline is at most ~100 KiB): the cache is
 /// emptied when one more would pass either bound.
 const OUTLINE_CACHE_BYTES: usize = 8 << 20;
+
+/// Most deletions and shrinking commits MANIFEST looks through for the latest ones that
+/// are not temporaries (4,096).
+const RESTORABLE_SCAN: usize = 4096;
+
+/// Files whose start MANIFEST reads while it holds the tree (a few changed since the last
+/// rendering); more are read without it, before the tree is walked again.
+const SNIFF_UNDER_LOCK: usize = 64;
+
+/// A hash map keyed by inode numbers, with a cheap hash (FxHash's multiply and rotate):
+/// MANIFEST looks up every file's directory.
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
+
+/// FxHash (rustc's): enough for inode numbers, many times faster than SipHash.
+#[derive(Default)]
+struct Fx(u64);
+
+impl std::hash::Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = mix(self.0, u64::from(*b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = mix(self.0, n);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// One step of FxHash.
+fn mix(h: u64, n: u64) -> u64 {
+    (h.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+/// What MANIFEST reads of a file in its pass over the inodes, besides its row.
+struct Extra<'t> {
+    /// Its index in the rows.
+    at: usize,
+    ino: u64,
+    node: &'t Node,
+    /// Digest of its name and place, but for its directory's path.
+    placed: u64,
+    /// Its memo: the digest it was judged for, and whether it is a temporary.
+    memo_placed: u64,
+    memo_ephemeral: bool,
+    /// Whether its memo knows if its content is binary.
+    known: bool,
+}
+
+/// Records in a file's memo whether content `c` is binary.
+fn remember(memo: &ViewMemo, c: ContentRef, binary: bool) {
+    memo.binary.store(binary, Ordering::Relaxed);
+    memo.sniffed
+        .store(c.len.min(views::SNIFF_BYTES as u64), Ordering::Relaxed);
+    memo.stream.store(c.stream, Ordering::Relaxed);
+}
 
 /// Prefix of the provenance extended attributes.
 pub const XATTR_PREFIX: &str = "user.scratchfs.";
@@ -52,12 +111,19 @@ pub const ARCHIVE_XATTRS: &[&str] = &["deleted_by", "deleted"];
 pub struct ViewState {
     /// List the outlines in readdir (mount option `--list-views`).
     pub listed: bool,
+    /// MANIFEST's budget in estimated tokens from the command line
+    /// (`--manifest-tokens`); 0: the rules' `manifest_tokens`, else the default.
+    budget_tokens: usize,
+
     /// Bumped by every change to the tree or to a file's content.
     generation: AtomicU64,
     /// Time of the last change, ns: MANIFEST's "as of".
     last_change_ns: AtomicI64,
     /// MANIFEST as rendered at a generation.
     manifest: Mutex<Option<(u64, Arc<Vec<u8>>)>>,
+    /// Held while MANIFEST renders: one rendering at a time (the others then find it
+    /// cached), and one writer of the files' [`ViewMemo`]s.
+    rendering: Mutex<()>,
     /// Outlines by file inode.
     outlines: Mutex<HashMap<u64, CachedOutline>>,
     /// Directories of `.history` and `.archive`, by path.
@@ -83,12 +149,77 @@ impl Fs {
         self
     }
 
-    /// Whether `path` matches the rules' ephemeral patterns (kept out of MANIFEST).
-    fn is_ephemeral(&self, path: &str) -> bool {
+    /// MANIFEST's budget in estimated tokens (`--manifest-tokens`); `None`: the rules'
+    /// `manifest_tokens`, else [`manifest::DEFAULT_BUDGET_TOKENS`].
+    pub fn with_manifest_budget(mut self, tokens: Option<usize>) -> Self {
+        self.views.budget_tokens = tokens.unwrap_or(0);
+        self
+    }
+
+    /// MANIFEST's budget in estimated tokens: the command line's, else the rules', else
+    /// the default.
+    fn manifest_budget(&self) -> usize {
+        if self.views.budget_tokens > 0 {
+            return self.views.budget_tokens;
+        }
         self.gate
             .rules
             .as_ref()
-            .is_some_and(|r| r.is_ephemeral(path))
+            .and_then(|r| r.rules.manifest_tokens)
+            .map(|t| t as usize)
+            .unwrap_or(manifest::DEFAULT_BUDGET_TOKENS)
+    }
+
+    /// Whether the file at `path` (as stored) is a temporary that MANIFEST leaves out: a
+    /// built-in name ([`views::ephemeral`]) or the rules' `ephemeral` globs.
+    fn is_ephemeral(&self, path: &str) -> bool {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        views::ephemeral::is_builtin(name)
+            || self
+                .gate
+                .rules
+                .as_ref()
+                .is_some_and(|r| r.is_ephemeral(path))
+    }
+
+    /// The latest deletions and shrinking commits MANIFEST shows: neither of a
+    /// temporary nor of a deleted file that lives again.
+    fn restorable_shown(&self) -> Result<Vec<manifest::Restorable>> {
+        let mut limit = manifest::REFUSALS_SHOWN;
+        loop {
+            let found = self.store.restorable(limit)?;
+            let scanned = found.len();
+            let kept: Vec<manifest::Restorable> = found
+                .into_iter()
+                // A deleted file that lives again needs no pointer to its archive.
+                .filter(|r| !(self.is_ephemeral(&r.path) || r.deleted && r.live))
+                .take(manifest::REFUSALS_SHOWN)
+                .map(|r| manifest::Restorable {
+                    deleted: r.deleted,
+                    path: r.path,
+                    writer: r.writer,
+                    time_ns: r.time_ns,
+                    version: r.version,
+                    bytes: r.size,
+                })
+                .collect();
+            if kept.len() == manifest::REFUSALS_SHOWN || scanned < limit || limit >= RESTORABLE_SCAN
+            {
+                return Ok(kept);
+            }
+            limit = (limit * 8).min(RESTORABLE_SCAN);
+        }
+    }
+
+    /// Whether content is binary ([`views::is_binary`]), from its first
+    /// [`views::SNIFF_BYTES`].
+    fn sniff(&self, c: ContentRef) -> Result<bool> {
+        if c.len == 0 {
+            return Ok(false);
+        }
+        let mut buf = vec![0u8; c.len.min(views::SNIFF_BYTES as u64) as usize];
+        let n = self.store.read(c, 0, &mut buf)?;
+        Ok(views::is_binary(&buf[..n], c.len == n as u64))
     }
 
     /// "who may write" lines of MANIFEST: one per path rule that restricts something.
@@ -206,78 +337,264 @@ impl Fs {
         {
             return Ok(bytes.clone());
         }
-        let files: Vec<FileEntry> = {
-            let tree = self.tree.read();
-            tree.nodes
-                .iter()
-                .filter(|(_, n)| n.kind == Kind::File && !n.orphan)
-                .filter(|(ino, _)| !self.is_ephemeral(&tree.path(**ino)))
-                .filter_map(|(&ino, n)| {
-                    let h = n.head.as_ref()?;
-                    Some(FileEntry {
-                        path: tree.path(ino),
-                        bytes: h.content.len,
-                        version: h.number,
-                        writer: h.writer.to_string(),
-                        time_ns: h.time_ns,
-                    })
-                })
-                .collect()
-        };
+        let _one = self.views.rendering.lock();
+        // Another rendering may have finished meanwhile; a change after this load makes
+        // the next read render again.
+        let generation = self.views.generation.load(Ordering::Acquire);
+        if let Some((g, bytes)) = self.views.manifest.lock().as_ref()
+            && *g == generation
+        {
+            return Ok(bytes.clone());
+        }
         self.store.sync()?;
         let (refusals, count) = self.store.refusals(manifest::REFUSALS_SHOWN)?;
-        let restorable = self
-            .store
-            .restorable(manifest::REFUSALS_SHOWN)?
-            .into_iter()
-            // A deleted file that lives again needs no pointer to its archive.
-            .filter(|r| !(r.deleted && r.live))
-            .map(|r| manifest::Restorable {
-                deleted: r.deleted,
-                path: r.path,
-                writer: r.writer,
-                time_ns: r.time_ns,
-                version: r.version,
-                bytes: r.size,
-            })
-            .collect();
-        let text = manifest::render(&manifest::Input {
-            restorable,
-            files,
-            refusals: (
-                refusals
-                    .into_iter()
+        let restorable = self.restorable_shown()?;
+        let erasures = {
+            let (runs, n) = self.store.erasures(manifest::REFUSALS_SHOWN)?;
+            (
+                runs.into_iter()
                     .map(|r| Refusal {
                         reason: r.reason,
                         writer: r.writer,
                         time_ns: r.time_ns,
                     })
                     .collect(),
-                count,
-            ),
-            erasures: {
-                let (runs, n) = self.store.erasures(3)?;
-                (
-                    runs.into_iter()
-                        .map(|r| Refusal {
-                            reason: r.reason,
-                            writer: r.writer,
-                            time_ns: r.time_ns,
-                        })
-                        .collect(),
-                    n,
-                )
-            },
-            rules: self.rules_summary(),
-            as_of_ns: self
-                .views
-                .last_change_ns
-                .load(Ordering::Acquire)
-                .max(self.tree.read().get(ROOT)?.attrs.ctime_ns),
-        });
+                n,
+            )
+        };
+        let refusals = (
+            refusals
+                .into_iter()
+                .map(|r| Refusal {
+                    reason: r.reason,
+                    writer: r.writer,
+                    time_ns: r.time_ns,
+                })
+                .collect(),
+            count,
+        );
+        let text = self.render_manifest(restorable, refusals, erasures)?;
         let bytes = Arc::new(text.into_bytes());
         *self.views.manifest.lock() = Some((generation, bytes.clone()));
         Ok(bytes)
+    }
+
+    /// Renders MANIFEST from the tree: one pass over the inodes, reading the name and the
+    /// start of the content only of files whose [`ViewMemo`] does not know them yet.
+    fn render_manifest(
+        &self,
+        restorable: Vec<manifest::Restorable>,
+        refusals: (Vec<Refusal>, u64),
+        erasures: (Vec<Refusal>, u64),
+    ) -> Result<String> {
+        let rules = self.gate.rules.as_ref();
+        let globs = rules.is_some_and(|r| r.has_ephemeral());
+        let caps = |path: &str| {
+            rules
+                .and_then(|r| r.rule_for(path))
+                .and_then(|r| r.max_bytes)
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let tree = self.tree.read();
+            // One pass over the inodes: the directories, and what MANIFEST needs of each
+            // file (its name is read only if its memo does not know it).
+            let mut dir_nodes: Vec<(u64, &Node)> = Vec::new();
+            // The rows, their `dir` the directory's inode until it has an index, and
+            // what else each file needs (the same index).
+            let mut files: Vec<manifest::File<'_>> = Vec::with_capacity(tree.nodes.len());
+            // Files whose memo must be looked at again, by index in `files` (without the
+            // rules' globs, only those whose name, place or content changed).
+            let mut extra: Vec<Extra<'_>> = Vec::new();
+            let mut early_temporaries = 0;
+            for (&ino, n) in &tree.nodes {
+                if n.orphan {
+                    continue;
+                }
+                match (n.kind, n.head.as_ref()) {
+                    (Kind::Dir, _) if ino != ROOT => dir_nodes.push((ino, n)),
+                    (Kind::File, Some(h)) => {
+                        let c = h.content;
+                        let memo = &n.memo;
+                        let known = c.len == 0
+                            || (memo.stream.load(Ordering::Relaxed) == c.stream
+                                && memo.sniffed.load(Ordering::Relaxed)
+                                    == c.len.min(views::SNIFF_BYTES as u64));
+                        let placed = mix(
+                            mix(n.attrs.ctime_ns as u64, n.parent),
+                            mix(n.name.as_ptr() as u64, n.name.len() as u64),
+                        );
+                        let memo_placed = memo.placed.load(Ordering::Relaxed);
+                        let memo_ephemeral = memo.ephemeral.load(Ordering::Relaxed);
+                        if globs || !known || memo_placed != mix(placed, 0) | 1 {
+                            extra.push(Extra {
+                                at: files.len(),
+                                ino,
+                                node: n,
+                                placed,
+                                memo_placed,
+                                memo_ephemeral,
+                                known,
+                            });
+                        } else if memo_ephemeral {
+                            early_temporaries += 1;
+                            continue;
+                        }
+                        files.push(manifest::File {
+                            dir: n.parent as usize,
+                            name: manifest::Name::Raw(&n.name),
+                            pinned: n.parent == ROOT
+                                && manifest::PINNED.iter().any(|p| p.len() == n.name.len())
+                                && manifest::PINNED.iter().any(|p| p.as_bytes() == n.name),
+                            bytes: c.len,
+                            version: h.number,
+                            writer: &h.writer,
+                            time_ns: h.time_ns,
+                            binary: c.len > 0 && known && memo.binary.load(Ordering::Relaxed),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            // Directories get indices parents first (by depth).
+            let parents: FxMap<u64, u64> = dir_nodes.iter().map(|(i, n)| (*i, n.parent)).collect();
+            let depth = |mut ino: u64| {
+                let mut d = 0usize;
+                while ino != ROOT && d <= dir_nodes.len() {
+                    ino = parents.get(&ino).copied().unwrap_or(ROOT);
+                    d += 1;
+                }
+                d
+            };
+            let mut order: Vec<(usize, u64, &Node)> =
+                dir_nodes.iter().map(|&(i, n)| (depth(i), i, n)).collect();
+            order.sort_unstable_by_key(|&(d, i, _)| (d, i));
+            let mut index: FxMap<u64, usize> = FxMap::default();
+            index.insert(ROOT, 0);
+            let mut dirs = vec![manifest::Dir {
+                parent: 0,
+                name: "".into(),
+            }];
+            // Each directory's path (only to match the rules' globs) and its digest.
+            let mut dir_paths: Vec<String> = vec![String::new()];
+            let mut dir_digest: Vec<u64> = vec![0];
+            for &(_, ino, n) in &order {
+                let Some(&parent) = index.get(&n.parent) else {
+                    continue;
+                };
+                let name = paths::encode(&n.name);
+                if globs {
+                    let p = if parent == 0 {
+                        name.to_string()
+                    } else {
+                        format!("{}/{name}", dir_paths[parent])
+                    };
+                    let mut h = std::hash::DefaultHasher::new();
+                    std::hash::Hash::hash(&p, &mut h);
+                    dir_digest.push(std::hash::Hasher::finish(&h));
+                    dir_paths.push(p);
+                }
+                index.insert(ino, dirs.len());
+                dirs.push(manifest::Dir { parent, name });
+            }
+            let mut unsniffed: Vec<(usize, u64, &Node)> = Vec::new();
+            let mut temporaries = early_temporaries;
+            let mut kept = 0;
+            let mut work = extra.iter().peekable();
+            for i in 0..files.len() {
+                let parent = files[i].dir as u64;
+                let x = work.next_if(|x| x.at == i);
+                let Some(&dir) = index.get(&parent) else {
+                    continue;
+                };
+                if let Some(x) = x {
+                    // The name and place this file had when last judged a temporary or not.
+                    let placed = mix(x.placed, if globs { dir_digest[dir] } else { 0 }) | 1;
+                    let ephemeral = if x.memo_placed == placed {
+                        x.memo_ephemeral
+                    } else {
+                        let n = x.node;
+                        let name = paths::encode(&n.name);
+                        let e = views::ephemeral::is_builtin(&name)
+                            || (globs
+                                && rules.is_some_and(|rules| {
+                                    rules.is_ephemeral(&if dir == 0 {
+                                        name.to_string()
+                                    } else {
+                                        format!("{}/{name}", dir_paths[dir])
+                                    })
+                                }));
+                        n.memo.ephemeral.store(e, Ordering::Relaxed);
+                        n.memo.placed.store(placed, Ordering::Relaxed);
+                        e
+                    };
+                    if ephemeral {
+                        temporaries += 1;
+                        continue;
+                    }
+                    if !x.known {
+                        unsniffed.push((kept, x.ino, x.node));
+                    }
+                }
+                files[i].dir = dir;
+                files.swap(kept, i);
+                kept += 1;
+            }
+            files.truncate(kept);
+            drop(extra);
+            let mut input = manifest::Input {
+                dirs,
+                files,
+                temporaries,
+                ..Default::default()
+            };
+            if unsniffed.len() > SNIFF_UNDER_LOCK && attempt == 1 {
+                // Many files not seen yet (the first rendering of a large tree): their
+                // starts are read without holding the tree, then the tree is walked again.
+                let todo: Vec<(u64, ContentRef)> = unsniffed
+                    .iter()
+                    .filter_map(|(_, ino, n)| n.head.as_ref().map(|h| (*ino, h.content)))
+                    .collect();
+                drop(input);
+                drop(unsniffed);
+                drop(order);
+                drop(dir_nodes);
+                drop(tree);
+                let mut found = Vec::with_capacity(todo.len());
+                for (ino, c) in todo {
+                    found.push((ino, c, self.sniff(c)?));
+                }
+                let tree = self.tree.read();
+                for (ino, c, binary) in found {
+                    if let Some(n) = tree.nodes.get(&ino) {
+                        remember(&n.memo, c, binary);
+                    }
+                }
+                continue;
+            }
+            // A few files changed since the last rendering: read their starts now.
+            for (i, _, n) in unsniffed {
+                let Some(c) = n.head.as_ref().map(|h| h.content) else {
+                    continue;
+                };
+                let binary = self.sniff(c)?;
+                remember(&n.memo, c, binary);
+                input.files[i].binary = binary;
+            }
+            input.restorable = restorable;
+            input.refusals = refusals;
+            input.erasures = erasures;
+            input.rules = self.rules_summary();
+            input.as_of_ns = self
+                .views
+                .last_change_ns
+                .load(Ordering::Acquire)
+                .max(tree.get(ROOT)?.attrs.ctime_ns);
+            input.budget_tokens = self.manifest_budget();
+            input.caps = rules.is_some().then_some(&caps as manifest::Caps);
+            return Ok(manifest::render(&input));
+        }
     }
 
     fn outline(&self, target: u64) -> Result<Arc<Vec<u8>>> {
@@ -307,6 +624,18 @@ impl Fs {
         let mut content = vec![0u8; head.content.len.min(outline::OUTLINE_MAX as u64) as usize];
         let n = self.store.read(head.content, 0, &mut content)?;
         content.truncate(n);
+        // And the last bytes, for the last line of a file read in part.
+        let mut tail = Vec::new();
+        if (n as u64) < head.content.len {
+            let from = head
+                .content
+                .len
+                .saturating_sub(outline::TAIL_MAX as u64)
+                .max(n as u64);
+            tail = vec![0u8; (head.content.len - from) as usize];
+            let t = self.store.read(head.content, from, &mut tail)?;
+            tail.truncate(t);
+        }
         let (blake3, line) = if head.id == 0 {
             (
                 crate::store::digest::of_bytes(b""),
@@ -318,22 +647,29 @@ impl Fs {
                 format!("version {} by {}", head.number, head.writer),
             )
         };
-        let mut fields = HashMap::new();
+        let mut fields = outline::Fields::new();
         if let Some(fid) = file_id.filter(|_| head.id != 0) {
             for f in self.store.fields(fid)? {
-                let step = f.step.map(|s| format!(" step {s}")).unwrap_or_default();
-                let when = manifest::utc(f.time_ns);
-                fields.insert(f.key, format!("v{} {}{step} {when}", f.version, f.writer));
+                fields.insert(
+                    f.key,
+                    outline::KeyProvenance {
+                        writer: f.writer,
+                        version: f.version,
+                        step: f.step,
+                        time_ns: f.time_ns,
+                    },
+                );
             }
         }
         let input = outline::Input {
             path: &path,
             head: &content,
+            tail: &tail,
             size: head.content.len,
             blake3: &blake3,
             version_line: &line,
         };
-        let bytes = Arc::new(outline::outline(input, &fields).into_bytes());
+        let bytes = Arc::new(outline::outline(input, &fields));
         let mut cache = self.views.outlines.lock();
         let held: usize = cache.values().map(|(_, _, b)| b.len()).sum();
         if cache.len() >= OUTLINE_CACHE || held + bytes.len() > OUTLINE_CACHE_BYTES {

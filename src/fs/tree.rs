@@ -41,6 +41,38 @@ pub(super) struct Node {
     pub(super) subdirs: u32,
     /// Unlinked (or replaced by a rename) but still referenced by the kernel or a handle.
     pub(super) orphan: bool,
+    /// What MANIFEST learned of this file, kept for its next rendering.
+    pub(super) memo: ViewMemo,
+}
+
+/// What MANIFEST learned of a file (serve_views.rs): whether it is a temporary, for the
+/// name and place it had, and whether its content is binary, for the content it had.
+/// Atomics, since MANIFEST renders under the tree's read lock; so a rendering reads no
+/// file name and no content that it has read before.
+#[derive(Debug)]
+pub(super) struct ViewMemo {
+    /// A digest of the name and place the flag below was computed for (0: none yet).
+    pub(super) placed: std::sync::atomic::AtomicU64,
+    /// A temporary: not listed.
+    pub(super) ephemeral: std::sync::atomic::AtomicBool,
+    /// The content (stream, length of the start that decides) the flag below was
+    /// computed for (stream -1: none yet).
+    pub(super) stream: std::sync::atomic::AtomicI64,
+    pub(super) sniffed: std::sync::atomic::AtomicU64,
+    /// Binary content.
+    pub(super) binary: std::sync::atomic::AtomicBool,
+}
+
+impl Default for ViewMemo {
+    fn default() -> Self {
+        ViewMemo {
+            placed: 0.into(),
+            ephemeral: false.into(),
+            stream: (-1).into(),
+            sniffed: 0.into(),
+            binary: false.into(),
+        }
+    }
 }
 
 impl Node {
@@ -65,6 +97,7 @@ impl Node {
             cookies: BTreeSet::new(),
             subdirs: 0,
             orphan: false,
+            memo: ViewMemo::default(),
         }
     }
     /// The current version's id and content; a file without a version yet (created, not

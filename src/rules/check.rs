@@ -94,7 +94,7 @@ const PATH_KEYS: &[&str] = &[
 /// The keys of a field rule.
 const FIELD_KEYS: &[&str] = &["writers", "type"];
 /// The keys of the file.
-const TOP_KEYS: &[&str] = &["writers", "paths", "ephemeral"];
+const TOP_KEYS: &[&str] = &["writers", "paths", "ephemeral", "manifest_tokens"];
 const MODES: &[&str] = &["read-write", "append-only", "write-once", "read-only"];
 const FORMATS: &[&str] = &["json", "jsonl", "markdown", "text"];
 const CONFLICTS: &[&str] = &["refuse", "overwrite"];
@@ -528,6 +528,22 @@ fn shape(found: &mut Found, root: &Node) {
     }
     if let Some(e) = root.get("ephemeral") {
         found.string_list(e, "ephemeral");
+    }
+    if let Some(t) = root.get("manifest_tokens") {
+        use crate::views::manifest::{MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS};
+        let ok = match &t.kind {
+            Kind::Null => true,
+            Kind::Number(Some(n)) => n.as_u64().is_some_and(|n| {
+                (MIN_BUDGET_TOKENS as u64..=MAX_BUDGET_TOKENS as u64).contains(&n)
+            }),
+            _ => false,
+        };
+        found.expect(
+            ok,
+            t,
+            "manifest_tokens",
+            &format!("an integer from {MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} (MANIFEST's budget in estimated tokens)"),
+        );
     }
 }
 
@@ -1101,14 +1117,15 @@ mod tests {
     3,
     { "path": 7 }
   ],
-  "ephemeral": ["*.swp", false]
+  "ephemeral": ["*.swp", false],
+  "manifest_tokens": 20
 }"#;
         let got: Vec<String> = problems(text)
             .into_iter()
             .map(|(l, c, m)| format!("{l}:{c}: {m}"))
             .collect();
         let want = [
-            r#"2:3: the file: unknown key "writer" (expected one of: writers, paths, ephemeral)"#,
+            r#"2:3: the file: unknown key "writer" (expected one of: writers, paths, ephemeral, manifest_tokens)"#,
             r#"3:30: writers.a.uid: expected an integer from 0 to 4294967295, found "1000""#,
             r#"3:45: writers.a.exe: expected a string, found 3"#,
             r#"3:48: writers.a: unknown key "euid" (expected one of: uid, gid, user, exe, comm, env)"#,
@@ -1126,6 +1143,7 @@ mod tests {
             r#"9:5: paths[3]: expected an object, found 3"#,
             r#"10:15: paths[4].path: expected a glob, found 7"#,
             r#"12:26: ephemeral[1]: expected a string, found a boolean"#,
+            r#"13:22: manifest_tokens: expected an integer from 100 to 1000000 (MANIFEST's budget in estimated tokens), found 20"#,
         ];
         assert_eq!(got, want, "{got:#?}");
         assert!(check(text).rules.is_none());

@@ -1,7 +1,7 @@
 //! Deciding, from the rules a mount was started with, whether a writer may do something
 //! to a path (SPEC §5, §6). Pure: the filesystem core asks, and records what is refused.
 
-use globset::{Glob, GlobMatcher};
+use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
 
 use super::{Mode, PathRule, Rules};
 use crate::error::Error;
@@ -26,7 +26,8 @@ pub struct Compiled {
     /// The rules as written.
     pub rules: Rules,
     globs: Vec<GlobMatcher>,
-    ephemeral: Vec<GlobMatcher>,
+    /// The `ephemeral` globs as one matcher.
+    ephemeral: GlobSet,
 }
 
 impl Compiled {
@@ -41,11 +42,11 @@ impl Compiled {
                     .unwrap_or_else(|_| Glob::new("!").unwrap().compile_matcher())
             })
             .collect();
-        let ephemeral = rules
-            .ephemeral
-            .iter()
-            .filter_map(|g| Glob::new(g).ok().map(|g| g.compile_matcher()))
-            .collect();
+        let mut ephemeral = GlobSetBuilder::new();
+        for g in rules.ephemeral.iter().filter_map(|g| Glob::new(g).ok()) {
+            ephemeral.add(g);
+        }
+        let ephemeral = ephemeral.build().unwrap_or_else(|_| GlobSet::empty());
         Compiled {
             rules,
             globs,
@@ -105,9 +106,13 @@ impl Compiled {
     /// the file name and the whole path).
     pub fn is_ephemeral(&self, path: &str) -> bool {
         let name = path.rsplit('/').next().unwrap_or(path);
-        self.ephemeral
-            .iter()
-            .any(|g| g.is_match(name) || g.is_match(path))
+        !self.ephemeral.is_empty()
+            && (self.ephemeral.is_match(name) || self.ephemeral.is_match(path))
+    }
+
+    /// Whether the rules declare `ephemeral` globs.
+    pub fn has_ephemeral(&self) -> bool {
+        !self.ephemeral.is_empty()
     }
 
     /// One short line per path rule (for MANIFEST): glob, writers, mode, format, fields.

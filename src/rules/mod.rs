@@ -147,9 +147,13 @@ pub struct Rules {
     /// Path rules, first match wins; a path no rule matches cannot be created.
     #[serde(default)]
     pub paths: Vec<PathRule>,
-    /// Globs of editor and tool temporaries kept out of MANIFEST.
+    /// Globs of editor and tool temporaries kept out of MANIFEST (besides the built-in
+    /// ones, [`crate::views::ephemeral`]).
     #[serde(default)]
     pub ephemeral: Vec<String>,
+    /// MANIFEST's budget in estimated tokens (`mount --manifest-tokens` overrides it;
+    /// default [`crate::views::manifest::DEFAULT_BUDGET_TOKENS`]).
+    pub manifest_tokens: Option<u64>,
 }
 
 /// Deserializes a JSON object into its entries in file order.

@@ -6,6 +6,7 @@
 //! zero attribute TTL, so they are never stale (FUSE-TRAPS §1). Writes to them are refused
 //! with `EACCES`, and their names are reserved (SPEC §3).
 
+pub mod ephemeral;
 pub mod manifest;
 pub mod outline;
 
@@ -39,6 +40,26 @@ pub const MANIFEST: &[u8] = b"MANIFEST";
 pub const OUTLINE_SUFFIX: &[u8] = b".outline";
 /// Names reserved at the root for the history views.
 pub const HISTORY_NAMES: &[&[u8]] = &[b".history", b".archive"];
+
+/// Bytes of a file's start that decide whether it is binary ([`is_binary`]): 8 KiB.
+pub const SNIFF_BYTES: usize = 8 << 10;
+
+/// Whether content is binary, judged from its first [`SNIFF_BYTES`] (`head`; `whole`:
+/// `head` is all of it): a NUL byte there, or bytes that are not UTF-8 (a character cut
+/// by the end of `head` when more follows is not held against it). git's test (a NUL in
+/// the first 8,000 bytes) and UTF-8's: a binary file gets no token estimate in MANIFEST
+/// and no text outline.
+pub fn is_binary(head: &[u8], whole: bool) -> bool {
+    let whole = whole && head.len() <= SNIFF_BYTES;
+    let head = &head[..head.len().min(SNIFF_BYTES)];
+    if head.contains(&0) {
+        return true;
+    }
+    match std::str::from_utf8(head) {
+        Ok(_) => false,
+        Err(e) => whole || e.error_len().is_some(),
+    }
+}
 
 /// A view inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,6 +319,27 @@ mod tests {
         assert_eq!(quote_stored(&encode("\u{ef80}".as_bytes())), "\u{ef80}");
         let reason = format!("{}: refused\n", encode(b"k\xff"));
         assert_eq!(one_line_stored(&reason), r"k\377: refused\n");
+    }
+
+    #[test]
+    fn binary_is_a_nul_or_not_utf8_in_the_first_8_kib() {
+        assert!(!is_binary(b"", true));
+        assert!(!is_binary("plan é\n".as_bytes(), true));
+        assert!(is_binary(b"SQLite format 3\0", true));
+        assert!(is_binary(b"\x89PNG\r\n\x1a\n", true));
+        assert!(is_binary(b"caf\xe9", true));
+        // A character cut by the end of what was read.
+        let mut cut = vec![b'a'; SNIFF_BYTES - 1];
+        cut.extend_from_slice("é".as_bytes());
+        assert!(!is_binary(&cut, true));
+        assert!(!is_binary(&cut[..SNIFF_BYTES], false));
+        // ... but a file that ends inside one is not UTF-8.
+        assert!(is_binary(&cut[..SNIFF_BYTES], true));
+        assert!(is_binary(&"é".as_bytes()[..1], true));
+        // A NUL after the first 8 KiB is not looked at.
+        let mut late = vec![b'a'; SNIFF_BYTES];
+        late.push(0);
+        assert!(!is_binary(&late, true));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `<file>.outline`: what is in a file, for a handful of tokens (SPEC §7).
 //!
-//! Format (plain text, one header line, then one line per item):
+//! Format (plain text, one header line, then the rows of its kind):
 //!
 //! ```text
 //! plan.md: markdown, 12 lines, 345 bytes, ~87 tokens; version 3 by agent
@@ -13,21 +13,33 @@
 //!   none from code blocks, HTML blocks or front matter) with its 1-based inclusive line
 //!   range: the heading line up to the line before the next heading of the same or a
 //!   higher level, so `sed -n A,Bp FILE` prints exactly that section, subsections
-//!   included.
-//! - JSON object: each top-level key with its type and the bytes of its value as written
-//!   compactly.
-//! - JSONL: the line count and the top-level keys seen, with how many lines have each.
-//! - Other UTF-8 text: lines and bytes. Binary (not UTF-8, or a NUL byte): size and blake3.
+//!   included. When they do not all fit, the higher levels first.
+//! - JSON object: each top-level key, a short scalar value as it is (`order_id =
+//!   "1042"`), a longer one by type and size (`notes (string, 1204 bytes)`), grouped by
+//!   their provenance (the version that last changed each key: writer, version, step,
+//!   time).
+//! - JSONL (`.jsonl`, `.ndjson`): the record count and the top-level keys seen, with how
+//!   many records have each.
+//! - CSV and TSV (`.csv`, `.tsv`): the header line and the row count.
+//! - Other UTF-8 text, and Markdown without headings: the line count, and the first and
+//!   last lines that are not blank (clipped). Binary ([`super::is_binary`]): size and
+//!   blake3.
+//!
+//! **Size.** An outline is never larger than its file, and at most 5% of it for a file
+//! over 4 KiB ([`cap`]): rows are left out (the first of each kind, the highest heading
+//! levels kept), then the version line; a file too small for any outline of its kind is
+//! its own outline (its content).
 //!
 //! Bounded whatever the file's size (docs/views.md, "Large files"): at most the first
-//! [`OUTLINE_MAX`] bytes are read, at most [`OUTLINE_ROWS`] rows listed, and Markdown is
-//! parsed a piece at a time.
+//! [`OUTLINE_MAX`] bytes are read (and the last [`TAIL_MAX`], for the last line), at
+//! most [`OUTLINE_ROWS`] rows listed, and Markdown is parsed a piece at a time.
 //!
 //! Tokens are estimated as bytes / 4, rounded up. The file's name (its exact bytes) and
 //! JSON keys are quoted when they could break a row or are not UTF-8
-//! ([`super::quote_stored`], [`super::quote_path`]); headings and the version
-//! line have their control characters escaped ([`super::one_line`]).
+//! ([`super::quote_stored`], [`super::quote_path`]); headings, values, lines and the
+//! version line have their control characters escaped ([`super::one_line`]).
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
@@ -45,11 +57,31 @@ pub fn tokens(bytes: usize) -> usize {
 /// whatever the file's size (docs/views.md).
 pub const OUTLINE_MAX: usize = 1 << 20;
 
+/// Most bytes of a file's end an outline reads, for its last line (4 KiB).
+pub const TAIL_MAX: usize = 4 << 10;
+
 /// Most rows (headings, keys) an outline lists (1,000); it says how many it left out.
 pub const OUTLINE_ROWS: usize = 1000;
 
 /// Most characters of a heading's title an outline shows (the rest is `…`).
 pub const TITLE_MAX: usize = 200;
+
+/// Most characters of a first or last line, or a CSV header, an outline shows.
+pub const LINE_SHOWN: usize = 120;
+
+/// A JSON scalar written compactly in at most this many characters is shown as it is.
+pub const SCALAR_SHOWN: usize = 40;
+
+/// Files up to this size (4 KiB) have outlines of at most their own size; larger ones,
+/// of at most 5% of it.
+pub const SMALL_FILE: u64 = 4 << 10;
+
+/// The most bytes the outline of a file of `size` bytes may have: `size` up to
+/// [`SMALL_FILE`], else `size / 20` (5%).
+pub fn cap(size: u64) -> usize {
+    let cap = if size <= SMALL_FILE { size } else { size / 20 };
+    usize::try_from(cap).unwrap_or(usize::MAX)
+}
 
 /// A file as an outline sees it.
 #[derive(Debug, Clone, Copy)]
@@ -58,6 +90,9 @@ pub struct Input<'a> {
     pub path: &'a str,
     /// The file's first bytes: all of it, or its first [`OUTLINE_MAX`] bytes at least.
     pub head: &'a [u8],
+    /// The file's last bytes (up to [`TAIL_MAX`]) when `head` is not all of it; else
+    /// empty.
+    pub tail: &'a [u8],
     /// The file's size in bytes.
     pub size: u64,
     /// blake3 of the whole content, hex (the version's, as recorded).
@@ -66,118 +101,504 @@ pub struct Input<'a> {
     pub version_line: &'a str,
 }
 
+/// The version that last changed a top-level key of a JSON object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyProvenance {
+    /// Its writer.
+    pub writer: String,
+    /// Its version number.
+    pub version: i64,
+    /// The agent step it was written at, if its writer said.
+    pub step: Option<i64>,
+    /// Its commit time, ns.
+    pub time_ns: i64,
+}
+
+/// Provenance of the top-level keys of a JSON object, by key.
+pub type Fields = HashMap<String, KeyProvenance>;
+
 /// The outline of a file. `fields` gives, for a JSON object, the provenance of each
-/// top-level key (e.g. "v3 get_order step 2 2026-11-30 18:20:11Z"). Only the first
-/// [`OUTLINE_MAX`] bytes of `input.head` are looked at.
-pub fn outline(input: Input<'_>, fields: &std::collections::HashMap<String, String>) -> String {
+/// top-level key. Only the first [`OUTLINE_MAX`] bytes of `input.head` are looked at. At
+/// most [`cap`] bytes.
+pub fn outline(input: Input<'_>, fields: &Fields) -> Vec<u8> {
+    let cap = cap(input.size);
+    let whole = input.head.len() as u64 >= input.size;
+    if let Some(o) = render(input, fields, cap, true).or_else(|| render(input, fields, cap, false))
+    {
+        return o.into_bytes();
+    }
+    if whole {
+        // A file too small for any outline is its own.
+        return input.head[..input.size as usize].to_vec();
+    }
+    // The bare header, its path clipped to fit (a path of some 25,000 bytes, say).
+    let shown = super::quote_stored(input.path);
+    let rest = format!(": {} bytes\n", input.size);
+    let room = cap.saturating_sub(rest.len() + 3);
+    let mut path = String::new();
+    for c in shown.chars() {
+        if path.len() + c.len_utf8() > room {
+            path.push('…');
+            break;
+        }
+        path.push(c);
+    }
+    let o = format!("{path}{rest}");
+    if o.len() <= cap {
+        o.into_bytes()
+    } else {
+        Vec::new()
+    }
+}
+
+/// Rows and the header of one outline; `None` when even the header does not fit `cap`.
+/// `versioned`: the header names the version.
+fn render(input: Input<'_>, fields: &Fields, cap: usize, versioned: bool) -> Option<String> {
     let Input {
         path,
         head,
+        tail,
         size,
         blake3,
         version_line,
     } = input;
-    let mut out = String::new();
-    // The header names the file: quoted if its name could break the line.
     let shown = super::quote_stored(path);
-    let version_line = &*super::one_line(version_line);
+    let version_line = super::one_line(version_line);
+    let suffix = if versioned {
+        format!("; {version_line}")
+    } else {
+        String::new()
+    };
     let head = &head[..head.len().min(OUTLINE_MAX)];
     let partial = (head.len() as u64) < size;
-    let text = match std::str::from_utf8(head) {
-        Ok(t) => t,
-        // A character cut by the end of what was read.
-        Err(e) if partial && e.error_len().is_none() => {
-            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or_default()
-        }
-        Err(_) => return binary(path, size, blake3, version_line),
-    };
-    if text.contains('\0') {
-        return binary(path, size, blake3, version_line);
+    if super::is_binary(head, !partial) {
+        let h = format!("{shown}: binary, {size} bytes, blake3 {blake3}{suffix}\n");
+        return (h.len() <= cap).then_some(h);
     }
+    let text = match std::str::from_utf8(head) {
+        Ok(t) => std::borrow::Cow::Borrowed(t),
+        // A character cut by the end of what was read.
+        Err(e) if partial && e.error_len().is_none() => std::borrow::Cow::Borrowed(
+            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or_default(),
+        ),
+        // Not UTF-8 past the bytes that decide it is text.
+        Err(_) => String::from_utf8_lossy(head),
+    };
     // Of a partial read, whole lines only (unless it holds no newline at all).
-    let text = match text.rfind('\n') {
+    let text: &str = match text.rfind('\n') {
         Some(i) if partial => &text[..=i],
-        _ => text,
+        _ => &text,
     };
     let lines = text.bytes().filter(|&b| b == b'\n').count() + 1
         - usize::from(text.ends_with('\n') || text.is_empty());
-    let head_line = |kind: &str, out: &mut String| {
+    let header = |kind: &str| {
         let s = if lines == 1 { "" } else { "s" };
-        let _ = if partial {
-            writeln!(
-                out,
+        if partial {
+            format!(
                 "{shown}: {kind}, {size} bytes, ~{} tokens, outlined from its first {lines} \
-                 line{s} ({} bytes); {version_line}",
+                 line{s} ({} bytes){suffix}\n",
                 tokens(size as usize),
                 text.len()
             )
         } else {
-            writeln!(
-                out,
-                "{shown}: {kind}, {lines} line{s}, {size} bytes, ~{} tokens; {version_line}",
+            format!(
+                "{shown}: {kind}, {lines} line{s}, {size} bytes, ~{} tokens{suffix}\n",
                 tokens(size as usize)
             )
-        };
+        }
     };
     let lower = path.to_ascii_lowercase();
+    let mut out = Fit::new(cap);
     if lower.ends_with(".md") || lower.ends_with(".markdown") {
-        head_line("markdown", &mut out);
-        markdown(text, partial.then_some(size), &mut out);
+        let (rows, total) = markdown(text, partial.then_some(size));
+        if rows.is_empty() {
+            out.header(&header("markdown, no headings"))?;
+            first_and_last(text, tail, partial, &mut out);
+        } else {
+            out.header(&header("markdown"))?;
+            let mut order: Vec<usize> = (0..rows.len()).collect();
+            order.sort_by_key(|&i| (rows[i].0, i));
+            let rows: Vec<String> = rows.into_iter().map(|r| r.1).collect();
+            out.rows(
+                Some(&format!(
+                    "{:<11} {:>7} {:>7}  heading\n",
+                    "lines", "bytes", "~tokens"
+                )),
+                &rows,
+                &order,
+                total,
+                "headings",
+            );
+        }
     } else if lower.ends_with(".jsonl") || lower.ends_with(".ndjson") {
-        head_line("jsonl", &mut out);
-        jsonl(text, &mut out);
+        out.header(&header("jsonl"))?;
+        let (summary, rows) = jsonl(text);
+        if out.line(&summary) {
+            let order: Vec<usize> = (0..rows.len()).collect();
+            out.rows(None, &rows, &order, rows.len(), "keys");
+        }
+    } else if lower.ends_with(".csv") || lower.ends_with(".tsv") {
+        let kind = if lower.ends_with(".csv") {
+            "csv"
+        } else {
+            "tsv"
+        };
+        out.header(&header(kind))?;
+        csv(text, kind, partial, &mut out);
     } else if partial && lower.ends_with(".json") {
-        head_line("json", &mut out);
-        let _ = writeln!(
-            out,
-            "(keys not listed: outlines parse JSON of up to {} MiB)",
+        out.header(&header("json"))?;
+        out.line(&format!(
+            "(keys not listed: outlines parse JSON of up to {} MiB)\n",
             OUTLINE_MAX >> 20
-        );
+        ));
     } else if let Some(serde_json::Value::Object(map)) = (!partial)
         .then(|| serde_json::from_str(text).ok())
         .flatten()
     {
-        head_line("json object", &mut out);
-        let _ = writeln!(
-            out,
-            "{:<24} {:<7} {:>7}  last changed",
-            "key", "type", "bytes"
-        );
-        for (k, v) in map.iter().take(OUTLINE_ROWS) {
-            let bytes = serde_json::to_string(v).map(|s| s.len()).unwrap_or(0);
-            let prov = fields.get(k).map(String::as_str).unwrap_or("-");
-            let _ = writeln!(
-                out,
-                "{:<24} {:<7} {:>7}  {}",
-                super::quote_path(k),
-                type_name(v),
-                bytes,
-                super::one_line(prov)
-            );
-        }
-        more(map.len(), "keys", &mut out);
+        let keys = map.len();
+        let s = if keys == 1 { "" } else { "s" };
+        out.header(&header(&format!("json object of {keys} key{s}")))?;
+        json(&map, fields, &mut out);
     } else {
-        head_line("text", &mut out);
+        out.header(&header("text"))?;
+        first_and_last(text, tail, partial, &mut out);
     }
-    out
+    Some(out.text)
 }
 
-/// The row saying how many of `n` items were left out, if any.
-fn more(n: usize, what: &str, out: &mut String) {
-    if n > OUTLINE_ROWS {
-        let _ = writeln!(
-            out,
-            "(… {} more {what}: an outline lists {OUTLINE_ROWS})",
-            n - OUTLINE_ROWS
-        );
+/// An outline being written within its cap.
+struct Fit {
+    text: String,
+    cap: usize,
+}
+
+impl Fit {
+    fn new(cap: usize) -> Fit {
+        Fit {
+            text: String::new(),
+            cap,
+        }
+    }
+
+    /// The header; `None` if it does not fit.
+    fn header(&mut self, h: &str) -> Option<()> {
+        self.line(h).then_some(())
+    }
+
+    /// Adds `line` (newline included) if it fits.
+    fn line(&mut self, line: &str) -> bool {
+        let fits = self.text.len() + line.len() <= self.cap;
+        if fits {
+            self.text.push_str(line);
+        }
+        fits
+    }
+
+    fn room(&self) -> usize {
+        self.cap - self.text.len()
+    }
+
+    /// As many of `rows` (each with its newline) as fit, chosen in `order`, written in
+    /// their own order after `columns` (if any is written), then how many of `total`
+    /// were left out (at most [`OUTLINE_ROWS`] are written).
+    fn rows(
+        &mut self,
+        columns: Option<&str>,
+        rows: &[String],
+        order: &[usize],
+        total: usize,
+        what: &str,
+    ) {
+        if rows.is_empty() {
+            return;
+        }
+        let more = |n: usize| {
+            if n > 0 {
+                format!("(… {n} more {what})\n")
+            } else {
+                String::new()
+            }
+        };
+        let columns = columns.unwrap_or_default();
+        let all: usize = rows.iter().map(String::len).sum();
+        let mut budget = if total == rows.len()
+            && rows.len() <= OUTLINE_ROWS
+            && columns.len() + all <= self.room()
+        {
+            self.room() - columns.len()
+        } else {
+            self.room()
+                .saturating_sub(columns.len() + more(total).len())
+        };
+        let mut chosen = vec![false; rows.len()];
+        let mut n = 0;
+        for &i in order {
+            if n == OUTLINE_ROWS || rows[i].len() > budget {
+                break;
+            }
+            budget -= rows[i].len();
+            chosen[i] = true;
+            n += 1;
+        }
+        if n > 0 {
+            self.text.push_str(columns);
+        }
+        for (row, _) in rows.iter().zip(&chosen).filter(|(_, c)| **c) {
+            self.text.push_str(row);
+        }
+        let left = more(total - n);
+        self.line(&left);
     }
 }
 
-fn binary(path: &str, size: u64, blake3: &str, version_line: &str) -> String {
-    format!(
-        "{}: binary, {size} bytes, blake3 {blake3}; {version_line}\n",
-        super::quote_stored(path),
-    )
+/// `s` cut to `max` characters, with `…`.
+fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(max) {
+        Some((cut, _)) if max > 0 => format!("{}…", &s[..cut]).into(),
+        Some(_) => "…".into(),
+        None => s.into(),
+    }
+}
+
+/// `s` cut to at most [`LINE_SHOWN`] characters and `bytes` bytes, `…` included; `None`
+/// if fewer than 8 characters of a longer `s` would be left.
+fn clip_to(s: &str, bytes: usize) -> Option<std::borrow::Cow<'_, str>> {
+    if s.len() <= bytes && s.chars().count() <= LINE_SHOWN {
+        return Some(s.into());
+    }
+    let room = bytes.checked_sub('…'.len_utf8())?;
+    let mut end = 0;
+    for (n, (i, c)) in s.char_indices().enumerate() {
+        if n == LINE_SHOWN - 1 || i + c.len_utf8() > room {
+            break;
+        }
+        end = i + c.len_utf8();
+    }
+    (s[..end].chars().count() >= 8).then(|| format!("{}…", &s[..end]).into())
+}
+
+/// The first and the last line that are not blank, with their line numbers (`$` for the
+/// last line of a file read in part), clipped to fit.
+fn first_and_last(text: &str, tail: &[u8], partial: bool, out: &mut Fit) {
+    let first = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| ((i + 1).to_string(), l));
+    let tail_text = String::from_utf8_lossy(tail);
+    let last = if partial {
+        tail_text
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .last()
+            .map(|l| ("$".to_string(), l))
+    } else {
+        let n = text.lines().count();
+        text.lines()
+            .rev()
+            .enumerate()
+            .find(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| ((n - i).to_string(), l))
+    };
+    let mut shown: Vec<(String, &str)> = first.into_iter().collect();
+    if let Some(l) = last
+        && shown.first().is_none_or(|f| f.0 != l.0)
+    {
+        shown.push(l);
+    }
+    if shown.is_empty() {
+        return;
+    }
+    // Each line gets an equal share of the room, up to LINE_SHOWN characters.
+    let share = out.room() / shown.len();
+    for (n, line) in shown {
+        let line = super::one_line(line);
+        let prefix = format!("{n}: ");
+        if let Some(l) = clip_to(&line, share.saturating_sub(prefix.len() + 1)) {
+            out.line(&format!("{prefix}{l}\n"));
+        }
+    }
+}
+
+/// A CSV or TSV text: its header and how many rows follow (records: a quoted field may
+/// hold newlines).
+fn csv(text: &str, kind: &str, partial: bool, out: &mut Fit) {
+    let mut records = 0usize;
+    let mut quoted = false;
+    let mut blank = true;
+    let mut header_end = None;
+    for (i, b) in text.bytes().enumerate() {
+        match b {
+            b'"' => {
+                quoted = !quoted;
+                blank = false;
+            }
+            b'\n' if !quoted => {
+                if !blank {
+                    if header_end.is_none() {
+                        header_end = Some(i);
+                    } else {
+                        records += 1;
+                    }
+                }
+                blank = true;
+            }
+            b'\r' => {}
+            _ => blank = false,
+        }
+    }
+    if !blank {
+        if header_end.is_none() {
+            header_end = Some(text.len());
+        } else {
+            records += 1;
+        }
+    }
+    let Some(end) = header_end else {
+        return;
+    };
+    let header = text[..end].trim_end_matches('\r');
+    let sep = if kind == "csv" { ',' } else { '\t' };
+    let columns = header.split(sep).count();
+    let s = if records == 1 { "" } else { "s" };
+    let rows = if partial {
+        format!("{records} row{s} in the part read\n")
+    } else {
+        format!("{records} row{s}\n")
+    };
+    let prefix = format!("header ({columns} columns): ");
+    let line = super::one_line(header);
+    let room = out.room().saturating_sub(rows.len() + prefix.len() + 1);
+    if let Some(h) = clip_to(&line, room) {
+        out.line(&format!("{prefix}{h}\n"));
+    }
+    out.line(&rows);
+}
+
+/// A JSON object's keys (in the order serde_json reads them: by name), grouped by the
+/// provenance of each (`fields`), the groups in the order of their first key: one key a line with its value or its type
+/// and size under `by WRITER, vN, step S, TIME:` when they all fit, else only the keys'
+/// names after `by WRITER, vN, step S:`, as many as fit.
+fn json(map: &serde_json::Map<String, serde_json::Value>, fields: &Fields, out: &mut Fit) {
+    type Group<'m> = (
+        Option<&'m KeyProvenance>,
+        Vec<(&'m str, &'m serde_json::Value)>,
+    );
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    let mut at: HashMap<Option<(i64, &str)>, usize> = HashMap::new();
+    let any = map.keys().any(|k| fields.contains_key(k));
+    for (k, v) in map {
+        let prov = fields.get(k);
+        let i = *at
+            .entry(prov.map(|p| (p.version, p.writer.as_str())))
+            .or_insert_with(|| {
+                groups.push((prov, Vec::new()));
+                groups.len() - 1
+            });
+        groups[i].1.push((k, v));
+    }
+    let label = |prov: Option<&KeyProvenance>, time: bool| match prov {
+        Some(p) => {
+            let step = p.step.map(|s| format!(", step {s}")).unwrap_or_default();
+            let when = if time {
+                format!(", {}", super::manifest::utc(p.time_ns))
+            } else {
+                String::new()
+            };
+            format!(
+                "by {}, v{}{step}{when}:",
+                super::quote_path(&p.writer),
+                p.version
+            )
+        }
+        None if any => "no provenance recorded:".to_string(),
+        None => String::new(),
+    };
+    // One key a line, with its value.
+    let mut full = String::new();
+    for (prov, keys) in &groups {
+        let indent = if any {
+            let _ = writeln!(full, "{}", label(*prov, true));
+            "  "
+        } else {
+            ""
+        };
+        for (k, v) in keys {
+            let _ = writeln!(full, "{indent}{}", describe(k, v));
+        }
+    }
+    if map.len() <= OUTLINE_ROWS && out.line(&full) {
+        return;
+    }
+    // Only the names, as many as fit.
+    let total = map.len();
+    let more = |n: usize| format!("(… {n} more keys)\n");
+    let mut listed = 0;
+    'groups: for (prov, keys) in &groups {
+        let l = label(*prov, false);
+        let mut line = String::new();
+        for (k, _) in keys {
+            let name = super::quote_path(k);
+            let add = if line.is_empty() {
+                if l.is_empty() {
+                    name.len() + 1
+                } else {
+                    l.len() + 1 + name.len() + 1
+                }
+            } else {
+                2 + name.len()
+            };
+            let reserve = if listed + 1 < total {
+                more(total).len()
+            } else {
+                0
+            };
+            if listed == OUTLINE_ROWS || line.len() + add + reserve > out.room() {
+                if !line.is_empty() {
+                    line.push('\n');
+                    out.line(&line);
+                }
+                break 'groups;
+            }
+            if line.is_empty() {
+                if !l.is_empty() {
+                    line.push_str(&l);
+                    line.push(' ');
+                }
+            } else {
+                line.push_str(", ");
+            }
+            line.push_str(&name);
+            listed += 1;
+        }
+        line.push('\n');
+        out.line(&line);
+    }
+    if listed < total {
+        out.line(&more(total - listed));
+    }
+}
+
+/// `key = value` for a short scalar, else `key (type, size)`.
+fn describe(k: &str, v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    let key = super::quote_path(k);
+    let compact = serde_json::to_string(v).unwrap_or_default();
+    let scalar = !matches!(v, Value::Array(_) | Value::Object(_));
+    if scalar && compact.chars().count() <= SCALAR_SHOWN {
+        return format!("{key} = {}", super::one_line(&compact));
+    }
+    let bytes = compact.len();
+    match v {
+        Value::Array(a) => format!("{key} (array of {}, {bytes} bytes)", a.len()),
+        Value::Object(o) => {
+            let s = if o.len() == 1 { "" } else { "s" };
+            format!("{key} (object of {} key{s}, {bytes} bytes)", o.len())
+        }
+        Value::String(_) => format!("{key} (string, {bytes} bytes)"),
+        _ => format!("{key} ({}, {bytes} bytes)", type_name(v)),
+    }
 }
 
 fn type_name(v: &serde_json::Value) -> &'static str {
@@ -334,12 +755,12 @@ fn pieces(text: &str, piece: usize, piece_max: usize) -> Vec<std::ops::Range<usi
 }
 
 /// The headings of a Markdown text, parsed as CommonMark (with YAML front matter) in
-/// [`pieces`]: the level and 1-based line of each, and the titles of the first `titles`
-/// (at most [`TITLE_MAX`] characters each).
+/// [`pieces`]: the level and 1-based line of each, and the titles of those `want`ed (by
+/// their index; at most [`TITLE_MAX`] characters each, empty for the others).
 fn headings(
     text: &str,
     starts: &[usize],
-    titles: usize,
+    want: &dyn Fn(usize) -> bool,
     piece: usize,
     piece_max: usize,
 ) -> (Vec<(usize, usize)>, Vec<String>) {
@@ -357,13 +778,21 @@ fn headings(
         for (event, at) in Parser::new_ext(&text[range], opts).into_offset_iter() {
             match event {
                 Event::Start(Tag::Heading { level, .. }) => {
+                    current = Some(String::new());
                     marks.push((level as usize, line_of(starts, base + at.start)));
-                    current = (names.len() < titles).then(String::new);
                 }
-                Event::End(TagEnd::Heading(_)) => names.extend(current.take()),
+                Event::End(TagEnd::Heading(_)) => {
+                    let title = current.take().unwrap_or_default();
+                    names.push(if want(names.len()) {
+                        title
+                    } else {
+                        String::new()
+                    });
+                }
                 Event::Text(t) | Event::Code(t) => {
                     if let Some(title) = current.as_mut()
                         && title.len() < 4 * TITLE_MAX
+                        && want(names.len())
                     {
                         title.push_str(&t);
                     }
@@ -375,35 +804,40 @@ fn headings(
     (marks, names)
 }
 
-/// The headings of `text` with their sections (the first [`OUTLINE_ROWS`]). `Some(size)`:
-/// `text` is only the start of a file of `size` bytes, so a section that runs to its end
-/// runs to the end of the file as far as the outline knows: `A-$` (sed's last line),
-/// bytes to the end of the file.
-fn markdown(text: &str, partial: Option<u64>, out: &mut String) {
+/// The rows of the headings of `text` (with their sections), at most [`OUTLINE_ROWS`]
+/// of them (the highest levels first), in the text's order with the level of each, and
+/// how many headings there are. `Some(size)`: `text` is only the start of a file of
+/// `size` bytes, so a section that runs to its end runs to the end of the file as far as
+/// the outline knows: `A-$` (sed's last line), bytes to the end of the file.
+fn markdown(text: &str, partial: Option<u64>) -> (Vec<(usize, String)>, usize) {
     let starts = line_starts(text);
     // Lines of the file; a trailing newline does not start another line.
     let last_line = line_of(&starts, text.len().saturating_sub(1)).max(1);
-    let (marks, titles) = headings(text, &starts, OUTLINE_ROWS, PIECE, PIECE_MAX);
-    if marks.is_empty() {
-        out.push_str("(no headings)\n");
-        return;
-    }
-    // Where each listed section ends: the line before the next heading of the same or a
-    // higher level (found walking backwards, by level), if there is one.
-    let mut next_at = [None::<usize>; 7];
-    let mut ends = vec![None; marks.len().min(OUTLINE_ROWS)];
-    for (i, &(level, line)) in marks.iter().enumerate().rev() {
-        if i < ends.len() {
-            ends[i] = next_at[1..=level].iter().flatten().min().map(|n| n - 1);
+    let (mut marks, mut titles) = headings(text, &starts, &|i| i < OUTLINE_ROWS, PIECE, PIECE_MAX);
+    let mut wanted = vec![true; marks.len()];
+    if marks.len() > OUTLINE_ROWS {
+        // Titles only of the headings that may be listed (parsed again).
+        let mut order: Vec<usize> = (0..marks.len()).collect();
+        order.sort_by_key(|&i| (marks[i].0, i));
+        wanted = vec![false; marks.len()];
+        for &i in &order[..OUTLINE_ROWS] {
+            wanted[i] = true;
         }
+        (marks, titles) = headings(text, &starts, &|i| wanted[i], PIECE, PIECE_MAX);
+    }
+    // Where each section ends: the line before the next heading of the same or a higher
+    // level (found walking backwards, by level), if there is one.
+    let mut next_at = [None::<usize>; 7];
+    let mut ends = vec![None; marks.len()];
+    for (i, &(level, line)) in marks.iter().enumerate().rev() {
+        ends[i] = next_at[1..=level].iter().flatten().min().map(|n| n - 1);
         next_at[level] = Some(line);
     }
-    let _ = writeln!(
-        out,
-        "{:<11} {:>7} {:>7}  heading",
-        "lines", "bytes", "~tokens"
-    );
-    for ((&(level, line), next), title) in marks.iter().zip(ends).zip(&titles) {
+    let mut rows = Vec::with_capacity(marks.len().min(OUTLINE_ROWS));
+    for (i, ((&(level, line), next), title)) in marks.iter().zip(ends).zip(&titles).enumerate() {
+        if !wanted[i] {
+            continue;
+        }
         let end = next.unwrap_or(last_line);
         let from = starts[line - 1];
         let to = starts.get(end).copied().unwrap_or(text.len());
@@ -411,29 +845,28 @@ fn markdown(text: &str, partial: Option<u64>, out: &mut String) {
             Some(size) if next.is_none() => (format!("{line}-$"), size as usize - from),
             _ => (format!("{line}-{end}"), to - from),
         };
-        let title = title.trim();
-        let title = match title.char_indices().nth(TITLE_MAX) {
-            Some((cut, _)) => format!("{}…", &title[..cut]),
-            None => title.to_string(),
-        };
-        let _ = writeln!(
-            out,
-            "{:<11} {:>7} {:>7}  {}{} {}",
-            range,
-            bytes,
-            tokens(bytes),
-            "  ".repeat(level - 1),
-            "#".repeat(level),
-            super::one_line(&title)
-        );
+        let title = clip(title.trim(), TITLE_MAX);
+        rows.push((
+            level,
+            format!(
+                "{:<11} {:>7} {:>7}  {}{} {}\n",
+                range,
+                bytes,
+                tokens(bytes),
+                "  ".repeat(level - 1),
+                "#".repeat(level),
+                super::one_line(&title)
+            ),
+        ));
     }
-    more(marks.len(), "headings", out);
+    (rows, marks.len())
 }
 
-fn jsonl(text: &str, out: &mut String) {
+/// The summary line of a JSONL text and a row for each key.
+fn jsonl(text: &str) -> (String, Vec<String>) {
     // Keys in the order first seen, with how many records have each.
     let mut keys: Vec<(String, usize)> = Vec::new();
-    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
     let (mut lines, mut bad) = (0usize, 0usize);
     for l in text.lines().filter(|l| !l.trim().is_empty()) {
         lines += 1;
@@ -453,31 +886,41 @@ fn jsonl(text: &str, out: &mut String) {
             Err(_) => bad += 1,
         }
     }
-    let _ = writeln!(out, "{lines} records, {bad} not JSON");
-    for (k, c) in keys.iter().take(OUTLINE_ROWS) {
-        let _ = writeln!(out, "{:<24} in {c} records", super::quote_path(k));
-    }
-    more(keys.len(), "keys", out);
+    let rows = keys
+        .iter()
+        .map(|(k, c)| format!("{:<24} in {c} records\n", super::quote_path(k)))
+        .collect();
+    (format!("{lines} records, {bad} not JSON\n"), rows)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The outline of a whole file.
-    fn ol(
-        path: &str,
-        content: &[u8],
-        version_line: &str,
-        fields: &std::collections::HashMap<String, String>,
-    ) -> String {
+    /// The outline of a whole file, whatever its size (no cap).
+    fn ol(path: &str, content: &[u8], version_line: &str, fields: &Fields) -> String {
         let hash = blake3::hash(content).to_hex();
         let input = Input {
             path,
             head: content,
+            tail: b"",
             size: content.len() as u64,
             blake3: &hash,
             version_line,
+        };
+        render(input, fields, usize::MAX, true).unwrap()
+    }
+
+    /// The outline of a whole file, as served.
+    fn served(path: &str, content: &[u8], fields: &Fields) -> Vec<u8> {
+        let hash = blake3::hash(content).to_hex();
+        let input = Input {
+            path,
+            head: content,
+            tail: b"",
+            size: content.len() as u64,
+            blake3: &hash,
+            version_line: "version 12 by agent",
         };
         outline(input, fields)
     }
@@ -516,23 +959,47 @@ mod tests {
     }
 
     #[test]
-    fn json_jsonl_text_and_binary() {
-        let fields = [("total".to_string(), "v2 get_order".to_string())].into();
+    fn json_jsonl_csv_text_and_binary() {
+        let fields = [(
+            "total".to_string(),
+            KeyProvenance {
+                writer: "get_order".into(),
+                version: 2,
+                step: Some(3),
+                time_ns: 1_796_062_811 * 1_000_000_000,
+            },
+        )]
+        .into();
+        let long = "x".repeat(300);
         let o = ol(
             "state.json",
-            br#"{"order_id":"1042","total":18000,"ok":true}"#,
+            format!(
+                r#"{{"order_id":"1042","total":18000,"ok":true,"notes":"{long}","items":[1,2]}}"#
+            )
+            .as_bytes(),
             "v",
             &fields,
         );
-        assert!(
-            o.contains("order_id                 string        6  -"),
+        assert_eq!(
+            o.lines().skip(1).collect::<Vec<_>>(),
+            [
+                "no provenance recorded:",
+                "  items (array of 2, 5 bytes)",
+                "  notes (string, 302 bytes)",
+                "  ok = true",
+                "  order_id = \"1042\"",
+                "by get_order, v2, step 3, 2026-11-30 18:20:11Z:",
+                "  total = 18000",
+            ],
             "{o}"
         );
         assert!(
-            o.contains("total                    integer       5  v2 get_order"),
+            o.starts_with("state.json: json object of 5 keys, 1 line,"),
             "{o}"
         );
         let none = Default::default();
+        let o = ol("s.json", br#"{"a":{"b":1}}"#, "v", &none);
+        assert!(o.ends_with("\na (object of 1 key, 7 bytes)\n"), "{o}");
         let o = ol(
             "log.jsonl",
             b"{\"a\":1}\n{\"a\":2,\"b\":3}\nnope\n",
@@ -544,10 +1011,144 @@ mod tests {
                 && o.contains("b                        in 1 records"),
             "{o}"
         );
-        let o = ol("notes.txt", b"a\nb\n", "v", &none);
-        assert_eq!(o, "notes.txt: text, 2 lines, 4 bytes, ~1 tokens; v\n");
+        let o = ol("notes.txt", b"\nfirst\nmiddle\n\nlast\n\n", "v", &none);
+        assert_eq!(
+            o,
+            "notes.txt: text, 6 lines, 21 bytes, ~6 tokens; v\n2: first\n5: last\n"
+        );
+        let o = ol("plan.md", b"- one\n- two\n", "v", &none);
+        assert!(
+            o.starts_with("plan.md: markdown, no headings, 2 lines,")
+                && o.ends_with("1: - one\n2: - two\n"),
+            "{o}"
+        );
+        let o = ol(
+            "data.csv",
+            b"id,name,note\n1,a,\"two\nlines\"\n2,b,x\n\n",
+            "v",
+            &none,
+        );
+        assert!(
+            o.ends_with("\nheader (3 columns): id,name,note\n2 rows\n"),
+            "{o}"
+        );
+        let o = ol("t.tsv", b"a\tb\n1\t2\n", "v", &none);
+        assert!(
+            o.ends_with("header (2 columns): a\tb\n1 row\n")
+                || o.contains("header (2 columns): a\\tb\n1 row\n"),
+            "{o}"
+        );
         let o = ol("x.bin", &[0, 159, 146, 150], "v", &none);
         assert!(o.starts_with("x.bin: binary, 4 bytes, blake3 "), "{o}");
+    }
+
+    /// An outline is never larger than its file, and at most 5% of it past 4 KiB.
+    #[test]
+    fn outlines_are_smaller_than_their_files() {
+        let none: Fields = Default::default();
+        let check = |path: &str, content: &[u8], fields: &Fields| {
+            let o = served(path, content, fields);
+            assert!(
+                o.len() <= content.len(),
+                "{path}: {} bytes for {}:\n{}",
+                o.len(),
+                content.len(),
+                String::from_utf8_lossy(&o)
+            );
+            if content.len() > 4096 {
+                assert!(
+                    o.len() * 20 <= content.len(),
+                    "{path}: {} bytes for {}:\n{}",
+                    o.len(),
+                    content.len(),
+                    String::from_utf8_lossy(&o)
+                );
+            }
+            o
+        };
+        // A 20-key state, each key with its own provenance.
+        let state: String = format!(
+            "{{{}}}",
+            (0..20)
+                .map(|i| format!("\"key_{i}\": \"value {i}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let fields: Fields = (0..20)
+            .map(|i| {
+                (
+                    format!("key_{i}"),
+                    KeyProvenance {
+                        writer: format!("writer{}", i % 3),
+                        version: i % 3 + 2,
+                        step: None,
+                        time_ns: 0,
+                    },
+                )
+            })
+            .collect();
+        let o = String::from_utf8(check("state.json", state.as_bytes(), &fields)).unwrap();
+        // Too small for the values: every key's name under its provenance.
+        assert!(
+            o.contains("\nby writer1, v3: key_1, key_10, key_13, "),
+            "{o}"
+        );
+        assert_eq!(o.matches("key_").count(), 20, "{o}");
+        // Pretty-printed, with a long note, the values fit.
+        let mut value: serde_json::Value = serde_json::from_str(&state).unwrap();
+        value["notes"] = "n".repeat(400).into();
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        let o = String::from_utf8(check("state.json", pretty.as_bytes(), &fields)).unwrap();
+        assert!(o.contains("\n  key_1 = \"value 1\"\n"), "{o}");
+        assert!(
+            o.contains("\nno provenance recorded:\n  notes (string, 402 bytes)\n"),
+            "{o}"
+        );
+        let mut sizes = vec![0, 1, 3, 40, 300, 4096, 4097, 10_000, 200_000];
+        sizes.dedup();
+        for size in sizes {
+            let mut md = String::new();
+            let mut i = 0;
+            while md.len() < size {
+                md.push_str(&format!("# Part {i}\n## Section {i}\n- item {i}\n\n"));
+                i += 1;
+            }
+            md.truncate(size);
+            check("plan.md", md.as_bytes(), &none);
+            let list: String = (0..size)
+                .map(|i| format!("- finding {i}\n"))
+                .collect::<String>();
+            let list = &list[..size.min(list.len())];
+            let o = check("findings.md", list.as_bytes(), &none);
+            if size > 4096 {
+                let o = String::from_utf8_lossy(&o).into_owned();
+                assert!(
+                    o.contains("no headings") && o.contains("1: - finding 0"),
+                    "{o}"
+                );
+            }
+            let csv: String = std::iter::once("id,amount,currency\n".to_string())
+                .chain((0..size).map(|i| format!("{i},{},EUR\n", i * 7)))
+                .collect::<String>();
+            let o = check("data.csv", &csv.as_bytes()[..size.min(csv.len())], &none);
+            if size > 4096 {
+                let o = String::from_utf8_lossy(&o).into_owned();
+                assert!(o.contains("header (3 columns): id,amount,currency"), "{o}");
+            }
+            let json: String = format!(
+                "{{{}}}",
+                (0..size / 20 + 1)
+                    .map(|i| format!("\"k{i}\": {i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            check("big.json", json.as_bytes(), &none);
+            check("notes.txt", &list.as_bytes()[..size.min(list.len())], &none);
+            check("x.bin", &vec![0u8; size], &none);
+        }
+        // A file too small for an outline is its own.
+        assert_eq!(served("state.json", b"{}\n", &none), b"{}\n");
+        assert_eq!(served("plan.md", b"", &none), b"");
     }
 
     /// A file larger than [`OUTLINE_MAX`] is outlined from its first whole lines; the
@@ -564,11 +1165,12 @@ mod tests {
         let input = Input {
             path: "big.md",
             head,
+            tail: b"",
             size,
             blake3: "ab",
             version_line: "v",
         };
-        let o = outline(input, &none);
+        let o = String::from_utf8(outline(input, &none)).unwrap();
         let cut = text[..OUTLINE_MAX].rfind('\n').unwrap() + 1;
         let lines = text[..cut].lines().count();
         assert_eq!(
@@ -585,6 +1187,14 @@ mod tests {
                 (size - 12) / 4
             )
         );
+        // Plain text: the last line from the file's end (`$`).
+        let input = Input {
+            path: "big.log",
+            tail: b"cut line\nnext to last\nthe end\n",
+            ..input
+        };
+        let o = String::from_utf8(outline(input, &none)).unwrap();
+        assert!(o.ends_with("\n1: # Top\n$: the end\n"), "{o}");
         // A large JSON file: no parse, no keys; a large binary file: the recorded hash.
         let input = Input {
             path: "big.json",
@@ -592,7 +1202,9 @@ mod tests {
             ..input
         };
         assert!(
-            outline(input, &none).contains("(keys not listed: outlines parse JSON of up to 1 MiB)")
+            String::from_utf8(outline(input, &none))
+                .unwrap()
+                .contains("(keys not listed: outlines parse JSON of up to 1 MiB)")
         );
         let input = Input {
             path: "big.bin",
@@ -601,7 +1213,7 @@ mod tests {
         };
         assert_eq!(
             outline(input, &none),
-            format!("big.bin: binary, {size} bytes, blake3 ab; v\n")
+            format!("big.bin: binary, {size} bytes, blake3 ab; v\n").into_bytes()
         );
     }
 
@@ -616,7 +1228,7 @@ mod tests {
                     ## still in\n~~~~\n\n    # indented code\n\n    # more code\n\n\
                     > # quoted\n>\n> text\n\n- item\n\n  # in the item\n\n### Last\nend\n";
         let starts = line_starts(text);
-        let whole = headings(text, &starts, 100, usize::MAX, usize::MAX);
+        let whole = headings(text, &starts, &|_| true, usize::MAX, usize::MAX);
         let titles: Vec<&str> = whole.1.iter().map(|t| t.trim()).collect();
         assert_eq!(
             titles,
@@ -624,14 +1236,14 @@ mod tests {
             "{whole:?}"
         );
         assert!(pieces(text, 1, usize::MAX).len() > 10);
-        assert_eq!(headings(text, &starts, 100, 1, usize::MAX), whole);
+        assert_eq!(headings(text, &starts, &|_| true, 1, usize::MAX), whole);
         // A line longer than a piece is cut short.
         let long = format!("# {}\n## B\n", "t".repeat(100));
         assert_eq!(pieces(&long, 1, 64), [0..64, 103..108]);
         // Cut by force inside a fence: its lines are left out, never read as headings.
         let fenced = format!("# A\n```\n{}```\n# B\n", "# no\n".repeat(100));
         let starts = line_starts(&fenced);
-        let (marks, titles) = headings(&fenced, &starts, 10, 1, 64);
+        let (marks, titles) = headings(&fenced, &starts, &|_| true, 1, 64);
         assert_eq!(
             (marks, titles),
             (vec![(1, 1), (1, 104)], vec!["A".into(), "B".into()])
@@ -648,10 +1260,11 @@ mod tests {
         let o = ol("many.md", text.as_bytes(), "v", &Default::default());
         let rows: Vec<&str> = o.lines().skip(2).collect();
         assert_eq!(rows.len(), OUTLINE_ROWS + 1, "{}", &o[..300]);
+        // The highest levels first: the first 1,000 top-level headings.
         assert_eq!(rows[0].split_whitespace().next(), Some("1-3"));
-        assert_eq!(rows[1].split_whitespace().next(), Some("2-3"));
-        assert!(rows[999].starts_with("1499-1500 "), "{}", rows[999]);
-        assert_eq!(rows[1000], "(… 2000 more headings: an outline lists 1000)");
+        assert_eq!(rows[1].split_whitespace().next(), Some("4-6"));
+        assert!(rows[999].starts_with("2998-3000 "), "{}", rows[999]);
+        assert_eq!(rows[1000], "(… 2000 more headings)");
         let long = format!("# {}\n", "t".repeat(5000));
         let o = ol("long.md", long.as_bytes(), "v", &Default::default());
         assert!(
@@ -665,8 +1278,14 @@ mod tests {
             "v",
             &Default::default(),
         );
-        assert_eq!(o.lines().count(), 2 + OUTLINE_ROWS + 1, "{}", &o[..200]);
-        assert!(o.ends_with("(… 200 more keys: an outline lists 1000)\n"));
+        // More keys than an outline lists: their names only.
+        assert_eq!(o.lines().count(), 3, "{}", &o[..200]);
+        assert!(o.contains("\nk0, k1, k10, k100, "), "{}", &o[..200]);
+        assert!(
+            o.ends_with("(… 200 more keys)\n"),
+            "{}",
+            &o[o.len() - 100..]
+        );
     }
 
     #[test]
@@ -679,9 +1298,8 @@ mod tests {
         );
         assert_eq!(
             o,
-            "\"a\\nb.json\": json object, 1 line, 32 bytes, ~8 tokens; version 1 by w\\nx\n\
-             key                      type      bytes  last changed\n\
-             \"k\\nfake string 1  v1 root\" integer       1  -\n"
+            "\"a\\nb.json\": json object of 1 key, 1 line, 32 bytes, ~8 tokens; version 1 by w\\nx\n\
+             \"k\\nfake string 1  v1 root\" = 1\n"
         );
     }
 }
