@@ -70,11 +70,9 @@ fn vim_open_on_plan_md_leaves_manifest_small_and_clean() {
         "{} tokens with vim open:\n{text}",
         tokens(&text)
     );
+    // (The swap file has no version yet while vim holds it open, so it is not even
+    // counted as a temporary left out: a file's first version is its first commit.)
     assert!(!text.contains(".swp"), "{text}");
-    assert!(
-        text.contains("1 temporary not listed"),
-        "the header says a temporary is left out:\n{text}"
-    );
     for f in ["plan.md ", "findings.md ", "state.json "] {
         assert!(
             table(&text).iter().any(|r| r.starts_with(f)),
