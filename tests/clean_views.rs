@@ -54,8 +54,16 @@ fn mount_with(rules: &str, args: &[&str]) -> Mount {
 fn vim_open_on_plan_md_leaves_manifest_small_and_clean() {
     let m = Mount::new();
     std::fs::write(m.path("plan.md"), "# Plan\n\n## Goal\nrefund order 1042\n").unwrap();
+    // The edit is made by a command at startup (typed keys can arrive while vim still
+    // waits for the terminal's answers, and be taken for them); only `:wq` is typed, again
+    // until vim exits.
     let mut vim = Command::new("script")
-        .args(["-q", "-c", "vim -u NONE -N -i NONE plan.md", "/dev/null"])
+        .args([
+            "-q",
+            "-c",
+            "vim -u NONE -N -i NONE -c 'normal Goadded by vim' plan.md",
+            "/dev/null",
+        ])
         .current_dir(&m.mnt)
         .env("TERM", "xterm")
         .stdin(Stdio::piped())
@@ -80,12 +88,17 @@ fn vim_open_on_plan_md_leaves_manifest_small_and_clean() {
         );
     }
     // Append a line and save; vim then removes its swap file.
-    vim.stdin
-        .as_mut()
-        .unwrap()
-        .write_all(b"Goadded by vim\x1b:wq\r")
-        .unwrap();
-    let status = vim.wait().unwrap();
+    let mut status = None;
+    wait_for("vim to write and quit", || {
+        status = vim.try_wait().unwrap();
+        if status.is_none() {
+            // Ignored once vim has gone (the pipe may then be closed).
+            let _ = vim.stdin.as_mut().unwrap().write_all(b"\x1b:wq\r");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        status.is_some()
+    });
+    let status = status.unwrap();
     assert!(status.success(), "vim: {status}");
     wait_for("vim's swap file to go", || !m.path(".plan.md.swp").exists());
     assert!(read(m.path("plan.md")).ends_with("added by vim\n"));
