@@ -15,7 +15,11 @@ fn history_lists_every_version_in_order_and_follows_renames() {
     );
     let listing = m.sh_ok("ls .history/b");
     let names: Vec<&str> = listing.lines().collect();
-    assert_eq!(names.len(), 12, "11 writes (the first creates), rename: {listing}");
+    assert_eq!(
+        names.len(),
+        12,
+        "11 writes (the first creates), rename: {listing}"
+    );
     assert_eq!(names[0], "000001");
     assert_eq!(names[11], "000012");
     let mut sorted = names.clone();

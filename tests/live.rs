@@ -135,17 +135,29 @@ h.close()
         .unwrap();
     let want: String = (0..20).map(|i| format!("record {i}\n")).collect();
     let mut partial = false;
-    wait_for("a reader to see the 20 records while the handler is open", || {
-        let seen = std::fs::read_to_string(m.path("app.log")).unwrap_or_default();
-        partial |= !seen.is_empty() && seen.len() < want.len();
-        seen == want
-    });
-    assert!(partial, "the records were visible while they were being written");
+    wait_for(
+        "a reader to see the 20 records while the handler is open",
+        || {
+            let seen = std::fs::read_to_string(m.path("app.log")).unwrap_or_default();
+            partial |= !seen.is_empty() && seen.len() < want.len();
+            seen == want
+        },
+    );
+    assert!(
+        partial,
+        "the records were visible while they were being written"
+    );
     // Idle: no further version while the handle stays open (checked after twice the
     // delay: waiting to see that nothing happens).
     let n1 = version_count(&m, "app.log");
-    std::thread::sleep(2 * scratchfs::fs::LIVE_APPEND_DELAY + std::time::Duration::from_millis(500));
-    assert_eq!(version_count(&m, "app.log"), n1, "an idle handle makes no version");
+    std::thread::sleep(
+        2 * scratchfs::fs::LIVE_APPEND_DELAY + std::time::Duration::from_millis(500),
+    );
+    assert_eq!(
+        version_count(&m, "app.log"),
+        n1,
+        "an idle handle makes no version"
+    );
     std::fs::write(&stop, "").unwrap();
     assert!(logger.wait().unwrap().success());
     let versions = version_count(&m, "app.log");
@@ -160,7 +172,13 @@ h.close()
     // `exec 3>>log; echo … >&3` in a shell that runs no child meanwhile (its `read` from a
     // FIFO is a builtin): visible to another process before the shell closes it.
     let fifo = m.dir.path().join("go");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
     let mut shell = Command::new("bash")
         .arg("-c")
         .arg(format!(
@@ -298,11 +316,20 @@ fn a_recreated_file_is_empty_until_it_commits_and_history_survives_a_remount() {
     m.start();
     assert_eq!(read(m.path("k")), "two\n");
     let h = history(&m, "k");
-    assert_eq!(h, [(1, "create".into(), 4), (2, "create".into(), 4)], "{h:?}");
+    assert_eq!(
+        h,
+        [(1, "create".into(), 4), (2, "create".into(), 4)],
+        "{h:?}"
+    );
     // A file created and not yet committed (its creating handle still open) is empty,
     // also after the deleted file at that path had content; its close commits version 3.
     m.sh_ok("rm k");
     let out = m.sh_ok("exec 3>k; cat k | wc -c; stat -c %s k; exec 3>&-; ls .history/k");
     assert_eq!(out, "0\n0\n000001\n000002\n000003\n");
-    assert_eq!(std::fs::metadata(m.path(".history/k/000003")).unwrap().len(), 0);
+    assert_eq!(
+        std::fs::metadata(m.path(".history/k/000003"))
+            .unwrap()
+            .len(),
+        0
+    );
 }

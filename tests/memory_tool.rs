@@ -48,11 +48,7 @@ fn anthropic_memory_tool_session_is_recorded_and_restorable() {
         .lines()
         .map(|l| l.split_whitespace().nth(3).unwrap())
         .collect();
-    assert_eq!(
-        ops,
-        ["create", "rename", "rename", "rename"],
-        "{hist}"
-    );
+    assert_eq!(ops, ["create", "rename", "rename", "rename"], "{hist}");
     assert!(
         hist.lines()
             .all(|l| l.contains("memory_tool") && l.contains("step 1")),

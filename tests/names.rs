@@ -199,10 +199,7 @@ fn every_legal_name_survives_export_show_history_log_and_the_views() {
 
         // .history/<name>/: its versions; .history/old/<name>/ and .archive/old/<name>.
         let hist = at(&join(b".history", name));
-        assert_eq!(
-            listing(&hist),
-            [b"000001", b"000002"].map(|n| n.to_vec())
-        );
+        assert_eq!(listing(&hist), [b"000001", b"000002"].map(|n| n.to_vec()));
         assert_eq!(read(hist.join("000001")), format!("v1 {i}\n"));
         let hist_old = at(&join(b".history", &old));
         assert_eq!(read(hist_old.join("000001")), format!("old {i}\n"));

@@ -203,10 +203,7 @@ fn shell_echo_redirect_creates_and_double_redirect_appends() {
     // `>>` on a file that does not exist yet: one version, its first commit.
     run(&m, "echo first >> new.log");
     assert_content(&m, "new.log", b"first\n");
-    assert_eq!(
-        m.versions("new.log"),
-        vec![v(1, "create", 6)]
-    );
+    assert_eq!(m.versions("new.log"), vec![v(1, "create", 6)]);
     // Provenance: the shell wrote it.
     let exe = m.sql("SELECT exe FROM version_log WHERE path = 'e.txt' AND version = 2");
     assert!(exe.ends_with("bash"), "exe of the append: {exe:?}");
@@ -301,14 +298,8 @@ fn shell_printf_writes_formatted_file() {
     );
     assert_content(&m, "kv.txt", b"a=1\nb=22\n");
     assert_content(&m, "raw", b"no newline");
-    assert_eq!(
-        m.versions("kv.txt"),
-        vec![v(1, "create", 9)]
-    );
-    assert_eq!(
-        m.versions("raw"),
-        vec![v(1, "create", 10)]
-    );
+    assert_eq!(m.versions("kv.txt"), vec![v(1, "create", 9)]);
+    assert_eq!(m.versions("raw"), vec![v(1, "create", 10)]);
 }
 
 #[test]
@@ -317,10 +308,7 @@ fn tee_writes_and_passes_through() {
     let out = run(&m, "printf 'one\\ntwo\\n' | tee t.txt");
     assert_eq!(out, "one\ntwo\n");
     assert_content(&m, "t.txt", b"one\ntwo\n");
-    assert_eq!(
-        m.versions("t.txt"),
-        vec![v(1, "create", 8)]
-    );
+    assert_eq!(m.versions("t.txt"), vec![v(1, "create", 8)]);
     let exe = m.sql("SELECT exe FROM version_log WHERE path = 't.txt' AND version = 1");
     assert!(exe.ends_with("/tee"), "exe of tee's version: {exe:?}");
 }
@@ -352,18 +340,9 @@ fn cp_copies_a_file_into_the_mount() {
     assert_content(&m, "copy.bin", &bin);
     assert_content(&m, "a.txt", b"alpha\nbeta\n");
     assert_content(&m, "a2.txt", b"alpha\nbeta\n");
-    assert_eq!(
-        m.versions("copy.bin"),
-        vec![v(1, "create", 100_000)]
-    );
-    assert_eq!(
-        m.versions("a.txt"),
-        vec![v(1, "create", 11)]
-    );
-    assert_eq!(
-        m.versions("a2.txt"),
-        vec![v(1, "create", 11)]
-    );
+    assert_eq!(m.versions("copy.bin"), vec![v(1, "create", 100_000)]);
+    assert_eq!(m.versions("a.txt"), vec![v(1, "create", 11)]);
+    assert_eq!(m.versions("a2.txt"), vec![v(1, "create", 11)]);
     // Copy mode: plain cp applies the umask-ed source mode.
     let mode = run(&m, "stat -c %a a.txt");
     assert_eq!(mode.trim(), "600");
@@ -455,10 +434,7 @@ fn cp_a_copies_a_tree_out_of_the_mount() {
     assert_content(&m, "proj/README.md", b"# p\n");
     // Reading creates no version.
     assert_eq!(count(&m, "SELECT count(*) FROM versions"), before);
-    assert_eq!(
-        m.versions("proj/README.md"),
-        vec![v(1, "create", 4)]
-    );
+    assert_eq!(m.versions("proj/README.md"), vec![v(1, "create", 4)]);
 }
 
 #[test]
@@ -545,11 +521,7 @@ fn mv_over_existing_file_continues_the_target_history() {
     assert_content(&m, "target", b"replacement\n");
     assert_eq!(
         m.versions("target"),
-        vec![
-            v(1, "create", 3),
-            v(2, "append", 6),
-            v(3, "rename", 12)
-        ]
+        vec![v(1, "create", 3), v(2, "append", 6), v(3, "rename", 12)]
     );
     let (_, op, _, _, fid) = head_row(&m, "target");
     assert_eq!(op, "rename");
@@ -562,10 +534,7 @@ fn mv_over_existing_file_continues_the_target_history() {
         target_fid.to_string()
     );
     // The source's own versions are kept under its path.
-    assert_eq!(
-        m.versions("src"),
-        vec![v(1, "create", 12)]
-    );
+    assert_eq!(m.versions("src"), vec![v(1, "create", 12)]);
     assert_eq!(
         m.sql("SELECT DISTINCT file_id FROM versions WHERE path = 'src'"),
         src_fid.to_string()
@@ -640,10 +609,7 @@ fn mkdir_p_and_rmdir() {
         "mkdir -p a/b/c; mkdir -p a/b/c; test -d a/b/c; echo x > a/b/c/f",
     );
     assert_content(&m, "a/b/c/f", b"x\n");
-    assert_eq!(
-        m.versions("a/b/c/f"),
-        vec![v(1, "create", 2)]
-    );
+    assert_eq!(m.versions("a/b/c/f"), vec![v(1, "create", 2)]);
     // rmdir of a non-empty directory fails.
     let o = m.sh("rmdir a/b/c");
     assert!(!o.status.success());
@@ -686,10 +652,7 @@ fn touch_creates_one_version_and_touching_again_adds_none() {
     run(&m, "echo c > u; touch u plan.md state.json");
     assert_eq!(m.versions("u"), vec![v(1, "create", 2)]);
     assert_eq!(m.versions("plan.md"), vec![v(1, "create", 0)]);
-    assert_eq!(
-        m.versions("state.json"),
-        vec![v(1, "create", 3)]
-    );
+    assert_eq!(m.versions("state.json"), vec![v(1, "create", 3)]);
     assert_content(&m, "u", b"c\n");
     assert_content(&m, "state.json", b"{}\n");
 }
@@ -715,10 +678,7 @@ fn truncate_s_shrinks_and_extends() {
     // On a missing file truncate creates it.
     run(&m, "truncate -s 3 z");
     assert_content(&m, "z", b"\0\0\0");
-    assert_eq!(
-        m.versions("z"),
-        vec![v(1, "create", 3)]
-    );
+    assert_eq!(m.versions("z"), vec![v(1, "create", 3)]);
     assert_eq!(run(&m, "stat -c %s f z"), "0\n3\n");
 }
 
@@ -766,10 +726,7 @@ fn python_write() {
     );
     let want = format!("{}\n", "x".repeat(5000));
     assert_content(&m, "p.txt", want.as_bytes());
-    assert_eq!(
-        m.versions("p.txt"),
-        vec![v(1, "create", 5001)]
-    );
+    assert_eq!(m.versions("p.txt"), vec![v(1, "create", 5001)]);
     let exe = m.sql("SELECT exe FROM version_log WHERE path = 'p.txt' AND version = 1");
     assert!(exe.contains("python"), "exe: {exe:?}");
 }
@@ -788,11 +745,7 @@ EOF"#,
     assert_content(&m, "a.log", b"line 0\nline 1\nline 2\n");
     assert_eq!(
         m.versions("a.log"),
-        vec![
-            v(1, "create", 7),
-            v(2, "append", 14),
-            v(3, "append", 21)
-        ]
+        vec![v(1, "create", 7), v(2, "append", 14), v(3, "append", 21)]
     );
 }
 
@@ -817,10 +770,7 @@ EOF"#,
     assert!(!m.path("cfg.json.tmp").exists());
     assert_eq!(
         m.versions("cfg.json"),
-        vec![
-            v(1, "create", 9),
-            v(2, "rename", want.len() as u64)
-        ]
+        vec![v(1, "create", 9), v(2, "rename", want.len() as u64)]
     );
     assert_eq!(head_row(&m, "cfg.json").4, fid);
     // fsync committed the temporary once; the close after it had nothing new.
@@ -858,10 +808,7 @@ EOF"#,
         "sha256 of big.bin read back through the mount"
     );
     assert_eq!(run(&m, "stat -c %s big.bin").trim(), "52428800");
-    assert_eq!(
-        m.versions("big.bin"),
-        vec![v(1, "create", 52_428_800)]
-    );
+    assert_eq!(m.versions("big.bin"), vec![v(1, "create", 52_428_800)]);
     let bytes = std::fs::read(m.path("big.bin")).unwrap();
     assert_eq!(bytes.len(), 52_428_800);
     assert_eq!(
@@ -965,10 +912,7 @@ fn vim_capital_es_normal_mode_append_and_write() {
     // Ex mode starts on the last line.
     assert_content(&m, "f", b"first\nsecondhello\n");
     let vs = m.versions("f");
-    assert_eq!(
-        vs,
-        vec![v(1, "create", 13), v(2, "write", 18)]
-    );
+    assert_eq!(vs, vec![v(1, "create", 13), v(2, "write", 18)]);
     assert_eq!(
         run(&m, "ls -A | sort"),
         "MANIFEST\nf\nfindings.md\nplan.md\nstate.json\n"
@@ -1212,10 +1156,7 @@ fn inspection_tools_ls_stat_find_grep_du_df_head_tail_wc_diff() {
 
     // Reading made no version; the cp made exactly one.
     assert_eq!(count(&m, "SELECT count(*) FROM versions"), before + 1);
-    assert_eq!(
-        m.versions("c.md"),
-        vec![v(1, "create", 17)]
-    );
+    assert_eq!(m.versions("c.md"), vec![v(1, "create", 17)]);
     let seq: String = (1..=100).map(|i| format!("{i}\n")).collect();
     assert_content(&m, "docs/numbers.txt", seq.as_bytes());
     assert_content(&m, "zeros", &vec![0u8; 100_000]);
@@ -1410,10 +1351,7 @@ fn concurrent_appenders_16_processes_200_files() {
         assert_eq!(hash, b3(content.as_bytes()), "blake3 of {path}'s head");
     }
     assert_eq!(
-        count(
-            &m,
-            "SELECT count(*) FROM versions WHERE path LIKE 'c/%'"
-        ),
+        count(&m, "SELECT count(*) FROM versions WHERE path LIKE 'c/%'"),
         total as i64,
         "one version per line appended"
     );

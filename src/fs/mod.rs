@@ -700,9 +700,8 @@ impl Fs {
             // page cache is bounded by it: it would see an empty or cut file.
             let quiet = node.writer_tgids.is_empty() && node.draining == 0;
             let pending = node.pending_size.is_some();
-            let cached = quiet
-                && !pending
-                && (node.cached_version == head_id || node.cache_readers == 0);
+            let cached =
+                quiet && !pending && (node.cached_version == head_id || node.cache_readers == 0);
             let keep = cached && node.cached_version == head_id;
             if cached {
                 node.cached_version = head_id;
@@ -748,14 +747,22 @@ impl Fs {
     fn settle_owed(&self, ino: u64) {
         let deadline = std::time::Instant::now() + OWED_WAIT;
         loop {
-            if self.tree.read().get(ino).ok().and_then(|n| n.owed_by).is_none()
+            if self
+                .tree
+                .read()
+                .get(ino)
+                .ok()
+                .and_then(|n| n.owed_by)
+                .is_none()
                 || std::time::Instant::now() >= deadline
             {
                 return;
             }
             let mut g = self.owed.0.lock();
             // Woken when an owed change is settled; the slice bounds a missed wake-up.
-            self.owed.1.wait_for(&mut g, std::time::Duration::from_millis(5));
+            self.owed
+                .1
+                .wait_for(&mut g, std::time::Duration::from_millis(5));
         }
     }
 
@@ -781,7 +788,9 @@ impl Fs {
                 }
             }
             let mut g = self.owed.0.lock();
-            self.owed.1.wait_for(&mut g, std::time::Duration::from_millis(5));
+            self.owed
+                .1
+                .wait_for(&mut g, std::time::Duration::from_millis(5));
         }
     }
 

@@ -105,7 +105,9 @@ impl Node {
     pub(super) fn content(&self) -> (i64, crate::store::ContentRef) {
         self.head
             .as_ref()
-            .map_or((0, crate::store::ContentRef::default()), |h| (h.id, h.content))
+            .map_or((0, crate::store::ContentRef::default()), |h| {
+                (h.id, h.content)
+            })
     }
     pub(super) fn size(&self) -> u64 {
         self.pending_size

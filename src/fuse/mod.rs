@@ -208,7 +208,9 @@ impl Filesystem for Adapter {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match guard("lookup", || self.fs.lookup_for(parent.0, name.as_bytes(), ctx(req))) {
+        match guard("lookup", || {
+            self.fs.lookup_for(parent.0, name.as_bytes(), ctx(req))
+        }) {
             Ok(a) => reply.entry_with_ttls(&ttl(&a), &entry_ttl(&a), &file_attr(&a), Generation(0)),
             // A negative entry (node id 0, FUSE protocol) lets the kernel cache "no such
             // file" for the entry TTL; creating the name through the mount replaces it.

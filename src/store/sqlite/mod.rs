@@ -1131,13 +1131,21 @@ impl Store for Sqlite {
         {
             // A file with no version yet lands on another lineage: that lineage's versions
             // are not its content, so the move is a create there.
-            tx.prepare_cached(
-                "UPDATE files SET deleted_ns = ?1, merged_into = ?3 WHERE id = ?2",
-            )?
-            .execute(params![t, src, fid])?;
+            tx.prepare_cached("UPDATE files SET deleted_ns = ?1, merged_into = ?3 WHERE id = ?2")?
+                .execute(params![t, src, fid])?;
             let before = head_of(&tx, fid)?.map(|v| v.id);
             insert_event(
-                &tx, "create", req.new_path, None, Some(fid), before, None, None, None, caller, t,
+                &tx,
+                "create",
+                req.new_path,
+                None,
+                Some(fid),
+                before,
+                None,
+                None,
+                None,
+                caller,
+                t,
             )?;
         }
         if let (Some(fid), Some(content)) = (target_fid, content) {
@@ -1551,7 +1559,10 @@ mod tests {
             .unwrap();
         assert_eq!(t.version.content.stream, c.version.content.stream);
         assert_eq!(read_all(&s, t.version.content), vec![7u8; 10]);
-        assert_eq!(t.version.number, 3, "a file's first version is its first commit");
+        assert_eq!(
+            t.version.number, 3,
+            "a file's first version is its first commit"
+        );
     }
 
     #[test]

@@ -68,9 +68,7 @@ pub(super) fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInf
 /// `version_id`), `None` for a lineage that began with the file.
 pub(super) fn birth_of(tx: &Connection, file_id: i64) -> Result<Option<i64>> {
     Ok(tx
-        .prepare_cached(
-            "SELECT MAX(version_id) FROM events WHERE file_id = ?1 AND op = 'create'",
-        )?
+        .prepare_cached("SELECT MAX(version_id) FROM events WHERE file_id = ?1 AND op = 'create'")?
         .query_row([file_id], |r| r.get::<_, Option<i64>>(0))?)
 }
 
@@ -723,15 +721,7 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         op
     };
     let version = insert_version_numbered(
-        tx,
-        file_id,
-        number,
-        path,
-        op,
-        content,
-        &hash,
-        caller,
-        time_ns,
+        tx, file_id, number, path, op, content, &hash, caller, time_ns,
     )?;
     update_fields(
         tx,
