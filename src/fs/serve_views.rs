@@ -65,19 +65,13 @@ struct Extra<'t> {
     node: &'t Node,
     /// Digest of its name and place, but for its directory's path.
     placed: u64,
-    /// Its memo: the digest it was judged for, and whether it is a temporary.
-    memo_placed: u64,
-    memo_ephemeral: bool,
     /// Whether its memo knows if its content is binary.
     known: bool,
 }
 
 /// Records in a file's memo whether content `c` is binary.
 fn remember(memo: &ViewMemo, c: ContentRef, binary: bool) {
-    memo.binary.store(binary, Ordering::Relaxed);
-    memo.sniffed
-        .store(c.len.min(views::SNIFF_BYTES as u64), Ordering::Relaxed);
-    memo.stream.store(c.stream, Ordering::Relaxed);
+    memo.set_binary(c.stream, c.len.min(views::SNIFF_BYTES as u64), binary);
 }
 
 /// Prefix of the provenance extended attributes.
@@ -417,27 +411,26 @@ impl Fs {
                     (Kind::File, Some(h)) => {
                         let c = h.content;
                         let memo = &n.memo;
-                        let known = c.len == 0
-                            || (memo.stream.load(Ordering::Relaxed) == c.stream
-                                && memo.sniffed.load(Ordering::Relaxed)
-                                    == c.len.min(views::SNIFF_BYTES as u64));
+                        let binary = if c.len == 0 {
+                            Some(false)
+                        } else {
+                            memo.binary(c.stream, c.len.min(views::SNIFF_BYTES as u64))
+                        };
                         let placed = mix(
                             mix(n.attrs.ctime_ns as u64, n.parent),
                             mix(n.name.as_ptr() as u64, n.name.len() as u64),
                         );
-                        let memo_placed = memo.placed.load(Ordering::Relaxed);
-                        let memo_ephemeral = memo.ephemeral.load(Ordering::Relaxed);
-                        if globs || !known || memo_placed != mix(placed, 0) | 1 {
+                        // Without the rules' globs the digest is whole here.
+                        let judged = if globs { None } else { memo.ephemeral(placed) };
+                        if judged.is_none() || binary.is_none() {
                             extra.push(Extra {
                                 at: files.len(),
                                 ino,
                                 node: n,
                                 placed,
-                                memo_placed,
-                                memo_ephemeral,
-                                known,
+                                known: binary.is_some(),
                             });
-                        } else if memo_ephemeral {
+                        } else if judged == Some(true) {
                             early_temporaries += 1;
                             continue;
                         }
@@ -451,7 +444,7 @@ impl Fs {
                             version: h.number,
                             writer: &h.writer,
                             time_ns: h.time_ns,
-                            binary: c.len > 0 && known && memo.binary.load(Ordering::Relaxed),
+                            binary: binary == Some(true),
                         });
                     }
                     _ => {}
@@ -510,24 +503,28 @@ impl Fs {
                 };
                 if let Some(x) = x {
                     // The name and place this file had when last judged a temporary or not.
-                    let placed = mix(x.placed, if globs { dir_digest[dir] } else { 0 }) | 1;
-                    let ephemeral = if x.memo_placed == placed {
-                        x.memo_ephemeral
+                    let placed = if globs {
+                        mix(x.placed, dir_digest[dir])
                     } else {
-                        let n = x.node;
-                        let name = paths::encode(&n.name);
-                        let e = views::ephemeral::is_builtin(&name)
-                            || (globs
-                                && rules.is_some_and(|rules| {
-                                    rules.is_ephemeral(&if dir == 0 {
-                                        name.to_string()
-                                    } else {
-                                        format!("{}/{name}", dir_paths[dir])
-                                    })
-                                }));
-                        n.memo.ephemeral.store(e, Ordering::Relaxed);
-                        n.memo.placed.store(placed, Ordering::Relaxed);
-                        e
+                        x.placed
+                    };
+                    let n = x.node;
+                    let ephemeral = match n.memo.ephemeral(placed) {
+                        Some(e) => e,
+                        None => {
+                            let name = paths::encode(&n.name);
+                            let e = views::ephemeral::is_builtin(&name)
+                                || (globs
+                                    && rules.is_some_and(|rules| {
+                                        rules.is_ephemeral(&if dir == 0 {
+                                            name.to_string()
+                                        } else {
+                                            format!("{}/{name}", dir_paths[dir])
+                                        })
+                                    }));
+                            n.memo.set_ephemeral(placed, e);
+                            e
+                        }
                     };
                     if ephemeral {
                         temporaries += 1;

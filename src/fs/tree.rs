@@ -48,30 +48,51 @@ pub(super) struct Node {
 /// What MANIFEST learned of a file (serve_views.rs): whether it is a temporary, for the
 /// name and place it had, and whether its content is binary, for the content it had.
 /// Atomics, since MANIFEST renders under the tree's read lock; so a rendering reads no
-/// file name and no content that it has read before.
-#[derive(Debug)]
+/// file name and no content that it has read before. Two words, to keep the inode small
+/// (a rendering reads every inode).
+#[derive(Debug, Default)]
 pub(super) struct ViewMemo {
-    /// A digest of the name and place the flag below was computed for (0: none yet).
-    pub(super) placed: std::sync::atomic::AtomicU64,
-    /// A temporary: not listed.
-    pub(super) ephemeral: std::sync::atomic::AtomicBool,
-    /// The content (stream, length of the start that decides) the flag below was
-    /// computed for (stream -1: none yet).
-    pub(super) stream: std::sync::atomic::AtomicI64,
-    pub(super) sniffed: std::sync::atomic::AtomicU64,
-    /// Binary content.
-    pub(super) binary: std::sync::atomic::AtomicBool,
+    /// The digest of the name and place judged (bit 0 cleared), with bit 0 set for a
+    /// temporary; 0: not judged yet.
+    placed: std::sync::atomic::AtomicU64,
+    /// The content judged: its stream + 1 (from bit 16), bit 15 set when binary, and the
+    /// length of the start that decided (bits 0 to 14); 0: not judged yet.
+    content: std::sync::atomic::AtomicU64,
 }
 
-impl Default for ViewMemo {
-    fn default() -> Self {
-        ViewMemo {
-            placed: 0.into(),
-            ephemeral: false.into(),
-            stream: (-1).into(),
-            sniffed: 0.into(),
-            binary: false.into(),
+impl ViewMemo {
+    /// Whether the file was judged a temporary with its name and place as `digest`.
+    pub(super) fn ephemeral(&self, digest: u64) -> Option<bool> {
+        let w = self.placed.load(std::sync::atomic::Ordering::Relaxed);
+        (w != 0 && w & !1 == (digest | 2) & !1).then_some(w & 1 == 1)
+    }
+
+    /// Records that the file is a temporary (or not) with its name and place as `digest`.
+    pub(super) fn set_ephemeral(&self, digest: u64, ephemeral: bool) {
+        let w = ((digest | 2) & !1) | u64::from(ephemeral);
+        self.placed.store(w, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the start of `len` bytes of `stream` was judged binary.
+    pub(super) fn binary(&self, stream: i64, len: u64) -> Option<bool> {
+        let key = Self::key(stream, len)?;
+        let w = self.content.load(std::sync::atomic::Ordering::Relaxed);
+        (w & !(1 << 15) == key).then_some(w & (1 << 15) != 0)
+    }
+
+    /// Records whether the start of `len` bytes of `stream` is binary.
+    pub(super) fn set_binary(&self, stream: i64, len: u64, binary: bool) {
+        if let Some(key) = Self::key(stream, len) {
+            let w = key | (u64::from(binary) << 15);
+            self.content.store(w, std::sync::atomic::Ordering::Relaxed);
         }
+    }
+
+    /// The content word without its binary bit; `None` for what it cannot hold (a
+    /// stream id past 2^47, a start past 16 KiB: then nothing is remembered).
+    fn key(stream: i64, len: u64) -> Option<u64> {
+        let s = u64::try_from(stream).ok()?.checked_add(1)?;
+        (s < 1 << 47 && len < 1 << 15).then_some((s << 16) | len)
     }
 }
 
