@@ -27,8 +27,9 @@
 //!
 //! **Size.** An outline is never larger than its file, and at most 5% of it for a file
 //! over 4 KiB ([`cap`]): rows are left out (the first of each kind, the highest heading
-//! levels kept), then the version line; a file too small for any outline of its kind is
-//! its own outline (its content).
+//! levels kept), and the version line if that lets more in. A file of at most 4 KiB
+//! whose outline would leave something out is its own outline (its content: no more
+//! bytes, and nothing left out).
 //!
 //! Bounded whatever the file's size (docs/views.md, "Large files"): at most the first
 //! [`OUTLINE_MAX`] bytes are read (and the last [`TAIL_MAX`], for the last line), at
@@ -122,14 +123,23 @@ pub type Fields = HashMap<String, KeyProvenance>;
 /// most [`cap`] bytes.
 pub fn outline(input: Input<'_>, fields: &Fields) -> Vec<u8> {
     let cap = cap(input.size);
-    let whole = input.head.len() as u64 >= input.size;
-    if let Some(o) = render(input, fields, cap, true).or_else(|| render(input, fields, cap, false))
-    {
-        return o.into_bytes();
-    }
-    if whole {
-        // A file too small for any outline is its own.
-        return input.head[..input.size as usize].to_vec();
+    // A file whose content is within the cap (up to 4 KiB): its own outline when an
+    // outline would leave something out.
+    let small = input.head.len() as u64 >= input.size && input.size as usize <= cap;
+    let versioned = render(input, fields, cap, true);
+    let best = if versioned.as_ref().is_some_and(|(_, left)| *left == 0) {
+        versioned
+    } else {
+        match (versioned, render(input, fields, cap, false)) {
+            (Some(a), Some(b)) => Some(if b.1 < a.1 { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    };
+    match best {
+        Some((o, 0)) => return o.into_bytes(),
+        Some((o, _)) if !small => return o.into_bytes(),
+        _ if small => return input.head[..input.size as usize].to_vec(),
+        _ => {}
     }
     // The bare header, its path clipped to fit (a path of some 25,000 bytes, say).
     let shown = super::quote_stored(input.path);
@@ -151,9 +161,15 @@ pub fn outline(input: Input<'_>, fields: &Fields) -> Vec<u8> {
     }
 }
 
-/// Rows and the header of one outline; `None` when even the header does not fit `cap`.
-/// `versioned`: the header names the version.
-fn render(input: Input<'_>, fields: &Fields, cap: usize, versioned: bool) -> Option<String> {
+/// Rows and the header of one outline, and how many of its rows (or lines) did not fit;
+/// `None` when even the header does not fit `cap`. `versioned`: the header names the
+/// version.
+fn render(
+    input: Input<'_>,
+    fields: &Fields,
+    cap: usize,
+    versioned: bool,
+) -> Option<(String, usize)> {
     let Input {
         path,
         head,
@@ -173,7 +189,7 @@ fn render(input: Input<'_>, fields: &Fields, cap: usize, versioned: bool) -> Opt
     let partial = (head.len() as u64) < size;
     if super::is_binary(head, !partial) {
         let h = format!("{shown}: binary, {size} bytes, blake3 {blake3}{suffix}\n");
-        return (h.len() <= cap).then_some(h);
+        return (h.len() <= cap).then_some((h, 0));
     }
     let text = match std::str::from_utf8(head) {
         Ok(t) => std::borrow::Cow::Borrowed(t),
@@ -233,7 +249,9 @@ fn render(input: Input<'_>, fields: &Fields, cap: usize, versioned: bool) -> Opt
     } else if lower.ends_with(".jsonl") || lower.ends_with(".ndjson") {
         out.header(&header("jsonl"))?;
         let (summary, rows) = jsonl(text);
-        if out.line(&summary) {
+        if !out.line(&summary) {
+            out.left += 1 + rows.len();
+        } else {
             let order: Vec<usize> = (0..rows.len()).collect();
             out.rows(None, &rows, &order, rows.len(), "keys");
         }
@@ -247,10 +265,12 @@ fn render(input: Input<'_>, fields: &Fields, cap: usize, versioned: bool) -> Opt
         csv(text, kind, partial, &mut out);
     } else if partial && lower.ends_with(".json") {
         out.header(&header("json"))?;
-        out.line(&format!(
+        if !out.line(&format!(
             "(keys not listed: outlines parse JSON of up to {} MiB)\n",
             OUTLINE_MAX >> 20
-        ));
+        )) {
+            out.left += 1;
+        }
     } else if let Some(serde_json::Value::Object(map)) = (!partial)
         .then(|| serde_json::from_str(text).ok())
         .flatten()
@@ -263,13 +283,15 @@ fn render(input: Input<'_>, fields: &Fields, cap: usize, versioned: bool) -> Opt
         out.header(&header("text"))?;
         first_and_last(text, tail, partial, &mut out);
     }
-    Some(out.text)
+    Some((out.text, out.left))
 }
 
 /// An outline being written within its cap.
 struct Fit {
     text: String,
     cap: usize,
+    /// Rows or lines left out.
+    left: usize,
 }
 
 impl Fit {
@@ -277,6 +299,7 @@ impl Fit {
         Fit {
             text: String::new(),
             cap,
+            left: 0,
         }
     }
 
@@ -346,6 +369,7 @@ impl Fit {
         for (row, _) in rows.iter().zip(&chosen).filter(|(_, c)| **c) {
             self.text.push_str(row);
         }
+        self.left += total - n;
         let left = more(total - n);
         self.line(&left);
     }
@@ -415,8 +439,11 @@ fn first_and_last(text: &str, tail: &[u8], partial: bool, out: &mut Fit) {
     for (n, line) in shown {
         let line = super::one_line(line);
         let prefix = format!("{n}: ");
-        if let Some(l) = clip_to(&line, share.saturating_sub(prefix.len() + 1)) {
-            out.line(&format!("{prefix}{l}\n"));
+        match clip_to(&line, share.saturating_sub(prefix.len() + 1)) {
+            Some(l) => {
+                out.line(&format!("{prefix}{l}\n"));
+            }
+            None => out.left += 1,
         }
     }
 }
@@ -470,10 +497,15 @@ fn csv(text: &str, kind: &str, partial: bool, out: &mut Fit) {
     let prefix = format!("header ({columns} columns): ");
     let line = super::one_line(header);
     let room = out.room().saturating_sub(rows.len() + prefix.len() + 1);
-    if let Some(h) = clip_to(&line, room) {
-        out.line(&format!("{prefix}{h}\n"));
+    match clip_to(&line, room) {
+        Some(h) => {
+            out.line(&format!("{prefix}{h}\n"));
+        }
+        None => out.left += 1,
     }
-    out.line(&rows);
+    if !out.line(&rows) {
+        out.left += 1;
+    }
 }
 
 /// A JSON object's keys (in the order serde_json reads them: by name), grouped by the
@@ -576,6 +608,7 @@ fn json(map: &serde_json::Map<String, serde_json::Value>, fields: &Fields, out: 
         out.line(&line);
     }
     if listed < total {
+        out.left += total - listed;
         out.line(&more(total - listed));
     }
 }
@@ -908,7 +941,7 @@ mod tests {
             blake3: &hash,
             version_line,
         };
-        render(input, fields, usize::MAX, true).unwrap()
+        render(input, fields, usize::MAX, true).unwrap().0
     }
 
     /// The outline of a whole file, as served.
@@ -1149,6 +1182,9 @@ mod tests {
         // A file too small for an outline is its own.
         assert_eq!(served("state.json", b"{}\n", &none), b"{}\n");
         assert_eq!(served("plan.md", b"", &none), b"");
+        let plan = b"# Plan: refund for ticket T-881\n## Goal\nDecide whether order 1042 \
+                     was charged twice.\n## Steps\n1. Read the ticket.\n2. Compare.\n";
+        assert_eq!(served("plan.md", plan, &none), plan);
     }
 
     /// A file larger than [`OUTLINE_MAX`] is outlined from its first whole lines; the
