@@ -789,7 +789,7 @@ fn pieces(text: &str, piece: usize, piece_max: usize) -> Vec<std::ops::Range<usi
 
 /// The headings of a Markdown text, parsed as CommonMark (with YAML front matter) in
 /// [`pieces`]: the level and 1-based line of each, and the titles of those `want`ed (by
-/// their index; at most [`TITLE_MAX`] characters each, empty for the others).
+/// their index), in order (at most [`TITLE_MAX`] characters each).
 fn headings(
     text: &str,
     starts: &[usize],
@@ -811,21 +811,13 @@ fn headings(
         for (event, at) in Parser::new_ext(&text[range], opts).into_offset_iter() {
             match event {
                 Event::Start(Tag::Heading { level, .. }) => {
-                    current = Some(String::new());
+                    current = want(marks.len()).then(String::new);
                     marks.push((level as usize, line_of(starts, base + at.start)));
                 }
-                Event::End(TagEnd::Heading(_)) => {
-                    let title = current.take().unwrap_or_default();
-                    names.push(if want(names.len()) {
-                        title
-                    } else {
-                        String::new()
-                    });
-                }
+                Event::End(TagEnd::Heading(_)) => names.extend(current.take()),
                 Event::Text(t) | Event::Code(t) => {
                     if let Some(title) = current.as_mut()
                         && title.len() < 4 * TITLE_MAX
-                        && want(names.len())
                     {
                         title.push_str(&t);
                     }
@@ -846,31 +838,43 @@ fn markdown(text: &str, partial: Option<u64>) -> (Vec<(usize, String)>, usize) {
     let starts = line_starts(text);
     // Lines of the file; a trailing newline does not start another line.
     let last_line = line_of(&starts, text.len().saturating_sub(1)).max(1);
-    let (mut marks, mut titles) = headings(text, &starts, &|i| i < OUTLINE_ROWS, PIECE, PIECE_MAX);
-    let mut wanted = vec![true; marks.len()];
-    if marks.len() > OUTLINE_ROWS {
-        // Titles only of the headings that may be listed (parsed again).
-        let mut order: Vec<usize> = (0..marks.len()).collect();
-        order.sort_by_key(|&i| (marks[i].0, i));
-        wanted = vec![false; marks.len()];
+    let (marks, titles) = headings(text, &starts, &|i| i < OUTLINE_ROWS, PIECE, PIECE_MAX);
+    // With more headings than an outline lists, the titles only of those it may list
+    // (the highest levels first), parsed again: memory for 1,000 titles, not for all.
+    let (marks, titles, wanted) = if marks.len() > OUTLINE_ROWS {
+        let mut order: Vec<u32> = (0..marks.len() as u32).collect();
+        order.sort_by_key(|&i| (marks[i as usize].0, i));
+        let mut wanted = vec![false; marks.len()];
         for &i in &order[..OUTLINE_ROWS] {
-            wanted[i] = true;
+            wanted[i as usize] = true;
         }
-        (marks, titles) = headings(text, &starts, &|i| wanted[i], PIECE, PIECE_MAX);
-    }
+        drop((order, marks, titles));
+        let (marks, titles) = headings(text, &starts, &|i| wanted[i], PIECE, PIECE_MAX);
+        (marks, titles, Some(wanted))
+    } else {
+        (marks, titles, None)
+    };
+    let wanted = |i: usize| wanted.as_ref().is_none_or(|w| w[i]);
     // Where each section ends: the line before the next heading of the same or a higher
-    // level (found walking backwards, by level), if there is one.
+    // level (found walking backwards, by level), if there is one (0: none).
     let mut next_at = [None::<usize>; 7];
-    let mut ends = vec![None; marks.len()];
+    let mut ends = vec![0u32; marks.len()];
     for (i, &(level, line)) in marks.iter().enumerate().rev() {
-        ends[i] = next_at[1..=level].iter().flatten().min().map(|n| n - 1);
+        ends[i] = next_at[1..=level]
+            .iter()
+            .flatten()
+            .min()
+            .map_or(0, |n| (n - 1) as u32);
         next_at[level] = Some(line);
     }
+    let mut titles = titles.iter();
     let mut rows = Vec::with_capacity(marks.len().min(OUTLINE_ROWS));
-    for (i, ((&(level, line), next), title)) in marks.iter().zip(ends).zip(&titles).enumerate() {
-        if !wanted[i] {
+    for (i, (&(level, line), next)) in marks.iter().zip(ends).enumerate() {
+        if !wanted(i) {
             continue;
         }
+        let title = titles.next().map(String::as_str).unwrap_or_default();
+        let next = (next > 0).then_some(next as usize);
         let end = next.unwrap_or(last_line);
         let from = starts[line - 1];
         let to = starts.get(end).copied().unwrap_or(text.len());
