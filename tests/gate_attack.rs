@@ -83,6 +83,11 @@ enum Op {
     Restore(usize, u8),
     /// The gc attribute.
     Gc,
+    /// A live appender (issue 11): open(O_APPEND), write, its live commit, write, close.
+    HeldAppend(usize, Vec<u8>, Vec<u8>),
+    /// `cp .archive/<file> <other>`: a deleted file's last version copied back, creating
+    /// the file (which continues the lineage deleted last at that path).
+    FromArchive(usize, usize),
 }
 
 fn content() -> impl Strategy<Value = Vec<u8>> {
@@ -112,6 +117,8 @@ fn op() -> impl Strategy<Value = Op> {
         (f.clone(), content()).prop_map(|(i, b)| Op::ReplaceVia(i, b)),
         (f.clone(), 1..4u8).prop_map(|(i, n)| Op::Restore(i, n)),
         Just(Op::Gc),
+        (f.clone(), content(), content()).prop_map(|(i, a, b)| Op::HeldAppend(i, a, b)),
+        (f.clone(), f.clone()).prop_map(|(a, b)| Op::FromArchive(a, b)),
     ]
 }
 
@@ -234,6 +241,30 @@ fn run(fs: &Fs, op: &Op) -> Result<(), i32> {
                 AGENT,
             )
             .map_err(|e| e.errno),
+        Op::HeldAppend(i, a, b) => {
+            let ino = resolve(fs, file(*i)).ok_or(libc::ENOENT)?;
+            let fh = fs
+                .open(ino, libc::O_WRONLY | libc::O_APPEND, AGENT)
+                .map_err(|e| e.errno)?
+                .0;
+            let r = fs
+                .write(fh, 0, a)
+                .map(|_| fs.commit_live_appends_now())
+                .and_then(|()| fs.write(fh, 0, b))
+                .and_then(|_| fs.flush(fh))
+                .map_err(|e| e.errno);
+            fs.release(fh).ok();
+            r
+        }
+        Op::FromArchive(a, b) => {
+            let archive = fs.lookup(ROOT, b".archive").map_err(|e| e.errno)?.ino;
+            let mut ino = archive;
+            for part in file(*a).split('/') {
+                ino = fs.lookup(ino, part.as_bytes()).map_err(|e| e.errno)?.ino;
+            }
+            let content = read_all(fs, ino);
+            write_file(fs, file(*b), libc::O_WRONLY | libc::O_TRUNC, 0, &content)
+        }
     }
 }
 
@@ -408,6 +439,15 @@ fn mount_no_shell_sequence_gets_past_the_gate() {
         "mkdir d && mv tool d/ && mv d/tool tool",
         "python3 -c \"import json; d = json.load(open('state.json')); d['total'] = 7; json.dump(d, open('state.json', 'w'))\"",
         "python3 -c \"import os; os.replace('free.md', 'once/f')\"",
+        // Live appenders (issue 11): commits made while the handle stays open.
+        "exec 3>>log.md; echo held >&3; sleep 1.5; echo more >&3; exec 3>&-",
+        "exec 3>>state.json; echo \"{}\" >&3; sleep 1.5; echo x >&3; exec 3>&-",
+        "exec 3>>once/f; echo x >&3; sleep 1.5; exec 3>&-",
+        // A deleted file's archive copied back over protected paths; a create and a
+        // rename onto the path of a deleted file (continuing its lineage).
+        "echo t > gone.md && rm gone.md && cp .archive/gone.md tool/t",
+        "cp .archive/gone.md once/f; cp .archive/gone.md ro.md",
+        "echo u > gone.md && rm gone.md && echo v > n.md && mv n.md gone.md && mv gone.md log.md",
     ];
     // Three seeded orders of the same commands (a fixed xorshift, so a failure repeats).
     let mut seed: u64 = 0x9e3779b97f4a7c15;

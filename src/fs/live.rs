@@ -42,6 +42,11 @@ impl LiveAppends {
         self.due.lock().remove(&fh);
     }
 
+    /// Takes every scheduled handle, due or not.
+    fn take_all(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.due.lock()).into_keys().collect()
+    }
+
     /// Waits (at most `idle`) until a handle is due, and returns the handles due.
     fn wait_due(&self, idle: Duration) -> Vec<u64> {
         let mut due = self.due.lock();
@@ -81,14 +86,25 @@ impl Fs {
                 loop {
                     let ready = live.wait_due(Duration::from_secs(1));
                     let Some(fs) = weak.upgrade() else { break };
-                    for fh in ready {
-                        // A refusal stays on the handle: its next write or flush reports it.
-                        if let Err(e) = fs.commit_handle(fh, false, false) {
-                            log::debug!("live append commit of handle {fh}: {e}");
-                        }
-                    }
+                    fs.commit_live(ready);
                 }
             })
             .map(|_| ())
+    }
+
+    /// Commits now what every open `O_APPEND` handle has written and not committed, as
+    /// the `scratchfs-live` thread does when their time comes: for tests of the core
+    /// without a clock (tests/gate_attack.rs).
+    pub fn commit_live_appends_now(&self) {
+        self.commit_live(self.live.take_all());
+    }
+
+    fn commit_live(&self, fhs: Vec<u64>) {
+        for fh in fhs {
+            // A refusal stays on the handle: its next write or flush reports it.
+            if let Err(e) = self.commit_handle(fh, false, false) {
+                log::debug!("live append commit of handle {fh}: {e}");
+            }
+        }
     }
 }
