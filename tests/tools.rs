@@ -869,7 +869,9 @@ fn jq_to_temp_then_mv_over_state_json() {
 fn vim_es_substitute_and_write() {
     let m = Mount::new();
     run(&m, "printf 'banana\\nalpha\\n' > f");
-    let o = m.sh("vim -es -c '%s/a/b/' -c 'wq' f 2>&1");
+    // `-i NONE`: no ~/.viminfo. Vims of tests running at once write that one file, and
+    // one that cannot exits 1 without a word in -es mode (E138, 1 run in 16 under load).
+    let o = m.sh("vim -es -i NONE -c '%s/a/b/' -c 'wq' f 2>&1");
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "vim -es failed ({}): {text}", o.status);
     assert!(
@@ -902,7 +904,7 @@ fn vim_es_substitute_and_write() {
 fn vim_capital_es_normal_mode_append_and_write() {
     let m = Mount::new();
     run(&m, "printf 'first\\nsecond\\n' > f");
-    let o = m.sh("vim -Es -u NONE +'normal Ahello' +wq f 2>&1");
+    let o = m.sh("vim -Es -u NONE -i NONE +'normal Ahello' +wq f 2>&1");
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "vim -Es failed ({}): {text}", o.status);
     assert!(
@@ -918,7 +920,7 @@ fn vim_capital_es_normal_mode_append_and_write() {
         "MANIFEST\nf\nfindings.md\nplan.md\nstate.json\n"
     );
     // A new file written by vim: one version, its first commit.
-    let o = m.sh("vim -Es -u NONE +'normal ihi' +wq newfile 2>&1");
+    let o = m.sh("vim -Es -u NONE -i NONE +'normal ihi' +wq newfile 2>&1");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
     assert_content(&m, "newfile", b"hi\n");
     let vs = m.versions("newfile");
