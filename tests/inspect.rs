@@ -165,7 +165,15 @@ fn gc_forgets_old_versions_only_when_asked_and_keeps_what_matters() {
     let mut m = Mount::new();
     m.sh_ok(
         "for i in 1 2 3 4 5 6; do head -c 200000 /dev/urandom > big; done; \
-         seq 1 5000 > shrunk && echo short > shrunk; echo '{\"k\": 1}' > state.json",
+         seq 1 5000 > shrunk && echo short > shrunk; echo '{\"k\": 1}' > state.json; \
+         for t in .a.swp .b.swp .c.swp .d.swp; do seq 1 5000 > $t && echo s > $t; done",
+    );
+    // The latest shrinking commits are of temporaries, which MANIFEST leaves out: it still
+    // points at `shrunk`, and gc (on the mount and off it) keeps what it points at.
+    assert!(
+        read(m.path("MANIFEST")).contains("shrunk shrunk"),
+        "{}",
+        read(m.path("MANIFEST"))
     );
     // Neither flag: a usage error.
     let (rc, _, err) = cli(&m, &["gc"]);

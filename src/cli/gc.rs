@@ -7,12 +7,8 @@
 
 use std::path::Path;
 
-use rusqlite::Connection;
-
 use super::Failure;
-use crate::fs::gate::{Change, Gate};
 use crate::identity::Caller;
-use crate::store::Store;
 use crate::store::{GcReport, GcRequest};
 
 /// Runs gc. `keep_last`: keep the newest N versions of every file; `before_ns`: forget
@@ -38,34 +34,18 @@ pub fn gc(
     };
     let report = match crate::mount::lock_database_now(db) {
         Ok(_lock) => {
-            // A killed daemon's redo log first: its records replay onto the state they were
-            // made on, which deleting rows would change.
-            let owner = (unsafe { libc::geteuid() }, unsafe { libc::getegid() });
-            let (store, _) = crate::store::Sqlite::open(db, owner).map_err(|e| e.reason)?;
-            // The gate: erasing history is for root and the user who mounted, whom the
-            // database file belongs to (it is created 0600 by that user).
-            let caller = cli_caller();
-            let gate = Gate {
-                rules: None,
-                admins: vec![0, db_owner(db)?],
+            // The same gate and the same list MANIFEST shows as on the mount: the
+            // scratchpad opened here (a killed daemon's redo log replayed first: its records
+            // replay onto the state they were made on, which deleting rows would change).
+            // Erasing history is for root and the user who mounted, whom the database file
+            // belongs to (it is created 0600 by that user).
+            let fs = super::offline_fs(db)?.with_admins(&[db_owner(db)?]);
+            let ctx = crate::fs::Ctx {
+                pid: std::process::id(),
+                uid: unsafe { libc::getuid() },
+                gid: unsafe { libc::getgid() },
             };
-            if let Err(e) = gate.check(
-                &caller,
-                &Change::Erase {
-                    what: "gc",
-                    path: "",
-                },
-            ) {
-                if let Err(se) = store.reject("", e.errno, &e.reason, &caller, None) {
-                    log::error!("recording a refusal: {se}");
-                }
-                return Err(e.reason);
-            }
-            drop(store);
-            let mut conn = Connection::open(db).map_err(|e| format!("{}: {e}", db.display()))?;
-            conn.busy_timeout(std::time::Duration::from_secs(10))
-                .map_err(|e| e.to_string())?;
-            crate::store::sqlite_gc(&mut conn, &req, &[], &caller).map_err(|e| e.reason)?
+            fs.gc(&req, ctx).map_err(|e| e.reason)?
         }
         Err(_) => through_mount(db, &req)?,
     };

@@ -433,3 +433,34 @@ pub fn utf8_pieces(
         Err(e) => Err(e),
     }
 }
+
+/// The scratchpad of an unmounted database `db`, opened by this process (the caller holds
+/// the database's lock, [`crate::mount::lock_database_now`]), with the writer rules of
+/// its last mount (stored in the database; an empty text: the defaults), so that an
+/// offline command passes the same gate as on the mount. A killed daemon's redo log is
+/// replayed first ([`crate::store::Sqlite::open`]).
+pub(crate) fn offline_fs(db: &Path) -> Result<crate::fs::Fs, Failure> {
+    let me = unsafe { (libc::getuid(), libc::getgid()) };
+    let (store, _) = crate::store::Sqlite::open(db, me).map_err(|e| e.reason)?;
+    let store: std::sync::Arc<dyn crate::store::Store> = std::sync::Arc::new(store);
+    let dir = db
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| ".".into());
+    let mut fs = crate::fs::Fs::new(store, dir).map_err(|e| e.to_string())?;
+    let text: Option<String> = crate::store::open_read_only(db)
+        .map_err(|e| e.reason)?
+        .query_row("SELECT text FROM rules ORDER BY id DESC LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(|e| format!("{}: {e}", db.display()))?;
+    if let Some(text) = text
+        && !text.trim().is_empty()
+    {
+        let rules = crate::rules::Rules::parse(&text)
+            .map_err(|p| format!("{}: the stored rules do not parse: {}", db.display(), p[0]))?;
+        fs = fs.with_rules(crate::rules::enforce::Compiled::new(rules));
+    }
+    Ok(fs)
+}

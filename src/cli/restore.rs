@@ -6,12 +6,11 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
 
 use super::{Failure, arg, parse_spec};
 use crate::fs::serve::RESTORE_XATTR;
-use crate::fs::{Ctx, Fs, ROOT};
-use crate::store::{Sqlite, Store, paths};
+use crate::fs::{Ctx, ROOT};
+use crate::store::paths;
 use crate::views::quote_stored;
 
 /// Restores `spec` (`PATH@N`, raw bytes).
@@ -64,22 +63,7 @@ fn through_mount(mnt: &str, path: &str, n: i64) -> Result<(), Failure> {
 
 fn offline(db: &Path, path: &str, n: i64) -> Result<(), Failure> {
     let me = unsafe { (libc::getuid(), libc::getgid()) };
-    let (store, _) = Sqlite::open(db, me).map_err(|e| e.reason)?;
-    let store: Arc<dyn Store> = Arc::new(store);
-    let dir = db
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| ".".into());
-    let mut fs = Fs::new(store, dir).map_err(|e| e.to_string())?;
-    // The gate checks the restore against the rules of the last mount, stored in the
-    // database (an empty text: the defaults).
-    if let Some(text) = last_rules(db)?
-        && !text.trim().is_empty()
-    {
-        let rules = crate::rules::Rules::parse(&text)
-            .map_err(|p| format!("{}: the stored rules do not parse: {}", db.display(), p[0]))?;
-        fs = fs.with_rules(crate::rules::enforce::Compiled::new(rules));
-    }
+    let fs = super::offline_fs(db)?;
     let mut ino = ROOT;
     let raw = paths::decode(path);
     for part in raw.split(|&b| b == b'/').filter(|p| !p.is_empty()) {
@@ -100,15 +84,4 @@ fn offline(db: &Path, path: &str, n: i64) -> Result<(), Failure> {
         gid: me.1,
     };
     fs.restore(ino, n, ctx).map_err(|e| e.reason)
-}
-
-/// The text of the rules the database was last mounted with, if any were recorded.
-fn last_rules(db: &Path) -> Result<Option<String>, Failure> {
-    use rusqlite::OptionalExtension;
-    let conn = crate::store::open_read_only(db).map_err(|e| e.reason)?;
-    conn.query_row("SELECT text FROM rules ORDER BY id DESC LIMIT 1", [], |r| {
-        r.get::<_, String>(0)
-    })
-    .optional()
-    .map_err(|e| format!("{}: {e}", db.display()))
 }

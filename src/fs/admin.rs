@@ -96,8 +96,13 @@ impl Fs {
                 HandleKind::View(_) => {}
             }
         }
-        let report = self.store.gc(req, &protected, &caller)?;
-        self.views.changed();
+        let shown: Vec<i64> = self
+            .restorable_shown()?
+            .iter()
+            .map(|r| r.version_id)
+            .collect();
+        let report = self.store.gc(req, &shown, &protected, &caller)?;
+        self.views.changed(&[]);
         Ok(report)
     }
 
@@ -146,7 +151,7 @@ impl Fs {
                 touched.push(ino);
             }
         }
-        self.views.changed();
+        self.views.changed(&touched);
         for ino in touched {
             self.invalidate(Invalidation::Attr(ino));
             self.invalidate(Invalidation::Data(ino));

@@ -211,7 +211,7 @@ impl Fs {
         if n.orphan || n.kind != Kind::File || n.head.is_some() {
             return None;
         }
-        let (parent, name, file_id) = (n.parent, n.name.clone(), n.file_id);
+        let (parent, name, file_id) = (n.parent, n.name.to_vec(), n.file_id);
         let path = tree.path(ino);
         if let Err(e) = self.store.unlink(ino, file_id, &path, caller, now_ns()) {
             log::error!("{path}: removing a refused create: {e}");
@@ -223,7 +223,7 @@ impl Fs {
             n.attrs.ctime_ns = now_ns();
         }
         tree.reap(ino);
-        self.views.changed();
+        self.views.changed(&[ino]);
         Some((parent, name))
     }
 
@@ -587,7 +587,7 @@ impl Fs {
                 n.pending_size = None;
             }
         }
-        self.views.changed();
+        self.views.changed(&[ino]);
         Ok(version)
     }
 }

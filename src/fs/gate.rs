@@ -857,7 +857,7 @@ impl Fs {
         {
             log::error!("recording a refusal: {se}");
         }
-        self.views.changed();
+        self.views.changed(&[]);
     }
 
     /// Whether a negative lookup of `name` in `parent` may be cached by the kernel: not

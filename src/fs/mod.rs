@@ -22,6 +22,7 @@ mod commit;
 pub mod gate;
 pub mod handle;
 mod live;
+mod manifest_rows;
 mod namespace;
 mod serve_history;
 mod serve_views;
@@ -1156,7 +1157,7 @@ impl Fs {
             let n = tree.get(c)?;
             push(&mut out, c, 2 * c + 4, n.kind, &n.name);
             if self.views.listed && n.kind == Kind::File {
-                let mut name = n.name.clone();
+                let mut name = n.name.to_vec();
                 name.extend_from_slice(views::OUTLINE_SUFFIX);
                 push(
                     &mut out,

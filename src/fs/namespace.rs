@@ -79,7 +79,7 @@ impl Fs {
         node.nlookup = 1;
         tree.nodes.insert(ino, node);
         tree.attach(parent, ino, name, kind);
-        self.views.changed();
+        self.views.changed(&[ino]);
         tree.attr(ino)
     }
 
@@ -191,7 +191,7 @@ impl Fs {
         n.orphan = true;
         n.attrs.ctime_ns = now_ns();
         tree.reap(ino);
-        self.views.changed();
+        self.views.changed(&[ino]);
         Ok(())
     }
 
@@ -359,7 +359,7 @@ impl Fs {
         tree.attach(new_parent, ino, new_name, kind);
         let n = tree.get_mut(ino)?;
         n.parent = new_parent;
-        n.name = new_name.to_vec();
+        n.name = new_name.into();
         n.attrs.ctime_ns = t;
         if kind == Kind::File && lineage.is_some() {
             n.file_id = lineage;
@@ -369,7 +369,10 @@ impl Fs {
         {
             n.head = Some(v);
         }
-        self.views.changed();
+        match replaced {
+            Some((old, _)) => self.views.changed(&[ino, old]),
+            None => self.views.changed(&[ino]),
+        }
         Ok(())
     }
 

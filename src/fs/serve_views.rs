@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use super::tree::{Node, ViewMemo};
+use super::manifest_rows::{FxMap, Rows, Seen, Touched, mix};
+use super::tree::{Node, Tree, ViewMemo};
 use super::{Attr, Fs, OpenFlags, ROOT, now_ns};
 use crate::error::{Error, Result};
 use crate::fs::handle::{Handle, HandleKind};
@@ -30,33 +31,6 @@ const RESTORABLE_SCAN: usize = 4096;
 /// rendering); more are read without it, before the tree is walked again.
 const SNIFF_UNDER_LOCK: usize = 64;
 
-/// A hash map keyed by inode numbers, with a cheap hash (FxHash's multiply and rotate):
-/// MANIFEST looks up every file's directory.
-type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fx>>;
-
-/// FxHash (rustc's): enough for inode numbers, many times faster than SipHash.
-#[derive(Default)]
-struct Fx(u64);
-
-impl std::hash::Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = mix(self.0, u64::from(*b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = mix(self.0, n);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// One step of FxHash.
-fn mix(h: u64, n: u64) -> u64 {
-    (h.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
-}
-
 /// What MANIFEST reads of a file in its pass over the inodes, besides its row.
 struct Extra<'t> {
     /// Its index in the rows.
@@ -67,6 +41,22 @@ struct Extra<'t> {
     placed: u64,
     /// Whether its memo knows if its content is binary.
     known: bool,
+}
+
+/// A file's MANIFEST row, its `dir` unset ([`Rows`] sets it).
+fn row(n: &Node, h: &crate::store::VersionInfo, binary: bool) -> manifest::File {
+    manifest::File {
+        dir: usize::MAX,
+        name: manifest::Name::Raw(n.name.clone()),
+        pinned: n.parent == ROOT
+            && manifest::PINNED.iter().any(|p| p.len() == n.name.len())
+            && manifest::PINNED.iter().any(|p| p.as_bytes() == &*n.name),
+        bytes: h.content.len,
+        version: h.number,
+        writer: h.writer.clone(),
+        time_ns: h.time_ns,
+        binary,
+    }
 }
 
 /// Records in a file's memo whether content `c` is binary.
@@ -116,8 +106,11 @@ pub struct ViewState {
     /// MANIFEST as rendered at a generation.
     manifest: Mutex<Option<(u64, Arc<Vec<u8>>)>>,
     /// Held while MANIFEST renders: one rendering at a time (the others then find it
-    /// cached), and one writer of the files' [`ViewMemo`]s.
-    rendering: Mutex<()>,
+    /// cached), and one writer of the files' [`ViewMemo`]s; holds MANIFEST's rows
+    /// between renderings (`manifest_rows.rs`; `None` until the first).
+    rendering: Mutex<Option<Rows>>,
+    /// The inodes changed since the rows were brought up to date.
+    touched: Mutex<Touched>,
     /// Outlines by file inode.
     outlines: Mutex<HashMap<u64, CachedOutline>>,
     /// Directories of `.history` and `.archive`, by path.
@@ -128,9 +121,12 @@ pub struct ViewState {
 type CachedOutline = (i64, String, Arc<Vec<u8>>);
 
 impl ViewState {
-    /// Something changed: views render afresh when next read (never at commit time, so a
-    /// commit costs the same with 10 files or 10,000).
-    pub fn changed(&self) {
+    /// Something changed, at inodes `inos` (a file's content or place, a directory's
+    /// name or place, a creation or a removal; none for a change of no inode's row, such
+    /// as a refusal): views render afresh when next read (never at commit time, so a
+    /// commit costs the same with 10 files or 10,000). Call it after the tree changed.
+    pub fn changed(&self, inos: &[u64]) {
+        self.touched.lock().add(inos);
         self.generation.fetch_add(1, Ordering::Release);
         self.last_change_ns.store(now_ns(), Ordering::Release);
     }
@@ -177,25 +173,17 @@ impl Fs {
     }
 
     /// The latest deletions and shrinking commits MANIFEST shows: neither of a
-    /// temporary nor of a deleted file that lives again.
-    fn restorable_shown(&self) -> Result<Vec<manifest::Restorable>> {
+    /// temporary nor of a deleted file that lives again. gc keeps their versions.
+    pub(crate) fn restorable_shown(&self) -> Result<Vec<crate::store::RestorableInfo>> {
         let mut limit = manifest::REFUSALS_SHOWN;
         loop {
             let found = self.store.restorable(limit)?;
             let scanned = found.len();
-            let kept: Vec<manifest::Restorable> = found
+            let kept: Vec<_> = found
                 .into_iter()
                 // A deleted file that lives again needs no pointer to its archive.
                 .filter(|r| !(self.is_ephemeral(&r.path) || r.deleted && r.live))
                 .take(manifest::REFUSALS_SHOWN)
-                .map(|r| manifest::Restorable {
-                    deleted: r.deleted,
-                    path: r.path,
-                    writer: r.writer,
-                    time_ns: r.time_ns,
-                    version: r.version,
-                    bytes: r.size,
-                })
                 .collect();
             if kept.len() == manifest::REFUSALS_SHOWN || scanned < limit || limit >= RESTORABLE_SCAN
             {
@@ -324,6 +312,19 @@ impl Fs {
         }
     }
 
+    /// MANIFEST as read now, and MANIFEST rendered from a walk of the whole tree, for
+    /// tests that the rows kept between renderings follow every change
+    /// (tests/manifest_rows.rs). Both at the same state: no change may run meanwhile.
+    #[doc(hidden)]
+    pub fn manifest_and_walked(&self) -> Result<(Vec<u8>, Vec<u8>)> {
+        let read = self.manifest()?.to_vec();
+        let _one = self.views.rendering.lock();
+        let mut fresh = None;
+        let (refusals, restorable, erasures) = self.manifest_events()?;
+        let walked = self.render_manifest(&mut fresh, restorable, refusals, erasures)?;
+        Ok((read, walked.into_bytes()))
+    }
+
     fn manifest(&self) -> Result<Arc<Vec<u8>>> {
         let generation = self.views.generation.load(Ordering::Acquire);
         if let Some((g, bytes)) = self.views.manifest.lock().as_ref()
@@ -331,7 +332,7 @@ impl Fs {
         {
             return Ok(bytes.clone());
         }
-        let _one = self.views.rendering.lock();
+        let mut rows = self.views.rendering.lock();
         // Another rendering may have finished meanwhile; a change after this load makes
         // the next read render again.
         let generation = self.views.generation.load(Ordering::Acquire);
@@ -340,9 +341,37 @@ impl Fs {
         {
             return Ok(bytes.clone());
         }
+        let (refusals, restorable, erasures) = self.manifest_events()?;
+        let text = self.render_manifest(&mut rows, restorable, refusals, erasures)?;
+        let bytes = Arc::new(text.into_bytes());
+        *self.views.manifest.lock() = Some((generation, bytes.clone()));
+        Ok(bytes)
+    }
+
+    /// The refusals, restorable content and erasures MANIFEST shows (after writing the
+    /// store's batch).
+    #[allow(clippy::type_complexity)]
+    fn manifest_events(
+        &self,
+    ) -> Result<(
+        (Vec<Refusal>, u64),
+        Vec<manifest::Restorable>,
+        (Vec<Refusal>, u64),
+    )> {
         self.store.sync()?;
         let (refusals, count) = self.store.refusals(manifest::REFUSALS_SHOWN)?;
-        let restorable = self.restorable_shown()?;
+        let restorable: Vec<manifest::Restorable> = self
+            .restorable_shown()?
+            .into_iter()
+            .map(|r| manifest::Restorable {
+                deleted: r.deleted,
+                path: r.path,
+                writer: r.writer,
+                time_ns: r.time_ns,
+                version: r.version,
+                bytes: r.size,
+            })
+            .collect();
         let erasures = {
             let (runs, n) = self.store.erasures(manifest::REFUSALS_SHOWN)?;
             (
@@ -367,27 +396,114 @@ impl Fs {
                 .collect(),
             count,
         );
-        let text = self.render_manifest(restorable, refusals, erasures)?;
-        let bytes = Arc::new(text.into_bytes());
-        *self.views.manifest.lock() = Some((generation, bytes.clone()));
-        Ok(bytes)
+        Ok((refusals, restorable, erasures))
     }
 
-    /// Renders MANIFEST from the tree: one pass over the inodes, reading the name and the
-    /// start of the content only of files whose [`ViewMemo`] does not know them yet.
+    /// Renders MANIFEST: its rows brought up to date from the inodes touched since the
+    /// last rendering (`manifest_rows.rs`), or from a walk of the tree ([`Fs::walk_rows`])
+    /// the first time and after changes too many or too wide to follow one by one.
     fn render_manifest(
         &self,
+        slot: &mut Option<Rows>,
         restorable: Vec<manifest::Restorable>,
         refusals: (Vec<Refusal>, u64),
         erasures: (Vec<Refusal>, u64),
     ) -> Result<String> {
         let rules = self.gate.rules.as_ref();
         let globs = rules.is_some_and(|r| r.has_ephemeral());
+        // Taken before the tree is read: a change made meanwhile is in the next set (its
+        // inodes are added after the tree changed, and bump the generation after that).
+        let touched = std::mem::take(&mut *self.views.touched.lock());
+        let mut current = match slot.take() {
+            Some(mut rows) if !touched.all => {
+                let tree = self.tree.read();
+                let mut whole = true;
+                for &ino in &touched.inos {
+                    let seen = self.seen(&tree, ino, globs)?;
+                    if !rows.update(ino, seen, globs) {
+                        whole = false;
+                        break;
+                    }
+                }
+                whole.then_some(rows)
+            }
+            _ => None,
+        };
+        let rows = match &mut current {
+            Some(rows) => rows,
+            None => current.insert(self.walk_rows(globs)?),
+        };
+        rows.index_dirs(ROOT);
         let caps = |path: &str| {
             rules
                 .and_then(|r| r.rule_for(path))
                 .and_then(|r| r.max_bytes)
         };
+        let root_ctime = self.tree.read().get(ROOT)?.attrs.ctime_ns;
+        let mut input = manifest::Input {
+            dirs: std::mem::take(&mut rows.dirs),
+            files: std::mem::take(&mut rows.files),
+            temporaries: rows.temporaries(),
+            restorable,
+            refusals,
+            erasures,
+            rules: self.rules_summary(),
+            as_of_ns: self
+                .views
+                .last_change_ns
+                .load(Ordering::Acquire)
+                .max(root_ctime),
+            budget_tokens: self.manifest_budget(),
+            caps: rules.is_some().then_some(&caps as manifest::Caps),
+        };
+        let text = manifest::render(&input);
+        rows.dirs = std::mem::take(&mut input.dirs);
+        rows.files = std::mem::take(&mut input.files);
+        *slot = current;
+        Ok(text)
+    }
+
+    /// What inode `ino` is for MANIFEST now (one file or directory, after a change).
+    fn seen(&self, tree: &Tree, ino: u64, globs: bool) -> Result<Seen> {
+        let Some(n) = tree.nodes.get(&ino).filter(|n| !n.orphan) else {
+            return Ok(Seen::Nothing);
+        };
+        let h = match (n.kind, &n.head) {
+            (Kind::Dir, _) if ino != ROOT => return Ok(Seen::Dir(n.parent, n.name.clone())),
+            (Kind::File, Some(h)) => h,
+            _ => return Ok(Seen::Nothing),
+        };
+        let name = paths::encode(&n.name);
+        let temporary = views::ephemeral::is_builtin(&name)
+            || (globs
+                && self
+                    .gate
+                    .rules
+                    .as_ref()
+                    .is_some_and(|r| r.is_ephemeral(&tree.path(ino))));
+        if temporary {
+            return Ok(Seen::Temporary);
+        }
+        let c = h.content;
+        let binary = match n
+            .memo
+            .binary(c.stream, c.len.min(views::SNIFF_BYTES as u64))
+        {
+            _ if c.len == 0 => false,
+            Some(b) => b,
+            None => {
+                let b = self.sniff(c)?;
+                remember(&n.memo, c, b);
+                b
+            }
+        };
+        Ok(Seen::File(n.parent, row(n, h, binary)))
+    }
+
+    /// MANIFEST's rows from one pass over the inodes, reading the name and the start of
+    /// the content only of files whose [`ViewMemo`] does not know them yet.
+    fn walk_rows(&self, globs: bool) -> Result<Rows> {
+        let rules = self.gate.rules.as_ref();
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -395,13 +511,13 @@ impl Fs {
             // One pass over the inodes: the directories, and what MANIFEST needs of each
             // file (its name is read only if its memo does not know it).
             let mut dir_nodes: Vec<(u64, &Node)> = Vec::new();
-            // The rows, their `dir` the directory's inode until it has an index, and
-            // what else each file needs (the same index).
-            let mut files: Vec<manifest::File<'_>> = Vec::with_capacity(tree.nodes.len());
+            // The rows (inode, directory inode, row), and what else each file needs (the
+            // same index).
+            let mut files: Vec<(u64, u64, manifest::File)> = Vec::with_capacity(tree.nodes.len());
             // Files whose memo must be looked at again, by index in `files` (without the
             // rules' globs, only those whose name, place or content changed).
             let mut extra: Vec<Extra<'_>> = Vec::new();
-            let mut early_temporaries = 0;
+            let mut temporaries: Vec<u64> = Vec::new();
             for (&ino, n) in &tree.nodes {
                 if n.orphan {
                     continue;
@@ -431,26 +547,16 @@ impl Fs {
                                 known: binary.is_some(),
                             });
                         } else if judged == Some(true) {
-                            early_temporaries += 1;
+                            temporaries.push(ino);
                             continue;
                         }
-                        files.push(manifest::File {
-                            dir: n.parent as usize,
-                            name: manifest::Name::Raw(&n.name),
-                            pinned: n.parent == ROOT
-                                && manifest::PINNED.iter().any(|p| p.len() == n.name.len())
-                                && manifest::PINNED.iter().any(|p| p.as_bytes() == n.name),
-                            bytes: c.len,
-                            version: h.number,
-                            writer: &h.writer,
-                            time_ns: h.time_ns,
-                            binary: binary == Some(true),
-                        });
+                        files.push((ino, n.parent, row(n, h, binary == Some(true))));
                     }
                     _ => {}
                 }
             }
-            // Directories get indices parents first (by depth).
+            // Each directory's path (only to match the rules' globs) and its digest,
+            // parents first (by depth).
             let parents: FxMap<u64, u64> = dir_nodes.iter().map(|(i, n)| (*i, n.parent)).collect();
             let depth = |mut ino: u64| {
                 let mut d = 0usize;
@@ -463,89 +569,61 @@ impl Fs {
             let mut order: Vec<(usize, u64, &Node)> =
                 dir_nodes.iter().map(|&(i, n)| (depth(i), i, n)).collect();
             order.sort_unstable_by_key(|&(d, i, _)| (d, i));
-            let mut index: FxMap<u64, usize> = FxMap::default();
-            index.insert(ROOT, 0);
-            let mut dirs = vec![manifest::Dir {
-                parent: 0,
-                name: "".into(),
-            }];
-            // Each directory's path (only to match the rules' globs) and its digest.
-            let mut dir_paths: Vec<String> = vec![String::new()];
-            let mut dir_digest: Vec<u64> = vec![0];
-            for &(_, ino, n) in &order {
-                let Some(&parent) = index.get(&n.parent) else {
-                    continue;
-                };
-                let name = paths::encode(&n.name);
-                if globs {
-                    let p = if parent == 0 {
+            let mut dir_paths: FxMap<u64, (String, u64)> = FxMap::default();
+            dir_paths.insert(ROOT, (String::new(), 0));
+            if globs {
+                for &(_, ino, n) in &order {
+                    let Some((parent, _)) = dir_paths.get(&n.parent) else {
+                        continue;
+                    };
+                    let name = paths::encode(&n.name);
+                    let p = if parent.is_empty() {
                         name.to_string()
                     } else {
-                        format!("{}/{name}", dir_paths[parent])
+                        format!("{parent}/{name}")
                     };
                     let mut h = std::hash::DefaultHasher::new();
                     std::hash::Hash::hash(&p, &mut h);
-                    dir_digest.push(std::hash::Hasher::finish(&h));
-                    dir_paths.push(p);
+                    let digest = std::hash::Hasher::finish(&h);
+                    dir_paths.insert(ino, (p, digest));
                 }
-                index.insert(ino, dirs.len());
-                dirs.push(manifest::Dir { parent, name });
             }
             let mut unsniffed: Vec<(usize, u64, &Node)> = Vec::new();
-            let mut temporaries = early_temporaries;
-            let mut kept = 0;
-            let mut work = extra.iter().peekable();
-            for i in 0..files.len() {
-                let parent = files[i].dir as u64;
-                let x = work.next_if(|x| x.at == i);
-                let Some(&dir) = index.get(&parent) else {
-                    continue;
+            let mut gone: Vec<usize> = Vec::new();
+            for x in &extra {
+                let parent = files[x.at].1;
+                // The name and place this file had when last judged a temporary or not.
+                let (dir_path, placed) = match (globs, dir_paths.get(&parent)) {
+                    (false, _) => ("", x.placed),
+                    (true, Some((p, digest))) => (p.as_str(), mix(x.placed, *digest)),
+                    // In no directory reachable from the root: no row.
+                    (true, None) => continue,
                 };
-                if let Some(x) = x {
-                    // The name and place this file had when last judged a temporary or not.
-                    let placed = if globs {
-                        mix(x.placed, dir_digest[dir])
-                    } else {
-                        x.placed
-                    };
-                    let n = x.node;
-                    let ephemeral = match n.memo.ephemeral(placed) {
-                        Some(e) => e,
-                        None => {
-                            let name = paths::encode(&n.name);
-                            let e = views::ephemeral::is_builtin(&name)
-                                || (globs
-                                    && rules.is_some_and(|rules| {
-                                        rules.is_ephemeral(&if dir == 0 {
-                                            name.to_string()
-                                        } else {
-                                            format!("{}/{name}", dir_paths[dir])
-                                        })
-                                    }));
-                            n.memo.set_ephemeral(placed, e);
-                            e
-                        }
-                    };
-                    if ephemeral {
-                        temporaries += 1;
-                        continue;
+                let n = x.node;
+                let ephemeral = match n.memo.ephemeral(placed) {
+                    Some(e) => e,
+                    None => {
+                        let name = paths::encode(&n.name);
+                        let e = views::ephemeral::is_builtin(&name)
+                            || (globs
+                                && rules.is_some_and(|rules| {
+                                    rules.is_ephemeral(&if dir_path.is_empty() {
+                                        name.to_string()
+                                    } else {
+                                        format!("{dir_path}/{name}")
+                                    })
+                                }));
+                        n.memo.set_ephemeral(placed, e);
+                        e
                     }
-                    if !x.known {
-                        unsniffed.push((kept, x.ino, x.node));
-                    }
+                };
+                if ephemeral {
+                    temporaries.push(x.ino);
+                    gone.push(x.at);
+                } else if !x.known {
+                    unsniffed.push((x.at, x.ino, x.node));
                 }
-                files[i].dir = dir;
-                files.swap(kept, i);
-                kept += 1;
             }
-            files.truncate(kept);
-            drop(extra);
-            let mut input = manifest::Input {
-                dirs,
-                files,
-                temporaries,
-                ..Default::default()
-            };
             if unsniffed.len() > SNIFF_UNDER_LOCK && attempt == 1 {
                 // Many files not seen yet (the first rendering of a large tree): their
                 // starts are read without holding the tree, then the tree is walked again.
@@ -553,7 +631,8 @@ impl Fs {
                     .iter()
                     .filter_map(|(_, ino, n)| n.head.as_ref().map(|h| (*ino, h.content)))
                     .collect();
-                drop(input);
+                drop(files);
+                drop(extra);
                 drop(unsniffed);
                 drop(order);
                 drop(dir_nodes);
@@ -577,20 +656,18 @@ impl Fs {
                 };
                 let binary = self.sniff(c)?;
                 remember(&n.memo, c, binary);
-                input.files[i].binary = binary;
+                files[i].2.binary = binary;
             }
-            input.restorable = restorable;
-            input.refusals = refusals;
-            input.erasures = erasures;
-            input.rules = self.rules_summary();
-            input.as_of_ns = self
-                .views
-                .last_change_ns
-                .load(Ordering::Acquire)
-                .max(tree.get(ROOT)?.attrs.ctime_ns);
-            input.budget_tokens = self.manifest_budget();
-            input.caps = rules.is_some().then_some(&caps as manifest::Caps);
-            return Ok(manifest::render(&input));
+            // The temporaries found among the files, out (highest index first).
+            gone.sort_unstable();
+            for i in gone.into_iter().rev() {
+                files.swap_remove(i);
+            }
+            let dirs = order
+                .into_iter()
+                .map(|(_, ino, n)| (ino, n.parent, n.name.clone()))
+                .collect();
+            return Ok(Rows::from_walk(files, temporaries, dirs));
         }
     }
 

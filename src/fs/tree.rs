@@ -9,7 +9,7 @@ use crate::store::{Attrs, Kind, NodeRecord, VersionInfo, paths};
 
 pub(super) struct Node {
     pub(super) parent: u64,
-    pub(super) name: Vec<u8>,
+    pub(super) name: std::sync::Arc<[u8]>,
     pub(super) kind: Kind,
     pub(super) attrs: Attrs,
     pub(super) file_id: Option<i64>,
@@ -100,7 +100,7 @@ impl Node {
     pub(super) fn from_record(r: NodeRecord) -> Node {
         Node {
             parent: r.parent,
-            name: r.name,
+            name: r.name.into(),
             kind: r.kind,
             attrs: r.attrs,
             file_id: r.file_id,

@@ -106,6 +106,8 @@ pub struct RestorableInfo {
     pub time_ns: i64,
     /// The version dropped (for a deletion: the last one).
     pub version: i64,
+    /// Its row (`versions.id`).
+    pub version_id: i64,
     /// Its size in bytes.
     pub size: u64,
     /// A file lives at the path again.
@@ -374,9 +376,17 @@ pub trait Store: Send + Sync {
         why: &str,
         caller: &Caller,
     ) -> Result<RedactReport>;
-    /// Forgets old versions (see [`sqlite::gc`]), keeping the `protected` stream bytes;
-    /// the run is an event (op `gc`) by `caller`. The gate has allowed it ([`crate::fs::gate`]).
-    fn gc(&self, req: &GcRequest, protected: &[(i64, u64)], caller: &Caller) -> Result<GcReport>;
+    /// Forgets old versions (see [`sqlite::gc`]), keeping the versions `shown` (ids,
+    /// `versions.id`: those MANIFEST's `restorable:` list points at) and the `protected`
+    /// `(stream, len)` bytes (content open handles still read); the run is an event (op
+    /// `gc`) by `caller`. The gate has allowed it ([`crate::fs::gate`]).
+    fn gc(
+        &self,
+        req: &GcRequest,
+        shown: &[i64],
+        protected: &[(i64, u64)],
+        caller: &Caller,
+    ) -> Result<GcReport>;
     /// Renames; a file renamed gets a version with op `rename` on the lineage it lands in
     /// (the replaced file's, the file's deleted last at the new path, or its own). Returns
     /// that lineage and that version (files only; no version for a file that has none
@@ -399,7 +409,9 @@ pub trait Store: Send + Sync {
     /// The latest `limit` history-erasing runs (gc, redact; reason, runner, time), newest
     /// first, and how many there were in all.
     fn erasures(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)>;
-    /// The latest `limit` deletions and shrinking commits, newest first.
+    /// The latest `limit` deletions and shrinking commits whose dropped version is still
+    /// stored (gc may have forgotten it), newest first; a deletion of an empty file is no
+    /// such thing. Fewer than `limit`: there are no more.
     fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>>;
 }
 

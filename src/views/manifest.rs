@@ -97,24 +97,25 @@ pub struct FileEntry {
 
 /// A directory of the tree MANIFEST describes.
 #[derive(Debug, Clone)]
-pub struct Dir<'a> {
+pub struct Dir {
     /// Index of its parent in [`Input::dirs`] (the root, index 0, is its own parent);
     /// always lower than its own index.
     pub parent: usize,
     /// Its name, as stored ([`crate::store::paths`]); empty for the root.
-    pub name: Cow<'a, str>,
+    pub name: String,
 }
 
-/// A file's name: its bytes, or their stored form ([`crate::store::paths`]).
-#[derive(Debug, Clone, Copy)]
-pub enum Name<'a> {
+/// A file's name: its bytes (shared with the inode), or their stored form
+/// ([`crate::store::paths`]).
+#[derive(Debug, Clone)]
+pub enum Name {
     /// The name's bytes.
-    Raw(&'a [u8]),
+    Raw(std::sync::Arc<[u8]>),
     /// The name as stored.
-    Stored(&'a str),
+    Stored(std::sync::Arc<str>),
 }
 
-impl Name<'_> {
+impl Name {
     /// The name as stored.
     pub fn stored(&self) -> Cow<'_, str> {
         match self {
@@ -126,11 +127,11 @@ impl Name<'_> {
 
 /// A live file MANIFEST may list.
 #[derive(Debug, Clone)]
-pub struct File<'a> {
+pub struct File {
     /// Index of its directory in [`Input::dirs`].
     pub dir: usize,
     /// Its name (read only for the files that get a row of their own).
-    pub name: Name<'a>,
+    pub name: Name,
     /// One of the default layout's files at the root ([`PINNED`]): always listed.
     pub pinned: bool,
     /// Size in bytes.
@@ -138,7 +139,7 @@ pub struct File<'a> {
     /// Current version number.
     pub version: i64,
     /// Writer of the current version.
-    pub writer: &'a str,
+    pub writer: std::sync::Arc<str>,
     /// Commit time of the current version, ns.
     pub time_ns: i64,
     /// Binary content: no token estimate.
@@ -180,9 +181,9 @@ pub type Caps<'a> = &'a dyn Fn(&str) -> Option<u64>;
 #[derive(Clone, Default)]
 pub struct Input<'a> {
     /// The directories: the root first, every parent before its children.
-    pub dirs: Vec<Dir<'a>>,
+    pub dirs: Vec<Dir>,
     /// The live files to list (temporaries already left out), any order.
-    pub files: Vec<File<'a>>,
+    pub files: Vec<File>,
     /// How many live temporaries were left out.
     pub temporaries: usize,
     /// The latest deletions and shrinking commits, newest first.
@@ -203,10 +204,10 @@ pub struct Input<'a> {
 }
 
 /// Splits whole paths into [`Input::dirs`] and [`Input::files`].
-pub fn split(entries: &[FileEntry]) -> (Vec<Dir<'_>>, Vec<File<'_>>) {
+pub fn split(entries: &[FileEntry]) -> (Vec<Dir>, Vec<File>) {
     let mut dirs = vec![Dir {
         parent: 0,
-        name: Cow::Borrowed(""),
+        name: String::new(),
     }];
     let mut index: std::collections::HashMap<&str, usize> = [("", 0)].into();
     let mut files = Vec::with_capacity(entries.len());
@@ -222,7 +223,7 @@ pub fn split(entries: &[FileEntry]) -> (Vec<Dir<'_>>, Vec<File<'_>>) {
                 None => {
                     dirs.push(Dir {
                         parent,
-                        name: Cow::Borrowed(part),
+                        name: part.to_string(),
                     });
                     index.insert(prefix, dirs.len() - 1);
                     dirs.len() - 1
@@ -231,11 +232,11 @@ pub fn split(entries: &[FileEntry]) -> (Vec<Dir<'_>>, Vec<File<'_>>) {
         }
         files.push(File {
             dir: parent,
-            name: Name::Stored(name),
+            name: Name::Stored(name.into()),
             pinned: parent == 0 && PINNED.contains(&name),
             bytes: e.bytes,
             version: e.version,
-            writer: &e.writer,
+            writer: e.writer.as_str().into(),
             time_ns: e.time_ns,
             binary: e.binary,
         });
@@ -340,7 +341,7 @@ struct Agg {
 }
 
 impl Agg {
-    fn add(&mut self, files: &[File<'_>], i: usize) {
+    fn add(&mut self, files: &[File], i: usize) {
         let f = &files[i];
         self.count += 1;
         self.bytes += f.bytes;
@@ -351,7 +352,7 @@ impl Agg {
             self.newest = Some(i);
         }
     }
-    fn merge(&mut self, files: &[File<'_>], other: &Agg) {
+    fn merge(&mut self, files: &[File], other: &Agg) {
         self.count += other.count;
         self.bytes += other.bytes;
         self.text += other.text;
@@ -363,7 +364,7 @@ impl Agg {
             self.newest = Some(o);
         }
     }
-    fn time(&self, files: &[File<'_>]) -> i64 {
+    fn time(&self, files: &[File]) -> i64 {
         self.newest.map(|n| files[n].time_ns).unwrap_or(i64::MIN)
     }
 }
@@ -516,7 +517,7 @@ impl<'i, 'a> Table<'i, 'a> {
         t
     }
 
-    fn files(&self) -> &'i [File<'a>] {
+    fn files(&self) -> &'i [File] {
         &self.input.files
     }
 
@@ -541,8 +542,9 @@ impl<'i, 'a> Table<'i, 'a> {
     }
 
     fn file_path(&mut self, i: usize) -> String {
-        let f = &self.input.files[i];
-        let (dir, name) = (f.dir, f.name);
+        let input = self.input;
+        let f = &input.files[i];
+        let (dir, name) = (f.dir, &f.name);
         let d = self.dir_path(dir);
         if d.is_empty() {
             name.stored().into_owned()
@@ -578,7 +580,7 @@ impl<'i, 'a> Table<'i, 'a> {
             f.bytes,
             &tokens,
             &f.version.to_string(),
-            &quote_path(f.writer),
+            &quote_path(&f.writer),
             &age(self.input.as_of_ns, f.time_ns),
             &cap,
         );
@@ -625,7 +627,7 @@ impl<'i, 'a> Table<'i, 'a> {
         let files = self.files();
         let (writer, when) = agg
             .newest
-            .map(|n| (quote_path(files[n].writer).into_owned(), files[n].time_ns))
+            .map(|n| (quote_path(&files[n].writer).into_owned(), files[n].time_ns))
             .unwrap_or(("-".into(), self.input.as_of_ns));
         let tokens = if agg.text == 0 && agg.bytes > 0 {
             "binary".to_string()

@@ -14,14 +14,17 @@ const END_MARKERS: &str = "INSERT INTO extents(stream, offset, len, blob, blob_o
        AND COALESCE((SELECT MAX(e.offset + e.len) FROM extents e WHERE e.stream = s.stream), 0) < s.len;";
 
 /// Forgets old versions and the content only they held (see `scratchfs gc`). Never: the
-/// current version of any file, versions MANIFEST points at, versions per-key provenance
-/// names, and the bytes of `protected` `(stream, len)` (content open handles still read).
+/// current version of any file, the versions `shown` (ids: those MANIFEST's `restorable:`
+/// list points at, which only the caller knows: it leaves temporaries out), versions
+/// per-key provenance names, and the bytes of `protected` `(stream, len)` (content open
+/// handles still read).
 /// The report is also stored as `meta.last_gc` (JSON), and a run that is not a dry run is
 /// an event (op `gc`) by `caller`, whose reason says what it forgot (issue 9: every gc
 /// run is on record).
 pub fn gc(
     conn: &mut Connection,
     req: &GcRequest,
+    shown: &[i64],
     protected: &[(i64, u64)],
     caller: &Caller,
 ) -> Result<GcReport> {
@@ -39,11 +42,12 @@ pub fn gc(
     tx.execute(
         "INSERT OR IGNORE INTO gc_keep
          SELECT id FROM versions v WHERE version = (SELECT MAX(version) FROM versions w WHERE w.file_id = v.file_id)
-         UNION SELECT version_id FROM fields
-         UNION SELECT version_id FROM events WHERE id IN (SELECT id FROM events_restorable ORDER BY id DESC LIMIT ?1)",
-        [REFUSALS_SHOWN as i64],
-    )
-    ?;
+         UNION SELECT version_id FROM fields",
+        [],
+    )?;
+    for id in shown {
+        tx.execute("INSERT OR IGNORE INTO gc_keep(id) VALUES (?1)", [id])?;
+    }
     tx.execute(
         "INSERT OR IGNORE INTO gc_drop
          SELECT v.id FROM versions v

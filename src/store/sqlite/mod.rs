@@ -23,7 +23,6 @@ use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::store::digest::ContentHasher;
 use crate::sync::Mutex;
-use crate::views::manifest::REFUSALS_SHOWN;
 
 mod admin;
 mod content;
@@ -964,9 +963,15 @@ impl Store for Sqlite {
         ))
     }
 
-    fn gc(&self, req: &GcRequest, protected: &[(i64, u64)], caller: &Caller) -> Result<GcReport> {
+    fn gc(
+        &self,
+        req: &GcRequest,
+        shown: &[i64],
+        protected: &[(i64, u64)],
+        caller: &Caller,
+    ) -> Result<GcReport> {
         let mut conn = self.write_lock()?;
-        gc(&mut conn, req, protected, caller)
+        gc(&mut conn, req, shown, protected, caller)
     }
 
     fn reject(
@@ -1291,12 +1296,12 @@ impl Store for Sqlite {
     fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>> {
         let conn = self.reader()?;
         let mut stmt = conn.prepare_cached(
-            "SELECT e.op, e.path, e.writer, e.time_ns, v.version, v.size,
+            "SELECT e.op, e.path, e.writer, e.time_ns, v.version, v.size, v.id,
                     (SELECT COUNT(*) FROM files f WHERE f.path = e.path AND f.deleted_ns IS NULL)
              FROM events e JOIN versions v ON v.id = e.version_id
-             WHERE e.id IN (SELECT id FROM events_restorable ORDER BY id DESC LIMIT ?1)
+             WHERE e.op IN ('unlink', 'shrink')
                AND NOT (e.op = 'unlink' AND v.size = 0)
-             ORDER BY e.id DESC",
+             ORDER BY e.id DESC LIMIT ?1",
         )?;
         let rows = stmt.query_map([limit as i64], |r| {
             Ok(RestorableInfo {
@@ -1306,7 +1311,8 @@ impl Store for Sqlite {
                 time_ns: r.get(3)?,
                 version: r.get(4)?,
                 size: r.get::<_, i64>(5)? as u64,
-                live: r.get::<_, i64>(6)? > 0,
+                version_id: r.get(6)?,
+                live: r.get::<_, i64>(7)? > 0,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
