@@ -12,7 +12,8 @@
 //! - [`failpoint`]: named points where crash tests stop the daemon;
 //! - [`cli`]: the commands on a database (log, history, show, diff, fsck, restore, export,
 //!   gc);
-//! - [`rules`]: writer rules (the file format, its check, writer resolution).
+//! - [`rules`]: writer rules (the file format, its check, writer resolution);
+//! - [`mcp`]: the MCP tools over the core (issue 12, in progress).
 
 pub mod cli;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod failpoint;
 pub mod fs;
 pub mod fuse;
 pub mod identity;
+pub mod mcp;
 pub mod mount;
 pub mod rules;
 pub mod store;

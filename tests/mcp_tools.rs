@@ -1,0 +1,164 @@
+//! The MCP tools' operations on the filesystem core (src/mcp/tools.rs, issue 12): what
+//! they read and write, the versions they make, and the gate's refusals they return.
+
+use std::sync::Arc;
+
+use scratchfs::fs::{Ctx, Fs};
+use scratchfs::mcp::tools::{self, READ_MAX, Section};
+use scratchfs::store::Sqlite;
+
+const ROOT: Ctx = Ctx {
+    pid: 0,
+    uid: 0,
+    gid: 0,
+};
+const AGENT: Ctx = Ctx {
+    pid: 0,
+    uid: 1000,
+    gid: 1000,
+};
+
+fn fs(dir: &std::path::Path, rules: Option<&str>) -> Fs {
+    let (store, _) = Sqlite::open(&dir.join("t.db"), (0, 0)).unwrap();
+    let fs = Fs::new(Arc::new(store), dir.to_path_buf()).unwrap();
+    match rules {
+        Some(r) => fs.with_rules(scratchfs::rules::enforce::Compiled::new(
+            scratchfs::rules::Rules::parse(r).unwrap(),
+        )),
+        None => fs,
+    }
+}
+
+fn versions(fs: &Fs, path: &str) -> usize {
+    let l = fs.store().lineages(path).unwrap();
+    let live = l.iter().find(|l| l.deleted_ns.is_none()).unwrap();
+    fs.store().versions(live.file_id).unwrap().len()
+}
+
+#[test]
+fn write_read_append_replace_outline() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = fs(dir.path(), None);
+    assert_eq!(
+        tools::write(
+            &fs,
+            "notes/plan.md",
+            b"# Plan\n## A\none\n## B\ntwo\n",
+            ROOT
+        )
+        .unwrap(),
+        25
+    );
+    assert_eq!(versions(&fs, "notes/plan.md"), 1, "one write, one version");
+    let whole = tools::read(&fs, "notes/plan.md", &Section::Whole, 0, None, ROOT).unwrap();
+    assert_eq!(whole.text, "# Plan\n## A\none\n## B\ntwo\n");
+    assert_eq!(whole.next_offset, None);
+    let b = tools::read(
+        &fs,
+        "notes/plan.md",
+        &Section::Heading("B".into()),
+        0,
+        None,
+        ROOT,
+    )
+    .unwrap();
+    assert_eq!(b.text, "## B\ntwo\n");
+    let l = tools::read(&fs, "notes/plan.md", &Section::Lines(2, 3), 0, None, ROOT).unwrap();
+    assert_eq!(l.text, "## A\none\n");
+    assert_eq!(
+        tools::append(&fs, "notes/plan.md", b"three\n", ROOT).unwrap(),
+        31
+    );
+    assert_eq!(versions(&fs, "notes/plan.md"), 2);
+    // Exactly one match, else refused with the count.
+    let e = tools::replace(&fs, "notes/plan.md", "## ", "### ", None, ROOT).unwrap_err();
+    assert_eq!(e.errno, libc::EINVAL);
+    assert!(e.reason.contains("occurs 2 times"), "{}", e.reason);
+    let e = tools::replace(&fs, "notes/plan.md", "absent", "x", None, ROOT).unwrap_err();
+    assert!(e.reason.contains("does not occur"), "{}", e.reason);
+    assert_eq!(
+        versions(&fs, "notes/plan.md"),
+        2,
+        "a refused replace makes no version"
+    );
+    assert_eq!(
+        tools::replace(&fs, "notes/plan.md", "one", "ONE", None, ROOT).unwrap(),
+        1
+    );
+    assert_eq!(
+        tools::replace(&fs, "notes/plan.md", "## ", "### ", Some(0), ROOT).unwrap(),
+        2
+    );
+    let now = tools::read(&fs, "notes/plan.md", &Section::Whole, 0, None, ROOT).unwrap();
+    assert_eq!(now.text, "# Plan\n### A\nONE\n### B\ntwo\nthree\n");
+    assert_eq!(versions(&fs, "notes/plan.md"), 4);
+    let o = tools::outline(&fs, "notes/plan.md", ROOT).unwrap();
+    // A file this small is its own outline (docs/views.md).
+    assert_eq!(o, now.text);
+    let e = tools::outline(&fs, "nope.md", ROOT).unwrap_err();
+    assert_eq!(
+        (e.errno, e.reason.as_str()),
+        (libc::ENOENT, "nope.md: no such file")
+    );
+    // Views are read-only, paths stay inside.
+    let e = tools::write(&fs, "MANIFEST", b"x", ROOT).unwrap_err();
+    assert_eq!(e.errno, libc::EINVAL);
+    let e = tools::write(&fs, "../escape", b"x", ROOT).unwrap_err();
+    assert_eq!(e.errno, libc::EINVAL);
+    let e = tools::read(&fs, "nope.md", &Section::Whole, 0, None, ROOT).unwrap_err();
+    assert_eq!(e.errno, libc::ENOENT);
+    assert!(e.reason.contains("nope.md: no such file"), "{}", e.reason);
+}
+
+#[test]
+fn a_large_read_is_cut_with_where_to_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = fs(dir.path(), None);
+    let big: Vec<u8> = (0..100_000).map(|i| b"abcdefghij\n"[i % 11]).collect();
+    tools::write(&fs, "big.txt", &big, ROOT).unwrap();
+    let mut got = Vec::new();
+    let mut offset = 0;
+    let mut calls = 0;
+    loop {
+        let r = tools::read(&fs, "big.txt", &Section::Whole, offset, None, ROOT).unwrap();
+        assert!(r.text.len() <= READ_MAX);
+        assert_eq!(r.total_bytes, 100_000);
+        got.extend_from_slice(r.text.as_bytes());
+        calls += 1;
+        match r.next_offset {
+            Some(o) => offset = o,
+            None => break,
+        }
+    }
+    assert_eq!(got, big);
+    assert_eq!(calls, 4, "100,000 bytes in reads of at most 32 KiB");
+    let r = tools::read(&fs, "big.txt", &Section::Whole, 0, Some(10), ROOT).unwrap();
+    assert_eq!((r.text.as_str(), r.next_offset), ("abcdefghij", Some(10)));
+}
+
+#[test]
+fn the_gate_refuses_as_on_the_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = r#"{ "writers": { "agent": { "uid": 1000 }, "tool": { "uid": 0 } },
+        "paths": [ { "path": "ro.md", "mode": "read-only" },
+                   { "path": "tool/**", "writers": ["tool"] },
+                   { "path": "**", "writers": ["*"] } ] }"#;
+    let fs = fs(dir.path(), Some(rules));
+    tools::write(&fs, "tool/out.md", b"by the tool\n", ROOT).unwrap();
+    let e = tools::write(&fs, "tool/out.md", b"by the agent\n", AGENT).unwrap_err();
+    assert_eq!(e.errno, libc::EACCES, "{}", e.reason);
+    assert!(e.reason.contains("tool/out.md"), "{}", e.reason);
+    let e = tools::replace(&fs, "tool/out.md", "tool", "agent", None, AGENT).unwrap_err();
+    assert_eq!(e.errno, libc::EACCES, "{}", e.reason);
+    let now = tools::read(&fs, "tool/out.md", &Section::Whole, 0, None, AGENT).unwrap();
+    assert_eq!(
+        now.text, "by the tool\n",
+        "the refused writes changed nothing"
+    );
+    assert_eq!(
+        fs.store().refusals(0).unwrap().1,
+        2,
+        "both refusals on record"
+    );
+    tools::write(&fs, "free.md", b"ok\n", AGENT).unwrap();
+}
