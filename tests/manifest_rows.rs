@@ -187,3 +187,53 @@ fn a_directory_moved_under_an_ephemeral_glob_takes_its_files_out() {
     ];
     check(&ops, true, 2000);
 }
+
+/// A file of exactly 8 KiB (the window MANIFEST reads to tell text from binary) that ends
+/// in a cut UTF-8 sequence is binary; appending the rest of the character makes it text,
+/// and cutting it back makes it binary again. The stream stays the same throughout, so
+/// what MANIFEST remembers must tell the whole file from its first 8 KiB.
+#[test]
+fn text_or_binary_follows_a_file_across_the_sniff_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Sqlite::open(&dir.path().join("m.db"), (0, 0)).unwrap();
+    let fs = Fs::new(Arc::new(store), dir.path().to_path_buf()).unwrap();
+    let mut cut = vec![b'a'; 8190];
+    cut.extend_from_slice(b"\xe2\x82");
+    let row = |fs: &Fs| {
+        let (read, walked) = fs.manifest_and_walked().unwrap();
+        assert_eq!(read, walked);
+        let text = String::from_utf8(read).unwrap();
+        text.lines()
+            .find(|l| l.starts_with("f "))
+            .unwrap_or_else(|| panic!("{text}"))
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let append = |fs: &Fs, bytes: &[u8], flags: i32| {
+        let ino = fs.lookup(ROOT, b"f").map(|a| a.ino);
+        let fh = match ino {
+            Ok(ino) => fs.open(ino, libc::O_WRONLY | flags, ROOT_CTX).unwrap().0,
+            Err(_) => {
+                fs.create(ROOT, b"f", 0o644, 0, libc::O_WRONLY, ROOT_CTX)
+                    .unwrap()
+                    .1
+            }
+        };
+        fs.write(fh, 0, bytes).unwrap();
+        fs.flush(fh).unwrap();
+        fs.release(fh).unwrap();
+    };
+    append(&fs, &cut, 0);
+    assert_eq!(row(&fs), "f 8,192 binary");
+    append(&fs, b"\xacb", libc::O_APPEND);
+    assert_eq!(row(&fs), "f 8,194 2,049");
+    let ino = fs.lookup(ROOT, b"f").unwrap().ino;
+    let set = scratchfs::fs::SetAttr {
+        size: Some(8192),
+        ..Default::default()
+    };
+    fs.setattr(ino, set, None, ROOT_CTX).unwrap();
+    assert_eq!(row(&fs), "f 8,192 binary");
+}

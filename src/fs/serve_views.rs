@@ -59,9 +59,17 @@ fn row(n: &Node, h: &crate::store::VersionInfo, binary: bool) -> manifest::File 
     }
 }
 
+/// What decides whether content `c` is binary: its first [`views::SNIFF_BYTES`], and
+/// whether there is more (a UTF-8 sequence cut at the end of a whole file is binary, at
+/// the end of the window it is not, [`views::is_binary`]). An append, a truncation or a
+/// restore keeps the stream, so the memo's key is this length: at most `SNIFF_BYTES + 1`.
+fn judged_len(c: ContentRef) -> u64 {
+    c.len.min(views::SNIFF_BYTES as u64 + 1)
+}
+
 /// Records in a file's memo whether content `c` is binary.
 fn remember(memo: &ViewMemo, c: ContentRef, binary: bool) {
-    memo.set_binary(c.stream, c.len.min(views::SNIFF_BYTES as u64), binary);
+    memo.set_binary(c.stream, judged_len(c), binary);
 }
 
 /// Prefix of the provenance extended attributes.
@@ -485,10 +493,7 @@ impl Fs {
             return Ok(Seen::Temporary);
         }
         let c = h.content;
-        let binary = match n
-            .memo
-            .binary(c.stream, c.len.min(views::SNIFF_BYTES as u64))
-        {
+        let binary = match n.memo.binary(c.stream, judged_len(c)) {
             _ if c.len == 0 => false,
             Some(b) => b,
             None => {
@@ -530,7 +535,7 @@ impl Fs {
                         let binary = if c.len == 0 {
                             Some(false)
                         } else {
-                            memo.binary(c.stream, c.len.min(views::SNIFF_BYTES as u64))
+                            memo.binary(c.stream, judged_len(c))
                         };
                         let placed = mix(
                             mix(n.attrs.ctime_ns as u64, n.parent),
