@@ -42,8 +42,20 @@ pub struct Caller {
     pub argv: Vec<String>,
     /// Value of `SCRATCHFS_WRITER` in the process environment.
     pub env_writer: Option<String>,
-    /// Value of `SCRATCHFS_STEP`, when it parses as an integer.
+    /// Value of `SCRATCHFS_STEP`, when it parses as an integer (for an MCP call: the
+    /// call's `step` argument).
     pub step: Option<i64>,
+    /// How the change arrived when not through the mount: `mcp` (issue 12); `None` for
+    /// the mount and the command line.
+    #[serde(default)]
+    pub transport: Option<String>,
+    /// The MCP client's name from its handshake (`initialize`'s `clientInfo.name`);
+    /// `None` outside MCP.
+    #[serde(default)]
+    pub client: Option<String>,
+    /// The MCP client's version (`clientInfo.version`).
+    #[serde(default)]
+    pub client_version: Option<String>,
 }
 
 impl Caller {

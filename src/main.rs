@@ -226,6 +226,26 @@ enum Command {
         #[command(subcommand)]
         command: RulesCommand,
     },
+    /// Serve the scratchpad to agents over the Model Context Protocol: stdio (what MCP
+    /// clients launch), or streamable HTTP with --listen. Works while the database is
+    /// mounted (the calls then run in the mount's daemon) and without FUSE.
+    Mcp {
+        #[command(flatten)]
+        db: DbArg,
+        /// Writer rules file (JSON, SPEC §5) when the database is not mounted (a mounted
+        /// database keeps its mount's rules); default: the rules of its last mount.
+        #[arg(long, value_name = "FILE")]
+        rules: Option<PathBuf>,
+        /// The writer of every call (with rules: one of theirs).
+        #[arg(long, value_name = "NAME")]
+        writer: Option<String>,
+        /// Only the reading tools: list, read, outline, history, read_version, diff.
+        #[arg(long)]
+        read_only: bool,
+        /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at /mcp instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
     /// Mount on a fresh temporary directory, run CMD there with SCRATCHFS_MOUNT set,
     /// unmount, and exit with CMD's status.
     Run {
@@ -365,6 +385,18 @@ fn main() -> ExitCode {
         } => cli::gc::gc(&db.db, keep_last, before, dry_run, json),
         Command::Export { dir, at, db, json } => cli::export::export(&db.db, &dir, at, json),
         Command::Run { db, access, cmd } => return run(db.db, access, cmd),
+        Command::Mcp {
+            db,
+            rules,
+            writer,
+            read_only,
+            listen,
+        } => cli::mcp::serve(
+            &db.db,
+            rules.as_deref(),
+            scratchfs::mcp::server::Config { writer, read_only },
+            listen,
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -302,6 +302,7 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
         .map_err(|e| format!("database {}: {e}", db.display()))?;
     let store = Arc::new(store);
     Sqlite::start_flusher(&store);
+    let sqlite = store.clone();
     let store: Arc<dyn Store> = store;
     let mut fs = Fs::new(store.clone(), db_dir)
         .map_err(|e| format!("database {}: {e}", db.display()))?
@@ -351,6 +352,19 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     config.clone_fd = true;
     let fs = Arc::new(fs);
     Fs::start_live_appends(&fs).map_err(|e| format!("live-append thread: {e}"))?;
+    // `scratchfs mcp` runs its calls here while the database is mounted (issue 12). A
+    // mount without it still serves the mount; `scratchfs mcp` then says why it cannot.
+    match crate::mcp::socket::listen(fs.clone(), &db, spec.owner.0, spec.allow_other) {
+        Ok(path) => sqlite
+            .set_meta("mcp_socket", &path.to_string_lossy())
+            .map_err(|e| format!("database {}: {e}", db.display()))?,
+        Err(e) => {
+            log::warn!("no MCP socket: {}", e.reason);
+            sqlite
+                .set_meta("mcp_socket", "")
+                .map_err(|e| format!("database {}: {e}", db.display()))?;
+        }
+    }
     Ok((fs, config))
 }
 
@@ -432,6 +446,9 @@ pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
     let served = session
         .run()
         .map_err(|e| format!("session {}: {e}", spec.mountpoint.display()));
+    if let Ok(db) = absolute(&spec.db) {
+        crate::mcp::socket::remove(&db);
+    }
     // Write what the redo log holds (dropping the store would too, if nothing else held it).
     if let Err(e) = fs.fsyncdir() {
         log::error!("writing acknowledged changes at unmount (the redo log keeps them): {e}");

@@ -40,6 +40,11 @@ pub struct Entry {
     pub errno: Option<i32>,
     /// One-line reason of a refusal.
     pub reason: Option<String>,
+    /// `mcp` for a change made through the MCP server (issue 12), else none.
+    pub transport: Option<String>,
+    /// The MCP client's name and version.
+    pub client: Option<String>,
+    pub client_version: Option<String>,
 }
 
 /// Prints the log, filtered to one path (as it was or became; raw bytes) and/or to
@@ -49,18 +54,27 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
     let conn = open(db)?;
     let path = path.map(|p| super::arg(p).trim_start_matches('/').to_string());
     let lossy = path.as_deref().and_then(paths::lossy);
+    // A database no scratchfs since issue 12 has opened has no transport and client.
+    let via = match conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('version_log') WHERE name = 'transport'",
+        [],
+        |r| r.get::<_, i64>(0),
+    ) {
+        Ok(n) if n > 0 => "transport, client, client_version",
+        _ => "NULL, NULL, NULL",
+    };
     let mut stmt = conn
-        .prepare(
+        .prepare(&format!(
             "SELECT time_ns, 'version', op, path, NULL, version, size, writer, step, tgid, exe,
-                    NULL, NULL
+                    NULL, NULL, {via}
              FROM version_log WHERE NOT ?2 AND (?1 IS NULL OR path IN (?1, ?3))
              UNION ALL
              SELECT time_ns, 'event', op, path, new_path, NULL, size, writer, step, tgid, exe,
-                    errno, reason
+                    errno, reason, {via}
              FROM event_log WHERE (NOT ?2 OR op = 'rejected')
                  AND (?1 IS NULL OR path IN (?1, ?3) OR new_path IN (?1, ?3))
-             ORDER BY 1",
-        )
+             ORDER BY 1"
+        ))
         .map_err(|e| e.to_string())?;
     let rows = stmt
         .query_map(rusqlite::params![path, rejected, lossy], |r| {
@@ -78,6 +92,9 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
                 exe: r.get(10)?,
                 errno: r.get(11)?,
                 reason: r.get(12)?,
+                transport: r.get(13)?,
+                client: r.get(14)?,
+                client_version: r.get(15)?,
             })
         })
         .map_err(|e| e.to_string())?;
@@ -108,11 +125,20 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
         if let Some(s) = e.step {
             line += &format!(" step {s}");
         }
-        line += &format!(
-            "  ({} {})",
-            e.tgid,
-            quote_path(e.exe.rsplit('/').next().unwrap_or_default())
-        );
+        match (&e.transport, &e.client) {
+            (Some(t), Some(c)) => {
+                let v = e.client_version.as_deref().unwrap_or_default();
+                line += &format!("  ({t}: {})", quote_path(&format!("{c} {v}").trim_end()))
+            }
+            (Some(t), None) => line += &format!("  ({t})"),
+            _ => {
+                line += &format!(
+                    "  ({} {})",
+                    e.tgid,
+                    quote_path(e.exe.rsplit('/').next().unwrap_or_default())
+                )
+            }
+        }
         if let Some(r) = &e.reason {
             let errno = e
                 .errno

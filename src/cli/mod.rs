@@ -14,6 +14,7 @@ pub mod export;
 pub mod fsck;
 pub mod gc;
 pub mod log;
+pub mod mcp;
 pub mod recover;
 pub mod redact;
 pub mod restore;
@@ -440,8 +441,14 @@ pub fn utf8_pieces(
 /// offline command passes the same gate as on the mount. A killed daemon's redo log is
 /// replayed first ([`crate::store::Sqlite::open`]).
 pub(crate) fn offline_fs(db: &Path) -> Result<crate::fs::Fs, Failure> {
+    offline_fs_fresh(db).map(|(fs, _)| fs)
+}
+
+/// [`offline_fs`], and whether the database was created just now (then it holds the
+/// default layout, as a first mount's does).
+pub(crate) fn offline_fs_fresh(db: &Path) -> Result<(crate::fs::Fs, bool), Failure> {
     let me = unsafe { (libc::getuid(), libc::getgid()) };
-    let (store, _) = crate::store::Sqlite::open(db, me).map_err(|e| e.reason)?;
+    let (store, fresh) = crate::store::Sqlite::open(db, me).map_err(|e| e.reason)?;
     let store: std::sync::Arc<dyn crate::store::Store> = std::sync::Arc::new(store);
     let dir = db
         .parent()
@@ -462,5 +469,9 @@ pub(crate) fn offline_fs(db: &Path) -> Result<crate::fs::Fs, Failure> {
             .map_err(|p| format!("{}: the stored rules do not parse: {}", db.display(), p[0]))?;
         fs = fs.with_rules(crate::rules::enforce::Compiled::new(rules));
     }
-    Ok(fs)
+    if fresh {
+        fs.seed(crate::mount::DEFAULT_LAYOUT, me)
+            .map_err(|e| format!("{}: {e}", db.display()))?;
+    }
+    Ok((fs, fresh))
 }

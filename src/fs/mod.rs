@@ -161,6 +161,26 @@ pub enum Invalidation {
 /// Called (with no lock held) to have the kernel drop cached state; returns once sent.
 pub type Invalidator = Box<dyn Fn(Invalidation) + Send + Sync>;
 
+thread_local! {
+    /// The caller of the core calls this thread makes for a call that did not come
+    /// through the mount ([`Fs::acting_as`]).
+    static ACTING: std::cell::RefCell<Option<Arc<Caller>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Who makes a call that does not come through the mount (issue 12).
+#[derive(Debug, Clone, Default)]
+pub struct Remote {
+    /// How it arrived: `mcp`.
+    pub transport: &'static str,
+    /// The writer named by the server's configuration (`scratchfs mcp --writer`).
+    pub writer: Option<String>,
+    /// The client's name and version from its handshake.
+    pub client: Option<String>,
+    pub client_version: Option<String>,
+    /// The call's agent step.
+    pub step: Option<i64>,
+}
+
 /// The largest file size, bytes: 2^53 − 1 (8 PiB), so that every size and offset is exact
 /// in JSON (jq, JavaScript). A write, truncate or fallocate past it gets `EFBIG` (write(2),
 /// truncate(2), fallocate(2): "the resulting file size exceeds the maximum").
@@ -283,6 +303,14 @@ impl Fs {
         *self.invalidator.write() = Some(f);
     }
 
+    /// Has the kernel drop what it cached of a name or an inode that a change made
+    /// outside the mount touched (an MCP call, issue 12), so that processes on the mount
+    /// see it at once rather than after the attribute and entry timeouts (1 s). Call it
+    /// with no lock held. Without a mount, nothing happens.
+    pub fn invalidate_kernel(&self, inv: Invalidation) {
+        self.invalidate(inv);
+    }
+
     fn invalidate(&self, inv: Invalidation) {
         if let Some(f) = self.invalidator.read().as_ref() {
             f(inv);
@@ -290,6 +318,9 @@ impl Fs {
     }
 
     fn caller(&self, ctx: Ctx) -> Arc<Caller> {
+        if let Some(c) = ACTING.with(|a| a.borrow().clone()) {
+            return c;
+        }
         let c = self.resolver.resolve(ctx.pid, ctx.uid, ctx.gid);
         match &self.gate.rules {
             // With writer rules, the writer is the first whose matchers all match.
@@ -308,6 +339,50 @@ impl Fs {
             }
             None => c,
         }
+    }
+
+    /// The caller of a call that did not come through the mount (an MCP tool call, issue
+    /// 12): the process facts of `ctx` (the MCP server, or the peer of the daemon's MCP
+    /// socket), with `transport`, the client's name and version from its handshake, and
+    /// the call's `step`. The writer is `writer` when given (`scratchfs mcp --writer`;
+    /// under rules it names one of theirs, checked at start), else under rules the first
+    /// whose matchers all match (the `mcp_client` matcher against the client's name),
+    /// else the process's `SCRATCHFS_WRITER` tag or `anonymous` (SPEC §5).
+    pub fn remote_caller(&self, ctx: Ctx, remote: &Remote) -> Arc<Caller> {
+        let facts = self.resolver.resolve(ctx.pid, ctx.uid, ctx.gid);
+        let mut c = Caller {
+            transport: Some(remote.transport.to_string()),
+            client: remote.client.clone(),
+            client_version: remote.client_version.clone(),
+            step: remote.step.or(facts.step),
+            ..(*facts).clone()
+        };
+        c.writer = match (&remote.writer, &self.gate.rules) {
+            (Some(w), _) => w.clone(),
+            (None, Some(r)) => {
+                let comm =
+                    std::fs::read_to_string(format!("/proc/{}/comm", c.tgid)).unwrap_or_default();
+                r.rules.writer_for(&c, comm.trim_end())
+            }
+            (None, None) => c.writer,
+        };
+        Arc::new(c)
+    }
+
+    /// Runs `f` on this thread with every core call made as `caller` (from
+    /// [`Fs::remote_caller`]) instead of the process of the call's [`Ctx`]: the gate, the
+    /// refusals on record and the versions' provenance name it.
+    pub fn acting_as<R>(&self, caller: Arc<Caller>, f: impl FnOnce() -> R) -> R {
+        struct Reset(Option<Arc<Caller>>);
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                let before = self.0.take();
+                ACTING.with(|a| *a.borrow_mut() = before);
+            }
+        }
+        let before = ACTING.with(|a| a.borrow_mut().replace(caller));
+        let _reset = Reset(before);
+        f()
     }
 
     /// Whether the rule of the file at `ino` says `"on_conflict": "overwrite"`.

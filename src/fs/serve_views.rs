@@ -23,6 +23,9 @@ const OUTLINE_CACHE: usize = 1024;
 /// emptied when one more would pass either bound.
 const OUTLINE_CACHE_BYTES: usize = 8 << 20;
 
+/// Most files the MCP tool `list` returns (10,000).
+const LIST_MAX: usize = 10_000;
+
 /// Most deletions and shrinking commits MANIFEST looks through for the latest ones that
 /// are not temporaries (4,096).
 const RESTORABLE_SCAN: usize = 4096;
@@ -407,22 +410,14 @@ impl Fs {
         Ok((refusals, restorable, erasures))
     }
 
-    /// Renders MANIFEST: its rows brought up to date from the inodes touched since the
-    /// last rendering (`manifest_rows.rs`), or from a walk of the tree ([`Fs::walk_rows`])
-    /// the first time and after changes too many or too wide to follow one by one.
-    fn render_manifest(
-        &self,
-        slot: &mut Option<Rows>,
-        restorable: Vec<manifest::Restorable>,
-        refusals: (Vec<Refusal>, u64),
-        erasures: (Vec<Refusal>, u64),
-    ) -> Result<String> {
-        let rules = self.gate.rules.as_ref();
-        let globs = rules.is_some_and(|r| r.has_ephemeral());
+    /// MANIFEST's rows (`slot`; made by a walk when `None`) brought up to date with the
+    /// changes since they last were.
+    fn rows_now<'s>(&self, slot: &'s mut Option<Rows>) -> Result<&'s mut Rows> {
+        let globs = self.gate.rules.as_ref().is_some_and(|r| r.has_ephemeral());
         // Taken before the tree is read: a change made meanwhile is in the next set (its
         // inodes are added after the tree changed, and bump the generation after that).
         let touched = std::mem::take(&mut *self.views.touched.lock());
-        let mut current = match slot.take() {
+        let kept = match slot.take() {
             Some(mut rows) if !touched.all => {
                 let tree = self.tree.read();
                 let mut whole = true;
@@ -437,11 +432,35 @@ impl Fs {
             }
             _ => None,
         };
-        let rows = match &mut current {
-            Some(rows) => rows,
-            None => current.insert(self.walk_rows(globs)?),
+        let rows = match kept {
+            Some(rows) => slot.insert(rows),
+            None => slot.insert(self.walk_rows(globs)?),
         };
         rows.index_dirs(ROOT);
+        Ok(rows)
+    }
+
+    /// The files MANIFEST knows of (temporaries left out), by path, at most `LIST_MAX`
+    /// (10,000) of them, the newest first: what the MCP tool `list` returns (issue 12).
+    pub fn listing(&self) -> Result<Vec<manifest::Listed>> {
+        let mut slot = self.views.rendering.lock();
+        let rows = self.rows_now(&mut slot)?;
+        Ok(manifest::listing(&rows.dirs, &rows.files, LIST_MAX))
+    }
+
+    /// Renders MANIFEST: its rows brought up to date from the inodes touched since the
+    /// last rendering (`manifest_rows.rs`), or from a walk of the tree ([`Fs::walk_rows`])
+    /// the first time and after changes too many or too wide to follow one by one.
+    fn render_manifest(
+        &self,
+        slot: &mut Option<Rows>,
+        restorable: Vec<manifest::Restorable>,
+        refusals: (Vec<Refusal>, u64),
+        erasures: (Vec<Refusal>, u64),
+    ) -> Result<String> {
+        let rules = self.gate.rules.as_ref();
+        let mut current = slot.take();
+        let rows = self.rows_now(&mut current)?;
         let caps = |path: &str| {
             rules
                 .and_then(|r| r.rule_for(path))

@@ -1,6 +1,10 @@
 //! The scratchpad for agents that call tools instead of running a shell (issue 12: the
-//! Model Context Protocol). [`tools`]: the tools' operations over the filesystem core,
-//! the same calls the FUSE adapter makes. The MCP server (rmcp) is still to come: see
-//! issue 12's notes.
+//! Model Context Protocol), as a second adapter over the filesystem core beside the FUSE
+//! one. [`tools`]: the tools' operations on the core (the same calls the FUSE adapter
+//! makes); [`server`]: the rmcp handler that translates MCP to them; [`socket`]: the
+//! mount's socket, through which `scratchfs mcp` runs calls in the daemon of a mounted
+//! database.
 
+pub mod server;
+pub mod socket;
 pub mod tools;

@@ -6,7 +6,7 @@
 //! (an errno and a one-line reason, the text a refused tool call returns).
 
 use crate::error::{Error, Result};
-use crate::fs::{Ctx, Fs, ROOT};
+use crate::fs::{Ctx, Fs, Invalidation, ROOT};
 
 /// Most bytes one `read` returns (32 KiB, about 8,000 tokens); a longer result says where
 /// to continue (`next_offset`).
@@ -59,12 +59,20 @@ pub fn components(path: &str, writing: bool) -> Result<Vec<&str>> {
     Ok(parts)
 }
 
+/// [`Fs::lookup`] for a call that holds no kernel reference: the lookup count it adds
+/// (FUSE protocol: the kernel's, until its `forget`) is given back at once, so that the
+/// calls of an MCP session never keep a removed file in memory.
+fn look(fs: &Fs, parent: u64, name: &[u8]) -> Result<crate::fs::Attr> {
+    let a = fs.lookup(parent, name)?;
+    fs.forget(a.ino, 1);
+    Ok(a)
+}
+
 /// The inode at `path`: `ENOENT` ("no such file") when a component is missing.
 fn resolve(fs: &Fs, path: &str) -> Result<u64> {
     let mut ino = ROOT;
     for part in components(path, false)? {
-        ino = fs
-            .lookup(ino, part.as_bytes())
+        ino = look(fs, ino, part.as_bytes())
             .map_err(|e| match e.errno {
                 libc::ENOENT => Error::new(libc::ENOENT, format!("{path}: no such file")),
                 _ => e,
@@ -214,7 +222,7 @@ fn parent_of<'p>(fs: &Fs, path: &'p str, ctx: Ctx) -> Result<(u64, &'p str)> {
     let (name, dirs) = parts.split_last().expect("components are never empty");
     let mut ino = ROOT;
     for d in dirs {
-        ino = match fs.lookup(ino, d.as_bytes()) {
+        ino = match look(fs, ino, d.as_bytes()) {
             Ok(a) => a.ino,
             Err(e) if e.errno == libc::ENOENT => {
                 fs.mkdir(ino, d.as_bytes(), 0o755, 0o022, ctx)?.ino
@@ -236,11 +244,12 @@ fn put(fs: &Fs, path: &str, data: &[u8], append: bool, ctx: Ctx) -> Result<u64> 
         } else {
             libc::O_TRUNC
         };
-    let fh = match fs.lookup(parent, name.as_bytes()) {
+    let fh = match look(fs, parent, name.as_bytes()) {
         Ok(a) => fs.open(a.ino, flags, ctx)?.0,
         Err(e) if e.errno == libc::ENOENT => {
-            fs.create(parent, name.as_bytes(), 0o644, 0o022, flags, ctx)?
-                .1
+            let (attr, fh, _) = fs.create(parent, name.as_bytes(), 0o644, 0o022, flags, ctx)?;
+            fs.forget(attr.ino, 1);
+            fh
         }
         Err(e) => return Err(e),
     };
@@ -252,7 +261,10 @@ fn put(fs: &Fs, path: &str, data: &[u8], append: bool, ctx: Ctx) -> Result<u64> 
     let f = w.and_then(|_| fs.flush(fh));
     let r = fs.release(fh);
     f.and(r)?;
-    let ino = fs.lookup(parent, name.as_bytes())?.ino;
+    let ino = look(fs, parent, name.as_bytes())?.ino;
+    // Processes on the mount see the new name and size at once.
+    fs.invalidate_kernel(Invalidation::Entry(parent, name.as_bytes().to_vec()));
+    fs.invalidate_kernel(Invalidation::Attr(ino));
     Ok(fs.getattr(ino)?.size)
 }
 
@@ -368,4 +380,350 @@ mod tests {
         assert_eq!(lines(md, 10, 99), b"x\n");
         assert_eq!(lines(md, 11, 12), b"");
     }
+}
+
+/// One tool as `tools/list` describes it.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    /// Its name.
+    pub name: &'static str,
+    /// One line an LLM understands.
+    pub description: &'static str,
+    /// Its arguments' JSON schema (an object schema).
+    pub schema: serde_json::Value,
+    /// It changes nothing (listed with `--read-only`).
+    pub reads_only: bool,
+}
+
+/// The tools, in listing order (issue 12 item 2).
+pub fn catalog() -> Vec<ToolSpec> {
+    use serde_json::json;
+    let path = json!({ "type": "string", "description": "path from the scratchpad's root, e.g. plan.md or notes/a.md" });
+    let step =
+        json!({ "type": "integer", "description": "the agent's step, recorded with the change" });
+    vec![
+        ToolSpec {
+            name: "list",
+            description: "List the scratchpad's files (path, bytes, ~tokens, version, writer, age) with recent refusals and restorable content.",
+            schema: json!({ "type": "object", "properties": {} }),
+            reads_only: true,
+        },
+        ToolSpec {
+            name: "read",
+            description: "Read a file, or only a section (a Markdown heading's text) or a line range; long results are cut with next_offset to continue.",
+            schema: json!({ "type": "object", "required": ["path"], "properties": {
+                "path": path,
+                "section": { "type": "string", "description": "a heading's text: return only that section" },
+                "lines": { "type": "string", "description": "a line range FIRST-LAST (1-based), e.g. 10-40" },
+                "offset": { "type": "integer", "minimum": 0, "description": "byte offset into the selection (from next_offset)" },
+                "limit": { "type": "integer", "minimum": 1, "description": "most bytes to return (at most 32768)" } } }),
+            reads_only: true,
+        },
+        ToolSpec {
+            name: "outline",
+            description: "The outline of a file: its headings, keys or shape with sizes, for a handful of tokens.",
+            schema: json!({ "type": "object", "required": ["path"], "properties": { "path": path } }),
+            reads_only: true,
+        },
+        ToolSpec {
+            name: "write",
+            description: "Create or replace a file with the given content (one new version).",
+            schema: json!({ "type": "object", "required": ["path", "content"], "properties": {
+                "path": path, "content": { "type": "string" }, "step": step } }),
+            reads_only: false,
+        },
+        ToolSpec {
+            name: "append",
+            description: "Append text to the end of a file, creating it if missing: a cheap incremental note.",
+            schema: json!({ "type": "object", "required": ["path", "content"], "properties": {
+                "path": path, "content": { "type": "string" }, "step": step } }),
+            reads_only: false,
+        },
+        ToolSpec {
+            name: "replace",
+            description: "Replace an exact string in a file without re-sending it; it must occur exactly once unless count is given (0: all).",
+            schema: json!({ "type": "object", "required": ["path", "find", "with"], "properties": {
+                "path": path, "find": { "type": "string" }, "with": { "type": "string" },
+                "count": { "type": "integer", "minimum": 0 }, "step": step } }),
+            reads_only: false,
+        },
+        ToolSpec {
+            name: "history",
+            description: "Every version of a file, oldest first, with who wrote it, when, at which step, its size and blake3.",
+            schema: json!({ "type": "object", "required": ["path"], "properties": { "path": path } }),
+            reads_only: true,
+        },
+        ToolSpec {
+            name: "read_version",
+            description: "Read version N of a file as it was (from history), capped like read.",
+            schema: json!({ "type": "object", "required": ["path", "version"], "properties": {
+                "path": path, "version": { "type": "integer", "minimum": 1 },
+                "offset": { "type": "integer", "minimum": 0 }, "limit": { "type": "integer", "minimum": 1 } } }),
+            reads_only: true,
+        },
+        ToolSpec {
+            name: "diff",
+            description: "Unified diff between two versions of a file (to: the current one when omitted).",
+            schema: json!({ "type": "object", "required": ["path", "from"], "properties": {
+                "path": path, "from": { "type": "integer", "minimum": 1 }, "to": { "type": "integer", "minimum": 1 } } }),
+            reads_only: true,
+        },
+        ToolSpec {
+            name: "restore",
+            description: "Make version N of a file current again (as a new version; nothing is lost).",
+            schema: json!({ "type": "object", "required": ["path", "version"], "properties": {
+                "path": path, "version": { "type": "integer", "minimum": 1 }, "step": step } }),
+            reads_only: false,
+        },
+    ]
+}
+
+/// What a tool call returns: its text, its structured result, and whether it failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The text shown to the model (on failure: the one-line reason).
+    pub text: String,
+    /// The structured result (JSON), when the tool has one.
+    pub structured: Option<serde_json::Value>,
+    /// The call failed (refused, bad arguments, no such file): MCP `isError: true`.
+    pub is_error: bool,
+}
+
+impl Outcome {
+    /// A result.
+    pub fn ok(text: String, structured: Option<serde_json::Value>) -> Outcome {
+        Outcome {
+            text,
+            structured,
+            is_error: false,
+        }
+    }
+    /// A failure: the reason as the text, the errno in the structured result.
+    pub fn error(e: Error) -> Outcome {
+        Outcome {
+            text: e.reason,
+            structured: Some(serde_json::json!({ "errno": e.errno })),
+            is_error: true,
+        }
+    }
+}
+
+/// The call's `step` argument, if any.
+pub fn step_of(args: &serde_json::Value) -> Option<i64> {
+    args.get("step").and_then(serde_json::Value::as_i64)
+}
+
+/// Runs tool `name` with `args` on `fs` for the caller of `ctx` ([`Fs::acting_as`] has set
+/// who that is); `read_only` refuses the tools that change something. Never panics on bad
+/// arguments: they are an error outcome saying what is wrong.
+pub fn call(fs: &Fs, name: &str, args: &serde_json::Value, read_only: bool, ctx: Ctx) -> Outcome {
+    let spec = catalog().into_iter().find(|t| t.name == name);
+    match spec {
+        None => Outcome::error(Error::new(libc::EINVAL, format!("no tool named {name:?}"))),
+        Some(t) if read_only && !t.reads_only => Outcome::error(Error::new(
+            libc::EROFS,
+            format!("{name}: this server is read-only (scratchfs mcp --read-only)"),
+        )),
+        Some(_) => run(fs, name, args, ctx).unwrap_or_else(Outcome::error),
+    }
+}
+
+fn arg_str<'a>(args: &'a serde_json::Value, key: &str) -> Result<&'a str> {
+    args.get(key)
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| Error::new(libc::EINVAL, format!("missing string argument {key:?}")))
+}
+
+fn arg_u64(args: &serde_json::Value, key: &str) -> Result<Option<u64>> {
+    match args.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            Error::new(
+                libc::EINVAL,
+                format!("argument {key:?} must be a non-negative integer"),
+            )
+        }),
+    }
+}
+
+/// The live lineage (`files.id`) of the file at `path`.
+fn file_id(fs: &Fs, path: &str) -> Result<i64> {
+    resolve(fs, path)?;
+    fs.store()
+        .lineages(path)?
+        .into_iter()
+        .find(|l| l.path == path && l.deleted_ns.is_none())
+        .map(|l| l.file_id)
+        .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no version yet")))
+}
+
+/// The content of version `n` of the file at `path`.
+fn version_bytes(fs: &Fs, path: &str, n: i64) -> Result<Vec<u8>> {
+    let v = fs
+        .store()
+        .versions(file_id(fs, path)?)?
+        .into_iter()
+        .find(|v| v.number == n)
+        .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no version {n}")))?;
+    let mut buf = vec![0u8; v.content.len.min(64 << 20) as usize];
+    let got = fs.store().read(v.content, 0, &mut buf)?;
+    buf.truncate(got);
+    Ok(buf)
+}
+
+fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcome> {
+    use serde_json::json;
+    let path = || arg_str(args, "path");
+    Ok(match name {
+        "list" => {
+            let text = read_all(fs, "MANIFEST", ctx)?;
+            let files = fs.listing()?;
+            let text = String::from_utf8_lossy(&text).into_owned();
+            Outcome::ok(text, Some(json!({ "files": files })))
+        }
+        "read" => {
+            let section = match (
+                args.get("section").and_then(|v| v.as_str()),
+                args.get("lines").and_then(|v| v.as_str()),
+            ) {
+                (Some(_), Some(_)) => {
+                    return Err(Error::new(libc::EINVAL, "give section or lines, not both"));
+                }
+                (Some(h), None) => Section::Heading(h.to_string()),
+                (None, Some(l)) => {
+                    let (a, b) = l.split_once('-').unwrap_or((l, l));
+                    let n = |s: &str| {
+                        s.trim().parse::<usize>().map_err(|_| {
+                            Error::new(
+                                libc::EINVAL,
+                                format!("lines {l:?}: expected FIRST-LAST, e.g. 10-40"),
+                            )
+                        })
+                    };
+                    Section::Lines(n(a)?, n(b)?)
+                }
+                (None, None) => Section::Whole,
+            };
+            let r = read(
+                fs,
+                path()?,
+                &section,
+                arg_u64(args, "offset")?.unwrap_or(0),
+                arg_u64(args, "limit")?.map(|l| l as usize),
+                ctx,
+            )?;
+            let mut text = r.text.clone();
+            if let Some(next) = r.next_offset {
+                text.push_str(&format!(
+                    "\n[cut at {READ_MAX} bytes of {}: read on with offset {next}]",
+                    r.total_bytes
+                ));
+            }
+            Outcome::ok(text, Some(serde_json::to_value(&r).unwrap_or_default()))
+        }
+        "outline" => Outcome::ok(outline(fs, path()?, ctx)?, None),
+        "write" | "append" => {
+            let p = path()?;
+            let content = arg_str(args, "content")?;
+            let bytes = if name == "write" {
+                write(fs, p, content.as_bytes(), ctx)?
+            } else {
+                append(fs, p, content.as_bytes(), ctx)?
+            };
+            Outcome::ok(
+                format!("{p}: {bytes} bytes"),
+                Some(json!({ "bytes": bytes })),
+            )
+        }
+        "replace" => {
+            let p = path()?;
+            let count = arg_u64(args, "count")?.map(|c| c as usize);
+            let n = replace(
+                fs,
+                p,
+                arg_str(args, "find")?,
+                arg_str(args, "with")?,
+                count,
+                ctx,
+            )?;
+            Outcome::ok(format!("{p}: {n} replaced"), Some(json!({ "changed": n })))
+        }
+        "history" => {
+            let p = path()?;
+            let mut rows = Vec::new();
+            let mut text = String::new();
+            for v in fs.store().versions(file_id(fs, p)?)? {
+                let meta = fs.store().version_meta(v.id)?;
+                text.push_str(&format!(
+                    "v{}  {}  {} B  {}{}  blake3 {}\n",
+                    v.number,
+                    crate::cli::time::utc(v.time_ns),
+                    v.content.len,
+                    meta.writer,
+                    meta.step.map(|s| format!(" step {s}")).unwrap_or_default(),
+                    &meta.blake3[..16.min(meta.blake3.len())]
+                ));
+                rows.push(
+                    json!({ "version": v.number, "bytes": v.content.len, "writer": meta.writer,
+                    "step": meta.step, "time_ns": v.time_ns, "blake3": meta.blake3 }),
+                );
+            }
+            Outcome::ok(text, Some(json!({ "versions": rows })))
+        }
+        "read_version" => {
+            let p = path()?;
+            let n = arg_u64(args, "version")?.unwrap_or(0) as i64;
+            let all = version_bytes(fs, p, n)?;
+            let start = (arg_u64(args, "offset")?.unwrap_or(0) as usize).min(all.len());
+            let max = arg_u64(args, "limit")?.map_or(READ_MAX, |l| (l as usize).min(READ_MAX));
+            let end = (start + max).min(all.len());
+            let mut text = String::from_utf8_lossy(&all[start..end]).into_owned();
+            let next = (end < all.len()).then_some(end);
+            if let Some(next) = next {
+                text.push_str(&format!("\n[cut: read on with offset {next}]"));
+            }
+            Outcome::ok(
+                text,
+                Some(json!({ "total_bytes": all.len(), "next_offset": next })),
+            )
+        }
+        "diff" => {
+            let p = path()?;
+            let from = arg_u64(args, "from")?.unwrap_or(0) as i64;
+            let a = version_bytes(fs, p, from)?;
+            let (to, b) = match arg_u64(args, "to")? {
+                Some(t) => (t as i64, version_bytes(fs, p, t as i64)?),
+                None => {
+                    let last = fs
+                        .store()
+                        .versions(file_id(fs, p)?)?
+                        .last()
+                        .map_or(0, |v| v.number);
+                    (last, version_bytes(fs, p, last)?)
+                }
+            };
+            let (a, b) = (String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
+            let d = similar::TextDiff::from_lines(a.as_ref(), b.as_ref());
+            let mut text = d
+                .unified_diff()
+                .header(&format!("{p}@{from}"), &format!("{p}@{to}"))
+                .to_string();
+            if text.len() > READ_MAX {
+                let mut cut = READ_MAX;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text.truncate(cut);
+                text.push_str("\n[diff cut at 32 KiB]");
+            }
+            Outcome::ok(text, None)
+        }
+        "restore" => {
+            let p = path()?;
+            let n = arg_u64(args, "version")?.unwrap_or(0) as i64;
+            fs.restore(resolve(fs, p)?, n, ctx)?;
+            Outcome::ok(format!("{p}: version {n} restored"), None)
+        }
+        _ => return Err(Error::new(libc::EINVAL, format!("no tool named {name:?}"))),
+    })
 }

@@ -78,7 +78,7 @@ fn too_deep(b: &[u8]) -> Option<usize> {
 }
 
 /// The keys of a writer's matchers (SPEC §5).
-const MATCHER_KEYS: &[&str] = &["uid", "gid", "user", "exe", "comm", "env"];
+const MATCHER_KEYS: &[&str] = &["uid", "gid", "user", "exe", "comm", "env", "mcp_client"];
 /// The keys of a path rule.
 const PATH_KEYS: &[&str] = &[
     "path",

@@ -32,6 +32,9 @@ pub struct Matchers {
     pub comm: Option<String>,
     /// Value of `SCRATCHFS_WRITER` in the caller's environment.
     pub env: Option<String>,
+    /// The MCP client's name from its handshake (`clientInfo.name`, issue 12): declared
+    /// by the client, as trustworthy as `env`. Never matches a call through the mount.
+    pub mcp_client: Option<String>,
 }
 
 /// `mode` of a path rule.
@@ -251,7 +254,10 @@ impl Rules {
                 && m.comm.as_deref().is_none_or(|x| x == comm)
                 && m.env
                     .as_deref()
-                    .is_none_or(|e| c.env_writer.as_deref() == Some(e));
+                    .is_none_or(|e| c.env_writer.as_deref() == Some(e))
+                && m.mcp_client
+                    .as_deref()
+                    .is_none_or(|x| c.client.as_deref() == Some(x));
             if ok {
                 return name.clone();
             }

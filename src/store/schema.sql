@@ -67,7 +67,13 @@ CREATE TABLE IF NOT EXISTS processes (
     exe        TEXT NOT NULL,
     argv       TEXT NOT NULL,
     env_writer TEXT,
-    step       INTEGER
+    step       INTEGER,
+    -- `mcp` for a change made through the MCP server (NULL: the mount or the CLI), and
+    -- the MCP client's name and version from its handshake (added for issue 12: older
+    -- databases get the three columns, NULL, when opened).
+    transport  TEXT,
+    client     TEXT,
+    client_version TEXT
 );
 CREATE INDEX IF NOT EXISTS files_by_path ON files(path);
 CREATE INDEX IF NOT EXISTS processes_by_tgid ON processes(tgid, start_time);
@@ -115,13 +121,14 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE VIEW IF NOT EXISTS version_log AS
     SELECT v.id, v.file_id, v.version, v.path, v.op, v.size, v.blake3, v.stream, v.writer,
            v.pid, p.tgid, p.start_time, p.uid, p.gid, p.exe, p.argv, p.env_writer, p.step,
-           v.time_ns, v.process
+           v.time_ns, v.process, p.transport, p.client, p.client_version
     FROM versions v JOIN processes p ON p.id = v.process;
 -- Every event with its full provenance.
 CREATE VIEW IF NOT EXISTS event_log AS
     SELECT e.id, e.time_ns, e.op, e.path, e.new_path, e.file_id, e.version_id, e.errno,
            e.reason, e.stream, e.size, e.blake3, e.writer, e.pid, p.tgid, p.start_time, p.uid,
-           p.gid, p.exe, p.argv, p.env_writer, p.step, e.process
+           p.gid, p.exe, p.argv, p.env_writer, p.step, e.process, p.transport, p.client,
+           p.client_version
     FROM events e JOIN processes p ON p.id = e.process;
 CREATE INDEX IF NOT EXISTS events_rejected ON events(id) WHERE op = 'rejected';
 -- A lineage's events: its deletions and its creates (a `create` event's version_id is the

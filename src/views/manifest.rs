@@ -203,6 +203,59 @@ pub struct Input<'a> {
     pub caps: Option<Caps<'a>>,
 }
 
+/// One file as the MCP tool `list` returns it (issue 12): MANIFEST's columns, as data.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Listed {
+    /// Path from the root, as stored ([`crate::store::paths`]).
+    pub path: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Estimated tokens (bytes / 4, rounded up); `None` for binary content.
+    pub tokens: Option<u64>,
+    /// Current version number.
+    pub version: i64,
+    /// Writer of the current version.
+    pub writer: String,
+    /// Commit time of the current version, ns since the epoch.
+    pub time_ns: i64,
+}
+
+/// The files of `dirs`/`files` as [`Listed`] rows, the newest first (ties by path), at
+/// most `max`.
+pub fn listing(dirs: &[Dir], files: &[File], max: usize) -> Vec<Listed> {
+    let mut order: Vec<usize> = (0..files.len()).collect();
+    let newer = |a: &usize, b: &usize| files[*b].time_ns.cmp(&files[*a].time_ns);
+    if max < order.len() && max > 0 {
+        order.select_nth_unstable_by(max - 1, newer);
+        order.truncate(max);
+    }
+    let path = |f: &File| {
+        let mut p = f.name.stored().into_owned();
+        let mut d = f.dir;
+        while d != 0 && d < dirs.len() {
+            p = format!("{}/{p}", dirs[d].name);
+            d = dirs[d].parent;
+        }
+        p
+    };
+    let mut out: Vec<Listed> = order
+        .into_iter()
+        .map(|i| {
+            let f = &files[i];
+            Listed {
+                path: path(f),
+                bytes: f.bytes,
+                tokens: (!f.binary).then(|| tokens(f.bytes as usize) as u64),
+                version: f.version,
+                writer: f.writer.to_string(),
+                time_ns: f.time_ns,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then_with(|| a.path.cmp(&b.path)));
+    out
+}
+
 /// Splits whole paths into [`Input::dirs`] and [`Input::files`].
 pub fn split(entries: &[FileEntry]) -> (Vec<Dir>, Vec<File>) {
     let mut dirs = vec![Dir {

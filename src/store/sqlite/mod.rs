@@ -39,6 +39,35 @@ pub use file::{Probe, cannot_open, companions, make_private, open_read_only, pro
 use write::*;
 
 const SCHEMA: &str = include_str!("../schema.sql");
+
+/// A database made before issue 12 gets `processes.transport` and `processes.client`
+/// (NULL in its rows), and the views `version_log` and `event_log` that show them (made
+/// again by [`SCHEMA`]). Nothing else changes (docs/schema.md, "Migrations").
+fn migrate_processes(conn: &Connection) -> rusqlite::Result<()> {
+    let has_table: bool = conn.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'processes'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_table {
+        return Ok(());
+    }
+    let has_column: bool = conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('processes') WHERE name = 'transport'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_column {
+        conn.execute_batch(
+            "ALTER TABLE processes ADD COLUMN transport TEXT;
+             ALTER TABLE processes ADD COLUMN client TEXT;
+             ALTER TABLE processes ADD COLUMN client_version TEXT;
+             DROP VIEW IF EXISTS version_log;
+             DROP VIEW IF EXISTS event_log;",
+        )?;
+    }
+    Ok(())
+}
 /// Schema version written to `meta.schema_version`.
 pub const SCHEMA_VERSION: &str = "1";
 /// `PRAGMA application_id` of a scratchfs database (docs/schema.md): the ASCII bytes
@@ -213,6 +242,7 @@ impl Sqlite {
             conn.pragma_update(None, "application_id", APPLICATION_ID)
                 .map_err(opening(path, true))?;
         }
+        migrate_processes(&conn).map_err(opening(path, true))?;
         conn.execute_batch(SCHEMA).map_err(opening(path, true))?;
         let fresh: bool =
             conn.query_row("SELECT COUNT(*) FROM nodes", [], |r| r.get::<_, i64>(0))? == 0;

@@ -15,13 +15,17 @@ pub(super) fn process_id(conn: &Connection, c: &Caller) -> Result<i64> {
         c.exe,
         argv,
         c.env_writer,
-        c.step
+        c.step,
+        c.transport,
+        c.client,
+        c.client_version
     ];
     let found: Option<i64> = conn
         .prepare_cached(
             "SELECT id FROM processes WHERE writer = ?1 AND tgid = ?2 AND start_time = ?3
              AND uid = ?4 AND gid = ?5 AND exe = ?6 AND argv = ?7 AND env_writer IS ?8
-             AND step IS ?9",
+             AND step IS ?9 AND transport IS ?10 AND client IS ?11
+             AND client_version IS ?12",
         )?
         .query_row(facts, |r| r.get(0))
         .optional()?;
@@ -30,7 +34,8 @@ pub(super) fn process_id(conn: &Connection, c: &Caller) -> Result<i64> {
         None => {
             conn.prepare_cached(
                 "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
-                    env_writer, step) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    env_writer, step, transport, client, client_version)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             )?
             .execute(facts)?;
             conn.last_insert_rowid()

@@ -1,0 +1,147 @@
+//! `scratchfs mcp [--db F] [--rules F] [--writer NAME] [--read-only] [--listen ADDR]`
+//! (issue 12): serves the scratchpad over MCP. While the database is mounted, each call
+//! runs in the mount's daemon (its socket, `meta.mcp_socket`), so both sides see one
+//! core; otherwise this process opens the database (holding its lock, as a mount does)
+//! with `--rules`, or the rules of its last mount.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::Failure;
+use crate::fs::Ctx;
+use crate::mcp::server::{Backend, Config, Server};
+
+/// Serves until stdin closes (stdio) or forever (`listen`).
+pub fn serve(
+    db: &Path,
+    rules: Option<&Path>,
+    config: Config,
+    listen: Option<SocketAddr>,
+) -> Result<(), Failure> {
+    if config.writer.as_deref().is_some_and(str::is_empty) {
+        return Err("--writer: an empty name".into());
+    }
+    let db = crate::mount::absolute(db)?;
+    // A file that is not a scratchfs database is left as it is; a missing one is made,
+    // with the default layout, as a first mount makes it.
+    let missing = matches!(
+        crate::store::probe(&db).map_err(|e| e.reason)?,
+        crate::store::Probe::Missing
+    );
+    let mut _lock = None;
+    let lock = if missing {
+        crate::mount::check_database(&db, Path::new("/nonexistent-mountpoint"))?;
+        crate::mount::lock_database(&db)
+    } else {
+        crate::mount::lock_database_now(&db)
+    };
+    let backend = match lock {
+        Ok(lock) => {
+            _lock = Some(lock);
+            let (mut fs, _) = super::offline_fs_fresh(&db)?;
+            if let Some(path) = rules {
+                let (_, parsed) = crate::rules::load(path)?;
+                fs = fs.with_rules(crate::rules::enforce::Compiled::new(parsed));
+            }
+            check_writer(&fs, config.writer.as_deref())?;
+            let ctx = Ctx {
+                pid: std::process::id(),
+                uid: unsafe { libc::geteuid() },
+                gid: unsafe { libc::getegid() },
+            };
+            Backend::Local(Arc::new(fs), ctx)
+        }
+        Err(_) => {
+            if rules.is_some() {
+                return Err(format!(
+                    "--rules: {} is mounted; its calls run under the mount's rules",
+                    db.display()
+                ));
+            }
+            match super::meta(&db, "mcp_socket")? {
+                Some(p) if super::live_mountpoint(&db)?.is_some() => Backend::Daemon(p.into()),
+                _ => {
+                    return Err(format!(
+                        "{}: in use by another process, and not mounted (no MCP socket)",
+                        db.display()
+                    ));
+                }
+            }
+        }
+    };
+    let backend = Arc::new(backend);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))?;
+    runtime.block_on(async move {
+        match listen {
+            None => {
+                use rmcp::ServiceExt;
+                let server = Server::new(backend, config);
+                let running = server
+                    .serve(rmcp::transport::stdio())
+                    .await
+                    .map_err(|e| format!("mcp: {e}"))?;
+                running.waiting().await.map_err(|e| format!("mcp: {e}"))?;
+                Ok(())
+            }
+            Some(addr) => http(backend, config, addr).await,
+        }
+    })
+}
+
+/// A `--writer` under rules must be one of their writers.
+fn check_writer(fs: &crate::fs::Fs, writer: Option<&str>) -> Result<(), Failure> {
+    if let (Some(w), Some(rules)) = (writer, &fs.gate().rules)
+        && !rules.rules.writers.iter().any(|(name, _)| name == w)
+    {
+        let names: Vec<&str> = rules
+            .rules
+            .writers
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        return Err(format!(
+            "--writer {w:?}: not one of the rules' writers ({})",
+            names.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// Streamable HTTP at `http://ADDR/mcp`, one session per client.
+async fn http(backend: Arc<Backend>, config: Config, addr: SocketAddr) -> Result<(), Failure> {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::service::TowerToHyperService;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let service = TowerToHyperService::new(StreamableHttpService::new(
+        move || Ok(Server::new(backend.clone(), config.clone())),
+        LocalSessionManager::default().into(),
+        Default::default(),
+    ));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("--listen {addr}: {e}"))?;
+    eprintln!(
+        "scratchfs: MCP over streamable HTTP at http://{}/mcp",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    loop {
+        let (stream, _) = listener
+            .accept()
+            .await
+            .map_err(|e| format!("--listen {addr}: {e}"))?;
+        let service = service.clone();
+        tokio::spawn(async move {
+            let _ = Builder::new(TokioExecutor::default())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,149 @@
+//! The MCP adapter (issue 12): `scratchfs mcp` speaks the Model Context Protocol with the
+//! official Rust SDK (rmcp), over stdio or streamable HTTP, and only translates: each
+//! tool call becomes [`super::tools::call`] on the filesystem core, in this process when
+//! it opened the database itself, or in the mount's daemon ([`super::socket`]) while the
+//! database is mounted. A refused call is a tool error (`isError: true`) whose text is
+//! the gate's one-line reason.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use super::socket::{self, Client, Request};
+use super::tools::{self, Outcome};
+use crate::fs::{Ctx, Fs};
+use crate::sync::Mutex;
+
+/// Where tool calls run.
+pub enum Backend {
+    /// On a core this process opened (the database is not mounted), as process `ctx`.
+    Local(Arc<Fs>, Ctx),
+    /// In the daemon of the mount, through its socket.
+    Daemon(PathBuf),
+}
+
+/// What `scratchfs mcp` was started with.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// The writer of every call (`--writer`).
+    pub writer: Option<String>,
+    /// Only the reading tools (`--read-only`).
+    pub read_only: bool,
+}
+
+/// One MCP session's handler.
+#[derive(Clone)]
+pub struct Server {
+    backend: Arc<Backend>,
+    config: Arc<Config>,
+    /// This session's connection to the daemon (made at its first call).
+    daemon: Arc<Mutex<Option<Client>>>,
+}
+
+/// What the server tells a client it is for (`initialize`'s `instructions`).
+const INSTRUCTIONS: &str = "scratchfs: an external working memory. Files persist across turns and every \
+write is a version with provenance. Start with `list` (the index) and `outline` (a file's \
+shape, cheap); `read` a section or a line range rather than a whole file; `append` notes and \
+`replace` text instead of rewriting files. Nothing is lost: `history`, `read_version`, \
+`diff` and `restore` reach every earlier version. A refused call says why.";
+
+impl Server {
+    /// A handler over `backend`.
+    pub fn new(backend: Arc<Backend>, config: Config) -> Server {
+        Server {
+            backend,
+            config: Arc::new(config),
+            daemon: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        tools::catalog()
+            .into_iter()
+            .filter(|t| t.reads_only || !self.config.read_only)
+            .map(|t| {
+                let schema = match t.schema {
+                    serde_json::Value::Object(m) => m,
+                    _ => Default::default(),
+                };
+                Tool::new(t.name, t.description, Arc::new(schema))
+            })
+            .collect()
+    }
+
+    /// Runs one call (blocking: on a thread of the runtime's blocking pool).
+    fn run(&self, req: Request) -> Outcome {
+        match &*self.backend {
+            Backend::Local(fs, ctx) => socket::run_call(fs, *ctx, &req),
+            Backend::Daemon(path) => {
+                let mut conn = self.daemon.lock();
+                if conn.is_none() {
+                    match Client::connect(path) {
+                        Ok(c) => *conn = Some(c),
+                        Err(e) => {
+                            return Outcome::error(crate::error::Error::new(
+                                libc::EIO,
+                                format!("the mount's MCP socket {}: {e}", path.display()),
+                            ));
+                        }
+                    }
+                }
+                let out = conn.as_mut().expect("connected above").call(&req);
+                if out.is_error && out.text.starts_with("the mount's daemon:") {
+                    // Reconnect at the next call.
+                    *conn = None;
+                }
+                out
+            }
+        }
+    }
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("scratchfs", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let client = context.peer.peer_info();
+        let req = Request {
+            tool: request.name.to_string(),
+            args: serde_json::Value::Object(request.arguments.unwrap_or_default()),
+            writer: self.config.writer.clone(),
+            client: client.as_ref().map(|c| c.client_info.name.clone()),
+            client_version: client.as_ref().map(|c| c.client_info.version.clone()),
+            read_only: self.config.read_only,
+        };
+        let me = self.clone();
+        let out = tokio::task::spawn_blocking(move || me.run(req))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let mut result = if out.is_error {
+            CallToolResult::error(vec![ContentBlock::text(out.text)])
+        } else {
+            CallToolResult::success(vec![ContentBlock::text(out.text)])
+        };
+        result.structured_content = out.structured.filter(|s| s.is_object());
+        Ok(result.into())
+    }
+}

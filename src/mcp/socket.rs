@@ -1,0 +1,248 @@
+//! The mount's MCP socket (issue 12): while a database is mounted, its daemon owns the
+//! filesystem core, so `scratchfs mcp` runs each tool call there, over a Unix socket the
+//! daemon listens on. A commit made through MCP is then a commit of the same core as the
+//! mount's: MANIFEST, outlines and content agree on both sides at once, and the kernel's
+//! cached attributes and names are dropped for what a call changed.
+//!
+//! Protocol: one JSON object per line each way, on a connection kept for an MCP session.
+//! A request is a [`Request`]; the reply is the tool's [`Outcome`]. The caller is the
+//! process at the other end of the socket (`SO_PEERCRED`: pid, uid, gid), named as the
+//! request's [`Remote`] says (writer, client, step: what the MCP server was told, as
+//! trustworthy as the `SCRATCHFS_WRITER` tag), and the gate decides as for the mount.
+//!
+//! The socket is `$XDG_RUNTIME_DIR/scratchfs-<euid>/<blake3 of the database path>.sock`
+//! (else under the temporary directory), mode 0600, or 0666 with `--allow-other`; its
+//! path is the database's `meta.mcp_socket`. A peer whose uid the mount would not let in
+//! (neither root, nor the mounting user, without `--allow-other`) is turned away.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::tools::{self, Outcome};
+use crate::error::{Error, Result};
+use crate::fs::{Ctx, Fs, Remote};
+
+/// Longest request line accepted (64 MiB: a write's content travels in it).
+const REQUEST_MAX: u64 = 64 << 20;
+
+/// One tool call sent to the daemon.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Request {
+    /// The tool's name.
+    pub tool: String,
+    /// Its arguments (a JSON object).
+    pub args: serde_json::Value,
+    /// The writer the MCP server was started with (`--writer`).
+    pub writer: Option<String>,
+    /// The MCP client's name and version from its handshake.
+    pub client: Option<String>,
+    pub client_version: Option<String>,
+    /// Only the reading tools (`--read-only`).
+    pub read_only: bool,
+}
+
+/// Where the daemon of database `db` (its canonical path) listens.
+pub fn socket_path(db: &Path) -> PathBuf {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .unwrap_or_else(std::env::temp_dir);
+    let euid = unsafe { libc::geteuid() };
+    let hash = blake3::hash(db.as_os_str().as_encoded_bytes()).to_hex();
+    base.join(format!("scratchfs-{euid}"))
+        .join(format!("{}.sock", &hash[..16]))
+}
+
+/// Runs a tool call for the caller `ctx` as `remote`: the one path both the in-process
+/// server and the daemon take. Under writer rules, a `writer` must be one of theirs.
+pub fn run_call(fs: &Fs, ctx: Ctx, req: &Request) -> Outcome {
+    if let (Some(w), Some(rules)) = (&req.writer, &fs.gate().rules)
+        && !rules.rules.writers.iter().any(|(name, _)| name == w)
+    {
+        return tools::Outcome::error(Error::new(
+            libc::EACCES,
+            format!("writer {w:?} is not one of the rules' writers"),
+        ));
+    }
+    let remote = Remote {
+        transport: "mcp",
+        writer: req.writer.clone(),
+        client: req.client.clone(),
+        client_version: req.client_version.clone(),
+        step: tools::step_of(&req.args),
+    };
+    let caller = fs.remote_caller(ctx, &remote);
+    fs.acting_as(caller, || {
+        tools::call(fs, &req.tool, &req.args, req.read_only, ctx)
+    })
+}
+
+/// Starts the daemon's listener for database `db` (canonical path) on a thread of its
+/// own; returns the socket's path. `allow_other`: peers of any uid (the gate still
+/// decides); else root and `owner` only. The socket file is removed when the daemon
+/// exits ([`remove`]).
+pub fn listen(fs: Arc<Fs>, db: &Path, owner: u32, allow_other: bool) -> Result<PathBuf> {
+    let path = socket_path(db);
+    let dir = path.parent().expect("the socket has a directory");
+    let io = |what: &str, e: std::io::Error| {
+        Error::new(
+            e.raw_os_error().unwrap_or(libc::EIO),
+            format!("MCP socket {what} {}: {e}", dir.display()),
+        )
+    };
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("directory", e)),
+    }
+    // Ours, a directory, not a link: another user must not choose where we listen.
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| io("directory", e))?;
+    use std::os::unix::fs::MetadataExt;
+    if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
+        return Err(Error::new(
+            libc::EPERM,
+            format!(
+                "MCP socket directory {}: not a directory of ours",
+                dir.display()
+            ),
+        ));
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| io("directory", e))?;
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).map_err(|e| io("bind in", e))?;
+    let mode = if allow_other { 0o666 } else { 0o600 };
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| io("mode in", e))?;
+    std::thread::Builder::new()
+        .name("scratchfs-mcp".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let fs = fs.clone();
+                let _ = std::thread::Builder::new()
+                    .name("scratchfs-mcp-conn".into())
+                    .spawn(move || serve_connection(&fs, conn, owner, allow_other));
+            }
+        })
+        .map_err(|e| io("thread for", e))?;
+    Ok(path)
+}
+
+/// Removes the socket of database `db` (at exit).
+pub fn remove(db: &Path) {
+    let _ = std::fs::remove_file(socket_path(db));
+}
+
+/// The pid, uid and gid of the process at the other end (`SO_PEERCRED`, unix(7)).
+fn peer(conn: &UnixStream) -> Option<Ctx> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(Ctx {
+        pid: cred.pid as u32,
+        uid: cred.uid,
+        gid: cred.gid,
+    })
+}
+
+fn serve_connection(fs: &Fs, conn: UnixStream, owner: u32, allow_other: bool) {
+    let Some(ctx) = peer(&conn) else { return };
+    let mut out = match conn.try_clone() {
+        Ok(c) => c,
+        Err(_) => return,
+    };
+    let reply = |out: &mut UnixStream, o: &Outcome| {
+        let line = serde_json::json!({ "text": o.text, "structured": o.structured, "is_error": o.is_error });
+        writeln!(out, "{line}").and_then(|()| out.flush())
+    };
+    if !(allow_other || ctx.uid == 0 || ctx.uid == owner) {
+        let _ = reply(
+            &mut out,
+            &Outcome::error(Error::new(
+                libc::EACCES,
+                format!(
+                    "uid {} may not use this mount (it was mounted without --allow-other)",
+                    ctx.uid
+                ),
+            )),
+        );
+        return;
+    }
+    let mut lines = BufReader::new(std::io::Read::take(conn, u64::MAX));
+    loop {
+        let mut line = String::new();
+        lines.get_mut().set_limit(REQUEST_MAX);
+        match lines.read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let outcome = match serde_json::from_str::<Request>(&line) {
+            Ok(req) => run_call(fs, ctx, &req),
+            Err(e) => Outcome::error(Error::new(libc::EINVAL, format!("bad request: {e}"))),
+        };
+        if reply(&mut out, &outcome).is_err() {
+            return;
+        }
+    }
+}
+
+/// A connection to a daemon's MCP socket, for one MCP session.
+pub struct Client {
+    lines: BufReader<UnixStream>,
+    out: UnixStream,
+}
+
+impl Client {
+    /// Connects to the socket at `path`.
+    pub fn connect(path: &Path) -> std::io::Result<Client> {
+        let conn = UnixStream::connect(path)?;
+        Ok(Client {
+            out: conn.try_clone()?,
+            lines: BufReader::new(conn),
+        })
+    }
+
+    /// Runs `req` in the daemon.
+    pub fn call(&mut self, req: &Request) -> Outcome {
+        let failed =
+            |e: String| Outcome::error(Error::new(libc::EIO, format!("the mount's daemon: {e}")));
+        let line = match serde_json::to_string(req) {
+            Ok(l) => l,
+            Err(e) => return failed(e.to_string()),
+        };
+        if let Err(e) = writeln!(self.out, "{line}").and_then(|()| self.out.flush()) {
+            return failed(e.to_string());
+        }
+        let mut reply = String::new();
+        match self.lines.read_line(&mut reply) {
+            Ok(0) => return failed("closed the connection".into()),
+            Err(e) => return failed(e.to_string()),
+            Ok(_) => {}
+        }
+        match serde_json::from_str::<serde_json::Value>(&reply) {
+            Ok(v) => Outcome {
+                text: v["text"].as_str().unwrap_or_default().to_string(),
+                structured: v.get("structured").filter(|s| !s.is_null()).cloned(),
+                is_error: v["is_error"].as_bool().unwrap_or(true),
+            },
+            Err(e) => failed(format!("bad reply: {e}")),
+        }
+    }
+}
