@@ -5,6 +5,7 @@
 //! mount's socket, through which `scratchfs mcp` runs calls in the daemon of a mounted
 //! database.
 
+pub mod memory;
 pub mod server;
 pub mod socket;
 pub mod tools;

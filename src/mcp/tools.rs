@@ -220,17 +220,30 @@ fn lines(content: &[u8], first: usize, last: usize) -> &[u8] {
 fn parent_of<'p>(fs: &Fs, path: &'p str, ctx: Ctx) -> Result<(u64, &'p str)> {
     let parts = components(path, true)?;
     let (name, dirs) = parts.split_last().expect("components are never empty");
+    let ino = if dirs.is_empty() {
+        ROOT
+    } else {
+        make_dirs(fs, &dirs.join("/"), ctx)?
+    };
+    Ok((ino, name))
+}
+
+/// The directory at `path`, made with its missing parents (`mkdir -p`); its inode.
+pub fn make_dirs(fs: &Fs, path: &str, ctx: Ctx) -> Result<u64> {
     let mut ino = ROOT;
-    for d in dirs {
+    for d in components(path, true)? {
         ino = match look(fs, ino, d.as_bytes()) {
             Ok(a) => a.ino,
             Err(e) if e.errno == libc::ENOENT => {
-                fs.mkdir(ino, d.as_bytes(), 0o755, 0o022, ctx)?.ino
+                let made = fs.mkdir(ino, d.as_bytes(), 0o755, 0o022, ctx)?.ino;
+                fs.forget(made, 1);
+                fs.invalidate_kernel(Invalidation::Entry(ino, d.as_bytes().to_vec()));
+                made
             }
             Err(e) => return Err(e),
         };
     }
-    Ok((ino, name))
+    Ok(ino)
 }
 
 /// Opens (creating when missing, with its directories), writes `data` at `offset` (or at
@@ -467,6 +480,19 @@ pub fn catalog() -> Vec<ToolSpec> {
             schema: json!({ "type": "object", "required": ["path", "from"], "properties": {
                 "path": path, "from": { "type": "integer", "minimum": 1 }, "to": { "type": "integer", "minimum": 1 } } }),
             reads_only: true,
+        },
+        ToolSpec {
+            name: "memory",
+            description: "Anthropic's memory tool over /memories: view, create, str_replace, insert, delete, rename (its arguments and result texts).",
+            schema: json!({ "type": "object", "required": ["command"], "properties": {
+                "command": { "type": "string", "enum": ["view", "create", "str_replace", "insert", "delete", "rename"] },
+                "path": { "type": "string", "description": "a path under /memories" },
+                "view_range": { "type": "array", "items": { "type": "integer" }, "minItems": 2, "maxItems": 2 },
+                "file_text": { "type": "string" },
+                "old_str": { "type": "string" }, "new_str": { "type": "string" },
+                "insert_line": { "type": "integer", "minimum": 0 }, "insert_text": { "type": "string" },
+                "old_path": { "type": "string" }, "new_path": { "type": "string" } } }),
+            reads_only: false,
         },
         ToolSpec {
             name: "restore",
@@ -718,6 +744,7 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
             }
             Outcome::ok(text, None)
         }
+        "memory" => Outcome::ok(super::memory::run(fs, args, ctx)?, None),
         "restore" => {
             let p = path()?;
             let n = arg_u64(args, "version")?.unwrap_or(0) as i64;

@@ -1,0 +1,383 @@
+//! The Anthropic memory tool's command set as one MCP tool, `memory` (issue 12 item 3):
+//! `view`, `create`, `str_replace`, `insert`, `delete` and `rename`, with the memory
+//! tool's argument names and result texts (those of the `anthropic` Python package's
+//! `BetaLocalFilesystemMemoryTool`, memory tool version 2025-08-18), over the scratchpad's
+//! `memories/` directory: `/memories/notes.md` is `memories/notes.md` here. A harness
+//! that runs Claude's memory tool can point it at scratchfs unchanged, and every change is
+//! a version with provenance, refused by the gate like any other.
+
+use serde_json::Value;
+
+use super::tools;
+use crate::error::{Error, Result};
+use crate::fs::{Ctx, Fs, Invalidation, ROOT};
+use crate::store::Kind;
+
+/// Width of the line numbers in `view` (the memory tool's: six digits).
+const NUMBER_WIDTH: usize = 6;
+
+/// The memory tool's refusal: `EINVAL` with its text.
+fn refuse(text: String) -> Error {
+    Error::new(libc::EINVAL, text)
+}
+
+/// The scratchpad path of a memory path: `/memories[/rest]` -> `memories[/rest]`.
+fn local(path: &str) -> Result<String> {
+    let Some(rest) = path.strip_prefix("/memories") else {
+        return Err(refuse(format!(
+            "Path must start with /memories, got: {path}"
+        )));
+    };
+    if !(rest.is_empty() || rest.starts_with('/')) {
+        return Err(refuse(format!(
+            "Path must start with /memories, got: {path}"
+        )));
+    }
+    let rest = rest.trim_matches('/');
+    let p = if rest.is_empty() {
+        "memories".to_string()
+    } else {
+        format!("memories/{rest}")
+    };
+    tools::components(&p, false)
+        .map_err(|_| refuse(format!("Path {path} would escape /memories directory")))?;
+    Ok(p)
+}
+
+/// `_format_file_size`: 0B, 512B, 1.5K, 2M.
+fn size(n: u64) -> String {
+    if n == 0 {
+        return "0B".into();
+    }
+    let i = (((63 - n.leading_zeros()) / 10) as usize).min(3);
+    let v = n as f64 / 1024f64.powi(i as i32);
+    let unit = ["B", "K", "M", "G"][i];
+    if v == v.trunc() {
+        format!("{}{unit}", v as u64)
+    } else {
+        format!("{v:.1}{unit}")
+    }
+}
+
+/// The inode at scratchpad path `p` and its kind, if it exists.
+fn stat(fs: &Fs, p: &str) -> Option<(u64, Kind, u64)> {
+    let mut ino = ROOT;
+    for part in p.split('/') {
+        let a = fs.lookup(ino, part.as_bytes()).ok()?;
+        fs.forget(a.ino, 1);
+        ino = a.ino;
+    }
+    let a = fs.getattr(ino).ok()?;
+    Some((ino, a.kind, a.size))
+}
+
+/// The visible entries of directory `ino`, sorted by name.
+fn entries(fs: &Fs, ino: u64) -> Result<Vec<(String, u64, Kind)>> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let batch = fs.readdir(ino, offset, 512)?;
+        let Some(last) = batch.last() else { break };
+        offset = last.next_offset;
+        for e in batch {
+            let name = String::from_utf8_lossy(&e.name).into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            out.push((name, e.ino, e.kind));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn text_of(fs: &Fs, p: &str, path: &str, ctx: Ctx) -> Result<String> {
+    let bytes = tools::read_all(fs, p, ctx).map_err(|_| {
+        refuse(format!(
+            "The file {path} no longer exists (may have been deleted or renamed concurrently)."
+        ))
+    })?;
+    String::from_utf8(bytes).map_err(|_| refuse(format!("Unsupported file type for {path}")))
+}
+
+fn arg<'a>(args: &'a Value, key: &str) -> Result<&'a str> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| refuse(format!("missing string argument {key:?}")))
+}
+
+/// Runs one memory tool command (`args.command`) and returns its result text.
+pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
+    match arg(args, "command")? {
+        "view" => view(fs, args, ctx),
+        "create" => {
+            let path = arg(args, "path")?;
+            let p = local(path)?;
+            if stat(fs, &p).is_some() {
+                return Err(refuse(format!("File {path} already exists")));
+            }
+            tools::write(fs, &p, arg(args, "file_text")?.as_bytes(), ctx)?;
+            Ok(format!("File created successfully at: {path}"))
+        }
+        "str_replace" => {
+            let path = arg(args, "path")?;
+            let p = local(path)?;
+            match stat(fs, &p) {
+                None => {
+                    return Err(refuse(format!(
+                        "The path {path} does not exist. Please provide a valid path."
+                    )));
+                }
+                Some((_, Kind::Dir, _)) => {
+                    return Err(refuse(format!("The path {path} is not a file.")));
+                }
+                Some(_) => {}
+            }
+            let (old, new) = (arg(args, "old_str")?, arg(args, "new_str")?);
+            let content = text_of(fs, &p, path, ctx)?;
+            let at: Vec<usize> = content.match_indices(old).map(|(i, _)| i).collect();
+            match at.len() {
+                0 => {
+                    return Err(refuse(format!(
+                        "No replacement was performed, old_str `{old}` did not appear verbatim in {path}."
+                    )));
+                }
+                1 => {}
+                _ => {
+                    let lines: Vec<String> = at
+                        .iter()
+                        .map(|&i| (content[..i].matches('\n').count() + 1).to_string())
+                        .collect();
+                    return Err(refuse(format!(
+                        "No replacement was performed. Multiple occurrences of old_str `{old}` in lines: {}. Please ensure it is unique",
+                        lines.join(", ")
+                    )));
+                }
+            }
+            let changed = content[..at[0]].matches('\n').count();
+            let updated = content.replacen(old, new, 1);
+            tools::write(fs, &p, updated.as_bytes(), ctx)?;
+            let lines: Vec<&str> = updated.split('\n').collect();
+            let from = changed.saturating_sub(2);
+            let to = (changed + 3).min(lines.len());
+            let snippet: Vec<String> = (from..to)
+                .map(|i| format!("{:>NUMBER_WIDTH$}\t{}", i + 1, lines[i]))
+                .collect();
+            Ok(format!(
+                "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n{}",
+                snippet.join("\n")
+            ))
+        }
+        "insert" => {
+            let path = arg(args, "path")?;
+            let p = local(path)?;
+            match stat(fs, &p) {
+                None => {
+                    return Err(refuse(format!(
+                        "The path {path} does not exist. Please provide a valid path."
+                    )));
+                }
+                Some((_, Kind::Dir, _)) => {
+                    return Err(refuse(format!("The path {path} is not a file.")));
+                }
+                Some(_) => {}
+            }
+            let line = args
+                .get("insert_line")
+                .and_then(Value::as_i64)
+                .ok_or_else(|| refuse("missing integer argument \"insert_line\"".into()))?;
+            let text = arg(args, "insert_text")?;
+            let content = text_of(fs, &p, path, ctx)?;
+            let mut lines: Vec<&str> = content.split('\n').collect();
+            if lines.last() == Some(&"") {
+                lines.pop();
+            }
+            if line < 0 || line as usize > lines.len() {
+                return Err(refuse(format!(
+                    "Invalid `insert_line` parameter: {line}. It should be within the range [0, {}].",
+                    lines.len()
+                )));
+            }
+            lines.insert(line as usize, text.trim_end_matches('\n'));
+            let mut updated = lines.join("\n");
+            if !updated.ends_with('\n') {
+                updated.push('\n');
+            }
+            tools::write(fs, &p, updated.as_bytes(), ctx)?;
+            Ok(format!("The file {path} has been edited."))
+        }
+        "delete" => {
+            let path = arg(args, "path")?;
+            let p = local(path)?;
+            if p == "memories" {
+                return Err(refuse(
+                    "Cannot delete the /memories directory itself".into(),
+                ));
+            }
+            let Some((ino, kind, _)) = stat(fs, &p) else {
+                return Err(refuse(format!("The path {path} does not exist")));
+            };
+            remove_tree(fs, &p, ino, kind, ctx)?;
+            Ok(format!("Successfully deleted {path}"))
+        }
+        "rename" => {
+            let (old_path, new_path) = (arg(args, "old_path")?, arg(args, "new_path")?);
+            let (old, new) = (local(old_path)?, local(new_path)?);
+            if old == "memories" {
+                return Err(refuse(
+                    "Cannot rename the /memories directory itself".into(),
+                ));
+            }
+            if stat(fs, &new).is_some() {
+                return Err(refuse(format!("The destination {new_path} already exists")));
+            }
+            if stat(fs, &old).is_none() {
+                return Err(refuse(format!("The path {old_path} does not exist")));
+            }
+            let parent_of = |p: &str| -> Result<(u64, String)> {
+                let (dir, name) = p.rsplit_once('/').unwrap_or(("", p));
+                let ino = if dir.is_empty() {
+                    ROOT
+                } else {
+                    tools::make_dirs(fs, dir, ctx)?
+                };
+                Ok((ino, name.to_string()))
+            };
+            let (from_dir, from_name) = parent_of(&old)?;
+            let (to_dir, to_name) = parent_of(&new)?;
+            fs.rename(
+                from_dir,
+                from_name.as_bytes(),
+                to_dir,
+                to_name.as_bytes(),
+                0,
+                ctx,
+            )?;
+            fs.invalidate_kernel(Invalidation::Entry(from_dir, from_name.into_bytes()));
+            fs.invalidate_kernel(Invalidation::Entry(to_dir, to_name.into_bytes()));
+            Ok(format!("Successfully renamed {old_path} to {new_path}"))
+        }
+        other => Err(refuse(format!("Unknown command: {other}"))),
+    }
+}
+
+/// `view`: a directory two levels deep with sizes, or a file with line numbers.
+fn view(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
+    let path = arg(args, "path")?;
+    let p = local(path)?;
+    let Some((ino, kind, bytes)) = stat(fs, &p) else {
+        if p == "memories" {
+            // The memory tool makes its directory first; an empty scratchpad has none.
+            return Ok(format!(
+                "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items:\n0B\t{path}"
+            ));
+        }
+        return Err(refuse(format!(
+            "The path {path} does not exist. Please provide a valid path."
+        )));
+    };
+    if kind == Kind::Dir {
+        let mut lines = vec![format!("{}\t{path}", size(bytes))];
+        let mut walk = vec![(ino, String::new(), 1)];
+        let mut found = Vec::new();
+        while let Some((dir, rel, depth)) = walk.pop() {
+            for (name, child, k) in entries(fs, dir)? {
+                let r = if rel.is_empty() {
+                    name
+                } else {
+                    format!("{rel}/{name}")
+                };
+                let s = fs.getattr(child).map(|a| a.size).unwrap_or(0);
+                if k == Kind::Dir {
+                    found.push((r.clone() + "/", s));
+                    if depth < 2 {
+                        walk.push((child, r, depth + 1));
+                    }
+                } else {
+                    found.push((r, s));
+                }
+            }
+        }
+        found.sort();
+        for (r, s) in found {
+            lines.push(format!("{}\t{path}/{r}", size(s)));
+        }
+        return Ok(format!(
+            "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items:\n{}",
+            lines.join("\n")
+        ));
+    }
+    let content = text_of(fs, &p, path, ctx)?;
+    let lines: Vec<&str> = content.split('\n').collect();
+    let (mut from, mut to) = (0, lines.len());
+    if let Some(r) = args.get("view_range").and_then(Value::as_array)
+        && r.len() == 2
+    {
+        let a = r[0].as_i64().unwrap_or(1);
+        let b = r[1].as_i64().unwrap_or(-1);
+        from = (a.max(1) - 1) as usize;
+        to = if b == -1 {
+            lines.len()
+        } else {
+            (b.max(0) as usize).min(lines.len())
+        };
+        from = from.min(to);
+    }
+    let numbered: Vec<String> = lines[from..to]
+        .iter()
+        .enumerate()
+        .map(|(i, l)| format!("{:>NUMBER_WIDTH$}\t{l}", i + from + 1))
+        .collect();
+    Ok(format!(
+        "Here's the content of {path} with line numbers:\n{}",
+        numbered.join("\n")
+    ))
+}
+
+/// Removes the file or the whole directory at `p` (every file keeps its history in
+/// `.archive`).
+fn remove_tree(fs: &Fs, p: &str, ino: u64, kind: Kind, ctx: Ctx) -> Result<()> {
+    if kind == Kind::Dir {
+        for (name, child, k) in entries(fs, ino)? {
+            remove_tree(fs, &format!("{p}/{name}"), child, k, ctx)?;
+        }
+    }
+    let (dir, name) = p.rsplit_once('/').unwrap_or(("", p));
+    let parent = match dir {
+        "" => ROOT,
+        d => stat(fs, d)
+            .map(|(i, _, _)| i)
+            .ok_or_else(|| refuse(format!("The path /{d} does not exist")))?,
+    };
+    fs.remove(parent, name.as_bytes(), kind == Kind::Dir, ctx)?;
+    fs.invalidate_kernel(Invalidation::Entry(parent, name.as_bytes().to_vec()));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_paths_as_the_memory_tool_has_them() {
+        assert_eq!(size(0), "0B");
+        assert_eq!(size(512), "512B");
+        assert_eq!(size(1536), "1.5K");
+        assert_eq!(size(2 << 20), "2M");
+        assert_eq!(local("/memories").unwrap(), "memories");
+        assert_eq!(local("/memories/a/b.md").unwrap(), "memories/a/b.md");
+        assert!(
+            local("/etc/passwd")
+                .unwrap_err()
+                .reason
+                .contains("must start with /memories")
+        );
+        assert!(local("/memoriesx").is_err());
+        assert!(
+            local("/memories/../x")
+                .unwrap_err()
+                .reason
+                .contains("would escape")
+        );
+    }
+}

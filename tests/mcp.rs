@@ -1,0 +1,519 @@
+//! Issue 12: `scratchfs mcp`, driven by a real MCP client, the official MCP Python SDK
+//! (tests/mcp_client.py, in the virtual environment scripts/deps makes), over stdio and
+//! over streamable HTTP, on an unmounted database and on a mounted one (whose daemon then
+//! runs the calls, so both sides see one core).
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python3");
+const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");
+const SPEC_RULES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/spec-rules.json");
+
+/// Runs `calls` through the Python SDK against `target` (`["stdio", CMD...]` or
+/// `["http", URL]`) as client `name`; the client's JSON report.
+fn session(name: &str, target: &[&str], calls: Value) -> Value {
+    assert!(
+        Path::new(PYTHON).exists(),
+        "{PYTHON} is missing: run scripts/deps (it makes the virtual environment and installs mcp)"
+    );
+    let mut child = Command::new(PYTHON)
+        .arg(CLIENT)
+        .arg(name)
+        .args(target)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the virtual environment's python3");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(calls.to_string().as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "MCP client failed (is the mcp package in .venv? scripts/deps installs it):\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&o.stdout));
+    })
+}
+
+/// `scratchfs mcp ARGS` over stdio.
+fn stdio(db: &Path, args: &[&str], name: &str, calls: Value) -> Value {
+    let db = db.to_str().unwrap();
+    let mut target = vec!["stdio", BIN, "mcp", "--db", db];
+    target.extend_from_slice(args);
+    session(name, &target, calls)
+}
+
+fn result(report: &Value, i: usize) -> (bool, String) {
+    let r = &report["results"][i];
+    (
+        r["is_error"].as_bool().unwrap(),
+        r["text"].as_str().unwrap().to_string(),
+    )
+}
+
+fn ok(report: &Value, i: usize) -> String {
+    let (err, text) = result(report, i);
+    assert!(!err, "call {i} failed: {text}");
+    text
+}
+
+fn refused(report: &Value, i: usize) -> String {
+    let (err, text) = result(report, i);
+    assert!(err, "call {i} succeeded: {text}");
+    text
+}
+
+fn sql(db: &Path, query: &str) -> String {
+    let o = Command::new("sqlite3")
+        .arg("-batch")
+        .arg(db)
+        .arg(query)
+        .output()
+        .expect("run sqlite3");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim_end().to_string()
+}
+
+/// Every tool over stdio on a database nobody has mounted (no FUSE involved): what each
+/// returns, the versions it makes, the paths it refuses, and the provenance it records.
+#[test]
+fn every_tool_over_stdio_without_a_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let calls = json!([
+        { "tool": "write", "args": { "path": "notes/plan.md", "content": "# Plan\n## A\none\n## B\ntwo\n", "step": 3 } },
+        { "tool": "read", "args": { "path": "notes/plan.md", "section": "B" } },
+        { "tool": "read", "args": { "path": "notes/plan.md", "lines": "2-3" } },
+        { "tool": "read", "args": { "path": "notes/plan.md", "offset": 2, "limit": 4 } },
+        { "tool": "append", "args": { "path": "notes/plan.md", "content": "three\n" } },
+        { "tool": "replace", "args": { "path": "notes/plan.md", "find": "## ", "with": "### " } },
+        { "tool": "replace", "args": { "path": "notes/plan.md", "find": "## ", "with": "### ", "count": 0 } },
+        { "tool": "outline", "args": { "path": "notes/plan.md" } },
+        { "tool": "list", "args": {} },
+        { "tool": "history", "args": { "path": "notes/plan.md" } },
+        { "tool": "read_version", "args": { "path": "notes/plan.md", "version": 1 } },
+        { "tool": "diff", "args": { "path": "notes/plan.md", "from": 1 } },
+        { "tool": "restore", "args": { "path": "notes/plan.md", "version": 1 } },
+        { "tool": "read", "args": { "path": "/etc/passwd" } },
+        { "tool": "read", "args": { "path": "notes/../../x" } },
+        { "tool": "write", "args": { "path": "notes/%2e%2e/x", "content": "x" } },
+        { "tool": "write", "args": { "path": "MANIFEST", "content": "x" } },
+        { "tool": "read", "args": { "path": "nope.md" } },
+        { "tool": "read", "args": { "path": "MANIFEST" } },
+        { "tool": "no_such_tool", "args": {} },
+    ]);
+    let r = stdio(&db, &[], "pytest-agent", calls);
+    assert_eq!(r["server"], "scratchfs");
+    assert!(r["instructions"].as_str().unwrap().contains("list"));
+    let names: Vec<&str> = r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "list",
+            "read",
+            "outline",
+            "write",
+            "append",
+            "replace",
+            "history",
+            "read_version",
+            "diff",
+            "memory",
+            "restore"
+        ]
+    );
+    for t in r["tools"].as_array().unwrap() {
+        assert!(!t["description"].as_str().unwrap().is_empty(), "{t}");
+        assert_eq!(t["schema"]["type"], "object", "{t}");
+    }
+    assert_eq!(ok(&r, 0), "notes/plan.md: 25 bytes");
+    assert_eq!(r["results"][0]["structured"]["bytes"], 25);
+    assert_eq!(ok(&r, 1), "## B\ntwo\n");
+    assert_eq!(ok(&r, 2), "## A\none\n");
+    assert!(ok(&r, 3).starts_with("Plan\n[cut at"), "{}", ok(&r, 3));
+    assert_eq!(r["results"][3]["structured"]["next_offset"], 6);
+    assert_eq!(ok(&r, 4), "notes/plan.md: 31 bytes");
+    assert!(
+        refused(&r, 5).contains("occurs 2 times"),
+        "{}",
+        refused(&r, 5)
+    );
+    assert_eq!(ok(&r, 6), "notes/plan.md: 2 replaced");
+    assert!(ok(&r, 7).contains("### A"), "{}", ok(&r, 7));
+    let files = r["results"][8]["structured"]["files"].as_array().unwrap();
+    let plan = files
+        .iter()
+        .find(|f| f["path"] == "notes/plan.md")
+        .unwrap_or_else(|| panic!("{files:?}"));
+    assert_eq!(plan["bytes"], 33);
+    assert_eq!(plan["version"], 3);
+    assert_eq!(plan["writer"], "anonymous");
+    assert!(ok(&r, 8).starts_with("MANIFEST as of"), "{}", ok(&r, 8));
+    let history = ok(&r, 9);
+    assert_eq!(history.lines().count(), 3, "{history}");
+    assert!(
+        history.lines().next().unwrap().contains("step 3"),
+        "{history}"
+    );
+    assert_eq!(ok(&r, 10), "# Plan\n## A\none\n## B\ntwo\n");
+    let diff = ok(&r, 11);
+    assert!(
+        diff.contains("-## A") && diff.contains("+### A") && diff.contains("+three"),
+        "{diff}"
+    );
+    assert_eq!(ok(&r, 12), "notes/plan.md: version 1 restored");
+    assert!(
+        refused(&r, 13).contains("absolute path"),
+        "{}",
+        refused(&r, 13)
+    );
+    assert!(refused(&r, 14).contains("`..`"), "{}", refused(&r, 14));
+    assert!(
+        refused(&r, 15).contains("URL-encoded"),
+        "{}",
+        refused(&r, 15)
+    );
+    assert!(refused(&r, 16).contains("view"), "{}", refused(&r, 16));
+    assert_eq!(refused(&r, 17), "nope.md: no such file");
+    assert!(ok(&r, 18).starts_with("MANIFEST as of"));
+    assert!(
+        refused(&r, 19).contains("no tool named"),
+        "{}",
+        refused(&r, 19)
+    );
+    // Each change is a version of the MCP client's, with its name and version.
+    let v = sql(
+        &db,
+        "SELECT v.version || ' ' || v.op || ' ' || p.transport || ' ' || p.client || ' ' || p.client_version || ' ' || COALESCE(p.step, '-')
+         FROM versions v JOIN processes p ON p.id = v.process WHERE v.path = 'notes/plan.md' ORDER BY v.version",
+    );
+    assert_eq!(
+        v,
+        "1 create mcp pytest-agent 9.9 3\n2 append mcp pytest-agent 9.9 -\n3 write mcp pytest-agent 9.9 -\n4 restore mcp pytest-agent 9.9 -",
+        "op write for replace's rewrite"
+    );
+    let log = Command::new(BIN)
+        .args(["log", "--db", db.to_str().unwrap(), "notes/plan.md"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(log.contains("(mcp: pytest-agent 9.9)"), "{log}");
+}
+
+/// The memory tool's commands, arguments and result texts, as one tool.
+#[test]
+fn the_memory_tool_as_one_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let m = |args: Value| json!({ "tool": "memory", "args": args });
+    let calls = json!([
+        m(json!({ "command": "view", "path": "/memories" })),
+        m(
+            json!({ "command": "create", "path": "/memories/customers/1042.md", "file_text": "# Customer 1042\n- prefers email\n" })
+        ),
+        m(
+            json!({ "command": "create", "path": "/memories/customers/1042.md", "file_text": "again" })
+        ),
+        m(
+            json!({ "command": "str_replace", "path": "/memories/customers/1042.md", "old_str": "email", "new_str": "email, never phone" })
+        ),
+        m(
+            json!({ "command": "str_replace", "path": "/memories/customers/1042.md", "old_str": "absent", "new_str": "x" })
+        ),
+        m(
+            json!({ "command": "insert", "path": "/memories/customers/1042.md", "insert_line": 2, "insert_text": "- order 1042: 180.00" })
+        ),
+        m(json!({ "command": "view", "path": "/memories/customers/1042.md" })),
+        m(json!({ "command": "view", "path": "/memories" })),
+        m(
+            json!({ "command": "rename", "old_path": "/memories/customers/1042.md", "new_path": "/memories/archive/1042.md" })
+        ),
+        m(json!({ "command": "delete", "path": "/memories/archive/1042.md" })),
+        m(json!({ "command": "delete", "path": "/memories/archive/1042.md" })),
+        m(json!({ "command": "view", "path": "/etc" })),
+        m(json!({ "command": "view", "path": "/memories/../x" })),
+    ]);
+    let r = stdio(&db, &[], "claude-memory", calls);
+    assert!(ok(&r, 0).starts_with(
+        "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items:"
+    ));
+    assert_eq!(
+        ok(&r, 1),
+        "File created successfully at: /memories/customers/1042.md"
+    );
+    assert_eq!(
+        refused(&r, 2),
+        "File /memories/customers/1042.md already exists"
+    );
+    assert_eq!(
+        ok(&r, 3),
+        "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\t# Customer 1042\n     2\t- prefers email, never phone\n     3\t"
+    );
+    assert_eq!(
+        refused(&r, 4),
+        "No replacement was performed, old_str `absent` did not appear verbatim in /memories/customers/1042.md."
+    );
+    assert_eq!(
+        ok(&r, 5),
+        "The file /memories/customers/1042.md has been edited."
+    );
+    assert_eq!(
+        ok(&r, 6),
+        "Here's the content of /memories/customers/1042.md with line numbers:\n     1\t# Customer 1042\n     2\t- prefers email, never phone\n     3\t- order 1042: 180.00\n     4\t"
+    );
+    let listing = ok(&r, 7);
+    assert!(
+        listing.contains("\t/memories/customers/\n")
+            && listing.ends_with("\t/memories/customers/1042.md"),
+        "{listing}"
+    );
+    assert_eq!(
+        ok(&r, 8),
+        "Successfully renamed /memories/customers/1042.md to /memories/archive/1042.md"
+    );
+    assert_eq!(ok(&r, 9), "Successfully deleted /memories/archive/1042.md");
+    assert_eq!(
+        refused(&r, 10),
+        "The path /memories/archive/1042.md does not exist"
+    );
+    assert_eq!(refused(&r, 11), "Path must start with /memories, got: /etc");
+    assert_eq!(
+        refused(&r, 12),
+        "Path /memories/../x would escape /memories directory"
+    );
+    // Nothing is lost: the deleted memory's versions, through its rename.
+    let v = sql(
+        &db,
+        "SELECT COUNT(*) FROM versions WHERE path IN ('memories/customers/1042.md', 'memories/archive/1042.md')",
+    );
+    assert_eq!(v, "4", "create, replace, insert, rename");
+}
+
+/// `--read-only` lists only the reading tools and refuses the others.
+#[test]
+fn read_only_lists_only_the_reading_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let r = stdio(
+        &db,
+        &["--read-only"],
+        "reader",
+        json!([
+            { "tool": "read", "args": { "path": "plan.md" } },
+            { "tool": "write", "args": { "path": "plan.md", "content": "x" } },
+        ]),
+    );
+    let names: Vec<&str> = r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["list", "read", "outline", "history", "read_version", "diff"]
+    );
+    assert_eq!(ok(&r, 0), "");
+    assert!(refused(&r, 1).contains("read-only"), "{}", refused(&r, 1));
+    assert_eq!(
+        sql(&db, "SELECT COUNT(*) FROM versions WHERE path = 'plan.md'"),
+        "1"
+    );
+}
+
+/// Under the SPEC's example rules, with `--writer`: a key only another writer may write is
+/// refused with the gate's one-line reason, recorded as today; a writer the rules do not
+/// name is refused at start.
+#[test]
+fn refusals_under_the_spec_rules_reach_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let db_s = db.to_str().unwrap();
+    let o = Command::new(BIN)
+        .args([
+            "mcp", "--db", db_s, "--rules", SPEC_RULES, "--writer", "nobody",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--writer \"nobody\": not one of the rules' writers"),
+        "{err}"
+    );
+    let r = stdio(
+        &db,
+        &["--rules", SPEC_RULES, "--writer", "get_order"],
+        "tool-runner",
+        json!([
+            { "tool": "write", "args": { "path": "state.json", "content": "{\"order_id\": \"O-9\", \"order_total_cents\": 18000}", "step": 2 } },
+            { "tool": "replace", "args": { "path": "state.json", "find": "}", "with": ", \"credit_cents\": 54000}", "step": 3 } },
+            { "tool": "append", "args": { "path": "findings.md", "content": "- found\n" } },
+            { "tool": "read", "args": { "path": "state.json" } },
+        ]),
+    );
+    ok(&r, 0);
+    let why = refused(&r, 1);
+    assert!(
+        why.starts_with("state.json: ")
+            && why.contains("credit_cents")
+            && why.contains("compute_credit"),
+        "{why}"
+    );
+    // SPEC §6: a key a writer may not set is an invalid argument.
+    assert_eq!(r["results"][1]["structured"]["errno"], libc::EINVAL);
+    assert!(refused(&r, 2).contains("findings.md"), "{}", refused(&r, 2));
+    assert_eq!(
+        ok(&r, 3),
+        "{\"order_id\": \"O-9\", \"order_total_cents\": 18000}",
+        "the refused replace changed nothing"
+    );
+    let rec = sql(
+        &db,
+        "SELECT e.writer || ' ' || e.errno || ' ' || p.transport || ' ' || p.client FROM events e JOIN processes p ON p.id = e.process WHERE e.op = 'rejected' ORDER BY e.id",
+    );
+    assert_eq!(
+        rec,
+        format!(
+            "get_order {} mcp tool-runner\nget_order {} mcp tool-runner",
+            libc::EINVAL,
+            libc::EACCES
+        )
+    );
+}
+
+/// `--listen` serves streamable HTTP; the same tools answer there.
+#[test]
+fn streamable_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let mut server = Command::new(BIN)
+        .args([
+            "mcp",
+            "--db",
+            db.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The server says where it listens once it does.
+    let mut line = String::new();
+    std::io::BufReader::new(server.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .filter(|u| u.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let r = session(
+        "http-client",
+        &["http", &url],
+        json!([
+            { "tool": "append", "args": { "path": "findings.md", "content": "- over http\n" } },
+            { "tool": "read", "args": { "path": "findings.md" } },
+        ]),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(ok(&r, 0), "findings.md: 12 bytes");
+    assert_eq!(ok(&r, 1), "- over http\n");
+    assert_eq!(
+        sql(
+            &db,
+            "SELECT p.client FROM versions v JOIN processes p ON p.id = v.process WHERE v.path = 'findings.md' AND v.version = 2"
+        ),
+        "http-client"
+    );
+}
+
+/// The credit scenario half through MCP and half through a FUSE mount of the same
+/// database under the SPEC's rules: each side sees the other's commits at once, and each
+/// key's provenance names the writer (and the transport) that set it.
+#[test]
+fn credit_scenario_half_mcp_half_mount() {
+    let m = Mount::with_args(&["--rules", SPEC_RULES]);
+    let db = m.db.to_str().unwrap().to_string();
+    // The trigger, through the mount.
+    m.sh_ok(
+        "SCRATCHFS_WRITER=trigger sh -c 'printf \"{\\\"ticket_id\\\": \\\"T-1\\\"}\" > state.json'",
+    );
+    // get_order, through MCP (the calls run in the mount's daemon).
+    let state_path = m.path("state.json").to_str().unwrap().to_string();
+    let new_path = m.path("orders/O-9.md").to_str().unwrap().to_string();
+    let r = session(
+        "order-tool",
+        &["stdio", BIN, "mcp", "--db", &db, "--writer", "get_order"],
+        json!([
+            { "tool": "read", "args": { "path": "state.json" } },
+            { "cat": state_path },
+            { "cat": new_path },
+            { "tool": "replace", "args": { "path": "state.json", "find": "}", "with": ", \"order_id\": \"O-9\", \"order_total_cents\": 18000}", "step": 2 } },
+            { "tool": "write", "args": { "path": "orders/O-9.md", "content": "order O-9\n" } },
+            { "cat": state_path },
+            { "cat": new_path },
+            { "tool": "replace", "args": { "path": "state.json", "find": "18000}", "with": "18000, \"credit_cents\": 54000}", "step": 3 } },
+        ]),
+    );
+    assert_eq!(
+        ok(&r, 0),
+        "{\"ticket_id\": \"T-1\"}",
+        "MCP sees the mount's commit"
+    );
+    assert_eq!(ok(&r, 1), "{\"ticket_id\": \"T-1\"}");
+    refused(&r, 2);
+    ok(&r, 3);
+    ok(&r, 4);
+    // The mount sees MCP's commits at once, within the kernel's 1 s cache timeouts: the
+    // cached size of state.json and the cached absence of orders/O-9.md are dropped.
+    let state: Value = serde_json::from_str(&ok(&r, 5)).unwrap();
+    assert_eq!(state["order_total_cents"], 18000);
+    assert_eq!(ok(&r, 6), "order O-9\n");
+    assert!(
+        refused(&r, 7).contains("credit_cents"),
+        "{}",
+        refused(&r, 7)
+    );
+    // compute_credit, through the mount.
+    m.sh_ok("SCRATCHFS_WRITER=compute_credit SCRATCHFS_STEP=5 python3 -c \"import json; d = json.load(open('state.json')); d['credit_cents'] = 18000; open('state.json', 'w').write(json.dumps(d))\"");
+    let r = session(
+        "order-tool",
+        &["stdio", BIN, "mcp", "--db", &db, "--writer", "get_order"],
+        json!([ { "tool": "read", "args": { "path": "state.json" } } ]),
+    );
+    let state: Value = serde_json::from_str(&ok(&r, 0)).unwrap();
+    assert_eq!(state["credit_cents"], 18000, "MCP sees the mount's commit");
+    let fields = m.sql(
+        "SELECT f.key || ' ' || v.writer || ' ' || COALESCE(p.transport, 'mount') || ' ' || COALESCE(p.step, '-')
+         FROM fields f JOIN versions v ON v.id = f.version_id JOIN processes p ON p.id = v.process ORDER BY f.key",
+    );
+    assert_eq!(
+        fields,
+        "credit_cents compute_credit mount 5\norder_id get_order mcp 2\norder_total_cents get_order mcp 2\nticket_id trigger mount -"
+    );
+}
