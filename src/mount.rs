@@ -354,7 +354,9 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     Fs::start_live_appends(&fs).map_err(|e| format!("live-append thread: {e}"))?;
     // `scratchfs mcp` runs its calls here while the database is mounted (issue 12). A
     // mount without it still serves the mount; `scratchfs mcp` then says why it cannot.
-    match crate::mcp::socket::listen(fs.clone(), &db, spec.owner.0, spec.allow_other) {
+    // Without --allow-other, only root and the user who mounted get in, as through FUSE.
+    let mounter = unsafe { libc::geteuid() };
+    match crate::mcp::socket::listen(fs.clone(), &db, mounter, spec.allow_other) {
         Ok(path) => sqlite
             .set_meta("mcp_socket", &path.to_string_lossy())
             .map_err(|e| format!("database {}: {e}", db.display()))?,
@@ -461,6 +463,8 @@ pub struct Background {
     session: Option<fuser::BackgroundSession>,
     fs: Arc<Fs>,
     mountpoint: PathBuf,
+    /// The database (absolute), whose MCP socket goes at the end.
+    db: PathBuf,
 }
 
 impl Background {
@@ -477,6 +481,7 @@ impl Background {
             session: Some(session),
             fs,
             mountpoint: spec.mountpoint.clone(),
+            db: absolute(&spec.db)?,
         })
     }
 
@@ -489,6 +494,7 @@ impl Background {
         if let Some(s) = self.session.take() {
             unmount(&self.mountpoint)?;
             s.join().map_err(|e| format!("session: {e}"))?;
+            crate::mcp::socket::remove(&self.db);
             self.fs
                 .fsyncdir()
                 .map_err(|e| format!("writing acknowledged changes: {e}"))?;

@@ -517,3 +517,162 @@ fn credit_scenario_half_mcp_half_mount() {
         "credit_cents compute_credit mount 5\norder_id get_order mcp 2\norder_total_cents get_order mcp 2\nticket_id trigger mount -"
     );
 }
+
+/// The MCP Inspector's command-line mode (npm `@modelcontextprotocol/inspector`, which
+/// scripts/deps installs in .npm-tools) lists the tools and calls one.
+#[test]
+fn the_mcp_inspector_lists_tools_and_calls_one() {
+    let inspector = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/.npm-tools/node_modules/.bin/mcp-inspector"
+    );
+    assert!(
+        Path::new(inspector).exists(),
+        "{inspector} is missing: run scripts/deps (it installs the MCP Inspector with npm)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let db = db.to_str().unwrap();
+    let run = |extra: &[&str]| -> Value {
+        let o = Command::new(inspector)
+            .args(["--cli", BIN, "mcp", "--db", db])
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the MCP Inspector (node)");
+        assert!(
+            o.status.success(),
+            "inspector failed: {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+    };
+    let tools = run(&["--method", "tools/list"]);
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"replace") && names.contains(&"memory"),
+        "{names:?}"
+    );
+    let r = run(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "append",
+        "--tool-arg",
+        "path=findings.md",
+        "--tool-arg",
+        "content=- from the inspector",
+    ]);
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"]["bytes"], 20, "{r}");
+    assert_eq!(
+        sql(
+            Path::new(db),
+            "SELECT p.transport || ' ' || p.client FROM versions v JOIN processes p ON p.id = v.process WHERE v.path = 'findings.md' AND v.version = 2"
+        ),
+        "mcp inspector-cli"
+    );
+}
+
+/// The mount's MCP socket, attacked directly by an unprivileged agent (uid 1000) that
+/// speaks its protocol without `scratchfs mcp`: naming a writer defined by a uid it does
+/// not have is refused (and the file keeps its content); a writer it matches works. On a
+/// mount without `--allow-other`, the socket does not even let it connect.
+#[test]
+fn the_mount_socket_gives_no_writer_a_process_does_not_match() {
+    let rules = r#"{ "writers": { "human": { "uid": 0 }, "agent": { "uid": 1000 } },
+        "paths": [ { "path": "approved.md", "writers": ["human"] },
+                   { "path": "**", "writers": ["*"] } ] }"#;
+    let dir = tempfile::tempdir().unwrap();
+    let rules_file = dir.path().join("rules.json");
+    std::fs::write(&rules_file, rules).unwrap();
+    let rules_path = rules_file.to_str().unwrap();
+    let mut m = Mount::with_args(&["--allow-other", "--owner", "1000:1000"]);
+    m.sh_ok("echo approved by a human > approved.md");
+    m.unmount();
+    m.restart_with(&[
+        "--allow-other",
+        "--owner",
+        "1000:1000",
+        "--rules",
+        rules_path,
+    ]);
+    let socket = m.sql("SELECT value FROM meta WHERE key = 'mcp_socket'");
+    assert!(socket.ends_with(".sock"), "{socket}");
+    let agent_call = |writer: &str, tool: &str, args: Value| -> Value {
+        let req = json!({ "tool": tool, "args": args, "writer": writer, "client": "raw",
+                          "client_version": "0", "read_only": false });
+        let o = Command::new("setpriv")
+            .args([
+                "--reuid",
+                "1000",
+                "--regid",
+                "1000",
+                "--clear-groups",
+                "/usr/bin/python3",
+                "-c",
+            ])
+            .arg(
+                "import socket, sys\n\
+                 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
+                 s.sendall(sys.argv[2].encode() + b'\\n')\n\
+                 print(s.makefile().readline(), end='')",
+            )
+            .arg(&socket)
+            .arg(req.to_string())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let r = agent_call(
+        "human",
+        "write",
+        json!({ "path": "approved.md", "content": "forged\n" }),
+    );
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(
+        r["text"].as_str().unwrap().contains("writer \"human\""),
+        "{r}"
+    );
+    assert_eq!(read(m.path("approved.md")), "approved by a human\n");
+    let r = agent_call(
+        "agent",
+        "append",
+        json!({ "path": "notes.md", "content": "mine\n" }),
+    );
+    assert_eq!(r["is_error"], false, "{r}");
+    let r = agent_call(
+        "agent",
+        "write",
+        json!({ "path": "approved.md", "content": "x\n" }),
+    );
+    assert_eq!(r["is_error"], true, "{r}");
+    assert_eq!(read(m.path("approved.md")), "approved by a human\n");
+    assert_eq!(
+        m.sql("SELECT v.writer || ' ' || p.uid FROM versions v JOIN processes p ON p.id = v.process WHERE v.path = 'notes.md'"),
+        "agent 1000"
+    );
+    // Without --allow-other (which --owner of another user implies) the socket is the
+    // mounting user's alone, as the mount is.
+    m.unmount();
+    m.restart_with(&["--rules", rules_path]);
+    let socket = m.sql("SELECT value FROM meta WHERE key = 'mcp_socket'");
+    let o = Command::new("setpriv")
+        .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "/usr/bin/python3", "-c"])
+        .arg("import socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1]); print('connected')\nexcept OSError as e:\n    print(e.strerror)")
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "Permission denied"
+    );
+}

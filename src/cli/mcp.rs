@@ -44,12 +44,12 @@ pub fn serve(
                 let (_, parsed) = crate::rules::load(path)?;
                 fs = fs.with_rules(crate::rules::enforce::Compiled::new(parsed));
             }
-            check_writer(&fs, config.writer.as_deref())?;
             let ctx = Ctx {
                 pid: std::process::id(),
                 uid: unsafe { libc::geteuid() },
                 gid: unsafe { libc::getegid() },
             };
+            check_writer(&fs, config.writer.as_deref(), ctx)?;
             Backend::Local(Arc::new(fs), ctx)
         }
         Err(_) => {
@@ -59,8 +59,26 @@ pub fn serve(
                     db.display()
                 ));
             }
+            // The mount's rules are the last recorded: a --writer is checked against them
+            // now, as the daemon checks it again at each call.
+            if let Some(w) = config.writer.as_deref()
+                && let Some(text) = stored_rules(&db)?
+            {
+                let rules = crate::rules::Rules::parse(&text).map_err(|p| {
+                    format!("{}: the stored rules do not parse: {}", db.display(), p[0])
+                })?;
+                if !rules.writers.iter().any(|(name, _)| name == w) {
+                    let names: Vec<&str> = rules.writers.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(format!(
+                        "--writer {w:?}: not one of the mount's rules' writers ({})",
+                        names.join(", ")
+                    ));
+                }
+            }
             match super::meta(&db, "mcp_socket")? {
-                Some(p) if super::live_mountpoint(&db)?.is_some() => Backend::Daemon(p.into()),
+                Some(p) if !p.is_empty() && super::live_mountpoint(&db)?.is_some() => {
+                    Backend::Daemon(p.into())
+                }
                 _ => {
                     return Err(format!(
                         "{}: in use by another process, and not mounted (no MCP socket)",
@@ -93,11 +111,28 @@ pub fn serve(
     })
 }
 
-/// A `--writer` under rules must be one of their writers.
-fn check_writer(fs: &crate::fs::Fs, writer: Option<&str>) -> Result<(), Failure> {
-    if let (Some(w), Some(rules)) = (writer, &fs.gate().rules)
-        && !rules.rules.writers.iter().any(|(name, _)| name == w)
-    {
+/// The text of the rules the database was last mounted with, unless empty (the defaults).
+fn stored_rules(db: &Path) -> Result<Option<String>, Failure> {
+    use rusqlite::OptionalExtension;
+    let conn = crate::store::open_read_only(db).map_err(|e| e.reason)?;
+    let text: Option<String> = conn
+        .query_row("SELECT text FROM rules ORDER BY id DESC LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(|e| format!("{}: {e}", db.display()))?;
+    Ok(text.filter(|t| !t.trim().is_empty()))
+}
+
+/// A `--writer` under rules must be one of their writers, whose process matchers (uid,
+/// gid, user, exe, comm) this process satisfies: naming a writer defined by uid 0 does not
+/// give uid 0's rights.
+fn check_writer(fs: &crate::fs::Fs, writer: Option<&str>, ctx: Ctx) -> Result<(), Failure> {
+    let Some(rules) = &fs.gate().rules else {
+        return Ok(());
+    };
+    let Some(w) = writer else { return Ok(()) };
+    if !rules.rules.writers.iter().any(|(name, _)| name == w) {
         let names: Vec<&str> = rules
             .rules
             .writers
@@ -109,7 +144,14 @@ fn check_writer(fs: &crate::fs::Fs, writer: Option<&str>) -> Result<(), Failure>
             names.join(", ")
         ));
     }
-    Ok(())
+    let remote = crate::fs::Remote {
+        transport: "mcp",
+        writer: Some(w.to_string()),
+        ..Default::default()
+    };
+    fs.remote_caller(ctx, &remote)
+        .map(|_| ())
+        .map_err(|e| format!("--writer: {}", e.reason))
 }
 
 /// Streamable HTTP at `http://ADDR/mcp`, one session per client.

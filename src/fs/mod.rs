@@ -348,7 +348,9 @@ impl Fs {
     /// under rules it names one of theirs, checked at start), else under rules the first
     /// whose matchers all match (the `mcp_client` matcher against the client's name),
     /// else the process's `SCRATCHFS_WRITER` tag or `anonymous` (SPEC §5).
-    pub fn remote_caller(&self, ctx: Ctx, remote: &Remote) -> Arc<Caller> {
+    /// `EACCES` when `writer` is not one of the rules' writers, or is one whose process
+    /// matchers (uid, gid, user, exe, comm) the process of `ctx` does not satisfy.
+    pub fn remote_caller(&self, ctx: Ctx, remote: &Remote) -> Result<Arc<Caller>> {
         let facts = self.resolver.resolve(ctx.pid, ctx.uid, ctx.gid);
         let mut c = Caller {
             transport: Some(remote.transport.to_string()),
@@ -357,16 +359,36 @@ impl Fs {
             step: remote.step.or(facts.step),
             ..(*facts).clone()
         };
+        let comm = || {
+            std::fs::read_to_string(format!("/proc/{}/comm", c.tgid))
+                .unwrap_or_default()
+                .trim_end()
+                .to_string()
+        };
         c.writer = match (&remote.writer, &self.gate.rules) {
-            (Some(w), _) => w.clone(),
-            (None, Some(r)) => {
-                let comm =
-                    std::fs::read_to_string(format!("/proc/{}/comm", c.tgid)).unwrap_or_default();
-                r.rules.writer_for(&c, comm.trim_end())
-            }
+            (Some(w), Some(r)) => match r.rules.process_matches(w, &c, &comm()) {
+                Some(true) => w.clone(),
+                Some(false) => {
+                    return Err(Error::new(
+                        libc::EACCES,
+                        format!(
+                            "writer {w:?}: its rule's uid, gid, user, exe or comm do not match this MCP server's process (uid {}, {})",
+                            c.uid, c.exe
+                        ),
+                    ));
+                }
+                None => {
+                    return Err(Error::new(
+                        libc::EACCES,
+                        format!("writer {w:?} is not one of the rules' writers"),
+                    ));
+                }
+            },
+            (Some(w), None) => w.clone(),
+            (None, Some(r)) => r.rules.writer_for(&c, &comm()),
             (None, None) => c.writer,
         };
-        Arc::new(c)
+        Ok(Arc::new(c))
     }
 
     /// Runs `f` on this thread with every core call made as `caller` (from

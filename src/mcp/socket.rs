@@ -57,16 +57,9 @@ pub fn socket_path(db: &Path) -> PathBuf {
 }
 
 /// Runs a tool call for the caller `ctx` as `remote`: the one path both the in-process
-/// server and the daemon take. Under writer rules, a `writer` must be one of theirs.
+/// server and the daemon take. Under writer rules, a `writer` must be one of theirs, whose
+/// process matchers the caller satisfies ([`Fs::remote_caller`]).
 pub fn run_call(fs: &Fs, ctx: Ctx, req: &Request) -> Outcome {
-    if let (Some(w), Some(rules)) = (&req.writer, &fs.gate().rules)
-        && !rules.rules.writers.iter().any(|(name, _)| name == w)
-    {
-        return tools::Outcome::error(Error::new(
-            libc::EACCES,
-            format!("writer {w:?} is not one of the rules' writers"),
-        ));
-    }
     let remote = Remote {
         transport: "mcp",
         writer: req.writer.clone(),
@@ -74,15 +67,18 @@ pub fn run_call(fs: &Fs, ctx: Ctx, req: &Request) -> Outcome {
         client_version: req.client_version.clone(),
         step: tools::step_of(&req.args),
     };
-    let caller = fs.remote_caller(ctx, &remote);
+    let caller = match fs.remote_caller(ctx, &remote) {
+        Ok(c) => c,
+        Err(e) => return Outcome::error(e),
+    };
     fs.acting_as(caller, || {
         tools::call(fs, &req.tool, &req.args, req.read_only, ctx)
     })
 }
 
-/// Starts the daemon's listener for database `db` (canonical path) on a thread of its
+/// Starts the daemon's listener for database `db` (absolute path) on a thread of its
 /// own; returns the socket's path. `allow_other`: peers of any uid (the gate still
-/// decides); else root and `owner` only. The socket file is removed when the daemon
+/// decides); else root and `owner` (the user who mounted) only. The socket file is removed when the daemon
 /// exits ([`remove`]).
 pub fn listen(fs: Arc<Fs>, db: &Path, owner: u32, allow_other: bool) -> Result<PathBuf> {
     let path = socket_path(db);

@@ -1128,7 +1128,7 @@ mod tests {
             r#"2:3: the file: unknown key "writer" (expected one of: writers, paths, ephemeral, manifest_tokens)"#,
             r#"3:30: writers.a.uid: expected an integer from 0 to 4294967295, found "1000""#,
             r#"3:45: writers.a.exe: expected a string, found 3"#,
-            r#"3:48: writers.a: unknown key "euid" (expected one of: uid, gid, user, exe, comm, env)"#,
+            r#"3:48: writers.a: unknown key "euid" (expected one of: uid, gid, user, exe, comm, env, mcp_client)"#,
             r#"5:33: paths[0].writers: expected an array of strings, found "a""#,
             r#"5:38: paths[0]: unknown key "mdoe" (expected one of: path, writers, mode, format, fields, additional_fields, max_bytes, deny_secrets, on_conflict)"#,
             r#"5:59: paths[0].mode: expected one of "read-write", "append-only", "write-once", "read-only", found "readonly""#,

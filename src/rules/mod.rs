@@ -245,6 +245,22 @@ impl Rules {
 
     /// The writer a caller is (SPEC §5): the first writer, in file order, all of whose
     /// matchers match; `anonymous` if none.
+    /// Whether writer `name`'s matchers of what the kernel tells of a process (uid, gid,
+    /// user, exe, comm) all match `c`: what a caller who names the writer itself (`scratchfs
+    /// mcp --writer`, issue 12) must still satisfy, so that naming a writer defined by a
+    /// uid does not give that uid's rights. Its `env` and `mcp_client` matchers are the
+    /// claim itself. `None`: no writer of that name.
+    pub fn process_matches(&self, name: &str, c: &Caller, comm: &str) -> Option<bool> {
+        let (_, m) = self.writers.iter().find(|(n, _)| n == name)?;
+        Some(
+            m.uid.is_none_or(|u| u == c.uid)
+                && m.gid.is_none_or(|g| g == c.gid)
+                && m.user.as_deref().is_none_or(|u| user_uid(u) == Some(c.uid))
+                && m.exe.as_deref().is_none_or(|e| e == c.exe)
+                && m.comm.as_deref().is_none_or(|x| x == comm),
+        )
+    }
+
     pub fn writer_for(&self, c: &Caller, comm: &str) -> String {
         for (name, m) in &self.writers {
             let ok = m.uid.is_none_or(|u| u == c.uid)

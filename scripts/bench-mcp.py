@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Bench row 11 (issue 12): the latency of MCP tool calls, as a client sees it.
+
+usage: bench-mcp.py RESULTS TARGET SCRATCHFS_BIN DB N
+
+Starts `scratchfs mcp --db DB` over stdio with the official MCP Python SDK (DB may be
+mounted: the calls then run in the mount's daemon), makes N `write` calls of 4 KiB (a
+new content each) and N `read` calls of one section of a 40-section Markdown file, and
+appends the medians, in ms, to RESULTS as `TARGET<TAB>mcp_write_ms<TAB>x` and
+`mcp_read_ms` lines (scripts/bench's format).
+"""
+import asyncio
+import statistics
+import sys
+import time
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+async def main():
+    out, target, binary, db, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+    params = StdioServerParameters(command=binary, args=["mcp", "--db", db, "--writer", "bench"])
+    doc = "".join(f"## Section {i}\n" + f"line {i} of the notes\n" * 20 for i in range(40))
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            await s.call_tool("write", {"path": "bench/doc.md", "content": doc})
+            writes, reads = [], []
+            for i in range(n):
+                body = (f"{i:08d} " * 456)[:4096]
+                t0 = time.perf_counter()
+                res = await s.call_tool("write", {"path": "bench/w.md", "content": body})
+                writes.append(time.perf_counter() - t0)
+                assert not res.is_error, res
+                t0 = time.perf_counter()
+                res = await s.call_tool("read", {"path": "bench/doc.md", "section": f"Section {i % 40}"})
+                reads.append(time.perf_counter() - t0)
+                assert not res.is_error, res
+    with open(out, "a") as f:
+        f.write(f"{target}\tmcp_write_ms\t{statistics.median(writes) * 1e3}\n")
+        f.write(f"{target}\tmcp_read_ms\t{statistics.median(reads) * 1e3}\n")
+    print(f"         {target:9} mcp: {n} writes of 4 KiB, median {statistics.median(writes) * 1e3:.2f} ms; "
+          f"{n} section reads, median {statistics.median(reads) * 1e3:.2f} ms", file=sys.stderr)
+
+
+asyncio.run(main())
