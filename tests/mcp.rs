@@ -167,6 +167,8 @@ fn every_tool_over_stdio_without_a_mount() {
     assert_eq!(plan["bytes"], 33);
     assert_eq!(plan["version"], 3);
     assert_eq!(plan["writer"], "anonymous");
+    assert!(plan["age_s"].as_u64().unwrap() < 3600, "{plan}");
+    assert_eq!(r["results"][8]["structured"]["refusals_total"], 0);
     assert!(ok(&r, 8).starts_with("MANIFEST as of"), "{}", ok(&r, 8));
     let history = ok(&r, 9);
     assert_eq!(history.lines().count(), 3, "{history}");
@@ -370,9 +372,21 @@ fn refusals_under_the_spec_rules_reach_the_model() {
             { "tool": "replace", "args": { "path": "state.json", "find": "}", "with": ", \"credit_cents\": 54000}", "step": 3 } },
             { "tool": "append", "args": { "path": "findings.md", "content": "- found\n" } },
             { "tool": "read", "args": { "path": "state.json" } },
+            { "tool": "list", "args": {} },
         ]),
     );
     ok(&r, 0);
+    // `list` carries the latest refusals, newest first, as MANIFEST shows them.
+    let listed = &r["results"][4]["structured"];
+    assert_eq!(listed["refusals_total"], 2, "{listed}");
+    assert!(
+        listed["refusals"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("findings.md"),
+        "{listed}"
+    );
+    assert!(ok(&r, 4).contains("refused (2 of 2):"), "{}", ok(&r, 4));
     let why = refused(&r, 1);
     assert!(
         why.starts_with("state.json: ")

@@ -440,12 +440,23 @@ impl Fs {
         Ok(rows)
     }
 
-    /// The files MANIFEST knows of (temporaries left out), by path, at most `LIST_MAX`
-    /// (10,000) of them, the newest first: what the MCP tool `list` returns (issue 12).
-    pub fn listing(&self) -> Result<Vec<manifest::Listed>> {
-        let mut slot = self.views.rendering.lock();
-        let rows = self.rows_now(&mut slot)?;
-        Ok(manifest::listing(&rows.dirs, &rows.files, LIST_MAX))
+    /// MANIFEST's data, structured, for the MCP tool `list` (issue 12): the files it
+    /// knows of (temporaries left out), at most `LIST_MAX` (10,000) of them, the newest
+    /// first; the latest refusals, restorable content and history erasures it shows.
+    pub fn listing(&self) -> Result<serde_json::Value> {
+        let (refusals, restorable, erasures) = self.manifest_events()?;
+        let files = {
+            let mut slot = self.views.rendering.lock();
+            let rows = self.rows_now(&mut slot)?;
+            manifest::listing(&rows.dirs, &rows.files, LIST_MAX, now_ns())
+        };
+        Ok(serde_json::json!({
+            "files": files,
+            "refusals": refusals.0,
+            "refusals_total": refusals.1,
+            "restorable": restorable,
+            "history_erased": erasures.0,
+        }))
     }
 
     /// Renders MANIFEST: its rows brought up to date from the inodes touched since the

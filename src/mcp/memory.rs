@@ -100,6 +100,18 @@ fn text_of(fs: &Fs, p: &str, path: &str, ctx: Ctx) -> Result<String> {
     String::from_utf8(bytes).map_err(|_| refuse(format!("Unsupported file type for {path}")))
 }
 
+/// The memory tool's refusals for a path (`path`, at `p` in the scratchpad) that must be
+/// an existing file.
+fn existing_file(fs: &Fs, p: &str, path: &str) -> Result<()> {
+    match stat(fs, p) {
+        None => Err(refuse(format!(
+            "The path {path} does not exist. Please provide a valid path."
+        ))),
+        Some((_, Kind::Dir, _)) => Err(refuse(format!("The path {path} is not a file."))),
+        Some(_) => Ok(()),
+    }
+}
+
 fn arg<'a>(args: &'a Value, key: &str) -> Result<&'a str> {
     args.get(key)
         .and_then(Value::as_str)
@@ -122,17 +134,7 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
         "str_replace" => {
             let path = arg(args, "path")?;
             let p = local(path)?;
-            match stat(fs, &p) {
-                None => {
-                    return Err(refuse(format!(
-                        "The path {path} does not exist. Please provide a valid path."
-                    )));
-                }
-                Some((_, Kind::Dir, _)) => {
-                    return Err(refuse(format!("The path {path} is not a file.")));
-                }
-                Some(_) => {}
-            }
+            existing_file(fs, &p, path)?;
             let (old, new) = (arg(args, "old_str")?, arg(args, "new_str")?);
             let content = text_of(fs, &p, path, ctx)?;
             let at: Vec<usize> = content.match_indices(old).map(|(i, _)| i).collect();
@@ -171,17 +173,7 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
         "insert" => {
             let path = arg(args, "path")?;
             let p = local(path)?;
-            match stat(fs, &p) {
-                None => {
-                    return Err(refuse(format!(
-                        "The path {path} does not exist. Please provide a valid path."
-                    )));
-                }
-                Some((_, Kind::Dir, _)) => {
-                    return Err(refuse(format!("The path {path} is not a file.")));
-                }
-                Some(_) => {}
-            }
+            existing_file(fs, &p, path)?;
             let line = args
                 .get("insert_line")
                 .and_then(Value::as_i64)

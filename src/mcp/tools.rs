@@ -603,9 +603,8 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
     Ok(match name {
         "list" => {
             let text = read_all(fs, "MANIFEST", ctx)?;
-            let files = fs.listing()?;
             let text = String::from_utf8_lossy(&text).into_owned();
-            Outcome::ok(text, Some(json!({ "files": files })))
+            Outcome::ok(text, Some(fs.listing()?))
         }
         "read" => {
             let section = match (

@@ -147,7 +147,7 @@ pub struct File {
 }
 
 /// One refused commit.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Refusal {
     /// One-line reason, starting with the path.
     pub reason: String,
@@ -158,7 +158,7 @@ pub struct Refusal {
 }
 
 /// Content a deletion or a shrinking commit dropped, and where to get it back.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Restorable {
     /// Deleted (else: shrunk by more than half).
     pub deleted: bool,
@@ -218,11 +218,13 @@ pub struct Listed {
     pub writer: String,
     /// Commit time of the current version, ns since the epoch.
     pub time_ns: i64,
+    /// Seconds since then (MANIFEST's `age`), at `now_ns`.
+    pub age_s: u64,
 }
 
 /// The files of `dirs`/`files` as [`Listed`] rows, the newest first (ties by path), at
-/// most `max`.
-pub fn listing(dirs: &[Dir], files: &[File], max: usize) -> Vec<Listed> {
+/// most `max`; ages at `now_ns`.
+pub fn listing(dirs: &[Dir], files: &[File], max: usize, now_ns: i64) -> Vec<Listed> {
     let mut order: Vec<usize> = (0..files.len()).collect();
     let newer = |a: &usize, b: &usize| files[*b].time_ns.cmp(&files[*a].time_ns);
     if max < order.len() && max > 0 {
@@ -249,6 +251,7 @@ pub fn listing(dirs: &[Dir], files: &[File], max: usize) -> Vec<Listed> {
                 version: f.version,
                 writer: f.writer.to_string(),
                 time_ns: f.time_ns,
+                age_s: (now_ns.saturating_sub(f.time_ns).max(0) / 1_000_000_000) as u64,
             }
         })
         .collect();
