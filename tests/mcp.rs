@@ -690,3 +690,34 @@ fn the_mount_socket_gives_no_writer_a_process_does_not_match() {
         "Permission denied"
     );
 }
+
+/// A database from before the MCP server has no `processes.transport`, `client` and
+/// `client_version`: `scratchfs log` still reads it, and the next mount adds them
+/// (docs/schema.md, "Migrations"), after which MCP calls are recorded with them.
+#[test]
+fn a_database_from_before_mcp_gets_the_columns_when_mounted() {
+    let mut m = Mount::new();
+    m.sh_ok("echo old > old.md");
+    m.unmount();
+    m.sql(
+        "DROP VIEW version_log; DROP VIEW event_log;
+         ALTER TABLE processes DROP COLUMN client_version;
+         ALTER TABLE processes DROP COLUMN client;
+         ALTER TABLE processes DROP COLUMN transport;",
+    );
+    let (rc, out, err) = cli(&m, &["log", "old.md"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("create   old.md"), "{out}");
+    m.start();
+    let db = m.db.to_str().unwrap().to_string();
+    let r = session(
+        "after-migration",
+        &["stdio", BIN, "mcp", "--db", &db],
+        json!([ { "tool": "append", "args": { "path": "old.md", "content": "new\n" } } ]),
+    );
+    ok(&r, 0);
+    assert_eq!(read(m.path("old.md")), "old\nnew\n");
+    let (rc, out, err) = cli(&m, &["log", "old.md"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(out.contains("(mcp: after-migration 9.9)"), "{out}");
+}

@@ -57,6 +57,10 @@ CREATE TABLE IF NOT EXISTS extents (
     PRIMARY KEY (stream, offset)
 ) WITHOUT ROWID;
 -- The processes that wrote: one row per distinct set of caller facts (SPEC §5).
+-- transport: `mcp` for a change made through the MCP server (NULL: the mount or the
+-- CLI); client, client_version: the MCP client's, from its handshake (added for the MCP
+-- server: older databases get the three columns, NULL, when opened; no comment inside the
+-- column list, which SQLite's ALTER TABLE rewrites).
 CREATE TABLE IF NOT EXISTS processes (
     id         INTEGER PRIMARY KEY,
     writer     TEXT NOT NULL,
@@ -68,9 +72,6 @@ CREATE TABLE IF NOT EXISTS processes (
     argv       TEXT NOT NULL,
     env_writer TEXT,
     step       INTEGER,
-    -- `mcp` for a change made through the MCP server (NULL: the mount or the CLI), and
-    -- the MCP client's name and version from its handshake (added for issue 12: older
-    -- databases get the three columns, NULL, when opened).
     transport  TEXT,
     client     TEXT,
     client_version TEXT
