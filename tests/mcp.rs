@@ -149,7 +149,11 @@ fn every_tool_over_stdio_without_a_mount() {
     assert_eq!(r["results"][0]["structured"]["bytes"], 25);
     assert_eq!(ok(&r, 1), "## B\ntwo\n");
     assert_eq!(ok(&r, 2), "## A\none\n");
-    assert!(ok(&r, 3).starts_with("Plan\n[cut at"), "{}", ok(&r, 3));
+    assert!(
+        ok(&r, 3).starts_with("Plan\n[cut: 4 of 25 bytes shown; read on with offset 6]"),
+        "{}",
+        ok(&r, 3)
+    );
     assert_eq!(r["results"][3]["structured"]["next_offset"], 6);
     assert_eq!(ok(&r, 4), "notes/plan.md: 31 bytes");
     assert!(
@@ -609,7 +613,11 @@ fn the_mount_socket_gives_no_writer_a_process_does_not_match() {
     std::fs::write(&rules_file, rules).unwrap();
     let rules_path = rules_file.to_str().unwrap();
     let mut m = Mount::with_args(&["--allow-other", "--owner", "1000:1000"]);
-    m.sh_ok("echo approved by a human > approved.md");
+    m.sh_ok(
+        "echo approved by a human > approved.md && echo secret > secret.txt && chmod 600 secret.txt \
+         && echo root > rootfile.txt && chown 0:0 rootfile.txt \
+         && mkdir private && echo hidden > private/h.txt && chmod 700 private",
+    );
     m.unmount();
     m.restart_with(&[
         "--allow-other",
@@ -674,6 +682,49 @@ fn the_mount_socket_gives_no_writer_a_process_does_not_match() {
         m.sql("SELECT v.writer || ' ' || p.uid FROM versions v JOIN processes p ON p.id = v.process WHERE v.path = 'notes.md'"),
         "agent 1000"
     );
+    // The claim was refused on record, as the process it is.
+    assert_eq!(
+        m.sql("SELECT e.writer || ' ' || p.uid || ' ' || p.transport FROM events e JOIN processes p ON p.id = e.process WHERE e.op = 'rejected' AND e.reason LIKE 'writer \"human\"%'"),
+        "agent 1000 mcp"
+    );
+    // The mode bits bind an MCP call as they bind the mount (default_permissions): the
+    // kernel checks a process on the mount; the core checks a call through the socket.
+    for (tool, args) in [
+        ("read", json!({ "path": "secret.txt" })),
+        ("read", json!({ "path": ".history/secret.txt/000001" })),
+        ("outline", json!({ "path": "secret.txt" })),
+        ("history", json!({ "path": "secret.txt" })),
+        (
+            "read_version",
+            json!({ "path": "secret.txt", "version": 1 }),
+        ),
+        ("append", json!({ "path": "secret.txt", "content": "x" })),
+        (
+            "write",
+            json!({ "path": "rootfile.txt", "content": "mine\n" }),
+        ),
+        ("read", json!({ "path": "private/h.txt" })),
+        (
+            "write",
+            json!({ "path": "private/new.txt", "content": "x" }),
+        ),
+        ("memory", json!({ "command": "view", "path": "/memories" })),
+    ] {
+        let r = agent_call("agent", tool, args.clone());
+        if tool == "memory" {
+            // Its own directory is made by the agent, in the agent's root: allowed.
+            assert_eq!(r["is_error"], false, "{tool} {args}: {r}");
+            continue;
+        }
+        assert_eq!(r["is_error"], true, "{tool} {args}: {r}");
+        assert!(
+            r["text"].as_str().unwrap().contains("permission denied"),
+            "{tool} {args}: {r}"
+        );
+    }
+    assert_eq!(read(m.path("rootfile.txt")), "root\n");
+    assert_eq!(read(m.path("secret.txt")), "secret\n");
+    assert!(!m.path("private/new.txt").exists());
     // Without --allow-other (which --owner of another user implies) the socket is the
     // mounting user's alone, as the mount is.
     m.unmount();

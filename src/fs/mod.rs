@@ -161,6 +161,21 @@ pub enum Invalidation {
 /// Called (with no lock held) to have the kernel drop cached state; returns once sent.
 pub type Invalidator = Box<dyn Fn(Invalidation) + Send + Sync>;
 
+/// The supplementary group ids of process `pid` (`Groups:` in proc(5) `status`); none
+/// when unreadable.
+fn supplementary_groups(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                g.split_whitespace()
+                    .filter_map(|n| n.parse().ok())
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
 thread_local! {
     /// The caller of the core calls this thread makes for a call that did not come
     /// through the mount ([`Fs::acting_as`]).
@@ -389,6 +404,59 @@ impl Fs {
             (None, None) => c.writer,
         };
         Ok(Arc::new(c))
+    }
+
+    /// Whether the process of `ctx` may read (`R_OK`), write (`W_OK`) or search/execute
+    /// (`X_OK`) inode `ino`, by its mode bits, owner and group, as the kernel decides for a
+    /// mount with `default_permissions` (access(2), path_resolution(7)): root passes
+    /// except for executing a file no one may execute; the caller's supplementary groups
+    /// come from `/proc/<pid>/status`. The mount never needs this (the kernel checks
+    /// first); a change that does not come through the kernel (an MCP call, issue 12)
+    /// does. `EACCES`, naming the path, the mode and the owner.
+    pub fn access(&self, ino: u64, mask: i32, ctx: Ctx) -> Result<()> {
+        let a = self.getattr(ino)?;
+        let mode = a.attrs.mode;
+        let want = (mask & 7) as u32;
+        let allowed = if ctx.uid == 0 {
+            let x_ok = a.kind == Kind::Dir || mode & 0o111 != 0;
+            if want & libc::X_OK as u32 != 0 && !x_ok {
+                0o6
+            } else {
+                0o7
+            }
+        } else if ctx.uid == a.attrs.uid {
+            (mode >> 6) & 7
+        } else if ctx.gid == a.attrs.gid || supplementary_groups(ctx.pid).contains(&a.attrs.gid) {
+            (mode >> 3) & 7
+        } else {
+            mode & 7
+        };
+        if want & !allowed == 0 {
+            return Ok(());
+        }
+        let path = if a.synthesized {
+            format!("inode {ino}")
+        } else {
+            self.tree.read().path(ino)
+        };
+        Err(Error::new(
+            libc::EACCES,
+            format!(
+                "{}: permission denied (mode {:04o}, owner uid {} gid {}; caller uid {})",
+                if path.is_empty() { "/" } else { &path },
+                mode & 0o7777,
+                a.attrs.uid,
+                a.attrs.gid,
+                ctx.uid
+            ),
+        ))
+    }
+
+    /// Records a refusal decided before any core call, by `caller` (an MCP call's own
+    /// checks: its paths, its size, `--read-only`, a writer it may not claim; issue 12),
+    /// as the gate records its own (SPEC §6), in the one place refusals go.
+    pub fn record_remote_refusal(&self, path: &str, caller: &Caller, e: &Error) {
+        self.record_refusal(path, caller, e, None);
     }
 
     /// Runs `f` on this thread with every core call made as `caller` (from

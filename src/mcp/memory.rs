@@ -59,20 +59,23 @@ fn size(n: u64) -> String {
     }
 }
 
-/// The inode at scratchpad path `p` and its kind, if it exists.
-fn stat(fs: &Fs, p: &str) -> Option<(u64, Kind, u64)> {
-    let mut ino = ROOT;
-    for part in p.split('/') {
-        let a = fs.lookup(ino, part.as_bytes()).ok()?;
-        fs.forget(a.ino, 1);
-        ino = a.ino;
+/// The inode at scratchpad path `p`, its kind and size, if it exists; an error when the
+/// caller of `ctx` may not search a directory on the way.
+fn stat(fs: &Fs, p: &str, ctx: Ctx) -> Result<Option<(u64, Kind, u64)>> {
+    match tools::resolve(fs, p, ctx) {
+        Ok(ino) => {
+            let a = fs.getattr(ino)?;
+            Ok(Some((ino, a.kind, a.size)))
+        }
+        Err(e) if e.errno == libc::ENOENT => Ok(None),
+        Err(e) => Err(e),
     }
-    let a = fs.getattr(ino).ok()?;
-    Some((ino, a.kind, a.size))
 }
 
-/// The visible entries of directory `ino`, sorted by name.
-fn entries(fs: &Fs, ino: u64) -> Result<Vec<(String, u64, Kind)>> {
+/// The visible entries of directory `ino`, sorted by name (the caller of `ctx` must be
+/// allowed to read and search it).
+fn entries(fs: &Fs, ino: u64, ctx: Ctx) -> Result<Vec<(String, u64, Kind)>> {
+    fs.access(ino, libc::R_OK | libc::X_OK, ctx)?;
     let mut out = Vec::new();
     let mut offset = 0;
     loop {
@@ -102,8 +105,8 @@ fn text_of(fs: &Fs, p: &str, path: &str, ctx: Ctx) -> Result<String> {
 
 /// The memory tool's refusals for a path (`path`, at `p` in the scratchpad) that must be
 /// an existing file.
-fn existing_file(fs: &Fs, p: &str, path: &str) -> Result<()> {
-    match stat(fs, p) {
+fn existing_file(fs: &Fs, p: &str, path: &str, ctx: Ctx) -> Result<()> {
+    match stat(fs, p, ctx)? {
         None => Err(refuse(format!(
             "The path {path} does not exist. Please provide a valid path."
         ))),
@@ -125,7 +128,12 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
         "create" => {
             let path = arg(args, "path")?;
             let p = local(path)?;
-            if stat(fs, &p).is_some() {
+            if tools::components(&p, true).is_err() {
+                return Err(refuse(format!(
+                    "Path {path} is a read-only view's name (scratchfs writes views)"
+                )));
+            }
+            if stat(fs, &p, ctx)?.is_some() {
                 return Err(refuse(format!("File {path} already exists")));
             }
             tools::write(fs, &p, arg(args, "file_text")?.as_bytes(), ctx)?;
@@ -134,7 +142,7 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
         "str_replace" => {
             let path = arg(args, "path")?;
             let p = local(path)?;
-            existing_file(fs, &p, path)?;
+            existing_file(fs, &p, path, ctx)?;
             let (old, new) = (arg(args, "old_str")?, arg(args, "new_str")?);
             let content = text_of(fs, &p, path, ctx)?;
             let at: Vec<usize> = content.match_indices(old).map(|(i, _)| i).collect();
@@ -173,7 +181,7 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
         "insert" => {
             let path = arg(args, "path")?;
             let p = local(path)?;
-            existing_file(fs, &p, path)?;
+            existing_file(fs, &p, path, ctx)?;
             let line = args
                 .get("insert_line")
                 .and_then(Value::as_i64)
@@ -206,7 +214,7 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
                     "Cannot delete the /memories directory itself".into(),
                 ));
             }
-            let Some((ino, kind, _)) = stat(fs, &p) else {
+            let Some((ino, kind, _)) = stat(fs, &p, ctx)? else {
                 return Err(refuse(format!("The path {path} does not exist")));
             };
             remove_tree(fs, &p, ino, kind, ctx)?;
@@ -220,10 +228,15 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
                     "Cannot rename the /memories directory itself".into(),
                 ));
             }
-            if stat(fs, &new).is_some() {
+            if tools::components(&new, true).is_err() {
+                return Err(refuse(format!(
+                    "Path {new_path} is a read-only view's name (scratchfs writes views)"
+                )));
+            }
+            if stat(fs, &new, ctx)?.is_some() {
                 return Err(refuse(format!("The destination {new_path} already exists")));
             }
-            if stat(fs, &old).is_none() {
+            if stat(fs, &old, ctx)?.is_none() {
                 return Err(refuse(format!("The path {old_path} does not exist")));
             }
             let parent_of = |p: &str| -> Result<(u64, String)> {
@@ -237,6 +250,9 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
             };
             let (from_dir, from_name) = parent_of(&old)?;
             let (to_dir, to_name) = parent_of(&new)?;
+            for dir in [from_dir, to_dir] {
+                fs.access(dir, libc::W_OK | libc::X_OK, ctx)?;
+            }
             fs.rename(
                 from_dir,
                 from_name.as_bytes(),
@@ -256,8 +272,13 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
 /// `view`: a directory two levels deep with sizes, or a file with line numbers.
 fn view(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
     let path = arg(args, "path")?;
+    let path = if path.len() > "/memories".len() {
+        path.trim_end_matches('/')
+    } else {
+        path
+    };
     let p = local(path)?;
-    let Some((ino, kind, bytes)) = stat(fs, &p) else {
+    let Some((ino, kind, bytes)) = stat(fs, &p, ctx)? else {
         if p == "memories" {
             // The memory tool makes its directory first; an empty scratchpad has none.
             return Ok(format!(
@@ -273,7 +294,7 @@ fn view(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
         let mut walk = vec![(ino, String::new(), 1)];
         let mut found = Vec::new();
         while let Some((dir, rel, depth)) = walk.pop() {
-            for (name, child, k) in entries(fs, dir)? {
+            for (name, child, k) in entries(fs, dir, ctx)? {
                 let r = if rel.is_empty() {
                     name
                 } else {
@@ -330,17 +351,18 @@ fn view(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
 /// `.archive`).
 fn remove_tree(fs: &Fs, p: &str, ino: u64, kind: Kind, ctx: Ctx) -> Result<()> {
     if kind == Kind::Dir {
-        for (name, child, k) in entries(fs, ino)? {
+        for (name, child, k) in entries(fs, ino, ctx)? {
             remove_tree(fs, &format!("{p}/{name}"), child, k, ctx)?;
         }
     }
     let (dir, name) = p.rsplit_once('/').unwrap_or(("", p));
     let parent = match dir {
         "" => ROOT,
-        d => stat(fs, d)
+        d => stat(fs, d, ctx)?
             .map(|(i, _, _)| i)
             .ok_or_else(|| refuse(format!("The path /{d} does not exist")))?,
     };
+    fs.access(parent, libc::W_OK | libc::X_OK, ctx)?;
     fs.remove(parent, name.as_bytes(), kind == Kind::Dir, ctx)?;
     fs.invalidate_kernel(Invalidation::Entry(parent, name.as_bytes().to_vec()));
     Ok(())

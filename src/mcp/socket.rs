@@ -25,8 +25,12 @@ use super::tools::{self, Outcome};
 use crate::error::{Error, Result};
 use crate::fs::{Ctx, Fs, Remote};
 
-/// Longest request line accepted (64 MiB: a write's content travels in it).
-const REQUEST_MAX: u64 = 64 << 20;
+/// Longest request line accepted (9 MiB: a tool's string argument is at most 4 MiB,
+/// [`tools::ARG_MAX`], which JSON escaping may double). A longer one ends the connection.
+const REQUEST_MAX: u64 = 9 << 20;
+
+/// Connections served at once (8): each may hold a request line; more wait to be accepted.
+const CONNECTIONS_MAX: usize = 8;
 
 /// One tool call sent to the daemon.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -69,10 +73,21 @@ pub fn run_call(fs: &Fs, ctx: Ctx, req: &Request) -> Outcome {
     };
     let caller = match fs.remote_caller(ctx, &remote) {
         Ok(c) => c,
-        Err(e) => return Outcome::error(e),
+        Err(e) => {
+            // On record as the process it is, naming the writer it claimed.
+            let unclaimed = Remote {
+                writer: None,
+                ..remote
+            };
+            if let Ok(c) = fs.remote_caller(ctx, &unclaimed) {
+                let path = req.args.get("path").and_then(|p| p.as_str()).unwrap_or("");
+                fs.record_remote_refusal(path, &c, &e);
+            }
+            return Outcome::error(e);
+        }
     };
-    fs.acting_as(caller, || {
-        tools::call(fs, &req.tool, &req.args, req.read_only, ctx)
+    fs.acting_as(caller.clone(), || {
+        tools::call(fs, &caller, &req.tool, &req.args, req.read_only, ctx)
     })
 }
 
@@ -116,12 +131,27 @@ pub fn listen(fs: Arc<Fs>, db: &Path, owner: u32, allow_other: bool) -> Result<P
     std::thread::Builder::new()
         .name("scratchfs-mcp".into())
         .spawn(move || {
+            let live = Arc::new((crate::sync::Mutex::new(0usize), crate::sync::Condvar::new()));
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
-                let fs = fs.clone();
-                let _ = std::thread::Builder::new()
+                {
+                    let mut n = live.0.lock();
+                    while *n >= CONNECTIONS_MAX {
+                        live.1.wait(&mut n);
+                    }
+                    *n += 1;
+                }
+                let (fs, done) = (fs.clone(), live.clone());
+                let spawned = std::thread::Builder::new()
                     .name("scratchfs-mcp-conn".into())
-                    .spawn(move || serve_connection(&fs, conn, owner, allow_other));
+                    .spawn(move || {
+                        serve_connection(&fs, conn, owner, allow_other);
+                        *done.0.lock() -= 1;
+                        done.1.notify_one();
+                    });
+                if spawned.is_err() {
+                    *live.0.lock() -= 1;
+                }
             }
         })
         .map_err(|e| io("thread for", e))?;
@@ -187,6 +217,16 @@ fn serve_connection(fs: &Fs, conn: UnixStream, owner: u32, allow_other: bool) {
         lines.get_mut().set_limit(REQUEST_MAX);
         match lines.read_line(&mut line) {
             Ok(0) | Err(_) => return,
+            Ok(_) if !line.ends_with('\n') && lines.get_ref().limit() == 0 => {
+                let _ = reply(
+                    &mut out,
+                    &Outcome::error(Error::new(
+                        libc::E2BIG,
+                        format!("request longer than {REQUEST_MAX} bytes: connection closed"),
+                    )),
+                );
+                return;
+            }
             Ok(_) => {}
         }
         let outcome = match serde_json::from_str::<Request>(&line) {

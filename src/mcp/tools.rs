@@ -68,10 +68,13 @@ fn look(fs: &Fs, parent: u64, name: &[u8]) -> Result<crate::fs::Attr> {
     Ok(a)
 }
 
-/// The inode at `path`: `ENOENT` ("no such file") when a component is missing.
-fn resolve(fs: &Fs, path: &str) -> Result<u64> {
+/// The inode at `path` for the caller of `ctx`, who must be allowed to search every
+/// directory on the way ([`Fs::access`]: an MCP call does not pass the kernel's checks).
+/// `ENOENT` ("no such file") when a component is missing.
+pub fn resolve(fs: &Fs, path: &str, ctx: Ctx) -> Result<u64> {
     let mut ino = ROOT;
     for part in components(path, false)? {
+        fs.access(ino, libc::X_OK, ctx)?;
         ino = look(fs, ino, part.as_bytes())
             .map_err(|e| match e.errno {
                 libc::ENOENT => Error::new(libc::ENOENT, format!("{path}: no such file")),
@@ -82,9 +85,48 @@ fn resolve(fs: &Fs, path: &str) -> Result<u64> {
     Ok(ino)
 }
 
+/// A view shows a file's content: `.history/<p>/<N>` and `<p>.outline` need leave to read
+/// `<p>` (when it lives), `.archive/<p>` (and the history of a file no longer there) the
+/// leave root and the owner of the scratchpad's root have. (The views' own modes are
+/// 0444; docs/mcp.md.)
+fn check_view_source(fs: &Fs, path: &str, ctx: Ctx) -> Result<()> {
+    let source = if let Some(rest) = path.strip_prefix(".history/") {
+        match rest.rsplit_once('/') {
+            Some((p, n)) if n.bytes().all(|b| b.is_ascii_digit()) => Some(p.to_string()),
+            _ => None,
+        }
+    } else if path.starts_with(".archive/") {
+        Some(String::new())
+    } else {
+        path.strip_suffix(".outline").map(str::to_string)
+    };
+    let Some(source) = source else { return Ok(()) };
+    match (!source.is_empty())
+        .then(|| resolve(fs, &source, ctx))
+        .transpose()
+    {
+        Ok(Some(ino)) => fs.access(ino, libc::R_OK, ctx),
+        Ok(None) | Err(_) => {
+            let root = fs.getattr(ROOT)?.attrs.uid;
+            if ctx.uid == 0 || ctx.uid == root {
+                Ok(())
+            } else {
+                Err(Error::new(
+                    libc::EACCES,
+                    format!(
+                        "{path}: permission denied (a deleted file's content is for root and uid {root})"
+                    ),
+                ))
+            }
+        }
+    }
+}
+
 /// The whole content of the file at `path` as the caller of `ctx` reads it.
 pub fn read_all(fs: &Fs, path: &str, ctx: Ctx) -> Result<Vec<u8>> {
-    let ino = resolve(fs, path)?;
+    let ino = resolve(fs, path, ctx)?;
+    fs.access(ino, libc::R_OK, ctx)?;
+    check_view_source(fs, path, ctx)?;
     let (fh, _) = fs.open(ino, libc::O_RDONLY, ctx)?;
     let mut out = Vec::new();
     let r = loop {
@@ -232,9 +274,11 @@ fn parent_of<'p>(fs: &Fs, path: &'p str, ctx: Ctx) -> Result<(u64, &'p str)> {
 pub fn make_dirs(fs: &Fs, path: &str, ctx: Ctx) -> Result<u64> {
     let mut ino = ROOT;
     for d in components(path, true)? {
+        fs.access(ino, libc::X_OK, ctx)?;
         ino = match look(fs, ino, d.as_bytes()) {
             Ok(a) => a.ino,
             Err(e) if e.errno == libc::ENOENT => {
+                fs.access(ino, libc::W_OK | libc::X_OK, ctx)?;
                 let made = fs.mkdir(ino, d.as_bytes(), 0o755, 0o022, ctx)?.ino;
                 fs.forget(made, 1);
                 fs.invalidate_kernel(Invalidation::Entry(ino, d.as_bytes().to_vec()));
@@ -257,9 +301,14 @@ fn put(fs: &Fs, path: &str, data: &[u8], append: bool, ctx: Ctx) -> Result<u64> 
         } else {
             libc::O_TRUNC
         };
+    fs.access(parent, libc::X_OK, ctx)?;
     let fh = match look(fs, parent, name.as_bytes()) {
-        Ok(a) => fs.open(a.ino, flags, ctx)?.0,
+        Ok(a) => {
+            fs.access(a.ino, libc::W_OK, ctx)?;
+            fs.open(a.ino, flags, ctx)?.0
+        }
         Err(e) if e.errno == libc::ENOENT => {
+            fs.access(parent, libc::W_OK | libc::X_OK, ctx)?;
             let (attr, fh, _) = fs.create(parent, name.as_bytes(), 0o644, 0o022, flags, ctx)?;
             fs.forget(attr.ino, 1);
             fh
@@ -340,7 +389,16 @@ pub fn replace(
 
 /// The outline of the file at `path` (its `<path>.outline` view, docs/views.md).
 pub fn outline(fs: &Fs, path: &str, ctx: Ctx) -> Result<String> {
-    components(path, true)?;
+    if components(path, true).is_err() {
+        components(path, false)?;
+        return Err(Error::new(
+            libc::EINVAL,
+            format!("{path}: a view has no outline"),
+        ));
+    }
+    // What a file holds is the file's to give: its outline needs leave to read it.
+    let ino = resolve(fs, path, ctx)?;
+    fs.access(ino, libc::R_OK, ctx)?;
     let bytes = read_all(fs, &format!("{path}.outline"), ctx).map_err(|e| match e.errno {
         libc::ENOENT => Error::new(libc::ENOENT, format!("{path}: no such file")),
         _ => e,
@@ -542,22 +600,80 @@ pub fn step_of(args: &serde_json::Value) -> Option<i64> {
 /// Runs tool `name` with `args` on `fs` for the caller of `ctx` ([`Fs::acting_as`] has set
 /// who that is); `read_only` refuses the tools that change something. Never panics on bad
 /// arguments: they are an error outcome saying what is wrong.
-pub fn call(fs: &Fs, name: &str, args: &serde_json::Value, read_only: bool, ctx: Ctx) -> Outcome {
+pub fn call(
+    fs: &Fs,
+    caller: &crate::identity::Caller,
+    name: &str,
+    args: &serde_json::Value,
+    read_only: bool,
+    ctx: Ctx,
+) -> Outcome {
     let spec = catalog().into_iter().find(|t| t.name == name);
-    match spec {
-        None => Outcome::error(Error::new(libc::EINVAL, format!("no tool named {name:?}"))),
-        Some(t) if read_only && !t.reads_only => Outcome::error(Error::new(
+    let path = args.get("path").and_then(|p| p.as_str()).unwrap_or("");
+    // The call's own checks, before the core: refused and recorded here.
+    let refused = match spec {
+        None => Some(Error::new(libc::EINVAL, format!("no tool named {name:?}"))),
+        Some(t) if read_only && !t.reads_only => Some(Error::new(
             libc::EROFS,
             format!("{name}: this server is read-only (scratchfs mcp --read-only)"),
         )),
-        Some(_) => run(fs, name, args, ctx).unwrap_or_else(Outcome::error),
+        Some(t) => too_long(args).or_else(|| {
+            (t.name != "memory" && args.get("path").is_some())
+                .then(|| components(path, !t.reads_only).err())
+                .flatten()
+        }),
+    };
+    if let Some(e) = refused {
+        fs.record_remote_refusal(path, caller, &e);
+        return Outcome::error(e);
     }
+    run(fs, name, args, ctx).unwrap_or_else(Outcome::error)
+}
+
+/// Most bytes of one string argument (4 MiB): a tool call's text is the model's output,
+/// and a larger one is refused whole rather than half stored (docs/mcp.md).
+pub const ARG_MAX: usize = 4 << 20;
+
+/// `EFBIG` for a string argument over [`ARG_MAX`].
+fn too_long(args: &serde_json::Value) -> Option<Error> {
+    let obj = args.as_object()?;
+    obj.iter().find_map(|(k, v)| {
+        let n = v.as_str()?.len();
+        (n > ARG_MAX).then(|| {
+            Error::new(
+                libc::EFBIG,
+                format!("argument {k:?} of {n} bytes: at most {ARG_MAX} bytes per call (append in parts)"),
+            )
+        })
+    })
 }
 
 fn arg_str<'a>(args: &'a serde_json::Value, key: &str) -> Result<&'a str> {
     args.get(key)
         .and_then(serde_json::Value::as_str)
         .ok_or_else(|| Error::new(libc::EINVAL, format!("missing string argument {key:?}")))
+}
+
+/// A version number argument (1 to 2^63 - 1).
+fn arg_version(args: &serde_json::Value, key: &str) -> Result<i64> {
+    match arg_u64(args, key)? {
+        Some(n) if n >= 1 && n <= i64::MAX as u64 => Ok(n as i64),
+        _ => Err(Error::new(
+            libc::EINVAL,
+            format!("argument {key:?} must be a version number (an integer from 1)"),
+        )),
+    }
+}
+
+/// A `limit` argument: at least 1.
+fn arg_limit(args: &serde_json::Value) -> Result<Option<usize>> {
+    match arg_u64(args, "limit")? {
+        Some(0) => Err(Error::new(
+            libc::EINVAL,
+            "argument \"limit\" must be at least 1",
+        )),
+        l => Ok(l.map(|l| l.min(READ_MAX as u64) as usize)),
+    }
 }
 
 fn arg_u64(args: &serde_json::Value, key: &str) -> Result<Option<u64>> {
@@ -573,8 +689,9 @@ fn arg_u64(args: &serde_json::Value, key: &str) -> Result<Option<u64>> {
 }
 
 /// The live lineage (`files.id`) of the file at `path`.
-fn file_id(fs: &Fs, path: &str) -> Result<i64> {
-    resolve(fs, path)?;
+fn file_id(fs: &Fs, path: &str, ctx: Ctx) -> Result<i64> {
+    let ino = resolve(fs, path, ctx)?;
+    fs.access(ino, libc::R_OK, ctx)?;
     fs.store()
         .lineages(path)?
         .into_iter()
@@ -584,10 +701,10 @@ fn file_id(fs: &Fs, path: &str) -> Result<i64> {
 }
 
 /// The content of version `n` of the file at `path`.
-fn version_bytes(fs: &Fs, path: &str, n: i64) -> Result<Vec<u8>> {
+fn version_bytes(fs: &Fs, path: &str, n: i64, ctx: Ctx) -> Result<Vec<u8>> {
     let v = fs
         .store()
-        .versions(file_id(fs, path)?)?
+        .versions(file_id(fs, path, ctx)?)?
         .into_iter()
         .find(|v| v.number == n)
         .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no version {n}")))?;
@@ -634,13 +751,14 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
                 path()?,
                 &section,
                 arg_u64(args, "offset")?.unwrap_or(0),
-                arg_u64(args, "limit")?.map(|l| l as usize),
+                arg_limit(args)?,
                 ctx,
             )?;
             let mut text = r.text.clone();
             if let Some(next) = r.next_offset {
                 text.push_str(&format!(
-                    "\n[cut at {READ_MAX} bytes of {}: read on with offset {next}]",
+                    "\n[cut: {} of {} bytes shown; read on with offset {next}]",
+                    r.text.len(),
                     r.total_bytes
                 ));
             }
@@ -677,7 +795,7 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
             let p = path()?;
             let mut rows = Vec::new();
             let mut text = String::new();
-            for v in fs.store().versions(file_id(fs, p)?)? {
+            for v in fs.store().versions(file_id(fs, p, ctx)?)? {
                 let meta = fs.store().version_meta(v.id)?;
                 text.push_str(&format!(
                     "v{}  {}  {} B  {}{}  blake3 {}\n",
@@ -697,10 +815,10 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
         }
         "read_version" => {
             let p = path()?;
-            let n = arg_u64(args, "version")?.unwrap_or(0) as i64;
-            let all = version_bytes(fs, p, n)?;
+            let n = arg_version(args, "version")?;
+            let all = version_bytes(fs, p, n, ctx)?;
             let start = (arg_u64(args, "offset")?.unwrap_or(0) as usize).min(all.len());
-            let max = arg_u64(args, "limit")?.map_or(READ_MAX, |l| (l as usize).min(READ_MAX));
+            let max = arg_limit(args)?.unwrap_or(READ_MAX);
             let end = (start + max).min(all.len());
             let mut text = String::from_utf8_lossy(&all[start..end]).into_owned();
             let next = (end < all.len()).then_some(end);
@@ -714,17 +832,20 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
         }
         "diff" => {
             let p = path()?;
-            let from = arg_u64(args, "from")?.unwrap_or(0) as i64;
-            let a = version_bytes(fs, p, from)?;
-            let (to, b) = match arg_u64(args, "to")? {
-                Some(t) => (t as i64, version_bytes(fs, p, t as i64)?),
+            let from = arg_version(args, "from")?;
+            let a = version_bytes(fs, p, from, ctx)?;
+            let (to, b) = match args.get("to").filter(|t| !t.is_null()) {
+                Some(_) => {
+                    let t = arg_version(args, "to")?;
+                    (t, version_bytes(fs, p, t, ctx)?)
+                }
                 None => {
                     let last = fs
                         .store()
-                        .versions(file_id(fs, p)?)?
+                        .versions(file_id(fs, p, ctx)?)?
                         .last()
                         .map_or(0, |v| v.number);
-                    (last, version_bytes(fs, p, last)?)
+                    (last, version_bytes(fs, p, last, ctx)?)
                 }
             };
             let (a, b) = (String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
@@ -746,8 +867,10 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
         "memory" => Outcome::ok(super::memory::run(fs, args, ctx)?, None),
         "restore" => {
             let p = path()?;
-            let n = arg_u64(args, "version")?.unwrap_or(0) as i64;
-            fs.restore(resolve(fs, p)?, n, ctx)?;
+            let n = arg_version(args, "version")?;
+            let ino = resolve(fs, p, ctx)?;
+            fs.access(ino, libc::W_OK, ctx)?;
+            fs.restore(ino, n, ctx)?;
             Outcome::ok(format!("{p}: version {n} restored"), None)
         }
         _ => return Err(Error::new(libc::EINVAL, format!("no tool named {name:?}"))),
