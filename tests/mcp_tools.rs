@@ -145,6 +145,19 @@ fn the_gate_refuses_as_on_the_mount() {
                    { "path": "**", "writers": ["*"] } ] }"#;
     let fs = fs(dir.path(), Some(rules));
     tools::write(&fs, "tool/out.md", b"by the tool\n", ROOT).unwrap();
+    // Modes that let the agent in (the kernel's part: tools::write checks them as it
+    // would), so that what refuses it below is the gate.
+    for path in ["", "tool", "tool/out.md"] {
+        let ino = match path {
+            "" => scratchfs::fs::ROOT,
+            p => tools::resolve(&fs, p, ROOT).unwrap(),
+        };
+        let set = scratchfs::fs::SetAttr {
+            mode: Some(0o777),
+            ..Default::default()
+        };
+        fs.setattr(ino, set, None, ROOT).unwrap();
+    }
     let e = tools::write(&fs, "tool/out.md", b"by the agent\n", AGENT).unwrap_err();
     assert_eq!(e.errno, libc::EACCES, "{}", e.reason);
     assert!(e.reason.contains("tool/out.md"), "{}", e.reason);
