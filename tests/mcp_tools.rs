@@ -175,3 +175,27 @@ fn the_gate_refuses_as_on_the_mount() {
     );
     tools::write(&fs, "free.md", b"ok\n", AGENT).unwrap();
 }
+
+/// A file far larger than a call reads whole: `read` reads only its window, and a section
+/// of it (which needs the whole file) is refused with what to do instead; a limit inside a
+/// character still advances.
+#[test]
+fn a_huge_file_is_read_by_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = fs(dir.path(), None);
+    tools::write(&fs, "huge.txt", "é".as_bytes(), ROOT).unwrap();
+    let r = tools::read(&fs, "huge.txt", &Section::Whole, 0, Some(1), ROOT).unwrap();
+    assert_eq!((r.text.as_str(), r.next_offset), ("é", None));
+    let ino = tools::resolve(&fs, "huge.txt", ROOT).unwrap();
+    let set = scratchfs::fs::SetAttr {
+        size: Some(1 << 30),
+        ..Default::default()
+    };
+    fs.setattr(ino, set, None, ROOT).unwrap();
+    let r = tools::read(&fs, "huge.txt", &Section::Whole, (1 << 30) - 4, None, ROOT).unwrap();
+    assert_eq!(r.total_bytes, 1 << 30);
+    assert_eq!((r.text.len(), r.next_offset), (4, None));
+    let e = tools::read(&fs, "huge.txt", &Section::Lines(1, 2), 0, None, ROOT).unwrap_err();
+    assert_eq!(e.errno, libc::EFBIG);
+    assert!(e.reason.contains("offset and limit"), "{}", e.reason);
+}

@@ -19,7 +19,9 @@ use std::collections::BTreeMap;
 const DRIVER: &str = r#"
 import json, os, sqlite3, sys
 mode, db, procs, txns = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-def say(**o): print(json.dumps(o), flush=True)
+# One write(2) per line, shorter than PIPE_BUF: the forked workers' lines never mix
+# (print() may split a line in two writes, which another worker's can land between).
+def say(**o): os.write(1, (json.dumps(o) + "\n").encode())
 c = sqlite3.connect(db, isolation_level=None, timeout=120)
 c.execute("CREATE TABLE t(worker INTEGER, i INTEGER)")
 try:

@@ -37,6 +37,40 @@ impl Fs {
         }
     }
 
+    /// A file deleted at `name` in `parent` whose handles are still open (the kernel
+    /// sends a release after close(2) returns: vim closes its swap file, unlinks it and
+    /// makes it again at once) commits what they hold now, before a new file there
+    /// continues its lineage (issue 11): a commit of the deleted file after the new file's
+    /// birth would read as the new file's version (the new file's first commit was then
+    /// refused as a lost update).
+    fn settle_orphans_at(&self, parent: u64, name: &[u8]) {
+        // The map's lock is let go before any handle's (the lock order, src/sync.rs).
+        let open: Vec<(u64, _)> = self
+            .handles
+            .lock()
+            .iter()
+            .map(|(&fh, h)| (fh, h.clone()))
+            .collect();
+        let handles: Vec<(u64, u64)> = open.into_iter().map(|(fh, h)| (fh, h.lock().ino)).collect();
+        let due: Vec<u64> = {
+            let tree = self.tree.read();
+            handles
+                .into_iter()
+                .filter(|&(_, ino)| {
+                    tree.nodes
+                        .get(&ino)
+                        .is_some_and(|n| n.orphan && n.parent == parent && *n.name == *name)
+                })
+                .map(|(fh, _)| fh)
+                .collect()
+        };
+        for fh in due {
+            if let Err(e) = self.commit_handle(fh, false, true) {
+                log::debug!("settling deleted file's handle {fh}: {e}");
+            }
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn make(
         &self,
@@ -51,6 +85,9 @@ impl Fs {
         check_name(name)?;
         check_not_reserved(parent, name)?;
         check_not_view(parent)?;
+        if kind == Kind::File {
+            self.settle_orphans_at(parent, name);
+        }
         let mut tree = self.tree.write();
         let pnode = tree.dir(parent)?;
         if pnode.orphan {

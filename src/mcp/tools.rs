@@ -124,20 +124,49 @@ fn check_view_source(fs: &Fs, path: &str, ctx: Ctx) -> Result<()> {
 
 /// The whole content of the file at `path` as the caller of `ctx` reads it.
 pub fn read_all(fs: &Fs, path: &str, ctx: Ctx) -> Result<Vec<u8>> {
+    read_window(fs, path, 0, SCAN_MAX as usize + 1, ctx).and_then(|(bytes, size)| {
+        if size > SCAN_MAX {
+            Err(Error::new(
+                libc::EFBIG,
+                format!(
+                    "{path}: {size} bytes, more than a call reads whole ({SCAN_MAX}); read it with offset and limit"
+                ),
+            ))
+        } else {
+            Ok(bytes)
+        }
+    })
+}
+
+/// Most bytes of a file a call reads whole (64 MiB): to find a section or a line range,
+/// to replace text, for the memory tool. A larger file is read by windows (`read` with
+/// `offset` and `limit`).
+pub const SCAN_MAX: u64 = 64 << 20;
+
+/// At most `max` bytes of the file at `path` from byte `offset`, as the caller of `ctx`
+/// reads it, and the file's size.
+fn read_window(fs: &Fs, path: &str, offset: u64, max: usize, ctx: Ctx) -> Result<(Vec<u8>, u64)> {
     let ino = resolve(fs, path, ctx)?;
     fs.access(ino, libc::R_OK, ctx)?;
     check_view_source(fs, path, ctx)?;
     let (fh, _) = fs.open(ino, libc::O_RDONLY, ctx)?;
+    let size = fs.getattr(ino).map(|a| a.size);
     let mut out = Vec::new();
     let r = loop {
-        match fs.read(fh, out.len() as u64, CHUNK) {
+        let want = (max - out.len()).min(CHUNK as usize) as u32;
+        if want == 0 {
+            break Ok(());
+        }
+        match fs.read(fh, offset + out.len() as u64, want) {
             Ok(b) if b.is_empty() => break Ok(()),
             Ok(b) => out.extend_from_slice(&b),
             Err(e) => break Err(e),
         }
     };
     let _ = fs.release(fh);
-    r.map(|()| out)
+    r?;
+    let size = size?.max(offset + out.len() as u64);
+    Ok((out, size))
 }
 
 /// What part of a file `read` returns.
@@ -175,33 +204,55 @@ pub fn read(
     limit: Option<usize>,
     ctx: Ctx,
 ) -> Result<ReadResult> {
-    let all = read_all(fs, path, ctx)?;
-    let part: &[u8] = match section {
-        Section::Whole => &all,
-        Section::Heading(h) => heading_section(&all, h)
-            .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no heading {h:?}")))?,
-        Section::Lines(first, last) => {
-            if *first == 0 || last < first {
-                return Err(Error::new(
-                    libc::EINVAL,
-                    format!("{path}: lines {first}-{last}: a range is 1-based, first <= last"),
-                ));
-            }
-            lines(&all, *first, *last)
+    let max = limit.unwrap_or(READ_MAX).min(READ_MAX);
+    let (window, all);
+    let (part, base, total): (&[u8], u64, u64) = match section {
+        // A window of the file: only it is read (the file may be far larger).
+        Section::Whole => {
+            let (bytes, size) = read_window(fs, path, offset, max + 3, ctx)?;
+            window = bytes;
+            (&window, offset.min(size), size)
+        }
+        _ => {
+            all = read_all(fs, path, ctx)?;
+            let part = match section {
+                Section::Heading(h) => heading_section(&all, h)
+                    .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no heading {h:?}")))?,
+                Section::Lines(first, last) => {
+                    if *first == 0 || last < first {
+                        return Err(Error::new(
+                            libc::EINVAL,
+                            format!(
+                                "{path}: lines {first}-{last}: a range is 1-based, first <= last"
+                            ),
+                        ));
+                    }
+                    lines(&all, *first, *last)
+                }
+                Section::Whole => unreachable!("handled above"),
+            };
+            let start = (offset.min(part.len() as u64)) as usize;
+            (&part[start..], start as u64, part.len() as u64)
         }
     };
-    let total = part.len() as u64;
-    let start = (offset.min(total)) as usize;
-    let max = limit.unwrap_or(READ_MAX).min(READ_MAX);
-    let mut end = (start + max).min(part.len());
-    // Cut at a character boundary.
-    while end > start && end < part.len() && (part[end] & 0xC0) == 0x80 {
+    // `part` starts at byte `base` of the selection of `total` bytes.
+    let mut end = max.min(part.len());
+    // Cut at a character boundary; a limit inside the first character still returns it
+    // (so that reading on always advances).
+    while end > 0 && end < part.len() && (part[end] & 0xC0) == 0x80 {
         end -= 1;
     }
+    if end == 0 && !part.is_empty() && max > 0 {
+        end = 1;
+        while end < part.len() && (part[end] & 0xC0) == 0x80 {
+            end += 1;
+        }
+    }
+    let next = base + end as u64;
     Ok(ReadResult {
-        text: String::from_utf8_lossy(&part[start..end]).into_owned(),
+        text: String::from_utf8_lossy(&part[..end]).into_owned(),
         total_bytes: total,
-        next_offset: (end < part.len()).then_some(end as u64),
+        next_offset: (next < total).then_some(next),
     })
 }
 
@@ -708,7 +759,16 @@ fn version_bytes(fs: &Fs, path: &str, n: i64, ctx: Ctx) -> Result<Vec<u8>> {
         .into_iter()
         .find(|v| v.number == n)
         .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no version {n}")))?;
-    let mut buf = vec![0u8; v.content.len.min(64 << 20) as usize];
+    if v.content.len > SCAN_MAX {
+        return Err(Error::new(
+            libc::EFBIG,
+            format!(
+                "{path}@{n}: {} bytes, more than a call reads whole ({SCAN_MAX})",
+                v.content.len
+            ),
+        ));
+    }
+    let mut buf = vec![0u8; v.content.len as usize];
     let got = fs.store().read(v.content, 0, &mut buf)?;
     buf.truncate(got);
     Ok(buf)
