@@ -219,10 +219,9 @@ impl Fs {
         }
         tree.detach(parent, ino, &name, Kind::File);
         if let Some(n) = tree.nodes.get_mut(&ino) {
-            n.orphan = true;
             n.attrs.ctime_ns = now_ns();
         }
-        tree.reap(ino);
+        tree.make_orphan(ino);
         self.views.changed(&[ino]);
         Some((parent, name))
     }

@@ -44,6 +44,18 @@ impl Fs {
     /// birth would read as the new file's version (the new file's first commit was then
     /// refused as a lost update).
     fn settle_orphans_at(&self, parent: u64, name: &[u8]) {
+        // Almost always none: a create then touches no handle.
+        let any = {
+            let tree = self.tree.read();
+            tree.orphans.iter().any(|i| {
+                tree.nodes
+                    .get(i)
+                    .is_some_and(|n| n.parent == parent && *n.name == *name)
+            })
+        };
+        if !any {
+            return;
+        }
         // The map's lock is let go before any handle's (the lock order, src/sync.rs).
         let open: Vec<(u64, _)> = self
             .handles
@@ -224,10 +236,8 @@ impl Fs {
         self.admit(&caller, &change, || None)?;
         self.store.unlink(ino, file_id, &path, &caller, now_ns())?;
         tree.detach(parent, ino, name, kind);
-        let n = tree.get_mut(ino)?;
-        n.orphan = true;
-        n.attrs.ctime_ns = now_ns();
-        tree.reap(ino);
+        tree.get_mut(ino)?.attrs.ctime_ns = now_ns();
+        tree.make_orphan(ino);
         self.views.changed(&[ino]);
         Ok(())
     }
@@ -384,10 +394,8 @@ impl Fs {
         if let Some((old, old_fid)) = replaced {
             let okind = tree.get(old)?.kind;
             tree.detach(new_parent, old, new_name, okind);
-            let o = tree.get_mut(old)?;
-            o.orphan = true;
-            o.file_id = None;
-            tree.reap(old);
+            tree.get_mut(old)?.file_id = None;
+            tree.make_orphan(old);
             if kind == Kind::File {
                 tree.get_mut(ino)?.file_id = old_fid;
             }

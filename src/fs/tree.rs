@@ -140,6 +140,9 @@ impl Node {
 #[derive(Default)]
 pub(super) struct Tree {
     pub(super) nodes: HashMap<u64, Node>,
+    /// The orphans still in `nodes` (a kernel lookup or a handle holds them), so that a
+    /// create looks at them without a pass over the handles ([`Tree::make_orphan`]).
+    pub(super) orphans: BTreeSet<u64>,
 }
 
 impl Tree {
@@ -244,6 +247,15 @@ impl Tree {
             }
         }
     }
+    /// Marks `ino` (already detached from its parent) an orphan, and drops it at once if
+    /// neither the kernel nor a handle refers to it.
+    pub(super) fn make_orphan(&mut self, ino: u64) {
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.orphan = true;
+            self.orphans.insert(ino);
+        }
+        self.reap(ino);
+    }
     /// Drops an orphan once neither the kernel nor a handle refers to it.
     pub(super) fn reap(&mut self, ino: u64) {
         if let Some(n) = self.nodes.get(&ino)
@@ -252,6 +264,7 @@ impl Tree {
             && n.open_handles == 0
         {
             self.nodes.remove(&ino);
+            self.orphans.remove(&ino);
         }
     }
     pub(super) fn attr(&self, ino: u64) -> Result<Attr> {
