@@ -199,3 +199,38 @@ fn a_huge_file_is_read_by_windows() {
     assert_eq!(e.errno, libc::EFBIG);
     assert!(e.reason.contains("offset and limit"), "{}", e.reason);
 }
+
+/// An MCP call reads a view as the mount's processes do (docs/views.md): an outline, a
+/// version and an archived copy are as readable as their file, or as the deleted file was.
+#[test]
+fn views_are_read_as_their_file_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = fs(dir.path(), None);
+    let chmod = |path: &str, mode: u32| {
+        let ino = match path {
+            "" => scratchfs::fs::ROOT,
+            p => tools::resolve(&fs, p, ROOT).unwrap(),
+        };
+        let set = scratchfs::fs::SetAttr {
+            mode: Some(mode),
+            ..Default::default()
+        };
+        fs.setattr(ino, set, None, ROOT).unwrap();
+    };
+    chmod("", 0o777);
+    tools::write(&fs, "s.md", b"# secret\n", ROOT).unwrap();
+    tools::write(&fs, "g.md", b"gone\n", ROOT).unwrap();
+    chmod("s.md", 0o600);
+    chmod("g.md", 0o600);
+    fs.remove(scratchfs::fs::ROOT, b"g.md", false, ROOT).unwrap();
+    let read = |path: &str, who: Ctx| tools::read(&fs, path, &Section::Whole, 0, None, who);
+    for view in ["s.md.outline", ".history/s.md/000001", ".archive/g.md"] {
+        let e = read(view, AGENT).unwrap_err();
+        assert_eq!(e.errno, libc::EACCES, "{view}: {}", e.reason);
+        assert!(read(view, ROOT).is_ok(), "{view} for root");
+    }
+    assert_eq!(tools::outline(&fs, "s.md", AGENT).unwrap_err().errno, libc::EACCES);
+    chmod("s.md", 0o644);
+    assert_eq!(read(".history/s.md/000001", AGENT).unwrap().text, "# secret\n");
+    assert!(read("s.md.outline", AGENT).unwrap().text.contains("secret"));
+}

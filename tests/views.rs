@@ -463,3 +463,68 @@ fn a_file_name_cannot_forge_manifest_rows() {
         "{text}"
     );
 }
+
+/// What a file holds is for those who may read it, through its views too: an outline, a
+/// version under `.history` and an archived copy take the owner and read bits of the file
+/// (of the file as it was when deleted), and `.history/<dir>/` those of the directory, so
+/// that another uid on an `--allow-other` mount reads no more there than on the file.
+#[test]
+fn views_of_a_file_are_as_readable_as_the_file() {
+    let m = Mount::with_args(&["--allow-other"]);
+    m.sh_ok(
+        "umask 022
+         echo secret one > s.md && echo '# secret two' > s.md && chmod 600 s.md
+         mkdir -p priv/sub && echo inside > priv/sub/f.md && chmod 700 priv
+         echo gone > g.md && chmod 600 g.md && rm g.md
+         mkdir open && chmod 777 open",
+    );
+    let as_user = |uid: u32, script: &str| {
+        m.sh(&format!(
+            "setpriv --reuid {uid} --regid {uid} --clear-groups bash -c '{}'",
+            script.replace('\'', r"'\''")
+        ))
+    };
+    let denied = |uid: u32, script: &str| {
+        let o = as_user(uid, script);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(
+            !o.status.success() && err.contains("Permission denied"),
+            "uid {uid} ran `{script}`: {} stdout {:?} stderr {err:?}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout)
+        );
+    };
+    let allowed = |uid: u32, script: &str| {
+        let o = as_user(uid, script);
+        assert!(
+            o.status.success(),
+            "uid {uid} could not run `{script}`: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for view in [
+        "s.md.outline",
+        ".history/s.md/000001",
+        ".history/s.md/000002",
+        ".archive/g.md",
+        ".history/priv/sub/f.md/000001",
+    ] {
+        denied(1000, &format!("cat {view}"));
+    }
+    denied(1000, "ls .history/priv");
+    // MANIFEST lists every file, for every reader.
+    assert!(allowed(1000, "cat MANIFEST").contains("s.md"));
+    let st = m.sh_ok("stat -c '%a %u' .history/s.md/000001 s.md.outline .archive/g.md .history/priv");
+    assert_eq!(st, "400 0\n400 0\n400 0\n500 0\n", "modes of the views");
+    // A chmod of the file opens its views at once (they are never cached).
+    m.sh_ok("chmod 644 s.md && chmod 755 priv");
+    assert_eq!(allowed(1000, "cat .history/s.md/000001"), "secret one\n");
+    assert!(allowed(1000, "cat s.md.outline").contains("secret two"));
+    assert_eq!(allowed(1000, "cat .history/priv/sub/f.md/000001"), "inside\n");
+    // A deleted file's archive is its owner's, as the file was.
+    allowed(1000, "cd open && echo mine > m.md && chmod 600 m.md && rm m.md");
+    assert_eq!(allowed(1000, "cat .archive/open/m.md"), "mine\n");
+    denied(1001, "cat .archive/open/m.md");
+    assert_eq!(m.sh_ok("cat .archive/open/m.md"), "mine\n");
+}

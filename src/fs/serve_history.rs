@@ -249,15 +249,26 @@ impl Fs {
         Ok(out)
     }
 
-    /// Attributes of a history view: directories 0555, files 0444 with their version's
-    /// size and time (an archived file: its last version, at the time it was deleted).
+    /// Attributes of a history view (docs/views.md, "Who may read a view"): a version or
+    /// an archived file has its version's size and time (an archived file: its last
+    /// version, at the time it was deleted), the owner of the inode that last carried its
+    /// lineage and that inode's read bits ([`Fs::lineage_perm`]); a directory mirrors the
+    /// live directory or file at its path (read bits, and search where read is given), or
+    /// is 0555 and the root's owner's when nothing lives there.
     pub(super) fn history_attr(&self, view: View) -> Result<Attr> {
         let root = self.tree.read().get(ROOT)?.attrs;
-        let (kind, size, t, nlink, mode) = match view {
-            View::HistoryDir(_) | View::ArchiveDir(_) => (Kind::Dir, 0, root.mtime_ns, 2, 0o555),
+        let (kind, size, t, nlink, (mode, uid, gid)) = match view {
+            View::HistoryDir(id) | View::ArchiveDir(id) => (
+                Kind::Dir,
+                0,
+                root.mtime_ns,
+                2,
+                self.dir_perm(&self.dir_path(id)?),
+            ),
             View::Version(id) => {
                 let v = self.store.version(id as i64)?;
-                (Kind::File, v.content.len, v.time_ns, 1, 0o444)
+                let fid = self.store.version_lineage(id as i64)?;
+                (Kind::File, v.content.len, v.time_ns, 1, self.lineage_perm(fid)?)
             }
             View::Archived(fid) => {
                 let v = self
@@ -270,7 +281,7 @@ impl Fs {
                     .deletion(fid as i64)?
                     .map(|d| d.1)
                     .unwrap_or(v.time_ns);
-                (Kind::File, v.content.len, t, 1, 0o444)
+                (Kind::File, v.content.len, t, 1, self.lineage_perm(fid as i64)?)
             }
             _ => return Err(Error::new(libc::EINVAL, "not a history view")),
         };
@@ -280,8 +291,8 @@ impl Fs {
             size,
             attrs: Attrs {
                 mode,
-                uid: root.uid,
-                gid: root.gid,
+                uid,
+                gid,
                 atime_ns: t,
                 mtime_ns: t,
                 ctime_ns: t,
@@ -290,6 +301,53 @@ impl Fs {
             volatile: true,
             synthesized: true,
         })
+    }
+
+    /// Mode (read bits only), uid and gid of the versions of lineage `file_id`: those of
+    /// the file that carries it now (as the tree has them, a `chmod` a moment ago
+    /// included), else of the file that carried it last, as it was when it was deleted; a
+    /// version is readable by whoever could read the file ([`crate::store::Store::lineage_owner`]).
+    /// A lineage no inode carried (none in a database scratchfs wrote) is the root
+    /// owner's, mode 0400.
+    pub(super) fn lineage_perm(&self, file_id: i64) -> Result<(u32, u32, u32)> {
+        let Some(owner) = self.store.lineage_owner(file_id)? else {
+            let root = self.tree.read().get(ROOT)?.attrs;
+            return Ok((0o400, root.uid, root.gid));
+        };
+        let live = if owner.linked {
+            self.tree.read().get(owner.ino).ok().map(|n| n.attrs)
+        } else {
+            None
+        };
+        Ok(match live {
+            Some(a) => (a.mode & 0o444, a.uid, a.gid),
+            None => (owner.mode & 0o444, owner.uid, owner.gid),
+        })
+    }
+
+    /// Mode, uid and gid of the history or archive directory for `path`: a live directory
+    /// there lends its read and search bits, a live file its read bits (search where read
+    /// is given, so that its versions can be reached by whoever can read it); with nothing
+    /// live there, 0555 and the root's owner (its files carry their own owners).
+    fn dir_perm(&self, path: &[u8]) -> (u32, u32, u32) {
+        let tree = self.tree.read();
+        let mut ino = Some(ROOT);
+        if !path.is_empty() {
+            for name in path.split(|&b| b == b'/') {
+                ino = ino.and_then(|i| tree.child(i, name).ok().flatten());
+            }
+        }
+        match ino.and_then(|i| tree.get(i).ok()) {
+            Some(n) if n.kind == Kind::Dir => (n.attrs.mode & 0o555, n.attrs.uid, n.attrs.gid),
+            Some(n) => {
+                let r = n.attrs.mode & 0o444;
+                (r | (r >> 2), n.attrs.uid, n.attrs.gid)
+            }
+            None => {
+                let root = tree.get(ROOT).map(|n| n.attrs);
+                root.map_or((0o555, 0, 0), |a| (0o555, a.uid, a.gid))
+            }
+        }
     }
 
     /// Content and version id of a history file view.

@@ -247,8 +247,10 @@ impl Fs {
         Ok((tree.get(ino)?.kind == Kind::File).then_some(View::Outline(ino)))
     }
 
-    /// Attributes of a view: mode 0444, owned by the root's owner, size of its current
-    /// rendering, never cached by the kernel.
+    /// Attributes of a view: size of its current rendering, never cached by the kernel;
+    /// MANIFEST is mode 0444 and the root's owner's, an outline has its file's owner and
+    /// read bits (what a file holds is for those who may read it; docs/views.md), history
+    /// views [`Fs::history_attr`].
     pub(super) fn view_attr(&self, view: View) -> Result<Attr> {
         if !matches!(view, View::Manifest | View::Outline(_)) {
             return self.history_attr(view);
@@ -256,13 +258,20 @@ impl Fs {
         let bytes = self.view_content(view)?;
         let tree = self.tree.read();
         let root = tree.get(ROOT)?.attrs;
-        let t = match view {
-            View::Manifest => self
-                .views
-                .last_change_ns
-                .load(Ordering::Acquire)
-                .max(root.ctime_ns),
-            View::Outline(target) => tree.get(target)?.attrs.mtime_ns,
+        let (t, mode, uid, gid) = match view {
+            View::Manifest => (
+                self.views
+                    .last_change_ns
+                    .load(Ordering::Acquire)
+                    .max(root.ctime_ns),
+                0o444,
+                root.uid,
+                root.gid,
+            ),
+            View::Outline(target) => {
+                let a = tree.get(target)?.attrs;
+                (a.mtime_ns, a.mode & 0o444, a.uid, a.gid)
+            }
             _ => unreachable!("history views are handled above"),
         };
         Ok(Attr {
@@ -270,9 +279,9 @@ impl Fs {
             kind: Kind::File,
             size: bytes.len() as u64,
             attrs: Attrs {
-                mode: 0o444,
-                uid: root.uid,
-                gid: root.gid,
+                mode,
+                uid,
+                gid,
                 atime_ns: t,
                 mtime_ns: t,
                 ctime_ns: t,

@@ -93,6 +93,21 @@ pub struct Lineage {
     pub merged: bool,
 }
 
+/// The inode a lineage was last on, as [`Store::lineage_owner`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineageOwner {
+    /// `nodes.ino`.
+    pub ino: u64,
+    /// Still linked (a live file); else unlinked, and these are its attributes when it was.
+    pub linked: bool,
+    /// Permission bits.
+    pub mode: u32,
+    /// Owner uid.
+    pub uid: u32,
+    /// Owner gid.
+    pub gid: u32,
+}
+
 /// Content that a deletion or a shrinking commit dropped, as MANIFEST lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestorableInfo {
@@ -398,6 +413,14 @@ pub trait Store: Send + Sync {
     fn lineages(&self, prefix: &str) -> Result<Vec<Lineage>>;
     /// Every version of a lineage, oldest first.
     fn versions(&self, file_id: i64) -> Result<Vec<VersionInfo>>;
+    /// The inode that last carried lineage `file_id` (the live one first, else the one
+    /// unlinked last; for a lineage that ended by being renamed over another file, that of
+    /// the lineage it continues): its number, whether it is still linked, its stored mode,
+    /// uid and gid. The views of the lineage's versions take their owner and read bits
+    /// from it (docs/views.md). `None` when no inode carried it.
+    fn lineage_owner(&self, file_id: i64) -> Result<Option<LineageOwner>>;
+    /// The lineage (`files.id`) version `id` (`versions.id`) belongs to.
+    fn version_lineage(&self, id: i64) -> Result<i64>;
     /// One version by `versions.id`.
     fn version(&self, id: i64) -> Result<VersionInfo>;
     /// Who deleted a lineage (unlinked its file) and when, ns.

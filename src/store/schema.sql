@@ -77,6 +77,8 @@ CREATE TABLE IF NOT EXISTS processes (
     client_version TEXT
 );
 CREATE INDEX IF NOT EXISTS files_by_path ON files(path);
+-- The inodes that carried a lineage (the views of its versions take their owner).
+CREATE INDEX IF NOT EXISTS nodes_by_file ON nodes(file_id) WHERE file_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS processes_by_tgid ON processes(tgid, start_time);
 -- One row per committed version; its provenance is its process row (view version_log).
 CREATE TABLE IF NOT EXISTS versions (

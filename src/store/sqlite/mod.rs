@@ -16,7 +16,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::redo::{LoggedBuild, MAX_PAYLOAD, Op, Pieces, RedoLog};
 use super::{
     Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, FieldInfo, GcReport, GcRequest,
-    Kind, Lineage, NodeRecord, RedactReport, RefusalInfo, RenameRequest, RestorableInfo, Store,
+    Kind, Lineage, LineageOwner, NodeRecord, RedactReport, RefusalInfo, RenameRequest, RestorableInfo, Store,
     VersionInfo, VersionMeta,
 };
 use crate::error::{Error, Result};
@@ -1278,6 +1278,40 @@ impl Store for Sqlite {
         )?;
         let rows = stmt.query_map([file_id], version_from_row)?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    fn lineage_owner(&self, file_id: i64) -> Result<Option<LineageOwner>> {
+        let conn = self.reader()?;
+        Ok(conn
+            .prepare_cached(
+                "WITH RECURSIVE chain(id, depth) AS (
+                     SELECT ?1, 0
+                     UNION ALL
+                     SELECT f.merged_into, c.depth + 1 FROM files f JOIN chain c ON f.id = c.id
+                     WHERE f.merged_into IS NOT NULL AND c.depth < 64
+                 )
+                 SELECT n.ino, n.parent IS NOT NULL, n.mode, n.uid, n.gid
+                 FROM chain c JOIN nodes n ON n.file_id = c.id
+                 ORDER BY c.depth, n.parent IS NOT NULL DESC, n.unlinked_ns DESC, n.ino DESC
+                 LIMIT 1",
+            )?
+            .query_row([file_id], |r| {
+                Ok(LineageOwner {
+                    ino: r.get::<_, i64>(0)? as u64,
+                    linked: r.get(1)?,
+                    mode: r.get(2)?,
+                    uid: r.get(3)?,
+                    gid: r.get(4)?,
+                })
+            })
+            .optional()?)
+    }
+
+    fn version_lineage(&self, id: i64) -> Result<i64> {
+        let conn = self.reader()?;
+        Ok(conn
+            .prepare_cached("SELECT file_id FROM versions WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))?)
     }
 
     fn version(&self, id: i64) -> Result<VersionInfo> {
