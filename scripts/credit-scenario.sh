@@ -2,6 +2,8 @@
 # The seeds' refund scenario under the SPEC §5 example rules: only the get_order tool may
 # write order_total_cents, so a number the model asserts has nowhere to go.
 #   scripts/credit-scenario.sh     (as root: tools run tagged, the agent as uid 1000)
+# It ends with the lineage of credit_cents (scratchfs why) and the grounding of a good
+# and a bad reply (scratchfs ground).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SCRATCHFS_BIN:-${CARGO_TARGET_DIR:-$here/target}/release/scratchfs}
@@ -36,15 +38,22 @@ agent() { SCRATCHFS_STEP=$1 setpriv --reuid 1000 --regid 1000 --clear-groups bas
 echo "== step 1: the trigger opens the ticket"
 set_state 1 trigger ticket_id '"T-881"'
 echo "== step 2: the get_order tool reads the order"
-set_state 2 get_order order_id '"1042"'
-set_state 2 get_order order_total_cents 18000
+set_state 2 get_order order_id '"O-9"'
+set_state 2 get_order order_total_cents 36000
 echo "== step 3: the agent plans and notes what it found"
-agent 3 'printf "# Plan\n## Goal\nRefund the double charge on order 1042.\n" > plan.md'
-agent 3 'echo "- two charges of 180.00 on order 1042" >> findings.md'
+agent 3 'printf "# Plan\n## Goal\nRefund the double charge on order O-9.\n" > plan.md'
+agent 3 'echo "- the order was charged twice (ticket T-881)" >> findings.md'
 echo "== step 4: the agent asserts a credit of 540.00 (it may not)"
 agent 4 "$(declare -f set_state); set_state 4 '' credit_cents 54000"
-echo "== step 5: compute_credit computes the credit"
-set_state 5 compute_credit credit_cents 18000
+echo "== step 5: compute_credit computes the credit (half the total it read)"
+SCRATCHFS_STEP=5 SCRATCHFS_WRITER=compute_credit python3 - <<'PY'
+import json
+state = json.load(open("state.json"))
+state["credit_cents"] = state["order_total_cents"] // 2
+with open("state.json", "w") as f:
+    json.dump(state, f, indent=2)
+print(f"  credit_cents = {state['credit_cents']}: committed")
+PY
 echo "== step 6: a human approves"
 SCRATCHFS_STEP=6 set_state 6 '' approval '{"by": "human", "ok": true}'
 
@@ -62,3 +71,17 @@ echo "== the refused attempt (scratchfs log --rejected)"
 echo
 echo "== MANIFEST"
 cat "$mnt/MANIFEST"
+echo
+echo "== where credit_cents came from (scratchfs why state.json:credit_cents)"
+"$bin" why state.json:credit_cents
+echo
+echo "== a reply with grounded numbers (scratchfs ground)"
+reply='We will refund $180 on order O-9.'
+echo "$reply"
+echo "$reply" | "$bin" ground && echo "(exit 0)"
+echo
+echo "== a reply with a number the scratchpad does not hold"
+reply='We will refund $540 on order O-9.'
+echo "$reply"
+status=0; echo "$reply" | "$bin" ground || status=$?
+echo "(exit $status)"

@@ -21,6 +21,7 @@ pub mod failpoint;
 pub mod fs;
 pub mod fuse;
 pub mod identity;
+pub mod lineage;
 pub mod mcp;
 pub mod mount;
 pub mod rules;

@@ -213,6 +213,31 @@ enum Command {
         #[command(flatten)]
         db: DbArg,
     },
+    /// The lineage of a file or of one JSON key: the version that set it (writer,
+    /// executable, step, time), the versions that writer had read, and theirs.
+    Why {
+        /// PATH or PATH:KEY (dotted for nested keys: state.json:order.total_cents).
+        target: OsString,
+        /// How many levels of inputs to follow.
+        #[arg(long, default_value_t = scratchfs::lineage::why::DEFAULT_DEPTH)]
+        depth: usize,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// For every number and identifier of a reply (FILE, or standard input), where the
+    /// scratchpad holds it; exit 1 when a number has no source or only a model's.
+    Ground {
+        /// The reply; - or none: standard input.
+        file: Option<PathBuf>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
     /// Re-hash every stored byte and check every invariant; exit 1 on any fault.
     Fsck {
         /// One JSON object.
@@ -364,6 +389,13 @@ fn main() -> ExitCode {
         Command::Show { spec, db, json } => cli::show(&db.db, &spec, json),
         Command::Diff { a, b, db, json } => cli::diff::diff(&db.db, &a, b.as_deref(), json),
         Command::Fsck { db, json } => cli::fsck::fsck(&db.db, json),
+        Command::Why {
+            target,
+            depth,
+            db,
+            json,
+        } => cli::why::why(&db.db, &target, depth, json),
+        Command::Ground { file, db, json } => cli::ground::ground(&db.db, file.as_deref(), json),
         Command::Restore { spec, db, json } => cli::restore::restore(&db.db, &spec, json),
         Command::Redact {
             spec,

@@ -138,6 +138,8 @@ fn every_tool_over_stdio_without_a_mount() {
             "read_version",
             "diff",
             "memory",
+            "why",
+            "ground",
             "restore"
         ]
     );
@@ -336,7 +338,16 @@ fn read_only_lists_only_the_reading_tools() {
         .collect();
     assert_eq!(
         names,
-        ["list", "read", "outline", "history", "read_version", "diff"]
+        [
+            "list",
+            "read",
+            "outline",
+            "history",
+            "read_version",
+            "diff",
+            "why",
+            "ground"
+        ]
     );
     assert_eq!(ok(&r, 0), "");
     assert!(refused(&r, 1).contains("read-only"), "{}", refused(&r, 1));

@@ -222,15 +222,22 @@ fn views_are_read_as_their_file_is() {
     tools::write(&fs, "g.md", b"gone\n", ROOT).unwrap();
     chmod("s.md", 0o600);
     chmod("g.md", 0o600);
-    fs.remove(scratchfs::fs::ROOT, b"g.md", false, ROOT).unwrap();
+    fs.remove(scratchfs::fs::ROOT, b"g.md", false, ROOT)
+        .unwrap();
     let read = |path: &str, who: Ctx| tools::read(&fs, path, &Section::Whole, 0, None, who);
     for view in ["s.md.outline", ".history/s.md/000001", ".archive/g.md"] {
         let e = read(view, AGENT).unwrap_err();
         assert_eq!(e.errno, libc::EACCES, "{view}: {}", e.reason);
         assert!(read(view, ROOT).is_ok(), "{view} for root");
     }
-    assert_eq!(tools::outline(&fs, "s.md", AGENT).unwrap_err().errno, libc::EACCES);
+    assert_eq!(
+        tools::outline(&fs, "s.md", AGENT).unwrap_err().errno,
+        libc::EACCES
+    );
     chmod("s.md", 0o644);
-    assert_eq!(read(".history/s.md/000001", AGENT).unwrap().text, "# secret\n");
+    assert_eq!(
+        read(".history/s.md/000001", AGENT).unwrap().text,
+        "# secret\n"
+    );
     assert!(read("s.md.outline", AGENT).unwrap().text.contains("secret"));
 }

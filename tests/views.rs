@@ -515,15 +515,22 @@ fn views_of_a_file_are_as_readable_as_the_file() {
     denied(1000, "ls .history/priv");
     // MANIFEST lists every file, for every reader.
     assert!(allowed(1000, "cat MANIFEST").contains("s.md"));
-    let st = m.sh_ok("stat -c '%a %u' .history/s.md/000001 s.md.outline .archive/g.md .history/priv");
+    let st =
+        m.sh_ok("stat -c '%a %u' .history/s.md/000001 s.md.outline .archive/g.md .history/priv");
     assert_eq!(st, "400 0\n400 0\n400 0\n500 0\n", "modes of the views");
     // A chmod of the file opens its views at once (they are never cached).
     m.sh_ok("chmod 644 s.md && chmod 755 priv");
     assert_eq!(allowed(1000, "cat .history/s.md/000001"), "secret one\n");
     assert!(allowed(1000, "cat s.md.outline").contains("secret two"));
-    assert_eq!(allowed(1000, "cat .history/priv/sub/f.md/000001"), "inside\n");
+    assert_eq!(
+        allowed(1000, "cat .history/priv/sub/f.md/000001"),
+        "inside\n"
+    );
     // A deleted file's archive is its owner's, as the file was.
-    allowed(1000, "cd open && echo mine > m.md && chmod 600 m.md && rm m.md");
+    allowed(
+        1000,
+        "cd open && echo mine > m.md && chmod 600 m.md && rm m.md",
+    );
     assert_eq!(allowed(1000, "cat .archive/open/m.md"), "mine\n");
     denied(1001, "cat .archive/open/m.md");
     assert_eq!(m.sh_ok("cat .archive/open/m.md"), "mine\n");

@@ -45,6 +45,11 @@ pub struct Entry {
     /// The MCP client's name and version.
     pub client: Option<String>,
     pub client_version: Option<String>,
+    /// What the writer had read before the commit (versions only; issue 13):
+    /// [`crate::lineage::inputs_json`].
+    pub inputs: Option<serde_json::Value>,
+    #[serde(skip)]
+    id: Option<i64>,
 }
 
 /// Prints the log, filtered to one path (as it was or became; raw bytes) and/or to
@@ -66,11 +71,11 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
     let mut stmt = conn
         .prepare(&format!(
             "SELECT time_ns, 'version', op, path, NULL, version, size, writer, step, tgid, exe,
-                    NULL, NULL, {via}
+                    NULL, NULL, {via}, id
              FROM version_log WHERE NOT ?2 AND (?1 IS NULL OR path IN (?1, ?3))
              UNION ALL
              SELECT time_ns, 'event', op, path, new_path, NULL, size, writer, step, tgid, exe,
-                    errno, reason, {via}
+                    errno, reason, {via}, NULL
              FROM event_log WHERE (NOT ?2 OR op = 'rejected')
                  AND (?1 IS NULL OR path IN (?1, ?3) OR new_path IN (?1, ?3))
              ORDER BY 1"
@@ -95,12 +100,17 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
                 transport: r.get(13)?,
                 client: r.get(14)?,
                 client_version: r.get(15)?,
+                inputs: None,
+                id: r.get(16)?,
             })
         })
         .map_err(|e| e.to_string())?;
     for e in rows {
-        let e = e.map_err(|e| e.to_string())?;
+        let mut e = e.map_err(|e| e.to_string())?;
         if json {
+            if let Some(id) = e.id {
+                e.inputs = Some(super::inputs_json(&conn, id));
+            }
             let mut o = serde_json::to_value(&e).map_err(|e| e.to_string())?;
             super::json_paths(&mut o, &["path", "new_path"]);
             println!("{o}");

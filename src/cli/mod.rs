@@ -1,5 +1,6 @@
 //! The commands of SPEC §2 that work on the database (usable while it is mounted):
-//! `log`, `history`, `show`, `diff`, `fsck`, `restore`, `redact`, `export`, `gc`. One file per command; each returns
+//! `log`, `history`, `show`, `diff`, `fsck`, `restore`, `redact`, `export`, `gc`, `why`,
+//! `ground`. One file per command; each returns
 //! `Err(message)` for a runtime failure (exit status 1). Usage errors (exit status 2) are
 //! clap's: malformed arguments, such as a TIME ([`time::parse_ns`]), are refused before a
 //! command runs.
@@ -13,12 +14,14 @@ pub mod diff;
 pub mod export;
 pub mod fsck;
 pub mod gc;
+pub mod ground;
 pub mod log;
 pub mod mcp;
 pub mod recover;
 pub mod redact;
 pub mod restore;
 pub mod time;
+pub mod why;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -58,6 +61,9 @@ pub struct VersionRow {
     pub time_ns: i64,
     #[serde(skip)]
     stream: i64,
+    /// `versions.id`.
+    #[serde(skip)]
+    pub id: i64,
 }
 
 impl VersionRow {
@@ -221,18 +227,25 @@ pub fn json_paths(o: &mut serde_json::Value, keys: &[&str]) {
     }
 }
 
-/// `v` as one JSON object, its path lossless ([`json_paths`]).
-fn version_json(v: &VersionRow) -> Result<serde_json::Value, Failure> {
+/// `v` as one JSON object, its path lossless ([`json_paths`]), with its `inputs`.
+fn version_json(conn: &Connection, v: &VersionRow) -> Result<serde_json::Value, Failure> {
     let mut o = serde_json::to_value(v).map_err(|e| e.to_string())?;
     json_paths(&mut o, &["path"]);
+    o["inputs"] = inputs_json(conn, v.id);
     Ok(o)
+}
+
+/// The inputs of version `id` as JSON ([`crate::lineage::inputs_json`]); none in a
+/// database no scratchfs since issue 13 has mounted.
+pub fn inputs_json(conn: &Connection, id: i64) -> serde_json::Value {
+    crate::lineage::inputs_json(&crate::store::inputs_of(conn, id).unwrap_or_default())
 }
 
 /// Every version of a lineage, oldest first.
 pub fn versions(conn: &Connection, file_id: i64) -> Result<Vec<VersionRow>, Failure> {
     let mut stmt = conn
         .prepare(
-            "SELECT version, path, op, size, blake3, writer, step, tgid, exe, time_ns, stream
+            "SELECT version, path, op, size, blake3, writer, step, tgid, exe, time_ns, stream, id
              FROM version_log WHERE file_id = ?1 ORDER BY version",
         )
         .map_err(|e| e.to_string())?;
@@ -250,6 +263,7 @@ pub fn versions(conn: &Connection, file_id: i64) -> Result<Vec<VersionRow>, Fail
                 exe: r.get(8)?,
                 time_ns: r.get(9)?,
                 stream: r.get(10)?,
+                id: r.get(11)?,
             })
         })
         .map_err(|e| e.to_string())?;
@@ -297,7 +311,7 @@ pub fn history(db: &Path, path: &OsStr, json: bool) -> Result<(), Failure> {
     let conn = open(db)?;
     for v in versions(&conn, file_id(&conn, &arg(path))?)? {
         if json {
-            println!("{}", version_json(&v)?);
+            println!("{}", version_json(&conn, &v)?);
         } else {
             println!(
                 "{:>4}  {}  {:<8} {:>9}  {:<14} {:<6} {}  {}  {}",
@@ -331,7 +345,7 @@ pub fn show(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
         copy_content(&conn, v.content(), &mut out, "stdout")?;
         return out.flush().map_err(io);
     }
-    let meta = version_json(&v)?.to_string();
+    let meta = version_json(&conn, &v)?.to_string();
     let meta = meta.strip_suffix('}').unwrap_or(&meta);
     let utf8 = utf8_pieces(&conn, v.content(), |_| Ok(()))?;
     let key = if utf8 { "content" } else { "content_hex" };

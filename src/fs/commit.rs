@@ -460,11 +460,13 @@ impl Fs {
                     size: w.size,
                     dirty: &w.dirty.0,
                 },
-                // `"on_conflict": "overwrite"`: the later commit wins (SPEC §4).
+                // `"on_conflict": "overwrite"`: the later commit wins (SPEC §4). Else the
+                // base is what the handle opened, or for a write-only handle what the
+                // process had read before (issue 13: a read-modify-write with two opens).
                 if self.overwrites(ino) {
                     None
                 } else {
-                    Some(w.base_version)
+                    Some(w.lost_update_base())
                 },
                 w.op,
             )
@@ -548,6 +550,7 @@ impl Fs {
             (tree.path(ino), n.file_id, n.mtime_pinned)
         };
         let prefix_hasher = file_id.and_then(|f| self.hashers.lock().get(&f).cloned());
+        let inputs = self.inputs_of(caller);
         let Committed {
             file_id,
             version,
@@ -564,7 +567,9 @@ impl Fs {
             time_ns: now_ns(),
             set_mtime: !pinned,
             durable,
+            inputs: &inputs,
         })?;
+        self.note_write(caller, file_id, version.id);
         {
             let mut hashers = self.hashers.lock();
             if hashers.len() >= HASHER_CACHE {
@@ -582,6 +587,7 @@ impl Fs {
                         n.attrs.mtime_ns = version.time_ns;
                     }
                     n.attrs.ctime_ns = version.time_ns;
+                    n.step = caller.step;
                 }
                 n.pending_size = None;
             }

@@ -176,6 +176,11 @@ pub struct WriteState {
     /// of making one (see `Fs::flush`), so that the shell's `echo x > f` (whose dup2
     /// flushes before the write) records one version, not two.
     pub open_trunc_only: bool,
+    /// For a handle opened without read access (`O_WRONLY`): the version of the file the
+    /// process had last read (or committed) before this open, if it had read it
+    /// (issue 13). A commit replacing the content checks for a lost update from it when
+    /// it is older than `base_version`: read with one open, written with another.
+    pub read_before: Option<i64>,
 }
 
 impl WriteState {
@@ -196,6 +201,18 @@ impl WriteState {
             poisoned: None,
             refused: None,
             open_trunc_only: false,
+            read_before: None,
+        }
+    }
+
+    /// The version a commit replacing the content is checked against (SPEC §6 lost
+    /// update): the base this handle opened, or the older version the process had read
+    /// before it opened ([`WriteState::read_before`]). Versions of one lineage have
+    /// increasing ids.
+    pub fn lost_update_base(&self) -> i64 {
+        match self.read_before {
+            Some(read) if read > 0 && read < self.base_version => read,
+            _ => self.base_version,
         }
     }
 

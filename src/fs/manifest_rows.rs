@@ -273,6 +273,8 @@ mod tests {
             writer: "w".into(),
             time_ns: 0,
             binary: false,
+            read: None,
+            step: None,
         }
     }
 

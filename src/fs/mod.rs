@@ -24,6 +24,7 @@ pub mod handle;
 mod live;
 mod manifest_rows;
 mod namespace;
+mod reads;
 mod serve_history;
 mod serve_views;
 mod tree;
@@ -267,6 +268,11 @@ pub struct Fs {
     owed: (Mutex<()>, crate::sync::Condvar),
     /// Open `O_APPEND` handles with uncommitted bytes (`live.rs`).
     live: Arc<live::LiveAppends>,
+    /// What each process read (issue 13; `reads.rs`).
+    reads: crate::lineage::ReadLog,
+    /// The highest agent step a caller has had (`SCRATCHFS_STEP`, an MCP call's `step`),
+    /// `i64::MIN` for none: MANIFEST's "now step N".
+    step_now: std::sync::atomic::AtomicI64,
 }
 
 /// Longest an open waits for a handle that owes an `O_TRUNC` truncation or a create's
@@ -295,6 +301,12 @@ impl Fs {
         if !tree.nodes.contains_key(&ROOT) {
             return Err(Error::new(libc::EIO, "store has no root directory"));
         }
+        let step_now = tree
+            .nodes
+            .values()
+            .filter_map(|n| n.step)
+            .max()
+            .unwrap_or(i64::MIN);
         Ok(Fs {
             store,
             tree: RwLock::new(tree),
@@ -310,6 +322,8 @@ impl Fs {
             live: Arc::default(),
             views: serve_views::ViewState::default(),
             gate: gate::Gate::new(),
+            reads: crate::lineage::ReadLog::default(),
+            step_now: std::sync::atomic::AtomicI64::new(step_now),
         })
     }
 
@@ -333,6 +347,14 @@ impl Fs {
     }
 
     fn caller(&self, ctx: Ctx) -> Arc<Caller> {
+        let c = self.caller_unseen(ctx);
+        if let Some(step) = c.step {
+            self.step_now.fetch_max(step, Ordering::Relaxed);
+        }
+        c
+    }
+
+    fn caller_unseen(&self, ctx: Ctx) -> Arc<Caller> {
         if let Some(c) = ACTING.with(|a| a.borrow().clone()) {
             return c;
         }
@@ -477,11 +499,19 @@ impl Fs {
 
     /// Whether the rule of the file at `ino` says `"on_conflict": "overwrite"`.
     fn overwrites(&self, ino: u64) -> bool {
+        if self.gate.rules.is_none() {
+            return false;
+        }
+        let path = self.tree.read().path(ino);
+        self.overwrites_path(&path)
+    }
+
+    /// Whether the rule of `path` says `"on_conflict": "overwrite"`.
+    fn overwrites_path(&self, path: &str) -> bool {
         let Some(r) = &self.gate.rules else {
             return false;
         };
-        let path = self.tree.read().path(ino);
-        r.rule_for(&path)
+        r.rule_for(path)
             .is_some_and(|p| p.on_conflict == crate::rules::OnConflict::Overwrite)
     }
 
@@ -767,9 +797,19 @@ impl Fs {
         let acc = flags & libc::O_ACCMODE;
         let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
         if let Some(view) = View::of(ino) {
-            return self.open_view(view, writable || flags & libc::O_TRUNC != 0);
+            let opened = self.open_view(view, writable || flags & libc::O_TRUNC != 0)?;
+            if ctx.pid != 0
+                && matches!(view, View::Version(_) | View::Archived(_))
+                && let Ok((_, id)) = self.history_content(view)
+            {
+                self.note_version_read(id, &self.caller(ctx));
+            }
+            return Ok(opened);
         }
-        let caller = if writable {
+        // A reader is resolved too: its read is provenance (issue 13), unless the kernel
+        // opened on its own (pid 0).
+        let readable = acc == libc::O_RDONLY || acc == libc::O_RDWR;
+        let caller = if writable || (readable && ctx.pid != 0) {
             self.caller(ctx)
         } else {
             Arc::new(Caller {
@@ -815,6 +855,11 @@ impl Fs {
                 ctx,
             )?;
         }
+        let read_before = if acc == libc::O_WRONLY {
+            self.read_before(ino, &caller)
+        } else {
+            None
+        };
         let mut tree = self.tree.write();
         let node = tree.get_mut(ino)?;
         if draining {
@@ -830,6 +875,9 @@ impl Fs {
             } else {
                 WriteState::new(flags & libc::O_APPEND != 0, head_id, head_content)
             };
+            if acc == libc::O_WRONLY {
+                w.read_before = read_before;
+            }
             if !check && node.head.is_none() {
                 // The handle of a `create` owes the file's first version, empty unless it
                 // writes: `touch f` records one empty version, `echo v1 > f` one holding
@@ -888,6 +936,9 @@ impl Fs {
             node.writer_tgids.push(caller.tgid);
         }
         drop(tree);
+        if readable && ctx.pid != 0 {
+            self.note_read(ino, &caller);
+        }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().insert(
             fh,

@@ -390,6 +390,7 @@ impl Fs {
             moved_files,
             caller: &caller,
             time_ns: t,
+            lost_update_check: !self.overwrites_path(&new_path),
         })?;
         if let Some((old, old_fid)) = replaced {
             let okind = tree.get(old)?.kind;
@@ -412,7 +413,11 @@ impl Fs {
         if let Some(v) = version
             && n.head.as_ref().is_none_or(|h| h.id < v.id)
         {
+            if let Some(fid) = n.file_id {
+                self.note_write(&caller, fid, v.id);
+            }
             n.head = Some(v);
+            n.step = caller.step;
         }
         match replaced {
             Some((old, _)) => self.views.changed(&[ino, old]),

@@ -268,7 +268,13 @@ impl Fs {
             View::Version(id) => {
                 let v = self.store.version(id as i64)?;
                 let fid = self.store.version_lineage(id as i64)?;
-                (Kind::File, v.content.len, v.time_ns, 1, self.lineage_perm(fid)?)
+                (
+                    Kind::File,
+                    v.content.len,
+                    v.time_ns,
+                    1,
+                    self.lineage_perm(fid)?,
+                )
             }
             View::Archived(fid) => {
                 let v = self
@@ -281,7 +287,13 @@ impl Fs {
                     .deletion(fid as i64)?
                     .map(|d| d.1)
                     .unwrap_or(v.time_ns);
-                (Kind::File, v.content.len, t, 1, self.lineage_perm(fid as i64)?)
+                (
+                    Kind::File,
+                    v.content.len,
+                    t,
+                    1,
+                    self.lineage_perm(fid as i64)?,
+                )
             }
             _ => return Err(Error::new(libc::EINVAL, "not a history view")),
         };

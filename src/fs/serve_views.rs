@@ -59,6 +59,12 @@ fn row(n: &Node, h: &crate::store::VersionInfo, binary: bool) -> manifest::File 
         writer: h.writer.clone(),
         time_ns: h.time_ns,
         binary,
+        read: n.last_read.as_ref().map(|m| manifest::ReadRow {
+            version: m.read.version,
+            writer: m.read.writer.clone(),
+            time_ns: m.read.time_ns,
+        }),
+        step: n.step,
     }
 }
 
@@ -78,7 +84,7 @@ fn remember(memo: &ViewMemo, c: ContentRef, binary: bool) {
 /// Prefix of the provenance extended attributes.
 pub const XATTR_PREFIX: &str = "user.scratchfs.";
 /// The provenance extended attributes of every file (SPEC §7), in listing order.
-pub const XATTRS: &[&str] = &["version", "writer", "blake3", "step", "committed"];
+pub const XATTRS: &[&str] = &["version", "writer", "blake3", "step", "committed", "inputs"];
 /// Setting this attribute on the root to a JSON `GcRequest` runs gc in the daemon.
 pub const GC_XATTR: &str = "user.scratchfs.gc";
 /// Setting this attribute to N restores version N (see [`Fs::setxattr`]).
@@ -502,6 +508,7 @@ impl Fs {
                 .max(root_ctime),
             budget_tokens: self.manifest_budget(),
             caps: rules.is_some().then_some(&caps as manifest::Caps),
+            step_now: Some(self.step_now.load(Ordering::Relaxed)).filter(|&s| s != i64::MIN),
         };
         let text = manifest::render(&input);
         rows.dirs = std::mem::take(&mut input.dirs);
@@ -813,6 +820,9 @@ impl Fs {
             if *name == "step" && meta.step.is_none() {
                 continue;
             }
+            if *name == "inputs" && self.store.inputs(id)?.is_empty() {
+                continue;
+            }
             out.extend_from_slice(XATTR_PREFIX.as_bytes());
             out.extend_from_slice(name.as_bytes());
             out.push(0);
@@ -839,9 +849,10 @@ impl Fs {
         })
     }
 
-    /// `getxattr`: `user.scratchfs.version`, `.writer`, `.blake3`, `.step` and
-    /// `.committed` (RFC 3339 UTC) of a file's current version. Any other name, or `.step`
-    /// of a version without one: `ENODATA`.
+    /// `getxattr`: `user.scratchfs.version`, `.writer`, `.blake3`, `.step`, `.committed`
+    /// (RFC 3339 UTC) and `.inputs` (issue 13: a JSON array of what the writer had read,
+    /// [`crate::lineage::inputs_json`]) of a file's current version. Any other name, or
+    /// `.step` or `.inputs` of a version without one: `ENODATA`.
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
         let nodata = || Error::new(libc::ENODATA, "no such attribute");
         let name = std::str::from_utf8(name).map_err(|_| nodata())?;
@@ -864,6 +875,13 @@ impl Fs {
             "blake3" => meta.blake3,
             "step" => meta.step.ok_or_else(nodata)?.to_string(),
             "committed" => manifest::utc(meta.time_ns).replace(' ', "T"),
+            "inputs" => {
+                let inputs = self.store.inputs(id)?;
+                if inputs.is_empty() {
+                    return Err(nodata());
+                }
+                crate::lineage::inputs_json(&inputs).to_string()
+            }
             _ => return Err(nodata()),
         };
         Ok(value.into_bytes())

@@ -43,6 +43,19 @@ pub(super) struct Node {
     pub(super) orphan: bool,
     /// What MANIFEST learned of this file, kept for its next rendering.
     pub(super) memo: ViewMemo,
+    /// The agent step of the current version's writer, if it had one (MANIFEST's stale
+    /// files, issue 13).
+    pub(super) step: Option<i64>,
+    /// The file's last read through the mount (MANIFEST's `read` column, issue 13).
+    pub(super) last_read: Option<Box<ReadMark>>,
+}
+
+/// A file's last read, and when the store last recorded one ([`Fs::note_read`]).
+#[derive(Debug, Clone)]
+pub(super) struct ReadMark {
+    pub(super) read: crate::store::LastRead,
+    /// When the store's `reads` row was written, ns (0: never by this mount).
+    pub(super) stored_ns: i64,
 }
 
 /// What MANIFEST learned of a file (serve_views.rs): whether it is a temporary, for the
@@ -119,6 +132,13 @@ impl Node {
             subdirs: 0,
             orphan: false,
             memo: ViewMemo::default(),
+            step: r.step,
+            last_read: r.last_read.map(|read| {
+                Box::new(ReadMark {
+                    stored_ns: read.time_ns,
+                    read,
+                })
+            }),
         }
     }
     /// The current version's id and content; a file without a version yet (created, not

@@ -568,6 +568,22 @@ pub fn catalog() -> Vec<ToolSpec> {
             reads_only: false,
         },
         ToolSpec {
+            name: "why",
+            description: "Where a value came from: the version that set a file (or one JSON key of it), who wrote it at which step, and the versions that writer had read, recursively.",
+            schema: json!({ "type": "object", "required": ["path"], "properties": {
+                "path": path,
+                "key": { "type": "string", "description": "a JSON key, dotted for nested keys (order.total_cents)" },
+                "depth": { "type": "integer", "minimum": 0, "maximum": 16, "description": "levels of inputs to follow (default 3)" } } }),
+            reads_only: true,
+        },
+        ToolSpec {
+            name: "ground",
+            description: "Check a reply before sending it: for every number and identifier in the text, where the scratchpad holds it; numbers with no source (or only a model's) are flagged.",
+            schema: json!({ "type": "object", "required": ["text"], "properties": {
+                "text": { "type": "string", "description": "the reply to check" } } }),
+            reads_only: true,
+        },
+        ToolSpec {
             name: "restore",
             description: "Make version N of a file current again (as a new version; nothing is lost).",
             schema: json!({ "type": "object", "required": ["path", "version"], "properties": {
@@ -700,6 +716,22 @@ fn arg_u64(args: &serde_json::Value, key: &str) -> Result<Option<u64>> {
                 format!("argument {key:?} must be a non-negative integer"),
             )
         }),
+    }
+}
+
+/// Clears the keys shown for an input the caller of `ctx` may not read (their values are
+/// that file's content), through the lineage tree.
+fn hide_unreadable_keys(fs: &Fs, n: &mut crate::lineage::why::Node, ctx: Ctx) {
+    if !n.keys.is_empty() {
+        let path =
+            String::from_utf8_lossy(&crate::store::paths::decode(&n.version.path)).into_owned();
+        let ok = resolve(fs, &path, ctx).is_ok_and(|ino| fs.access(ino, libc::R_OK, ctx).is_ok());
+        if !ok {
+            n.keys.clear();
+        }
+    }
+    for i in &mut n.inputs {
+        hide_unreadable_keys(fs, i, ctx);
     }
 }
 
@@ -889,6 +921,45 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
             Outcome::ok(text, None)
         }
         "memory" => Outcome::ok(super::memory::run(fs, args, ctx)?, None),
+        "why" => {
+            let p = path()?;
+            let ino = resolve(fs, p, ctx)?;
+            fs.access(ino, libc::R_OK, ctx)?;
+            let key = match args.get("key") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(_) => Some(arg_str(args, "key")?),
+            };
+            let depth = arg_u64(args, "depth")?
+                .map_or(crate::lineage::why::DEFAULT_DEPTH, |d| d.min(16) as usize);
+            let stored = crate::store::paths::encode(p.as_bytes()).into_owned();
+            let mut w = fs.store().why(&stored, key, depth)?;
+            hide_unreadable_keys(fs, &mut w.lineage, ctx);
+            Outcome::ok(
+                crate::lineage::why::render(&w),
+                Some(serde_json::to_value(&w).unwrap_or_default()),
+            )
+        }
+        "ground" => {
+            let text = arg_str(args, "text")?;
+            let mut readable = std::collections::HashMap::new();
+            let sources: Vec<_> = fs
+                .store()
+                .ground_sources()?
+                .into_iter()
+                .filter(|s| {
+                    *readable.entry(s.path.clone()).or_insert_with(|| {
+                        resolve(fs, &s.path, ctx)
+                            .is_ok_and(|ino| fs.access(ino, libc::R_OK, ctx).is_ok())
+                    })
+                })
+                .collect();
+            let findings = crate::lineage::ground::ground(text, &sources);
+            let status = crate::lineage::ground::exit_status(&findings);
+            Outcome::ok(
+                crate::lineage::ground::render(&findings),
+                Some(json!({ "tokens": findings, "ungrounded": status != 0 })),
+            )
+        }
         "restore" => {
             let p = path()?;
             let n = arg_version(args, "version")?;

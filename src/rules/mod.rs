@@ -35,6 +35,11 @@ pub struct Matchers {
     /// The MCP client's name from its handshake (`clientInfo.name`, issue 12): declared
     /// by the client, as trustworthy as `env`. Never matches a call through the mount.
     pub mcp_client: Option<String>,
+    /// Not a matcher: what this writer writes is asserted by a model, so `scratchfs
+    /// ground` reports a value only it wrote as "asserted by model", not as sourced
+    /// (issue 13). Default `false`.
+    #[serde(default)]
+    pub model: bool,
 }
 
 /// `mode` of a path rule.

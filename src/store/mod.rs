@@ -18,8 +18,8 @@ use std::io;
 pub use redo::{Damage, RedoLog};
 pub use sqlite::{
     APPLICATION_ID, ContentReader, Probe, READ_CHUNK, RedoLoss, Sqlite, cannot_open, companions,
-    digest_of, for_each_data, gc as sqlite_gc, make_private, open_read_only, probe, read_all,
-    stream_end,
+    digest_of, for_each_data, gc as sqlite_gc, inputs_of, make_private, open_read_only, probe,
+    read_all, stream_end,
 };
 
 use crate::error::Result;
@@ -218,6 +218,51 @@ pub struct NodeRecord {
     pub head: Option<VersionInfo>,
     /// mtime was set explicitly after the last commit (SPEC §3 utimens).
     pub mtime_pinned: bool,
+    /// The agent step of the current version's writer (`SCRATCHFS_STEP`), when it had one.
+    pub step: Option<i64>,
+    /// The lineage's last read through the mount, as `reads` keeps it.
+    pub last_read: Option<LastRead>,
+}
+
+/// A read of a file, as MANIFEST shows it (issue 13): the version read, by which writer,
+/// when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastRead {
+    /// The version number read.
+    pub version: i64,
+    /// The reader's resolved writer name (SPEC §5).
+    pub writer: std::sync::Arc<str>,
+    /// When, ns since the Unix epoch.
+    pub time_ns: i64,
+}
+
+/// A version a writing process had read before its commit (issue 13): one row of
+/// `inputs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Input {
+    /// The version read (`versions.id`).
+    pub version_id: i64,
+    /// When the process opened it, ns since the Unix epoch.
+    pub read_ns: i64,
+}
+
+/// An input of a version with what it names, for `log --json`, `why` and the
+/// `user.scratchfs.inputs` attribute.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InputInfo {
+    /// The version (`versions.id`).
+    pub version_id: i64,
+    /// Its file's path when it was committed; `None` when gc forgot the version.
+    pub path: Option<String>,
+    /// Its number in its lineage; `None` when gc forgot it.
+    pub version: Option<i64>,
+    /// Its writer; `None` when gc forgot it.
+    pub writer: Option<String>,
+    /// `read` (opened for reading by the writing process) or `rename` (the version a
+    /// rename's version was renamed from).
+    pub via: String,
+    /// When it was read (or renamed), ns since the Unix epoch.
+    pub read_ns: i64,
 }
 
 /// How the bytes of a new version are built.
@@ -275,6 +320,9 @@ pub struct CommitRequest<'a> {
     pub set_mtime: bool,
     /// fsync: make the commit durable against power loss before returning.
     pub durable: bool,
+    /// The versions the writing process had read before this commit (issue 13), at most
+    /// [`crate::lineage::READS_PER_PROCESS`]; recorded as the version's `inputs`.
+    pub inputs: &'a [Input],
 }
 
 /// What a successful commit returns: the version and the hasher state after its bytes.
@@ -312,6 +360,11 @@ pub struct RenameRequest<'a> {
     pub caller: &'a Caller,
     /// Time, ns.
     pub time_ns: i64,
+    /// Refuse a file replacing another with `ESTALE` when the process that wrote it had
+    /// read an older version of the file it replaces than the current one, committed by
+    /// another process since (issue 13: `sed -i`, `jq … > t && mv t f`); `false` when the
+    /// target's rule says `on_conflict: overwrite`.
+    pub lost_update_check: bool,
 }
 
 /// The persistent state of a scratchpad. Every method is atomic and durable against
@@ -419,6 +472,25 @@ pub trait Store: Send + Sync {
     /// uid and gid. The views of the lineage's versions take their owner and read bits
     /// from it (docs/views.md). `None` when no inode carried it.
     fn lineage_owner(&self, file_id: i64) -> Result<Option<LineageOwner>>;
+    /// Notes that `caller` opened version `version_id` (number `version`) of lineage
+    /// `file_id` for reading at `time_ns` (MANIFEST's `read` column; issue 13): kept as
+    /// the lineage's last read, acknowledged like a small commit.
+    fn note_read(
+        &self,
+        file_id: i64,
+        version_id: i64,
+        version: i64,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<()>;
+    /// The inputs of version `id` (`versions.id`), oldest read first.
+    fn inputs(&self, id: i64) -> Result<Vec<InputInfo>>;
+    /// The lineage of the file at `path` or of `key` of it, `depth` levels deep
+    /// ([`crate::lineage::why::why`]; its errors).
+    fn why(&self, path: &str, key: Option<&str>, depth: usize) -> Result<crate::lineage::why::Why>;
+    /// Every value the scratchpad holds now, for grounding a reply
+    /// ([`crate::lineage::sources::sources`]).
+    fn ground_sources(&self) -> Result<Vec<crate::lineage::ground::Source>>;
     /// The lineage (`files.id`) version `id` (`versions.id`) belongs to.
     fn version_lineage(&self, id: i64) -> Result<i64>;
     /// One version by `versions.id`.

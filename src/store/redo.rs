@@ -114,6 +114,17 @@ pub enum Op {
         time_ns: i64,
         set_mtime: bool,
         pieces: Vec<(u64, u64)>,
+        /// [`super::CommitRequest::inputs`] (absent in logs of older scratchfs).
+        #[serde(default)]
+        inputs: Vec<super::Input>,
+    },
+    /// [`super::Store::note_read`].
+    Read {
+        file_id: i64,
+        version_id: i64,
+        version: i64,
+        caller: Caller,
+        time_ns: i64,
     },
 }
 
@@ -121,9 +132,10 @@ impl Op {
     /// The process the operation was made by.
     pub fn caller(&self) -> &Caller {
         match self {
-            Op::Create { caller, .. } | Op::Unlink { caller, .. } | Op::Commit { caller, .. } => {
-                caller
-            }
+            Op::Create { caller, .. }
+            | Op::Unlink { caller, .. }
+            | Op::Commit { caller, .. }
+            | Op::Read { caller, .. } => caller,
         }
     }
 }
@@ -475,6 +487,7 @@ mod tests {
             time_ns: 5,
             set_mtime: false,
             pieces: vec![(0, 3)],
+            inputs: Vec::new(),
         }
     }
 

@@ -148,6 +148,28 @@ CREATE TABLE IF NOT EXISTS fields (
     version_id INTEGER NOT NULL,
     PRIMARY KEY (file_id, key)
 ) WITHOUT ROWID;
+-- Read provenance (issue 13, docs/SEMANTICS.md "Lineage"): the versions the writing
+-- process had read before it committed a version (`via` 'read', with the time of the
+-- read), and for a version made by a rename the version it was renamed from (`via`
+-- 'rename'). At most 64 reads per version. `input_id` may name a version gc forgot.
+CREATE TABLE IF NOT EXISTS inputs (
+    version_id INTEGER NOT NULL,
+    input_id   INTEGER NOT NULL,
+    via        TEXT NOT NULL CHECK (via IN ('read', 'rename')),
+    read_ns    INTEGER NOT NULL,
+    PRIMARY KEY (version_id, input_id)
+) WITHOUT ROWID;
+-- The last read of each lineage through the mount (MANIFEST's `read` column): which
+-- version, by which writer, when. Written when the version or the reader changes, or a
+-- minute after the last row (docs/SEMANTICS.md).
+CREATE TABLE IF NOT EXISTS reads (
+    file_id    INTEGER PRIMARY KEY,
+    version_id INTEGER NOT NULL,
+    version    INTEGER NOT NULL,
+    writer     TEXT NOT NULL,
+    process    INTEGER NOT NULL REFERENCES processes(id),
+    time_ns    INTEGER NOT NULL
+);
 -- The writer rules mounts were started with: a new version whenever the text changes.
 CREATE TABLE IF NOT EXISTS rules (
     id      INTEGER PRIMARY KEY,

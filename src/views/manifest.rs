@@ -144,7 +144,30 @@ pub struct File {
     pub time_ns: i64,
     /// Binary content: no token estimate.
     pub binary: bool,
+    /// Its last read through the mount, if any (the `read` column, issue 13).
+    pub read: Option<ReadRow>,
+    /// The agent step of its current version's writer, if it had one (stale files).
+    pub step: Option<i64>,
 }
+
+/// A file's last read, as the `read` column shows it (issue 13): the version read, by
+/// which writer, when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRow {
+    /// The version number read.
+    pub version: i64,
+    /// The reader's writer name.
+    pub writer: std::sync::Arc<str>,
+    /// When, ns since the epoch.
+    pub time_ns: i64,
+}
+
+/// A file whose current version is this many agent steps older than the latest step is
+/// listed as stale (issue 13).
+pub const STALE_STEPS: i64 = 10;
+
+/// Most stale files named; the rest are counted.
+const STALE_SHOWN: usize = 5;
 
 /// One refused commit.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -201,6 +224,9 @@ pub struct Input<'a> {
     pub budget_tokens: usize,
     /// The `max_bytes` cap of a path, for the files listed.
     pub caps: Option<Caps<'a>>,
+    /// The latest agent step any caller has had (`SCRATCHFS_STEP`), if any: files whose
+    /// version is [`STALE_STEPS`] older are listed as stale.
+    pub step_now: Option<i64>,
 }
 
 /// One file as the MCP tool `list` returns it (issue 12): MANIFEST's columns, as data.
@@ -295,9 +321,70 @@ pub fn split(entries: &[FileEntry]) -> (Vec<Dir>, Vec<File>) {
             writer: e.writer.as_str().into(),
             time_ns: e.time_ns,
             binary: e.binary,
+            read: None,
+            step: None,
         });
     }
     (dirs, files)
+}
+
+/// The `read` column of a file: `3s by agent` when its current version was read (how
+/// long ago, by whom), `unread since v4` when it was written since its last read (v4:
+/// the first version nobody read), `unread` when it was never read.
+fn read_cell(f: &File, as_of_ns: i64) -> String {
+    match &f.read {
+        Some(r) if r.version >= f.version => {
+            format!("{} by {}", age(as_of_ns, r.time_ns), quote_path(&r.writer))
+        }
+        Some(r) => format!("unread since v{}", r.version + 1),
+        None => "unread".into(),
+    }
+}
+
+/// The line naming stale files (issue 13): files not changed for [`STALE_STEPS`] or more
+/// agent steps while the step moved on, the longest unchanged first; empty when none.
+fn stale_line(input: &Input) -> String {
+    let paths = |i: usize| {
+        let f = &input.files[i];
+        let mut parts = vec![f.name.stored().into_owned()];
+        let mut d = f.dir;
+        while d != 0 {
+            parts.push(input.dirs[d].name.clone());
+            d = input.dirs[d].parent;
+        }
+        parts.reverse();
+        parts.join("/")
+    };
+    let Some(now) = input.step_now else {
+        return String::new();
+    };
+    let mut stale: Vec<(i64, String)> = input
+        .files
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| {
+            let s = f.step?;
+            (now - s >= STALE_STEPS).then(|| (s, paths(i)))
+        })
+        .collect();
+    if stale.is_empty() {
+        return String::new();
+    }
+    stale.sort();
+    let mut line = format!("stale (unchanged for {STALE_STEPS}+ steps, now step {now}):");
+    for (k, (s, p)) in stale.iter().take(STALE_SHOWN).enumerate() {
+        let _ = write!(
+            line,
+            "{} {} since step {s}",
+            if k == 0 { "" } else { ";" },
+            quote_stored(p)
+        );
+    }
+    if stale.len() > STALE_SHOWN {
+        let _ = write!(line, "; {} more", stale.len() - STALE_SHOWN);
+    }
+    line.push('\n');
+    clip(&line, LINE_MAX, false).into_owned()
 }
 
 /// `1,234`.
@@ -483,11 +570,20 @@ fn header_len(w: usize) -> usize {
 }
 
 /// The other columns of a row, newline included.
-fn tail(bytes: u64, tokens: &str, version: &str, writer: &str, age: &str, cap: &str) -> String {
-    format!(
-        " {:>9} {tokens:>8} {version:>4}  {writer:<12} {age}{cap}\n",
+fn tail(
+    bytes: u64,
+    tokens: &str,
+    version: &str,
+    writer: &str,
+    age: &str,
+    read: &str,
+    cap: &str,
+) -> String {
+    let t = format!(
+        " {:>9} {tokens:>8} {version:>4}  {writer:<12} {age:<4} {read}{cap}",
         thousands(bytes)
-    )
+    );
+    format!("{}\n", t.trim_end())
 }
 
 /// What the folding works on: the tree with its totals, and the rows chosen so far.
@@ -638,6 +734,7 @@ impl<'i, 'a> Table<'i, 'a> {
             &f.version.to_string(),
             &quote_path(&f.writer),
             &age(self.input.as_of_ns, f.time_ns),
+            &read_cell(f, self.input.as_of_ns),
             &cap,
         );
         (name, tail)
@@ -696,6 +793,7 @@ impl<'i, 'a> Table<'i, 'a> {
             "-",
             &writer,
             &age(self.input.as_of_ns, when),
+            "",
             "",
         );
         if slack {
@@ -1048,6 +1146,7 @@ pub fn render(input: &Input) -> String {
             let _ = writeln!(after, "{}", clip(&line, LINE_MAX * 2, true));
         }
     }
+    after.push_str(&stale_line(input));
     after.push_str(
         "not listed: <file>.outline (what a file holds, by section); \
          .history/<path>/<N> (every version); .archive/<path> (deleted files)\n",
@@ -1130,7 +1229,7 @@ pub fn render(input: &Input) -> String {
         let mut out = header(folded);
         let _ = writeln!(
             out,
-            "{:<width$} {:>9} {:>8} {:>4}  {:<12} age",
+            "{:<width$} {:>9} {:>8} {:>4}  {:<12} age  read",
             "path", "bytes", "~tokens", "ver", "writer"
         );
         for (_, name, tail) in rows {
@@ -1264,7 +1363,11 @@ mod tests {
             .unwrap()
             .split_whitespace()
             .collect();
-        assert_eq!(plan, ["plan.md", "345", "87", "2", "agent", "1m"], "{m}");
+        assert_eq!(
+            plan,
+            ["plan.md", "345", "87", "2", "agent", "1m", "unread"],
+            "{m}"
+        );
         assert!(
             m.starts_with("MANIFEST as of 1970-01-01 00:02:40Z: 23 files,"),
             "{m}"
@@ -1412,7 +1515,7 @@ mod tests {
             .strip_prefix(r#""a\nfake.md    999  9  1  root  0s""#)
             .unwrap_or_else(|| panic!("{m}"));
         let rest: Vec<&str> = rest.split_whitespace().collect();
-        assert_eq!(rest, ["5", "2", "2", r#""w\nx""#, "0s"], "{m}");
+        assert_eq!(rest, ["5", "2", "2", r#""w\nx""#, "0s", "unread"], "{m}");
         assert!(
             m.contains(
                 "  \"gone\\nb.md\" deleted by agent 0s ago (3 B): \".archive/gone\\nb.md\"\n"

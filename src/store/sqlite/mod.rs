@@ -16,8 +16,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::redo::{LoggedBuild, MAX_PAYLOAD, Op, Pieces, RedoLog};
 use super::{
     Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, FieldInfo, GcReport, GcRequest,
-    Kind, Lineage, LineageOwner, NodeRecord, RedactReport, RefusalInfo, RenameRequest, RestorableInfo, Store,
-    VersionInfo, VersionMeta,
+    Input, InputInfo, Kind, LastRead, Lineage, LineageOwner, NodeRecord, RedactReport, RefusalInfo,
+    RenameRequest, RestorableInfo, Store, VersionInfo, VersionMeta,
 };
 use crate::error::{Error, Result};
 use crate::identity::Caller;
@@ -36,6 +36,7 @@ pub use content::{ContentReader, READ_CHUNK};
 pub use content::{digest_of, for_each_data, read_all, stream_end};
 use file::*;
 pub use file::{Probe, cannot_open, companions, make_private, open_read_only, probe};
+pub use write::inputs_of;
 use write::*;
 
 const SCHEMA: &str = include_str!("../schema.sql");
@@ -152,6 +153,8 @@ enum Applied {
     Unchanged(Committed),
     /// A lost update: the refusal is recorded (and logged); the caller gets the error.
     Stale(Error),
+    /// A read noted.
+    Noted,
 }
 
 /// What `scratchfs recover --accept-loss` gave up: the damage and where the whole damaged
@@ -539,6 +542,7 @@ impl Sqlite {
                 time_ns,
                 set_mtime,
                 pieces,
+                inputs,
             } => {
                 let pieces = Pieces::new(pieces, payload)?;
                 let mut source = |off: u64, buf: &mut [u8]| pieces.read(off, buf);
@@ -556,9 +560,31 @@ impl Sqlite {
                         time_ns: *time_ns,
                         set_mtime: *set_mtime,
                         durable: false,
+                        inputs,
                     },
                     proc,
                 )
+            }
+            Op::Read {
+                file_id,
+                version_id,
+                version,
+                caller,
+                time_ns,
+            } => {
+                conn.prepare_cached(
+                    "INSERT OR REPLACE INTO reads(file_id, version_id, version, writer, process, time_ns)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?
+                .execute(params![
+                    file_id,
+                    version_id,
+                    version,
+                    caller.writer,
+                    proc.id,
+                    time_ns
+                ])?;
+                Ok(Applied::Noted)
             }
         }
     }
@@ -788,7 +814,7 @@ impl Sqlite {
                     tx.commit()?;
                     Err(e)
                 }
-                Applied::Node(_) | Applied::Unlinked => {
+                Applied::Node(_) | Applied::Unlinked | Applied::Noted => {
                     Err(Error::new(libc::EIO, "store: a commit did something else"))
                 }
             }
@@ -828,16 +854,29 @@ impl Store for Sqlite {
              )
              SELECT n.ino, n.parent, n.name, n.kind, n.mode, n.uid, n.gid, n.atime_ns, n.mtime_ns,
                     n.ctime_ns, n.file_id, v.id, v.version, v.stream, v.size, v.time_ns,
-                    n.mtime_pinned, v.writer
+                    n.mtime_pinned, v.writer, p.step, r.version, r.writer, r.time_ns
              FROM tree t JOIN nodes n ON n.ino = t.ino
              LEFT JOIN versions v ON v.file_id = n.file_id
                  AND v.version = (SELECT MAX(version) FROM versions WHERE file_id = n.file_id)
                  -- A re-created file without a commit yet has no version of its own.
                  AND v.id > COALESCE((SELECT MAX(version_id) FROM events
                                       WHERE file_id = n.file_id AND op = 'create'), 0)
+             LEFT JOIN processes p ON p.id = v.process
+             LEFT JOIN reads r ON r.file_id = n.file_id
              ORDER BY t.depth, n.ino",
         )?;
-        let rows = stmt.query_map([], node_from_row)?;
+        let rows = stmt.query_map([], |r| {
+            let mut n = node_from_row(r)?;
+            n.step = r.get(18)?;
+            if let Some(version) = r.get::<_, Option<i64>>(19)? {
+                n.last_read = Some(LastRead {
+                    version,
+                    writer: r.get::<_, String>(20)?.into(),
+                    time_ns: r.get(21)?,
+                });
+            }
+            Ok(n)
+        })?;
         let mut out = Vec::new();
         for r in rows {
             out.push(r?);
@@ -887,11 +926,12 @@ impl Store for Sqlite {
             time_ns: req.time_ns,
             set_mtime: req.set_mtime,
             pieces,
+            inputs: req.inputs.to_vec(),
         };
         match self.apply_logged(op, &payload, req.prefix_hasher)? {
             Applied::Committed(c) | Applied::Unchanged(c) => Ok(c),
             Applied::Stale(e) => Err(e),
-            Applied::Node(_) | Applied::Unlinked => {
+            Applied::Node(_) | Applied::Unlinked | Applied::Noted => {
                 Err(Error::new(libc::EIO, "store: a commit did something else"))
             }
         }
@@ -1094,6 +1134,29 @@ impl Store for Sqlite {
         let caller = &self.process(&conn, req.caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let t = req.time_ns;
+        if req.lost_update_check
+            && req.kind == Kind::File
+            && let (Some(src), Some((_, Some(dst)))) = (req.file_id, req.replaced)
+            && src != dst
+            && let Some((reason, content, hash)) =
+                lost_update_by_rename(&tx, src, dst, req.new_path)?
+        {
+            insert_event(
+                &tx,
+                "rejected",
+                req.new_path,
+                None,
+                Some(dst),
+                None,
+                Some(libc::ESTALE),
+                Some(&reason),
+                Some((content, hash.as_str())),
+                caller,
+                t,
+            )?;
+            tx.commit()?;
+            return Err(Error::new(libc::ESTALE, reason));
+        }
         tx.prepare_cached(
             "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
              WHERE ino = (SELECT parent FROM nodes WHERE ino = ?2)",
@@ -1208,7 +1271,19 @@ impl Store for Sqlite {
                 Some(h) => h,
                 None => digest_of(&tx, content)?,
             };
+            // What the content was renamed from (`why` follows it to its writer).
+            let from = match req.file_id {
+                Some(src) => live_head(&tx, src)?.0.map(|v| v.id),
+                None => None,
+            };
             let v = insert_version(&tx, fid, req.new_path, "rename", content, &hash, caller, t)?;
+            if let Some(from) = from {
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO inputs(version_id, input_id, via, read_ns)
+                     VALUES (?1, ?2, 'rename', ?3)",
+                )?
+                .execute(params![v.id, from, t])?;
+            }
             update_fields(&tx, fid, req.new_path, before, content, v.id)?;
             version = Some(v);
         }
@@ -1305,6 +1380,39 @@ impl Store for Sqlite {
                 })
             })
             .optional()?)
+    }
+
+    fn note_read(
+        &self,
+        file_id: i64,
+        version_id: i64,
+        version: i64,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<()> {
+        let op = Op::Read {
+            file_id,
+            version_id,
+            version,
+            caller: caller.clone(),
+            time_ns,
+        };
+        self.apply_logged(op, &[], None).map(|_| ())
+    }
+
+    fn inputs(&self, id: i64) -> Result<Vec<InputInfo>> {
+        let conn = self.reader()?;
+        inputs_of(&conn, id)
+    }
+
+    fn why(&self, path: &str, key: Option<&str>, depth: usize) -> Result<crate::lineage::why::Why> {
+        let conn = self.reader()?;
+        crate::lineage::why::why(&conn, path, key, depth)
+    }
+
+    fn ground_sources(&self) -> Result<Vec<crate::lineage::ground::Source>> {
+        let conn = self.reader()?;
+        crate::lineage::sources::sources(&conn)
     }
 
     fn version_lineage(&self, id: i64) -> Result<i64> {
@@ -1516,6 +1624,7 @@ mod tests {
             time_ns: 1,
             set_mtime: true,
             durable: false,
+            inputs: &[],
         })
         .unwrap()
     }
@@ -1574,6 +1683,7 @@ mod tests {
                 time_ns: 2,
                 set_mtime: true,
                 durable: false,
+                inputs: &[],
             })
             .unwrap();
         let mut expect = data.clone();
@@ -1603,6 +1713,7 @@ mod tests {
                 time_ns: 3,
                 set_mtime: true,
                 durable: false,
+                inputs: &[],
             })
             .err()
             .unwrap();
@@ -1625,6 +1736,7 @@ mod tests {
                 time_ns: 4,
                 set_mtime: true,
                 durable: false,
+                inputs: &[],
             })
             .unwrap();
         assert_eq!(t.version.content.stream, c.version.content.stream);

@@ -343,6 +343,8 @@ pub(super) fn node_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord
             }),
             None => None,
         },
+        step: None,
+        last_read: None,
     })
 }
 
@@ -468,7 +470,95 @@ pub(super) fn create_in(
         file_id,
         head: None,
         mtime_pinned: false,
+        step: None,
+        last_read: None,
     })
+}
+
+/// Whether renaming the file of lineage `src` over the file of lineage `dst` loses an
+/// update (issue 13): the process that wrote `src`'s current version had read version R
+/// of `dst`, and `dst` is now at a later version committed by another process. Returns
+/// the refusal's reason and the content refused (`src`'s current version).
+pub(super) fn lost_update_by_rename(
+    tx: &Connection,
+    src: i64,
+    dst: i64,
+    new_path: &str,
+) -> Result<Option<(String, ContentRef, String)>> {
+    let (Some(s), Some(h)) = (live_head(tx, src)?.0, live_head(tx, dst)?.0) else {
+        return Ok(None);
+    };
+    let read: Option<(i64, i64)> = tx
+        .prepare_cached(
+            "SELECT v.id, v.version FROM inputs i JOIN versions v ON v.id = i.input_id
+             WHERE i.version_id = ?1 AND i.via = 'read' AND v.file_id = ?2
+             ORDER BY v.id DESC LIMIT 1",
+        )?
+        .query_row(params![s.id, dst], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((read_id, read_number)) = read else {
+        return Ok(None);
+    };
+    if h.id <= read_id {
+        return Ok(None);
+    }
+    let same_process: bool = tx
+        .prepare_cached(
+            "SELECT a.tgid = b.tgid AND a.start_time = b.start_time
+             FROM versions x JOIN processes a ON a.id = x.process,
+                  versions y JOIN processes b ON b.id = y.process
+             WHERE x.id = ?1 AND y.id = ?2",
+        )?
+        .query_row(params![s.id, h.id], |r| r.get(0))
+        .optional()?
+        .unwrap_or(false);
+    if same_process {
+        return Ok(None);
+    }
+    let hash: String = tx
+        .prepare_cached("SELECT blake3 FROM versions WHERE id = ?1")?
+        .query_row([s.id], |r| r.get(0))?;
+    Ok(Some((
+        format!(
+            "{new_path}: lost update: replaced by a file written from version {read_number} of it, but the current version is {} by {} (on_conflict: refuse)",
+            h.number, h.writer
+        ),
+        s.content,
+        hash,
+    )))
+}
+
+/// The inputs of version `id`, oldest read first (issue 13).
+pub fn inputs_of(conn: &Connection, id: i64) -> Result<Vec<InputInfo>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT i.input_id, v.path, v.version, v.writer, i.via, i.read_ns
+         FROM inputs i LEFT JOIN versions v ON v.id = i.input_id
+         WHERE i.version_id = ?1 ORDER BY i.read_ns, i.input_id",
+    )?;
+    let rows = stmt.query_map([id], |r| {
+        Ok(InputInfo {
+            version_id: r.get(0)?,
+            path: r.get(1)?,
+            version: r.get(2)?,
+            writer: r.get(3)?,
+            via: r.get(4)?,
+            read_ns: r.get(5)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// Records `inputs` as what version `version_id` was made from (issue 13): `via` 'read'.
+pub(super) fn insert_inputs(tx: &Connection, version_id: i64, inputs: &[Input]) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT OR REPLACE INTO inputs(version_id, input_id, via, read_ns) VALUES (?1, ?2, 'read', ?3)",
+    )?;
+    for i in inputs {
+        if i.version_id != version_id {
+            stmt.execute(params![version_id, i.version_id, i.read_ns])?;
+        }
+    }
+    Ok(())
 }
 
 /// The work of a commit (SPEC §4), inside the caller's transaction: the new content, its
@@ -488,6 +578,7 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         time_ns,
         set_mtime,
         durable: _,
+        inputs,
     } = req;
     let file_id: i64 = tx
         .prepare_cached("SELECT file_id FROM nodes WHERE ino = ?1")?
@@ -678,31 +769,25 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         }
     }
     if stale {
-        let reason = if first {
-            format!(
-                "{path}: lost update: written from version {}, but the file was deleted and created again since (on_conflict: refuse)",
-                expect_head.unwrap_or_default()
-            )
-        } else {
-            format!(
-                "{path}: lost update: written from version {}, but the current version is {} (on_conflict: refuse)",
-                expect_head.unwrap_or_default(),
-                head.number
-            )
-        };
-        let base_number: Option<i64> = tx
+        // The version the writer worked from: what its handle opened, or what the process
+        // had read before it opened (issue 13).
+        let base: Option<i64> = tx
             .query_row(
                 "SELECT version FROM versions WHERE id = ?1",
                 [expect_head.unwrap_or_default()],
                 |r| r.get(0),
             )
             .optional()?;
-        let reason = match base_number {
-            Some(n) => reason.replace(
-                &format!("from version {}", expect_head.unwrap_or_default()),
-                &format!("from version {n}"),
-            ),
-            None => reason,
+        let base = base.map_or_else(|| "?".to_string(), |n| n.to_string());
+        let reason = if first {
+            format!(
+                "{path}: lost update: the writer had version {base}, but the file was deleted and created again since (on_conflict: refuse)"
+            )
+        } else {
+            format!(
+                "{path}: lost update: the writer had version {base} (opened or read), but the current version is {} by {} (on_conflict: refuse)",
+                head.number, head.writer
+            )
         };
         insert_event(
             tx,
@@ -728,6 +813,7 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
     let version = insert_version_numbered(
         tx, file_id, number, path, op, content, &hash, caller, time_ns,
     )?;
+    insert_inputs(tx, version.id, inputs)?;
     update_fields(
         tx,
         file_id,

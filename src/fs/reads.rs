@@ -1,0 +1,100 @@
+//! Read provenance in the core (issue 13; [`crate::lineage`]): an `open` for reading
+//! notes the version the process got ([`Fs::note_read`]), in the process's read log and as
+//! the file's last read (MANIFEST's `read` column); a commit records the process's reads
+//! as the new version's inputs, and a handle opened write-only takes the version the
+//! process last read of the file as the base of its lost-update check
+//! ([`Fs::read_before`]). What counts as a read:
+//! docs/SEMANTICS.md "Lineage".
+
+use super::tree::ReadMark;
+use super::{Fs, now_ns};
+use crate::identity::Caller;
+use crate::lineage::ProcessKey;
+use crate::store::{Input, LastRead};
+
+/// A file's last read is written to the store when its version or its reader changes,
+/// else at most once a minute (60 s, in ns): `cat plan.md` in a loop writes one row.
+pub const READ_MARK_REFRESH_NS: i64 = 60_000_000_000;
+
+impl Fs {
+    /// Notes that `caller` opened `ino` for reading (a file with a version; one without
+    /// has nothing to read yet): in its read log, and as the file's last read, stored when
+    /// it changed ([`READ_MARK_REFRESH_NS`]). Call with no lock held.
+    pub(super) fn note_read(&self, ino: u64, caller: &Caller) {
+        let Some(key) = ProcessKey::of(caller) else {
+            return;
+        };
+        let now = now_ns();
+        let store = {
+            let mut tree = self.tree.write();
+            let Some(n) = tree.nodes.get_mut(&ino) else {
+                return;
+            };
+            let (Some(file_id), Some(head)) = (n.file_id, n.head.as_ref()) else {
+                return;
+            };
+            let (id, number) = (head.id, head.number);
+            self.reads.note_read(key, file_id, id, now);
+            let stored_ns = match &n.last_read {
+                Some(m)
+                    if m.read.version == number
+                        && *m.read.writer == *caller.writer
+                        && now - m.stored_ns < READ_MARK_REFRESH_NS =>
+                {
+                    m.stored_ns
+                }
+                _ => now,
+            };
+            n.last_read = Some(Box::new(ReadMark {
+                read: LastRead {
+                    version: number,
+                    writer: caller.writer.as_str().into(),
+                    time_ns: now,
+                },
+                stored_ns,
+            }));
+            (stored_ns == now).then_some((file_id, id, number))
+        };
+        if let Some((file_id, id, number)) = store
+            && let Err(e) = self.store.note_read(file_id, id, number, caller, now)
+        {
+            log::warn!("noting a read of inode {ino}: {e}");
+        }
+        self.views.changed(&[ino]);
+    }
+
+    /// Notes that `caller` opened version `id` (`versions.id`) under `.history` or
+    /// `.archive` for reading: a read of that version (`cp .history/f/3 g` makes `g` from
+    /// `f`'s version 3), not of the live file.
+    pub(super) fn note_version_read(&self, id: i64, caller: &Caller) {
+        let Some(key) = ProcessKey::of(caller) else {
+            return;
+        };
+        match self.store.version_lineage(id) {
+            Ok(file_id) => self.reads.note_input(key, file_id, id, now_ns()),
+            Err(e) => log::warn!("noting a read of version {id}: {e}"),
+        }
+    }
+
+    /// The inputs of a commit by `caller`: the versions its process read (at most
+    /// [`crate::lineage::READS_PER_PROCESS`]).
+    pub(super) fn inputs_of(&self, caller: &Caller) -> Vec<Input> {
+        ProcessKey::of(caller).map_or_else(Vec::new, |k| self.reads.inputs(k))
+    }
+
+    /// After `caller` committed version `id` of lineage `file_id`: its process knows it.
+    pub(super) fn note_write(&self, caller: &Caller, file_id: i64, id: i64) {
+        if let Some(k) = ProcessKey::of(caller) {
+            self.reads.note_write(k, file_id, id);
+        }
+    }
+
+    /// The version of `ino`'s lineage `caller`'s process last read (or committed after
+    /// reading it), if it read it: [`super::handle::WriteState::read_before`] of a handle
+    /// it opens write-only.
+    pub(super) fn read_before(&self, ino: u64, caller: &Caller) -> Option<i64> {
+        let key = ProcessKey::of(caller)?;
+        let file_id = self.tree.read().nodes.get(&ino).and_then(|n| n.file_id)?;
+        self.reads.known(key, file_id)
+    }
+}

@@ -1,0 +1,187 @@
+//! What `scratchfs ground` checks a reply against (issue 13): every value the scratchpad
+//! holds now, read from the database (SQL of docs/schema.md), so the command line and the
+//! daemon (the MCP tool `ground`) share it.
+//!
+//! - a JSON file (an object or an array, at most [`SOURCE_FILE_MAX`]): each scalar at any
+//!   depth is a key source (dotted key, `items.0.sku`), with the version, writer and step
+//!   that last changed its top-level key (`fields`; the file's current version for a
+//!   file over 1 MiB, whose keys are not tracked);
+//! - any other text file: each line holding a digit is a line source, with the file's
+//!   current version, writer and step.
+//!
+//! Binary files and files over [`SOURCE_FILE_MAX`] are left out, and at most
+//! [`SOURCES_MAX`] sources are returned (docs/lineage.md).
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{Connection, OptionalExtension};
+
+use super::ground::Source;
+use crate::error::Result;
+use crate::store::{ContentRef, read_all};
+
+/// Largest file whose values are sources (4 MiB).
+pub const SOURCE_FILE_MAX: u64 = 4 << 20;
+
+/// Most sources gathered (500,000).
+pub const SOURCES_MAX: usize = 500_000;
+
+/// The writers the stored rules mark `"model": true` (the rules of the last mount).
+pub fn model_writers(conn: &Connection) -> Result<HashSet<String>> {
+    let text: Option<String> = conn
+        .query_row("SELECT text FROM rules ORDER BY id DESC LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
+        return Ok(HashSet::new());
+    };
+    Ok(crate::rules::Rules::parse(&text)
+        .map(|r| {
+            r.writers
+                .into_iter()
+                .filter(|(_, m)| m.model)
+                .map(|(n, _)| n)
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+struct LiveFile {
+    file_id: i64,
+    path: String,
+    version: i64,
+    writer: String,
+    step: Option<i64>,
+    content: ContentRef,
+}
+
+fn live_files(conn: &Connection) -> Result<Vec<LiveFile>> {
+    let mut stmt = conn.prepare(
+        "SELECT f.id, f.path, v.version, v.writer, p.step, v.stream, v.size
+         FROM nodes n JOIN files f ON f.id = n.file_id
+         JOIN versions v ON v.file_id = n.file_id
+             AND v.version = (SELECT MAX(version) FROM versions WHERE file_id = n.file_id)
+         JOIN processes p ON p.id = v.process
+         WHERE n.parent IS NOT NULL AND n.kind = 'file' AND f.deleted_ns IS NULL
+         ORDER BY f.path",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(LiveFile {
+            file_id: r.get(0)?,
+            path: r.get(1)?,
+            version: r.get(2)?,
+            writer: r.get(3)?,
+            step: r.get(4)?,
+            content: ContentRef {
+                stream: r.get(5)?,
+                len: r.get::<_, i64>(6)? as u64,
+            },
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// Who last changed a key: version number, writer, step.
+type Setter = (i64, String, Option<i64>);
+
+/// Per top-level key of a JSON lineage: the version number, writer and step that last
+/// changed it.
+fn field_setters(conn: &Connection, file_id: i64) -> Result<HashMap<String, Setter>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT f.key, v.version, v.writer, p.step FROM fields f
+         JOIN versions v ON v.id = f.version_id JOIN processes p ON p.id = v.process
+         WHERE f.file_id = ?1",
+    )?;
+    let rows = stmt.query_map([file_id], |r| {
+        Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)
+}
+
+/// Each scalar of `v` with its dotted key.
+fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    let join = |k: &str| {
+        if prefix.is_empty() {
+            k.to_string()
+        } else {
+            format!("{prefix}.{k}")
+        }
+    };
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                leaves(&join(k), x, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                leaves(&join(&i.to_string()), x, out);
+            }
+        }
+        _ => out.push((prefix.to_string(), v.to_string())),
+    }
+}
+
+/// Every source the scratchpad holds now (see the module's docs).
+pub fn sources(conn: &Connection) -> Result<Vec<Source>> {
+    let model = model_writers(conn)?;
+    let mut out = Vec::new();
+    for f in live_files(conn)? {
+        if out.len() >= SOURCES_MAX {
+            break;
+        }
+        if f.content.len > SOURCE_FILE_MAX || f.content.len == 0 {
+            continue;
+        }
+        let bytes = read_all(conn, f.content)?;
+        if crate::views::is_binary(&bytes, true) {
+            continue;
+        }
+        let json = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v @ (serde_json::Value::Object(_) | serde_json::Value::Array(_))) => Some(v),
+            _ => None,
+        };
+        if let Some(doc) = json {
+            let setters = field_setters(conn, f.file_id)?;
+            let mut found = Vec::new();
+            leaves("", &doc, &mut found);
+            for (key, text) in found {
+                let top = key.split('.').next().unwrap_or_default();
+                let (version, writer, step) = setters
+                    .get(top)
+                    .cloned()
+                    .unwrap_or_else(|| (f.version, f.writer.clone(), f.step));
+                out.push(Source {
+                    path: f.path.clone(),
+                    model: model.contains(&writer),
+                    key: Some(key),
+                    line: None,
+                    text,
+                    version,
+                    writer,
+                    step,
+                });
+            }
+            continue;
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        for (i, line) in text.lines().enumerate() {
+            if !line.bytes().any(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            out.push(Source {
+                path: f.path.clone(),
+                key: None,
+                line: Some(i as u64 + 1),
+                text: line.to_string(),
+                version: f.version,
+                writer: f.writer.clone(),
+                step: f.step,
+                model: model.contains(&f.writer),
+            });
+        }
+    }
+    out.truncate(SOURCES_MAX);
+    Ok(out)
+}

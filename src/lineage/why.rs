@@ -1,0 +1,392 @@
+//! `scratchfs why PATH[:KEY]` (issue 13): the lineage of a file's current version, or of
+//! one JSON key's current value: the version that set it (writer, executable, step,
+//! time), the versions that writer had read ([`crate::store::Store::inputs`]), and
+//! recursively theirs, up to a depth. For an input that is a JSON file, the keys it held
+//! and the version that set each.
+//!
+//! Works on a read connection to the database (SQL of docs/schema.md), so the command line
+//! and the daemon (the MCP tool `why`) share it.
+
+use std::collections::HashSet;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::{Error, Result};
+use crate::store::{ContentRef, InputInfo, inputs_of, read_all};
+
+/// Default depth of `why`: the version, what its writer read, what their writers read.
+pub const DEFAULT_DEPTH: usize = 3;
+
+/// Most versions looked back through to find the version that set a key's value.
+const SETTER_LOOKBACK: usize = 256;
+
+/// Largest JSON content parsed for keys (4 MiB); a larger file's keys are not shown.
+const JSON_MAX: u64 = 4 << 20;
+
+/// Most keys shown for a JSON input.
+const KEYS_SHOWN: usize = 12;
+
+/// One version, with its provenance.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct VersionFacts {
+    /// `versions.id`.
+    pub id: i64,
+    /// Lineage (`files.id`).
+    pub file_id: i64,
+    /// Path at commit time, as stored ([`crate::store::paths`]).
+    pub path: String,
+    /// Version number within its lineage.
+    pub version: i64,
+    /// `create`, `write`, `append`, `truncate`, `rename`, `restore`.
+    pub op: String,
+    /// Writer name.
+    pub writer: String,
+    /// Executable of the writing process.
+    pub exe: String,
+    /// Agent step, when the writer had one.
+    pub step: Option<i64>,
+    /// Process id of the writer.
+    pub tgid: u32,
+    /// Commit time, ns since the epoch.
+    pub time_ns: i64,
+    #[serde(skip)]
+    content: ContentRef,
+}
+
+/// A key of a JSON version and the version that set its value there.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct KeyFacts {
+    /// The key (dotted for nested keys).
+    pub key: String,
+    /// Its value, as JSON text.
+    pub value: String,
+    /// The version that set it (the oldest of the versions up to this one that all hold
+    /// this value, within 256 versions).
+    pub set_by: VersionFacts,
+}
+
+/// A node of the lineage: a version, what it was made from.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Node {
+    /// The version.
+    pub version: VersionFacts,
+    /// For an input: how the version above got it (`read`, `rename`) and when, ns.
+    pub via: Option<String>,
+    /// When it was read (or renamed), ns.
+    pub read_ns: Option<i64>,
+    /// For an input that is a JSON object: its keys and who set them (at most 12).
+    pub keys: Vec<KeyFacts>,
+    /// Its inputs, each a node; empty at the depth limit (then `truncated` says so).
+    pub inputs: Vec<Node>,
+    /// Inputs not followed: the depth limit, a version already shown above, or one gc
+    /// forgot.
+    pub truncated: Vec<String>,
+}
+
+/// The answer to `why PATH[:KEY]`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Why {
+    /// The path asked about, as stored.
+    pub path: String,
+    /// The key asked about, if any.
+    pub key: Option<String>,
+    /// The key's current value, as JSON text.
+    pub value: Option<String>,
+    /// The version that set it (the file's current version when no key was asked), and
+    /// its lineage.
+    pub lineage: Node,
+}
+
+fn facts(conn: &Connection, id: i64) -> Result<Option<VersionFacts>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT v.id, v.file_id, v.path, v.version, v.op, v.writer, p.exe, p.step, p.tgid,
+                    v.time_ns, v.stream, v.size
+             FROM versions v JOIN processes p ON p.id = v.process WHERE v.id = ?1",
+        )?
+        .query_row([id], |r| {
+            Ok(VersionFacts {
+                id: r.get(0)?,
+                file_id: r.get(1)?,
+                path: r.get(2)?,
+                version: r.get(3)?,
+                op: r.get(4)?,
+                writer: r.get(5)?,
+                exe: r.get(6)?,
+                step: r.get(7)?,
+                tgid: r.get(8)?,
+                time_ns: r.get(9)?,
+                content: ContentRef {
+                    stream: r.get(10)?,
+                    len: r.get::<_, i64>(11)? as u64,
+                },
+            })
+        })
+        .optional()?)
+}
+
+/// The live lineage at `path` (stored form) and its current version (`versions.id`).
+pub fn live_head(conn: &Connection, path: &str) -> Result<Option<(i64, i64)>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT f.id, v.id FROM files f JOIN nodes n ON n.file_id = f.id
+             JOIN versions v ON v.file_id = f.id
+             WHERE f.path = ?1 AND f.deleted_ns IS NULL AND n.parent IS NOT NULL
+             ORDER BY v.version DESC LIMIT 1",
+        )?
+        .query_row([path], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
+}
+
+/// The value at dotted `key` of a JSON document (`a.b`, `items.0.sku`).
+pub fn lookup<'v>(doc: &'v serde_json::Value, key: &str) -> Option<&'v serde_json::Value> {
+    if let Some(v) = doc.get(key) {
+        return Some(v);
+    }
+    let mut at = doc;
+    for part in key.split('.') {
+        at = match at {
+            serde_json::Value::Object(m) => m.get(part)?,
+            serde_json::Value::Array(a) => a.get(part.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(at)
+}
+
+fn json_of(conn: &Connection, v: &VersionFacts) -> Option<serde_json::Value> {
+    if v.content.len > JSON_MAX {
+        return None;
+    }
+    let bytes = read_all(conn, v.content).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The version that set `key` to the value it has in version `at` of its lineage: the
+/// oldest of the versions up to `at` that all hold that value.
+fn setter(
+    conn: &Connection,
+    at: &VersionFacts,
+    key: &str,
+    value: &serde_json::Value,
+) -> Result<VersionFacts> {
+    let ids: Vec<i64> = conn
+        .prepare_cached(
+            "SELECT id FROM versions WHERE file_id = ?1 AND version < ?2
+             ORDER BY version DESC LIMIT ?3",
+        )?
+        .query_map(
+            params![at.file_id, at.version, SETTER_LOOKBACK as i64],
+            |r| r.get(0),
+        )?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut set_by = at.clone();
+    for id in ids {
+        let Some(v) = facts(conn, id)? else { break };
+        match json_of(conn, &v) {
+            Some(doc) if lookup(&doc, key) == Some(value) => set_by = v,
+            _ => break,
+        }
+    }
+    Ok(set_by)
+}
+
+fn keys_of(conn: &Connection, v: &VersionFacts) -> Result<Vec<KeyFacts>> {
+    let Some(serde_json::Value::Object(map)) = json_of(conn, v) else {
+        return Ok(Vec::new());
+    };
+    let doc = serde_json::Value::Object(map.clone());
+    let mut out = Vec::new();
+    for (k, value) in map.iter().take(KEYS_SHOWN) {
+        out.push(KeyFacts {
+            key: k.clone(),
+            value: value.to_string(),
+            set_by: setter(conn, v, k, lookup(&doc, k).unwrap_or(value))?,
+        });
+    }
+    Ok(out)
+}
+
+fn node(
+    conn: &Connection,
+    v: VersionFacts,
+    via: Option<&InputInfo>,
+    depth: usize,
+    seen: &mut HashSet<i64>,
+) -> Result<Node> {
+    seen.insert(v.id);
+    let keys = if via.is_some() {
+        keys_of(conn, &v)?
+    } else {
+        Vec::new()
+    };
+    let mut n = Node {
+        via: via.map(|i| i.via.clone()),
+        read_ns: via.map(|i| i.read_ns),
+        keys,
+        inputs: Vec::new(),
+        truncated: Vec::new(),
+        version: v,
+    };
+    let inputs = inputs_of(conn, n.version.id).unwrap_or_default();
+    for i in inputs {
+        let name = format!(
+            "{}@{}",
+            i.path.as_deref().unwrap_or("?"),
+            i.version.map_or_else(|| "?".to_string(), |n| n.to_string())
+        );
+        if depth == 0 {
+            n.truncated.push(format!("{name} (depth limit)"));
+            continue;
+        }
+        if seen.contains(&i.version_id) {
+            n.truncated.push(format!("{name} (shown above)"));
+            continue;
+        }
+        match facts(conn, i.version_id)? {
+            Some(f) => n.inputs.push(node(conn, f, Some(&i), depth - 1, seen)?),
+            None => n.truncated.push(format!("{name} (forgotten by gc)")),
+        }
+    }
+    Ok(n)
+}
+
+/// The lineage of `path` (stored form; `None` key: its current version) or of `key` of
+/// it (dotted for nested keys), `depth` levels of inputs deep. Errors: `ENOENT` when no
+/// live file is at `path` or the key is not in its current version, `EINVAL` when the file
+/// is not a JSON document and a key was asked.
+pub fn why(conn: &Connection, path: &str, key: Option<&str>, depth: usize) -> Result<Why> {
+    let (_, head) = live_head(conn, path)?
+        .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no such file")))?;
+    let head = facts(conn, head)?
+        .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no version")))?;
+    let mut seen = HashSet::new();
+    let Some(key) = key else {
+        return Ok(Why {
+            path: path.to_string(),
+            key: None,
+            value: None,
+            lineage: node(conn, head, None, depth, &mut seen)?,
+        });
+    };
+    let doc = json_of(conn, &head).ok_or_else(|| {
+        Error::new(
+            libc::EINVAL,
+            format!("{path}: not a JSON document (at most 4 MiB): it has no keys"),
+        )
+    })?;
+    let value = lookup(&doc, key)
+        .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no key {key:?}")))?
+        .clone();
+    let set_by = setter(conn, &head, key, &value)?;
+    Ok(Why {
+        path: path.to_string(),
+        key: Some(key.to_string()),
+        value: Some(value.to_string()),
+        lineage: node(conn, set_by, None, depth, &mut seen)?,
+    })
+}
+
+/// `PATH` or `PATH:KEY` of `why`: the whole argument when a live file has that path, else
+/// split at its last `:`.
+pub fn split_target<'a>(conn: &Connection, arg: &'a str) -> Result<(&'a str, Option<&'a str>)> {
+    if live_head(conn, arg)?.is_some() {
+        return Ok((arg, None));
+    }
+    Ok(match arg.rsplit_once(':') {
+        Some((p, k)) if !p.is_empty() && !k.is_empty() => (p, Some(k)),
+        _ => (arg, None),
+    })
+}
+
+fn describe(v: &VersionFacts) -> String {
+    let exe = v.exe.rsplit('/').next().unwrap_or_default();
+    let mut s = format!(
+        "{}@{} ({} by {}",
+        crate::views::quote_stored(&v.path),
+        v.version,
+        v.op,
+        crate::views::quote_path(&v.writer)
+    );
+    if let Some(step) = v.step {
+        s += &format!(", step {step}");
+    }
+    s += &format!(
+        ", {} {}, {})",
+        v.tgid,
+        crate::views::quote_path(exe),
+        crate::cli::time::utc(v.time_ns)
+    );
+    s
+}
+
+fn render_node(n: &Node, indent: usize, out: &mut String) {
+    let pad = "  ".repeat(indent);
+    let arrow = match n.via.as_deref() {
+        Some("rename") => "<- renamed from ",
+        Some(_) => "<- read ",
+        None => "",
+    };
+    let when = match (n.via.as_deref(), n.read_ns) {
+        (Some("read"), Some(t)) => format!(" at {}", crate::cli::time::utc(t)),
+        _ => String::new(),
+    };
+    out.push_str(&format!("{pad}{arrow}{}{when}\n", describe(&n.version)));
+    for k in &n.keys {
+        let by = if k.set_by.id == n.version.id {
+            "here".to_string()
+        } else {
+            let mut s = format!("set in v{} by {}", k.set_by.version, k.set_by.writer);
+            if let Some(step) = k.set_by.step {
+                s += &format!(" step {step}");
+            }
+            s
+        };
+        out.push_str(&format!(
+            "{pad}    {} = {}  ({by})\n",
+            crate::views::one_line(&k.key),
+            crate::views::one_line(&clip(&k.value, 80))
+        ));
+    }
+    for i in &n.inputs {
+        render_node(i, indent + 1, out);
+    }
+    for t in &n.truncated {
+        out.push_str(&format!("{pad}  <- {t}\n"));
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+/// The text `why` prints: the target and its value, then the lineage as an indented
+/// tree, `<-` before what each version was read or renamed from.
+pub fn render(w: &Why) -> String {
+    let mut out = String::new();
+    let target = match &w.key {
+        Some(k) => format!("{}:{}", crate::views::quote_stored(&w.path), k),
+        None => crate::views::quote_stored(&w.path).into_owned(),
+    };
+    match &w.value {
+        Some(v) => out.push_str(&format!(
+            "{} = {}\n",
+            crate::views::one_line(&target),
+            crate::views::one_line(&clip(v, 200))
+        )),
+        None => out.push_str(&format!("{}\n", crate::views::one_line(&target))),
+    }
+    out.push_str("set by ");
+    let mut body = String::new();
+    render_node(&w.lineage, 0, &mut body);
+    out.push_str(&body);
+    if w.lineage.inputs.is_empty() && w.lineage.truncated.is_empty() {
+        out.push_str("  (its writer had read nothing on the mount before)\n");
+    }
+    out
+}

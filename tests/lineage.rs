@@ -1,0 +1,471 @@
+//! Issue 13: read provenance (what each version was made from), lost updates across
+//! opens (read with one `open`, written with another), `why`, `ground`, and MANIFEST's
+//! `read` column and stale files, on a real mount.
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+/// A Python read-modify-write of `state.json` with two opens, that waits after its read
+/// for a line on stdin (so that a test orders two of them without sleeping).
+const RMW: &str = r#"
+import json, sys
+d = json.load(open("state.json"))
+print("read", flush=True)
+sys.stdin.readline()
+d["n"] += int(sys.argv[1])
+try:
+    with open("state.json", "w") as f:
+        json.dump(d, f)
+    print("committed", flush=True)
+except OSError as e:
+    print("error", e.errno, e.strerror, flush=True)
+"#;
+
+struct Rmw {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Rmw {
+    fn start(m: &Mount, add: u32) -> Rmw {
+        let mut child = Command::new("python3")
+            .args(["-c", RMW, &add.to_string()])
+            .current_dir(&m.mnt)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "read\n");
+        Rmw { child, out }
+    }
+
+    /// Lets it write; returns what it printed.
+    fn finish(mut self) -> String {
+        self.child.stdin.take().unwrap().write_all(b"\n").unwrap();
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        assert!(self.child.wait().unwrap().success());
+        line
+    }
+}
+
+fn json(m: &Mount, path: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(m.path(path)).unwrap()).unwrap()
+}
+
+/// Whether a lost-update refusal at `path` holds exactly `content` (its blake3).
+fn refused_with(m: &Mount, path: &str, content: &str) -> bool {
+    let hashes = m.sql(&format!(
+        "SELECT blake3 FROM events WHERE op = 'rejected' AND path = '{path}' AND errno = {}",
+        libc::ESTALE
+    ));
+    let want = blake3::hash(content.as_bytes()).to_hex().to_string();
+    hashes.lines().any(|h| h == want)
+}
+
+#[test]
+fn read_modify_write_with_two_opens_is_refused_for_the_later_writer() {
+    let m = Mount::new();
+    m.sh_ok(r#"echo '{"n": 1}' > state.json"#);
+    // Both read version 2; A writes first and wins; B's write rests on what it read.
+    let a = Rmw::start(&m, 10);
+    let b = Rmw::start(&m, 100);
+    assert_eq!(a.finish(), "committed\n");
+    let said = b.finish();
+    assert!(
+        said.starts_with(&format!("error {} ", libc::ESTALE)),
+        "the later writer must get ESTALE: {said}"
+    );
+    assert_eq!(
+        json(&m, "state.json")["n"],
+        11,
+        "the winner's version stands"
+    );
+    let log = cli(&m, &["log", "--rejected"]).1;
+    assert!(log.contains("state.json: lost update"), "{log}");
+    assert!(
+        refused_with(&m, "state.json", r#"{"n": 101}"#),
+        "the loser's content is on record"
+    );
+    // Read again, then write: no conflict.
+    let c = Rmw::start(&m, 1000);
+    assert_eq!(c.finish(), "committed\n");
+    assert_eq!(json(&m, "state.json")["n"], 1011);
+    // Without a concurrent writer nothing is refused.
+    let d = Rmw::start(&m, 1);
+    assert_eq!(d.finish(), "committed\n");
+    assert_eq!(json(&m, "state.json")["n"], 1012);
+}
+
+#[test]
+fn on_conflict_overwrite_lets_the_later_read_modify_write_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{ "writers": {}, "paths": [
+             { "path": "state.json", "on_conflict": "overwrite" },
+             { "path": "**" } ] }"#,
+    )
+    .unwrap();
+    let m = Mount::with_args(&["--rules", rules.to_str().unwrap()]);
+    m.sh_ok(r#"echo '{"n": 1}' > state.json"#);
+    let a = Rmw::start(&m, 10);
+    let b = Rmw::start(&m, 100);
+    assert_eq!(a.finish(), "committed\n");
+    assert_eq!(b.finish(), "committed\n");
+    assert_eq!(json(&m, "state.json")["n"], 101, "the later commit wins");
+    // And a rename over it from what was read before another write.
+    m.sh_ok(r#"jq '.n = 3' state.json > t && echo '{"n": 5}' > state.json && mv t state.json"#);
+    assert_eq!(json(&m, "state.json")["n"], 3, "the rename wins");
+}
+
+#[test]
+fn sed_i_and_jq_mv_against_a_concurrent_writer() {
+    let m = Mount::new();
+    // Alone, both work as always.
+    m.sh_ok("printf 'a\\nb\\n' > f.md && sed -i s/a/A/ f.md");
+    assert_eq!(read(m.path("f.md")), "A\nb\n");
+    m.sh_ok(r#"echo '{"n": 1}' > s.json && jq '.n = 2' s.json > t && mv t s.json"#);
+    assert_eq!(json(&m, "s.json")["n"], 2);
+    // sed -i reads f.md, and while it runs (GNU sed's `e`: a command run before the
+    // first line's output) another process rewrites f.md; sed's rename of its temporary
+    // over f.md would drop that write.
+    let o = m.sh("sed -i -e '1e sh -c \"echo concurrent > f.md\"' -e s/b/B/ f.md");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("Stale file handle"),
+        "sed: {} {err}",
+        o.status
+    );
+    assert_eq!(
+        read(m.path("f.md")),
+        "concurrent\n",
+        "the other writer's version stands"
+    );
+    // jq reads s.json into t; another process writes s.json; mv t s.json is refused.
+    let o = m.sh(r#"jq '.n = 3' s.json > t && echo '{"n": 5}' > s.json && mv t s.json"#);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("Stale file handle"),
+        "mv: {} {err}",
+        o.status
+    );
+    assert_eq!(json(&m, "s.json")["n"], 5);
+    assert_eq!(json(&m, "t")["n"], 3, "the loser's file is still there");
+    let log = cli(&m, &["log", "--rejected"]).1;
+    assert!(log.contains("f.md: lost update"), "{log}");
+    assert!(log.contains("s.json: lost update"), "{log}");
+    assert!(
+        refused_with(&m, "s.json", "{\n  \"n\": 3\n}\n"),
+        "jq's content is on record"
+    );
+    assert!(
+        refused_with(&m, "f.md", "A\nB\n"),
+        "sed's content is on record"
+    );
+}
+
+#[test]
+fn memory_tool_str_replace_against_a_concurrent_writer() {
+    let m = Mount::new();
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python3");
+    assert!(
+        std::path::Path::new(python).exists(),
+        "{python} is missing: run scripts/deps"
+    );
+    m.sh_ok("mkdir -p memories && printf '# Customer\\n- prefers email\\n' > memories/c.md");
+    // The memory tool reads the file, then (here) another process rewrites it, then the
+    // tool writes its temporary and renames it over the file.
+    let script = r#"
+import subprocess, sys
+from anthropic.lib.tools import _beta_builtin_memory_tool as mt
+from anthropic.types.beta import BetaMemoryTool20250818StrReplaceCommand as StrReplace
+original = mt._read_file_content
+def read_then_race(path, memory_path):
+    content = original(path, memory_path)
+    subprocess.run(["sh", "-c", "echo '# Customer (rewritten by a tool)' > memories/c.md"], check=True)
+    return content
+mt._read_file_content = read_then_race
+tool = mt.BetaLocalFilesystemMemoryTool(base_path=".")
+try:
+    print(tool.execute(StrReplace(command="str_replace", path="/memories/c.md",
+                                  old_str="- prefers email", new_str="- prefers email, never phone")))
+except Exception as e:
+    print("error:", type(e).__name__, e)
+"#;
+    let o = Command::new(python)
+        .args(["-c", script])
+        .current_dir(&m.mnt)
+        .env("SCRATCHFS_WRITER", "memory_tool")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("Stale file handle"),
+        "the memory tool must see the refusal: {out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        read(m.path("memories/c.md")),
+        "# Customer (rewritten by a tool)\n",
+        "the concurrent writer's version stands"
+    );
+    assert!(
+        refused_with(
+            &m,
+            "memories/c.md",
+            "# Customer\n- prefers email, never phone\n"
+        ),
+        "the memory tool's content is on record"
+    );
+}
+
+#[test]
+fn a_version_records_what_its_writer_had_read() {
+    let m = Mount::new();
+    m.sh_ok(r#"echo '{"total_cents": 36000}' > order.json && echo notes > notes.md"#);
+    // One process reads two files, then writes a third: its version's inputs.
+    m.sh_ok(
+        r#"python3 -c "
+import json
+t = json.load(open('order.json'))['total_cents']
+open('notes.md').read()
+json.dump({'credit_cents': t // 2}, open('credit.json', 'w'))
+""#,
+    );
+    let x = m.sh_ok("getfattr --only-values -n user.scratchfs.inputs credit.json");
+    let inputs: serde_json::Value = serde_json::from_str(&x).unwrap();
+    let named: Vec<(String, i64)> = inputs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["path"].as_str().unwrap().to_string(),
+                i["version"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [("order.json".to_string(), 1), ("notes.md".to_string(), 1)],
+        "{x}"
+    );
+    assert!(inputs[0]["via"] == "read" && inputs[0]["read_ns"].as_i64().unwrap() > 0);
+    // A file written by a process that read nothing has none.
+    let o = m.sh("getfattr -n user.scratchfs.inputs order.json");
+    assert!(!o.status.success(), "no inputs attribute on order.json");
+    // log --json and history --json carry them.
+    let log = cli(&m, &["log", "--json", "credit.json"]).1;
+    let v: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!(v["inputs"][0]["path"], "order.json", "{log}");
+    let hist = cli(&m, &["history", "--json", "credit.json"]).1;
+    assert!(hist.contains("\"inputs\":[{"), "{hist}");
+    // cp of an old version: the copy was made from it.
+    m.sh_ok("echo two > notes.md && cp .history/notes.md/000001 old.md");
+    let x = m.sh_ok("getfattr --only-values -n user.scratchfs.inputs old.md");
+    let v: serde_json::Value = serde_json::from_str(&x).unwrap();
+    assert_eq!(
+        (&v[0]["path"], &v[0]["version"]),
+        (&"notes.md".into(), &1.into()),
+        "{x}"
+    );
+    // `cp .history/f/N f` restores: not a lost update.
+    m.sh_ok("cp .history/notes.md/000001 notes.md");
+    assert_eq!(read(m.path("notes.md")), "notes\n");
+}
+
+#[test]
+fn why_follows_a_key_to_the_versions_its_writer_read() {
+    let m = Mount::new();
+    let tool = |step: u32, writer: &str, code: &str| {
+        let o = Command::new("python3")
+            .args(["-c", code])
+            .current_dir(&m.mnt)
+            .env("SCRATCHFS_STEP", step.to_string())
+            .env("SCRATCHFS_WRITER", writer)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    tool(
+        2,
+        "get_order",
+        "import json; json.dump({'order_id': 'O-9', 'order_total_cents': 36000}, open('state.json', 'w'))",
+    );
+    tool(
+        6,
+        "compute_credit",
+        "import json; d = json.load(open('state.json')); d['credit_cents'] = d['order_total_cents'] // 2; json.dump(d, open('state.json', 'w'))",
+    );
+    let (code, out, err) = cli(&m, &["why", "state.json:credit_cents"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "state.json:credit_cents = 18000", "{out}");
+    assert!(
+        lines[1].starts_with("set by state.json@3 (write by compute_credit, step 6,"),
+        "{out}"
+    );
+    assert!(
+        lines[2]
+            .trim_start()
+            .starts_with("<- read state.json@2 (write by get_order, step 2,"),
+        "{out}"
+    );
+    assert!(
+        out.contains("order_total_cents = 36000  (here)"),
+        "the input's keys and who set them: {out}"
+    );
+    let (_, json, _) = cli(&m, &["why", "--json", "state.json:credit_cents"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["value"], "18000");
+    assert_eq!(v["lineage"]["version"]["writer"], "compute_credit");
+    assert_eq!(v["lineage"]["inputs"][0]["version"]["writer"], "get_order");
+    assert_eq!(v["lineage"]["inputs"][0]["version"]["step"], 2);
+    // A key of a nested object; a whole file; errors.
+    let (code, out, _) = cli(&m, &["why", "state.json"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("state.json\nset by state.json@3"), "{out}");
+    let (code, _, err) = cli(&m, &["why", "state.json:nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no key \"nope\""), "{err}");
+    let (code, _, err) = cli(&m, &["why", "missing.md"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("missing.md: no such file"), "{err}");
+}
+
+#[test]
+fn ground_sources_numbers_and_identifiers_and_flags_model_assertions() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{ "writers": { "agent": { "env": "agent", "model": true },
+                          "get_order": { "env": "get_order" } },
+             "paths": [ { "path": "**" } ] }"#,
+    )
+    .unwrap();
+    let m = Mount::with_args(&["--rules", rules.to_str().unwrap()]);
+    let as_writer = |w: &str, script: &str| {
+        let o = Command::new("bash")
+            .args(["-c", script])
+            .current_dir(&m.mnt)
+            .env("SCRATCHFS_WRITER", w)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    as_writer(
+        "get_order",
+        r#"echo '{"order_id": "O-9", "credit_cents": 18000}' > state.json"#,
+    );
+    as_writer("agent", "echo 'estimate: 75 minutes' > notes.md");
+    let ground = |reply: &str, json: bool| {
+        let mut args = vec!["ground"];
+        if json {
+            args.push("--json");
+        }
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .env("SCRATCHFS_DB", &m.db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(reply.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        (
+            o.status.code().unwrap(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let (code, out) = ground("We will refund $180 on order O-9.", false);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("$180") && out.contains("credit_cents = 18000 (/100)"),
+        "{out}"
+    );
+    assert!(out.contains("O-9") && out.contains("order_id"), "{out}");
+    let (code, out) = ground("We will refund $540 on order O-9.", false);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("$540") && l.contains("UNSOURCED")),
+        "{out}"
+    );
+    // A number only the model wrote is asserted, not sourced.
+    let (code, out) = ground("It takes 75 minutes.", false);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("asserted by model"), "{out}");
+    let (code, out) = ground("Refund $180.", true);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["tokens"][0]["status"], "sourced", "{out}");
+    assert_eq!(
+        v["tokens"][0]["sources"][0]["source"]["writer"],
+        "get_order"
+    );
+}
+
+#[test]
+fn manifest_shows_reads_and_stale_files() {
+    let m = Mount::new();
+    let at_step = |step: u32, script: &str| {
+        let o = Command::new("bash")
+            .args(["-c", script])
+            .current_dir(&m.mnt)
+            .env("SCRATCHFS_STEP", step.to_string())
+            .env("SCRATCHFS_WRITER", "agent")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    at_step(3, "echo '# Plan' > plan.md");
+    let row = |path: &str| {
+        let text = read(m.path("MANIFEST"));
+        text.lines()
+            .find(|l| l.starts_with(&format!("{path} ")))
+            .unwrap_or_else(|| panic!("{path} not in MANIFEST:\n{text}"))
+            .to_string()
+    };
+    assert!(row("plan.md").ends_with(" unread"), "{}", row("plan.md"));
+    at_step(4, "cat plan.md > /dev/null");
+    assert!(
+        row("plan.md").ends_with("0s by agent"),
+        "{}",
+        row("plan.md")
+    );
+    at_step(5, "echo more >> plan.md");
+    assert!(
+        row("plan.md").ends_with("unread since v3"),
+        "{}",
+        row("plan.md")
+    );
+    // The step moves on to 40 while plan.md stays as it was at step 5.
+    at_step(40, "echo x > findings.md");
+    let text = read(m.path("MANIFEST"));
+    assert!(
+        text.contains("stale (unchanged for 10+ steps, now step 40): plan.md since step 5"),
+        "{text}"
+    );
+    // Reads survive a remount.
+    at_step(41, "cat plan.md > /dev/null");
+    let mut m = m;
+    m.unmount();
+    m.start();
+    let text = read(m.path("MANIFEST"));
+    let line = text.lines().find(|l| l.starts_with("plan.md ")).unwrap();
+    assert!(line.contains(" by agent"), "{text}");
+}
