@@ -241,3 +241,147 @@ fn views_are_read_as_their_file_is() {
     );
     assert!(read("s.md.outline", AGENT).unwrap().text.contains("secret"));
 }
+
+/// Issue 13 over MCP: a session's `read` then `write` is its read-modify-write (a lost
+/// update when another process wrote between), `why` follows a key to what its writer
+/// read, and `ground` sources a reply's numbers from what the caller may read.
+#[test]
+fn why_ground_and_lost_updates_through_the_tools() {
+    use scratchfs::mcp::socket::{Request, run_call};
+    let dir = tempfile::tempdir().unwrap();
+    let fs = fs(dir.path(), None);
+    let me = Ctx {
+        pid: std::process::id(),
+        uid: 0,
+        gid: 0,
+    };
+    let call = |tool: &str, args: serde_json::Value, step: i64| {
+        let mut args = args;
+        args["step"] = step.into();
+        run_call(
+            &fs,
+            me,
+            &Request {
+                tool: tool.into(),
+                args,
+                writer: Some(if step == 2 { "get_order" } else { "compute_credit" }.into()),
+                client: Some("test".into()),
+                client_version: None,
+                read_only: false,
+            },
+        )
+    };
+    let o = call(
+        "write",
+        serde_json::json!({ "path": "state.json", "content": "{\"order_id\": \"O-9\", \"order_total_cents\": 36000}" }),
+        2,
+    );
+    assert!(!o.is_error, "{}", o.text);
+    // The session reads, then writes what it computed from it.
+    let o = call("read", serde_json::json!({ "path": "state.json" }), 6);
+    assert!(!o.is_error, "{}", o.text);
+    let o = call(
+        "write",
+        serde_json::json!({ "path": "state.json", "content": "{\"order_id\": \"O-9\", \"order_total_cents\": 36000, \"credit_cents\": 18000}" }),
+        6,
+    );
+    assert!(!o.is_error, "{}", o.text);
+    let o = call(
+        "why",
+        serde_json::json!({ "path": "state.json", "key": "credit_cents" }),
+        7,
+    );
+    assert!(!o.is_error, "{}", o.text);
+    assert!(
+        o.text.starts_with(
+            "state.json:credit_cents = 18000\nset by state.json@2 (write by compute_credit, step 6"
+        ),
+        "{}",
+        o.text
+    );
+    assert!(
+        o.text
+            .contains("<- read state.json@1 (create by get_order, step 2"),
+        "{}",
+        o.text
+    );
+    let s = o.structured.unwrap();
+    assert_eq!(s["lineage"]["inputs"][0]["version"]["version"], 1);
+    let o = call(
+        "ground",
+        serde_json::json!({ "text": "We will refund $180 on order O-9, not $540." }),
+        7,
+    );
+    assert!(!o.is_error, "{}", o.text);
+    let s = o.structured.unwrap();
+    assert_eq!(s["ungrounded"], true, "{}", o.text);
+    let status: Vec<&str> = s["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(status, ["sourced", "sourced", "unsourced"], "{}", o.text);
+    // The session reads; another process (a live one, so that it resolves) writes; the
+    // session's write from what it read is a lost update.
+    let mut other = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let o = call("read", serde_json::json!({ "path": "state.json" }), 8);
+    assert!(!o.is_error, "{}", o.text);
+    let o = run_call(
+        &fs,
+        Ctx {
+            pid: other.id(),
+            uid: 0,
+            gid: 0,
+        },
+        &Request {
+            tool: "write".into(),
+            args: serde_json::json!({ "path": "state.json", "content": "{\"order_total_cents\": 1}" }),
+            writer: None,
+            client: None,
+            client_version: None,
+            read_only: false,
+        },
+    );
+    assert!(!o.is_error, "{}", o.text);
+    let o = call(
+        "write",
+        serde_json::json!({ "path": "state.json", "content": "{\"credit_cents\": 5}" }),
+        8,
+    );
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(o.is_error, "{}", o.text);
+    assert_eq!(o.structured.unwrap()["errno"], libc::ESTALE, "{}", o.text);
+    assert!(o.text.contains("lost update"), "{}", o.text);
+    // A file the caller may not read is no source for it.
+    let o = call("ground", serde_json::json!({ "text": "$0.01" }), 9);
+    assert_eq!(o.structured.unwrap()["ungrounded"], false, "{}", o.text);
+    let agent = Ctx {
+        pid: std::process::id(),
+        uid: 1000,
+        gid: 1000,
+    };
+    let ino = tools::resolve(&fs, "state.json", ROOT).unwrap();
+    let set = scratchfs::fs::SetAttr {
+        mode: Some(0o600),
+        ..Default::default()
+    };
+    fs.setattr(ino, set, None, ROOT).unwrap();
+    let o = run_call(
+        &fs,
+        agent,
+        &Request {
+            tool: "ground".into(),
+            args: serde_json::json!({ "text": "$0.01" }),
+            writer: None,
+            client: None,
+            client_version: None,
+            read_only: true,
+        },
+    );
+    assert_eq!(o.structured.unwrap()["ungrounded"], true, "{}", o.text);
+}

@@ -563,6 +563,41 @@ fn credit_scenario_script() {
         stdout.contains("rejected state.json") && stdout.contains("agent step 4"),
         "{stdout}"
     );
+    // Issue 13: the lineage of credit_cents reaches get_order's total, and the grounding
+    // of a good and a bad reply.
+    let why = stdout
+        .split("== where credit_cents came from")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no why section:\n{stdout}"));
+    let lines: Vec<&str> = why.lines().collect();
+    assert_eq!(lines[1], "state.json:credit_cents = 18000", "{why}");
+    assert!(
+        lines[2].starts_with("set by state.json@5 (write by compute_credit, step 5,"),
+        "{why}"
+    );
+    assert!(
+        lines[3]
+            .trim_start()
+            .starts_with("<- read state.json@4 (write by get_order, step 2,"),
+        "{why}"
+    );
+    assert!(why.contains("order_total_cents = 36000  (here)"), "{why}");
+    let good = stdout
+        .split("== a reply with grounded numbers")
+        .nth(1)
+        .unwrap();
+    assert!(
+        good.contains("$180  sourced: state.json credit_cents = 18000 (/100) v5 by compute_credit step 5"),
+        "{good}"
+    );
+    assert!(good.contains("O-9   sourced: state.json order_id = \"O-9\""), "{good}");
+    assert!(good.contains("(exit 0)"), "{good}");
+    let bad = stdout
+        .split("== a reply with a number the scratchpad does not hold")
+        .nth(1)
+        .unwrap();
+    assert!(bad.contains("$540  UNSOURCED"), "{bad}");
+    assert!(bad.contains("(exit 1)"), "{bad}");
 }
 
 /// Issue 3 item 7: each row of SPEC §6 as an ordinary shell tool and as Python meet it,
