@@ -264,7 +264,14 @@ fn why_ground_and_lost_updates_through_the_tools() {
             &Request {
                 tool: tool.into(),
                 args,
-                writer: Some(if step == 2 { "get_order" } else { "compute_credit" }.into()),
+                writer: Some(
+                    if step == 2 {
+                        "get_order"
+                    } else {
+                        "compute_credit"
+                    }
+                    .into(),
+                ),
                 client: Some("test".into()),
                 client_version: None,
                 read_only: false,

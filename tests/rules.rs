@@ -587,10 +587,15 @@ fn credit_scenario_script() {
         .nth(1)
         .unwrap();
     assert!(
-        good.contains("$180  sourced: state.json credit_cents = 18000 (/100) v5 by compute_credit step 5"),
+        good.contains(
+            "$180  sourced: state.json credit_cents = 18000 (/100) v5 by compute_credit step 5"
+        ),
         "{good}"
     );
-    assert!(good.contains("O-9   sourced: state.json order_id = \"O-9\""), "{good}");
+    assert!(
+        good.contains("O-9   sourced: state.json order_id = \"O-9\""),
+        "{good}"
+    );
     assert!(good.contains("(exit 0)"), "{good}");
     let bad = stdout
         .split("== a reply with a number the scratchpad does not hold")

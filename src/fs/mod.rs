@@ -935,9 +935,14 @@ impl Fs {
         if writable {
             node.writer_tgids.push(caller.tgid);
         }
+        let read = if readable && ctx.pid != 0 {
+            self.mark_read(node, &caller)
+        } else {
+            None
+        };
         drop(tree);
-        if readable && ctx.pid != 0 {
-            self.note_read(ino, &caller);
+        if let Some(r) = read {
+            self.store_read(ino, &caller, r);
         }
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().insert(

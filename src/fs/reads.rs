@@ -1,62 +1,84 @@
 //! Read provenance in the core (issue 13; [`crate::lineage`]): an `open` for reading
-//! notes the version the process got ([`Fs::note_read`]), in the process's read log and as
+//! notes the version the process got ([`Fs::mark_read`]), in the process's read log and as
 //! the file's last read (MANIFEST's `read` column); a commit records the process's reads
 //! as the new version's inputs, and a handle opened write-only takes the version the
 //! process last read of the file as the base of its lost-update check
 //! ([`Fs::read_before`]). What counts as a read:
 //! docs/SEMANTICS.md "Lineage".
 
-use super::tree::ReadMark;
+use super::tree::{Node, ReadMark};
 use super::{Fs, now_ns};
 use crate::identity::Caller;
 use crate::lineage::ProcessKey;
 use crate::store::{Input, LastRead};
 
-/// A file's last read is written to the store when its version or its reader changes,
-/// else at most once a minute (60 s, in ns): `cat plan.md` in a loop writes one row.
+/// A read noted by [`Fs::mark_read`], for [`Fs::store_read`].
+pub(super) struct StoredRead {
+    file_id: i64,
+    id: i64,
+    number: i64,
+    time_ns: i64,
+    /// The last read changed: write it.
+    store: bool,
+}
+
+/// A file's last read is written to the store when the version read changes, when the
+/// reader changes (at most once a second, [`READ_MARK_MIN_NS`]), and else at most once a
+/// minute (60 s, in ns): `cat plan.md` in a loop writes one row, and readers taking turns
+/// one a second; what the store holds may lag that much behind MANIFEST.
 pub const READ_MARK_REFRESH_NS: i64 = 60_000_000_000;
 
+/// The least time between two writes of one file's last read for the same version
+/// (1 s, in ns).
+pub const READ_MARK_MIN_NS: i64 = 1_000_000_000;
+
 impl Fs {
-    /// Notes that `caller` opened `ino` for reading (a file with a version; one without
-    /// has nothing to read yet): in its read log, and as the file's last read, stored when
-    /// it changed ([`READ_MARK_REFRESH_NS`]). Call with no lock held.
-    pub(super) fn note_read(&self, ino: u64, caller: &Caller) {
-        let Some(key) = ProcessKey::of(caller) else {
-            return;
-        };
+    /// Notes that `caller` opened the file `n` for reading (a file with a version; one
+    /// without has nothing to read yet), with the tree locked: in its process's read log,
+    /// and as the file's last read. Returns what [`Fs::store_read`] must write once the
+    /// lock is let go: the lineage, version id and number, when the last read changed
+    /// ([`READ_MARK_REFRESH_NS`]).
+    pub(super) fn mark_read(&self, n: &mut Node, caller: &Caller) -> Option<StoredRead> {
+        let key = ProcessKey::of(caller)?;
+        let (file_id, head) = (n.file_id?, n.head.as_ref()?);
+        let (id, number) = (head.id, head.number);
         let now = now_ns();
-        let store = {
-            let mut tree = self.tree.write();
-            let Some(n) = tree.nodes.get_mut(&ino) else {
-                return;
-            };
-            let (Some(file_id), Some(head)) = (n.file_id, n.head.as_ref()) else {
-                return;
-            };
-            let (id, number) = (head.id, head.number);
-            self.reads.note_read(key, file_id, id, now);
-            let stored_ns = match &n.last_read {
-                Some(m)
-                    if m.read.version == number
-                        && *m.read.writer == *caller.writer
-                        && now - m.stored_ns < READ_MARK_REFRESH_NS =>
-                {
-                    m.stored_ns
-                }
-                _ => now,
-            };
-            n.last_read = Some(Box::new(ReadMark {
-                read: LastRead {
-                    version: number,
-                    writer: caller.writer.as_str().into(),
-                    time_ns: now,
-                },
-                stored_ns,
-            }));
-            (stored_ns == now).then_some((file_id, id, number))
+        self.reads.note_read(key, file_id, id, now);
+        let stored_ns = match &n.last_read {
+            Some(m)
+                if m.read.version == number
+                    && (now - m.stored_ns < READ_MARK_MIN_NS
+                        || (*m.read.writer == *caller.writer
+                            && now - m.stored_ns < READ_MARK_REFRESH_NS)) =>
+            {
+                m.stored_ns
+            }
+            _ => now,
         };
-        if let Some((file_id, id, number)) = store
-            && let Err(e) = self.store.note_read(file_id, id, number, caller, now)
+        n.last_read = Some(Box::new(ReadMark {
+            read: LastRead {
+                version: number,
+                writer: caller.writer.as_str().into(),
+                time_ns: now,
+            },
+            stored_ns,
+        }));
+        Some(StoredRead {
+            file_id,
+            id,
+            number,
+            time_ns: now,
+            store: stored_ns == now,
+        })
+    }
+
+    /// After [`Fs::mark_read`] of `ino`, with no lock held: writes the last read to the
+    /// store when it changed, and tells MANIFEST.
+    pub(super) fn store_read(&self, ino: u64, caller: &Caller, r: StoredRead) {
+        if r.store
+            && let Err(e) = self
+                .store
+                .note_read(r.file_id, r.id, r.number, caller, r.time_ns)
         {
             log::warn!("noting a read of inode {ino}: {e}");
         }

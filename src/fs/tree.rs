@@ -50,7 +50,7 @@ pub(super) struct Node {
     pub(super) last_read: Option<Box<ReadMark>>,
 }
 
-/// A file's last read, and when the store last recorded one ([`Fs::note_read`]).
+/// A file's last read, and when the store last recorded one ([`super::Fs::mark_read`]).
 #[derive(Debug, Clone)]
 pub(super) struct ReadMark {
     pub(super) read: crate::store::LastRead,

@@ -150,25 +150,26 @@ impl ReadLog {
     /// Notes that process `key` opened version `version_id` of lineage `file_id` for
     /// reading at `read_ns`.
     pub fn note_read(&self, key: ProcessKey, file_id: i64, version_id: i64, read_ns: i64) {
-        let mut inner = self.inner.lock();
-        let s = inner.process(key).entry(file_id);
-        s.read = Some(Input {
-            version_id,
-            read_ns,
-        });
-        s.known = Some(s.known.map_or(version_id, |k| k.max(version_id)));
+        self.record(key, file_id, version_id, read_ns, true);
     }
 
     /// Notes that process `key` read version `version_id` of lineage `file_id` that is not
     /// the live file's (under `.history` or `.archive`): an input of its next commit, but
     /// not what it knows of the live file (`cp .history/f/3 f` restores, it loses nothing).
     pub fn note_input(&self, key: ProcessKey, file_id: i64, version_id: i64, read_ns: i64) {
+        self.record(key, file_id, version_id, read_ns, false);
+    }
+
+    fn record(&self, key: ProcessKey, file_id: i64, version_id: i64, read_ns: i64, live: bool) {
         let mut inner = self.inner.lock();
         let s = inner.process(key).entry(file_id);
         s.read = Some(Input {
             version_id,
             read_ns,
         });
+        if live {
+            s.known = Some(s.known.map_or(version_id, |k| k.max(version_id)));
+        }
     }
 
     /// Notes that process `key` committed version `version_id` of lineage `file_id`: if it

@@ -9,8 +9,8 @@
 //! - any other text file: each line holding a digit is a line source, with the file's
 //!   current version, writer and step.
 //!
-//! Binary files and files over [`SOURCE_FILE_MAX`] are left out, and at most
-//! [`SOURCES_MAX`] sources are returned (docs/lineage.md).
+//! Binary files and files over [`SOURCE_FILE_MAX`] are left out, at most
+//! [`SOURCE_BYTES_MAX`] bytes are read, and at most [`SOURCES_MAX`] sources are returned.
 
 use std::collections::{HashMap, HashSet};
 
@@ -25,6 +25,9 @@ pub const SOURCE_FILE_MAX: u64 = 4 << 20;
 
 /// Most sources gathered (500,000).
 pub const SOURCES_MAX: usize = 500_000;
+
+/// Most bytes of content read to gather them (256 MiB): files past it are left out.
+pub const SOURCE_BYTES_MAX: u64 = 256 << 20;
 
 /// The writers the stored rules mark `"model": true` (the rules of the last mount).
 pub fn model_writers(conn: &Connection) -> Result<HashSet<String>> {
@@ -127,13 +130,15 @@ fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) 
 pub fn sources(conn: &Connection) -> Result<Vec<Source>> {
     let model = model_writers(conn)?;
     let mut out = Vec::new();
+    let mut budget = SOURCE_BYTES_MAX;
     for f in live_files(conn)? {
         if out.len() >= SOURCES_MAX {
             break;
         }
-        if f.content.len > SOURCE_FILE_MAX || f.content.len == 0 {
+        if f.content.len > SOURCE_FILE_MAX || f.content.len == 0 || f.content.len > budget {
             continue;
         }
+        budget -= f.content.len;
         let bytes = read_all(conn, f.content)?;
         if crate::views::is_binary(&bytes, true) {
             continue;

@@ -154,18 +154,52 @@ pub fn lookup<'v>(doc: &'v serde_json::Value, key: &str) -> Option<&'v serde_jso
     Some(at)
 }
 
-fn json_of(conn: &Connection, v: &VersionFacts) -> Option<serde_json::Value> {
-    if v.content.len > JSON_MAX {
-        return None;
+/// Most bytes of JSON one `why` parses (64 MiB): past it, keys' setters are looked for no
+/// further back (they show the version reached).
+const PARSE_BUDGET: u64 = 64 << 20;
+
+/// The JSON documents one `why` has parsed, by version, and the bytes it may still parse.
+struct Docs {
+    parsed: std::collections::HashMap<i64, Option<std::rc::Rc<serde_json::Value>>>,
+    budget: u64,
+}
+
+impl Docs {
+    fn new() -> Docs {
+        Docs {
+            parsed: std::collections::HashMap::new(),
+            budget: PARSE_BUDGET,
+        }
     }
-    let bytes = read_all(conn, v.content).ok()?;
-    serde_json::from_slice(&bytes).ok()
+
+    /// Version `v` as JSON: `None` when it is not JSON, over [`JSON_MAX`], or past the
+    /// budget.
+    fn get(
+        &mut self,
+        conn: &Connection,
+        v: &VersionFacts,
+    ) -> Option<std::rc::Rc<serde_json::Value>> {
+        if let Some(d) = self.parsed.get(&v.id) {
+            return d.clone();
+        }
+        if v.content.len > JSON_MAX || v.content.len > self.budget {
+            return None;
+        }
+        self.budget -= v.content.len;
+        let doc = read_all(conn, v.content)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .map(std::rc::Rc::new);
+        self.parsed.insert(v.id, doc.clone());
+        doc
+    }
 }
 
 /// The version that set `key` to the value it has in version `at` of its lineage: the
 /// oldest of the versions up to `at` that all hold that value.
 fn setter(
     conn: &Connection,
+    docs: &mut Docs,
     at: &VersionFacts,
     key: &str,
     value: &serde_json::Value,
@@ -183,7 +217,7 @@ fn setter(
     let mut set_by = at.clone();
     for id in ids {
         let Some(v) = facts(conn, id)? else { break };
-        match json_of(conn, &v) {
+        match docs.get(conn, &v) {
             Some(doc) if lookup(&doc, key) == Some(value) => set_by = v,
             _ => break,
         }
@@ -191,17 +225,19 @@ fn setter(
     Ok(set_by)
 }
 
-fn keys_of(conn: &Connection, v: &VersionFacts) -> Result<Vec<KeyFacts>> {
-    let Some(serde_json::Value::Object(map)) = json_of(conn, v) else {
+fn keys_of(conn: &Connection, docs: &mut Docs, v: &VersionFacts) -> Result<Vec<KeyFacts>> {
+    let Some(doc) = docs.get(conn, v) else {
         return Ok(Vec::new());
     };
-    let doc = serde_json::Value::Object(map.clone());
+    let serde_json::Value::Object(map) = &*doc else {
+        return Ok(Vec::new());
+    };
     let mut out = Vec::new();
     for (k, value) in map.iter().take(KEYS_SHOWN) {
         out.push(KeyFacts {
             key: k.clone(),
             value: value.to_string(),
-            set_by: setter(conn, v, k, lookup(&doc, k).unwrap_or(value))?,
+            set_by: setter(conn, docs, v, k, value)?,
         });
     }
     Ok(out)
@@ -209,6 +245,7 @@ fn keys_of(conn: &Connection, v: &VersionFacts) -> Result<Vec<KeyFacts>> {
 
 fn node(
     conn: &Connection,
+    docs: &mut Docs,
     v: VersionFacts,
     via: Option<&InputInfo>,
     depth: usize,
@@ -216,7 +253,7 @@ fn node(
 ) -> Result<Node> {
     seen.insert(v.id);
     let keys = if via.is_some() {
-        keys_of(conn, &v)?
+        keys_of(conn, docs, &v)?
     } else {
         Vec::new()
     };
@@ -244,7 +281,9 @@ fn node(
             continue;
         }
         match facts(conn, i.version_id)? {
-            Some(f) => n.inputs.push(node(conn, f, Some(&i), depth - 1, seen)?),
+            Some(f) => n
+                .inputs
+                .push(node(conn, docs, f, Some(&i), depth - 1, seen)?),
             None => n.truncated.push(format!("{name} (forgotten by gc)")),
         }
     }
@@ -261,15 +300,16 @@ pub fn why(conn: &Connection, path: &str, key: Option<&str>, depth: usize) -> Re
     let head = facts(conn, head)?
         .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no version")))?;
     let mut seen = HashSet::new();
+    let mut docs = Docs::new();
     let Some(key) = key else {
         return Ok(Why {
             path: path.to_string(),
             key: None,
             value: None,
-            lineage: node(conn, head, None, depth, &mut seen)?,
+            lineage: node(conn, &mut docs, head, None, depth, &mut seen)?,
         });
     };
-    let doc = json_of(conn, &head).ok_or_else(|| {
+    let doc = docs.get(conn, &head).ok_or_else(|| {
         Error::new(
             libc::EINVAL,
             format!("{path}: not a JSON document (at most 4 MiB): it has no keys"),
@@ -278,12 +318,12 @@ pub fn why(conn: &Connection, path: &str, key: Option<&str>, depth: usize) -> Re
     let value = lookup(&doc, key)
         .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no key {key:?}")))?
         .clone();
-    let set_by = setter(conn, &head, key, &value)?;
+    let set_by = setter(conn, &mut docs, &head, key, &value)?;
     Ok(Why {
         path: path.to_string(),
         key: Some(key.to_string()),
         value: Some(value.to_string()),
-        lineage: node(conn, set_by, None, depth, &mut seen)?,
+        lineage: node(conn, &mut docs, set_by, None, depth, &mut seen)?,
     })
 }
 

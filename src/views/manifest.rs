@@ -246,6 +246,22 @@ pub struct Listed {
     pub time_ns: i64,
     /// Seconds since then (MANIFEST's `age`), at `now_ns`.
     pub age_s: u64,
+    /// The version last read through the mount, by which writer, when (ns); `None`:
+    /// never read (MANIFEST's `read`, issue 13).
+    pub last_read: Option<ListedRead>,
+    /// The agent step of the current version's writer, if it had one.
+    pub step: Option<i64>,
+}
+
+/// A file's last read, as the MCP tool `list` returns it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ListedRead {
+    /// The version read.
+    pub version: i64,
+    /// The reader's writer name.
+    pub writer: String,
+    /// When, ns since the epoch.
+    pub time_ns: i64,
 }
 
 /// The files of `dirs`/`files` as [`Listed`] rows, the newest first (ties by path), at
@@ -278,6 +294,12 @@ pub fn listing(dirs: &[Dir], files: &[File], max: usize, now_ns: i64) -> Vec<Lis
                 writer: f.writer.to_string(),
                 time_ns: f.time_ns,
                 age_s: (now_ns.saturating_sub(f.time_ns).max(0) / 1_000_000_000) as u64,
+                last_read: f.read.as_ref().map(|r| ListedRead {
+                    version: r.version,
+                    writer: r.writer.to_string(),
+                    time_ns: r.time_ns,
+                }),
+                step: f.step,
             }
         })
         .collect();

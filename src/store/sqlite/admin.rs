@@ -62,6 +62,12 @@ pub fn gc(
         "DELETE FROM versions WHERE id IN (SELECT id FROM gc_drop)",
         [],
     )?;
+    // What a forgotten version was made from goes with it; a kept version's input that
+    // gc forgot stays named by its id (`why` says "forgotten by gc").
+    tx.execute(
+        "DELETE FROM inputs WHERE version_id IN (SELECT id FROM gc_drop)",
+        [],
+    )?;
     // Content: the bytes of each stream still referenced (by a version or a refusal) end
     // at the longest reference; the rest of the stream, and unreferenced streams, go.
     tx.execute_batch(

@@ -550,6 +550,9 @@ pub fn inputs_of(conn: &Connection, id: i64) -> Result<Vec<InputInfo>> {
 
 /// Records `inputs` as what version `version_id` was made from (issue 13): `via` 'read'.
 pub(super) fn insert_inputs(tx: &Connection, version_id: i64, inputs: &[Input]) -> Result<()> {
+    if inputs.is_empty() {
+        return Ok(());
+    }
     let mut stmt = tx.prepare_cached(
         "INSERT OR REPLACE INTO inputs(version_id, input_id, via, read_ns) VALUES (?1, ?2, 'read', ?3)",
     )?;
