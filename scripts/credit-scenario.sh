@@ -43,7 +43,8 @@ set_state 2 get_order order_total_cents 36000
 echo "== step 3: the agent plans and notes what it found"
 agent 3 'printf "# Plan\n## Goal\nRefund the double charge on order O-9.\n" > plan.md'
 agent 3 'echo "- the order was charged twice (ticket T-881)" >> findings.md'
-echo "== step 4: the agent asserts a credit of 540.00 (it may not)"
+echo "== step 4: the agent asserts a credit of 540.00 (it may not), and notes it"
+agent 4 'echo "- the credit should be 540.00" >> findings.md'
 agent 4 "$(declare -f set_state); set_state 4 '' credit_cents 54000"
 echo "== step 5: compute_credit computes the credit (half the total it read)"
 SCRATCHFS_STEP=5 SCRATCHFS_WRITER=compute_credit python3 - <<'PY'
@@ -80,7 +81,7 @@ reply='We will refund $180 on order O-9.'
 echo "$reply"
 echo "$reply" | "$bin" ground && echo "(exit 0)"
 echo
-echo "== a reply with a number the scratchpad does not hold"
+echo "== a reply with a number only the agent asserted"
 reply='We will refund $540 on order O-9.'
 echo "$reply"
 status=0; echo "$reply" | "$bin" ground || status=$?

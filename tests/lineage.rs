@@ -169,6 +169,41 @@ fn sed_i_and_jq_mv_against_a_concurrent_writer() {
         refused_with(&m, "f.md", "A\nB\n"),
         "sed's content is on record"
     );
+    // The kernel tries the refused rename twice; the refusal is on record once.
+    assert_eq!(
+        m.sql(&format!(
+            "SELECT COUNT(*) FROM events WHERE op = 'rejected' AND path = 's.json' AND errno = {}",
+            libc::ESTALE
+        )),
+        "1"
+    );
+    // A backup put back, and an old version put back through a temporary: restores, not
+    // updates made from what was read.
+    m.sh_ok("echo orig > k.txt && cp k.txt k.bak && echo edited > k.txt && mv k.bak k.txt");
+    assert_eq!(read(m.path("k.txt")), "orig\n");
+    m.sh_ok(
+        "echo v1 > r.txt && echo v2 > r.txt && cp .history/r.txt/000001 r.tmp && mv r.tmp r.txt",
+    );
+    assert_eq!(read(m.path("r.txt")), "v1\n");
+}
+
+/// A shell's own `>` is not checked across opens: shells ignore an error of close(2) on a
+/// redirection, so a refusal there would lose the write silently.
+#[test]
+fn a_shell_redirection_after_its_own_read_is_last_writer_wins() {
+    let m = Mount::new();
+    let o = m.sh_ok(
+        r#"bash -c 'echo a > p.txt; read x < p.txt; python3 -c "open(\"p.txt\", \"w\").write(\"b\\n\")" || exit 9; cat p.txt; echo c > p.txt; echo rc=$?'"#,
+    );
+    assert_eq!(
+        o, "b\nrc=0\n",
+        "another process wrote between the read and the write"
+    );
+    assert_eq!(read(m.path("p.txt")), "c\n", "the shell's write landed");
+    assert!(
+        !cli(&m, &["log", "--rejected"]).1.contains("p.txt"),
+        "nothing refused"
+    );
 }
 
 #[test]
@@ -409,6 +444,20 @@ fn ground_sources_numbers_and_identifiers_and_flags_model_assertions() {
     let (code, out) = ground("It takes 75 minutes.", false);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("asserted by model"), "{out}");
+    // Files under .git are no sources; a file over 4 MiB is not searched, and said so.
+    m.sh_ok("mkdir -p .git && echo 'ref 4242' > .git/ORIG_HEAD");
+    m.sh_ok("yes 'filler line' | head -c 5000000 > big.txt && echo 'total 987654' >> big.txt");
+    let (code, out) = ground("4242 and 987654", false);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("4242") && l.contains("UNSOURCED")),
+        "{out}"
+    );
+    assert!(
+        out.contains("not searched (over 4 MiB, or past 256 MiB in all): big.txt"),
+        "{out}"
+    );
     let (code, out) = ground("Refund $180.", true);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -458,6 +507,17 @@ fn manifest_shows_reads_and_stale_files() {
     let text = read(m.path("MANIFEST"));
     assert!(
         text.contains("stale (unchanged for 10+ steps, now step 40): plan.md since step 5"),
+        "{text}"
+    );
+    // The step is the latest caller's, not the highest: a wrong one is corrected.
+    at_step(
+        1_000_000_000,
+        "true > /dev/null && cat findings.md > /dev/null",
+    );
+    at_step(42, "cat findings.md > /dev/null");
+    let text = read(m.path("MANIFEST"));
+    assert!(
+        text.contains("now step 42): plan.md since step 5"),
         "{text}"
     );
     // Reads survive a remount.

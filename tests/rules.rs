@@ -598,10 +598,13 @@ fn credit_scenario_script() {
     );
     assert!(good.contains("(exit 0)"), "{good}");
     let bad = stdout
-        .split("== a reply with a number the scratchpad does not hold")
+        .split("== a reply with a number only the agent asserted")
         .nth(1)
         .unwrap();
-    assert!(bad.contains("$540  UNSOURCED"), "{bad}");
+    assert!(
+        bad.contains("$540  asserted by model: findings.md:2 v3 by agent step 4"),
+        "the agent's own note is no source: {bad}"
+    );
     assert!(bad.contains("(exit 1)"), "{bad}");
 }
 

@@ -25,14 +25,17 @@ pub fn ground(db: &Path, file: Option<&Path>, json: bool) -> Result<(), Failure>
     }
     let reply = String::from_utf8_lossy(&reply);
     let conn = open(db)?;
-    let sources = crate::lineage::sources::sources(&conn).map_err(|e| e.reason)?;
-    let findings = crate::lineage::ground::ground(&reply, &sources);
+    let found = crate::lineage::sources::sources(&conn).map_err(|e| e.reason)?;
+    let findings = crate::lineage::ground::ground(&reply, &found.sources);
     let status = crate::lineage::ground::exit_status(&findings);
     if json {
-        let o = serde_json::json!({ "tokens": findings, "exit": status });
+        let o = serde_json::json!({ "tokens": findings, "exit": status, "skipped": found.skipped });
         println!("{o}");
     } else {
         print!("{}", crate::lineage::ground::render(&findings));
+        if let Some(note) = skipped_note(&found.skipped) {
+            println!("{note}");
+        }
     }
     if status != 0 {
         let n = findings
@@ -51,4 +54,19 @@ pub fn ground(db: &Path, file: Option<&Path>, json: bool) -> Result<(), Failure>
         ));
     }
     Ok(())
+}
+
+/// A line naming the files `ground` did not search (their size), if any.
+pub fn skipped_note(skipped: &[String]) -> Option<String> {
+    let first = skipped.first()?;
+    let more = match skipped.len() {
+        1 => String::new(),
+        n => format!(" and {} more", n - 1),
+    };
+    Some(format!(
+        "not searched (over {} MiB, or past {} MiB in all): {}{more}",
+        crate::lineage::sources::SOURCE_FILE_MAX >> 20,
+        crate::lineage::sources::SOURCE_BYTES_MAX >> 20,
+        crate::views::quote_stored(first)
+    ))
 }

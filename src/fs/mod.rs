@@ -270,8 +270,9 @@ pub struct Fs {
     live: Arc<live::LiveAppends>,
     /// What each process read (issue 13; `reads.rs`).
     reads: crate::lineage::ReadLog,
-    /// The highest agent step a caller has had (`SCRATCHFS_STEP`, an MCP call's `step`),
-    /// `i64::MIN` for none: MANIFEST's "now step N".
+    /// The agent step of the latest caller that had one (`SCRATCHFS_STEP`, an MCP call's
+    /// `step`; negative steps are not taken), `i64::MIN` for none: MANIFEST's "now step
+    /// N". At mount: the highest step of the files' current versions.
     step_now: std::sync::atomic::AtomicI64,
 }
 
@@ -348,8 +349,10 @@ impl Fs {
 
     fn caller(&self, ctx: Ctx) -> Arc<Caller> {
         let c = self.caller_unseen(ctx);
-        if let Some(step) = c.step {
-            self.step_now.fetch_max(step, Ordering::Relaxed);
+        // The latest step seen, not the highest: one process started with a wrong step
+        // (a timestamp) is corrected by the next one.
+        if let Some(step) = c.step.filter(|&s| s >= 0) {
+            self.step_now.store(step, Ordering::Relaxed);
         }
         c
     }
@@ -855,7 +858,7 @@ impl Fs {
                 ctx,
             )?;
         }
-        let read_before = if acc == libc::O_WRONLY {
+        let read_before = if acc == libc::O_WRONLY && !Self::is_shell(&caller) {
             self.read_before(ino, &caller)
         } else {
             None

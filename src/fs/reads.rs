@@ -111,6 +111,19 @@ impl Fs {
         }
     }
 
+    /// Whether `caller` is a shell (bash, sh, dash, zsh, ksh, mksh, ash, fish, busybox, by
+    /// its executable's name): its `>` redirections are not checked for lost updates
+    /// across opens, because shells do not report an error of `close(2)` on a
+    /// redirection (bash's `echo c > f` exits 0 whatever close says), so a refusal there
+    /// would lose the write without a word (docs/SEMANTICS.md "Lineage").
+    pub(super) fn is_shell(caller: &Caller) -> bool {
+        const SHELLS: &[&str] = &[
+            "bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox",
+        ];
+        let name = caller.exe.rsplit('/').next().unwrap_or_default();
+        SHELLS.contains(&name)
+    }
+
     /// The version of `ino`'s lineage `caller`'s process last read (or committed after
     /// reading it), if it read it: [`super::handle::WriteState::read_before`] of a handle
     /// it opens write-only.

@@ -126,16 +126,37 @@ fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) 
     }
 }
 
-/// Every source the scratchpad holds now (see the module's docs).
-pub fn sources(conn: &Connection) -> Result<Vec<Source>> {
+/// What the scratchpad holds now, for grounding: the sources, and the files not searched.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Sources {
+    /// The values and lines found.
+    pub sources: Vec<Source>,
+    /// Files left out for their size (over [`SOURCE_FILE_MAX`], or past
+    /// [`SOURCE_BYTES_MAX`] in all), as stored: a value they hold reads as unsourced.
+    pub skipped: Vec<String>,
+}
+
+/// Every source the scratchpad holds now (see the module's docs). Files under a `.git`
+/// directory are not sources (a repository's logs and refs hold numbers nobody asserted).
+pub fn sources(conn: &Connection) -> Result<Sources> {
     let model = model_writers(conn)?;
     let mut out = Vec::new();
+    let mut skipped = Vec::new();
     let mut budget = SOURCE_BYTES_MAX;
     for f in live_files(conn)? {
         if out.len() >= SOURCES_MAX {
             break;
         }
-        if f.content.len > SOURCE_FILE_MAX || f.content.len == 0 || f.content.len > budget {
+        if f.path.split('/').any(|c| c == ".git") {
+            // A repository's own files (logs, refs, packed objects) hold numbers nobody
+            // asserted.
+            continue;
+        }
+        if f.content.len > SOURCE_FILE_MAX || f.content.len > budget {
+            skipped.push(f.path);
+            continue;
+        }
+        if f.content.len == 0 {
             continue;
         }
         budget -= f.content.len;
@@ -188,5 +209,8 @@ pub fn sources(conn: &Connection) -> Result<Vec<Source>> {
         }
     }
     out.truncate(SOURCES_MAX);
-    Ok(out)
+    Ok(Sources {
+        sources: out,
+        skipped,
+    })
 }

@@ -942,9 +942,9 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
         "ground" => {
             let text = arg_str(args, "text")?;
             let mut readable = std::collections::HashMap::new();
-            let sources: Vec<_> = fs
-                .store()
-                .ground_sources()?
+            let found = fs.store().ground_sources()?;
+            let sources: Vec<_> = found
+                .sources
                 .into_iter()
                 .filter(|s| {
                     *readable.entry(s.path.clone()).or_insert_with(|| {
@@ -955,9 +955,16 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
                 .collect();
             let findings = crate::lineage::ground::ground(text, &sources);
             let status = crate::lineage::ground::exit_status(&findings);
+            let mut text = crate::lineage::ground::render(&findings);
+            if let Some(note) = crate::cli::ground::skipped_note(&found.skipped) {
+                text.push_str(&note);
+                text.push('\n');
+            }
             Outcome::ok(
-                crate::lineage::ground::render(&findings),
-                Some(json!({ "tokens": findings, "ungrounded": status != 0 })),
+                text,
+                Some(
+                    json!({ "tokens": findings, "ungrounded": status != 0, "skipped": found.skipped }),
+                ),
             )
         }
         "restore" => {

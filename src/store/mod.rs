@@ -490,7 +490,7 @@ pub trait Store: Send + Sync {
     fn why(&self, path: &str, key: Option<&str>, depth: usize) -> Result<crate::lineage::why::Why>;
     /// Every value the scratchpad holds now, for grounding a reply
     /// ([`crate::lineage::sources::sources`]).
-    fn ground_sources(&self) -> Result<Vec<crate::lineage::ground::Source>>;
+    fn ground_sources(&self) -> Result<crate::lineage::sources::Sources>;
     /// The lineage (`files.id`) version `id` (`versions.id`) belongs to.
     fn version_lineage(&self, id: i64) -> Result<i64>;
     /// One version by `versions.id`.

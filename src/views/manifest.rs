@@ -224,7 +224,7 @@ pub struct Input<'a> {
     pub budget_tokens: usize,
     /// The `max_bytes` cap of a path, for the files listed.
     pub caps: Option<Caps<'a>>,
-    /// The latest agent step any caller has had (`SCRATCHFS_STEP`), if any: files whose
+    /// The agent step of the latest caller that had one (`SCRATCHFS_STEP`), if any: files whose
     /// version is [`STALE_STEPS`] older are listed as stale.
     pub step_now: Option<i64>,
 }

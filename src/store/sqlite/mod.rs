@@ -1141,20 +1141,39 @@ impl Store for Sqlite {
             && let Some((reason, content, hash)) =
                 lost_update_by_rename(&tx, src, dst, req.new_path)?
         {
-            insert_event(
-                &tx,
-                "rejected",
-                req.new_path,
-                None,
-                Some(dst),
-                None,
-                Some(libc::ESTALE),
-                Some(&reason),
-                Some((content, hash.as_str())),
-                caller,
-                t,
-            )?;
-            tx.commit()?;
+            // The kernel tries a rename that failed with ESTALE once more (its lookups
+            // revalidated): the same refusal a moment ago by the same process is on record.
+            let again: bool = tx
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM events WHERE op = 'rejected' AND path = ?1
+                         AND process = ?2 AND blake3 = ?3 AND errno = ?4 AND time_ns > ?5)",
+                )?
+                .query_row(
+                    params![
+                        req.new_path,
+                        caller.id,
+                        hash,
+                        libc::ESTALE,
+                        t - 1_000_000_000
+                    ],
+                    |r| r.get(0),
+                )?;
+            if !again {
+                insert_event(
+                    &tx,
+                    "rejected",
+                    req.new_path,
+                    None,
+                    Some(dst),
+                    None,
+                    Some(libc::ESTALE),
+                    Some(&reason),
+                    Some((content, hash.as_str())),
+                    caller,
+                    t,
+                )?;
+                tx.commit()?;
+            }
             return Err(Error::new(libc::ESTALE, reason));
         }
         tx.prepare_cached(
@@ -1410,7 +1429,7 @@ impl Store for Sqlite {
         crate::lineage::why::why(&conn, path, key, depth)
     }
 
-    fn ground_sources(&self) -> Result<Vec<crate::lineage::ground::Source>> {
+    fn ground_sources(&self) -> Result<crate::lineage::sources::Sources> {
         let conn = self.reader()?;
         crate::lineage::sources::sources(&conn)
     }

@@ -477,8 +477,10 @@ pub(super) fn create_in(
 
 /// Whether renaming the file of lineage `src` over the file of lineage `dst` loses an
 /// update (issue 13): the process that wrote `src`'s current version had read version R
-/// of `dst`, and `dst` is now at a later version committed by another process. Returns
-/// the refusal's reason and the content refused (`src`'s current version).
+/// of `dst`, and `dst` is now at a later version committed by another process, and what
+/// is renamed is not that version itself, byte for byte (a backup or an old version put
+/// back). Returns the refusal's reason and the content refused (`src`'s current
+/// version).
 pub(super) fn lost_update_by_rename(
     tx: &Connection,
     src: i64,
@@ -515,9 +517,17 @@ pub(super) fn lost_update_by_rename(
     if same_process {
         return Ok(None);
     }
-    let hash: String = tx
-        .prepare_cached("SELECT blake3 FROM versions WHERE id = ?1")?
-        .query_row([s.id], |r| r.get(0))?;
+    let hash_of = |id: i64| -> Result<String> {
+        Ok(tx
+            .prepare_cached("SELECT blake3 FROM versions WHERE id = ?1")?
+            .query_row([id], |r| r.get(0))?)
+    };
+    let hash = hash_of(s.id)?;
+    if hash == hash_of(read_id)? {
+        // A verbatim copy of the version read put back (`cp f f.bak`, an edit, `mv f.bak
+        // f`; `cp .history/f/1 t && mv t f`): a restore, not an update made from it.
+        return Ok(None);
+    }
     Ok(Some((
         format!(
             "{new_path}: lost update: replaced by a file written from version {read_number} of it, but the current version is {} by {} (on_conflict: refuse)",
