@@ -12,7 +12,7 @@
 //!    transaction; a commit takes it only before and after its transaction),
 //! 4. the store's connections (`store::Sqlite` writer and readers),
 //! 5. leaf maps, taken and released without calling out (handle table, identity cache,
-//!    hasher cache, the notifier's queue).
+//!    hasher cache, the notifier's queue, the read log `lineage::ReadLog`).
 //!
 //! Kernel invalidations are sent by the notifier thread while the requesting handler
 //! holds none of these (FUSE-TRAPS §2).

@@ -59,11 +59,7 @@ fn row(n: &Node, h: &crate::store::VersionInfo, binary: bool) -> manifest::File 
         writer: h.writer.clone(),
         time_ns: h.time_ns,
         binary,
-        read: n.last_read.as_ref().map(|m| manifest::ReadRow {
-            version: m.read.version,
-            writer: m.read.writer.clone(),
-            time_ns: m.read.time_ns,
-        }),
+        read: n.last_read.as_ref().map(|m| m.read.clone()),
         step: n.step,
     }
 }

@@ -152,15 +152,7 @@ pub struct File {
 
 /// A file's last read, as the `read` column shows it (issue 13): the version read, by
 /// which writer, when.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadRow {
-    /// The version number read.
-    pub version: i64,
-    /// The reader's writer name.
-    pub writer: std::sync::Arc<str>,
-    /// When, ns since the epoch.
-    pub time_ns: i64,
-}
+pub type ReadRow = crate::store::LastRead;
 
 /// A file whose current version is this many agent steps older than the latest step is
 /// listed as stale (issue 13).
