@@ -409,7 +409,17 @@ fn manifest_with_the_spec_example_rules_stays_small() {
         "mkdir -p notes && for i in 1 2 3 4 5 6; do echo note $i > notes/n$i.md; done; \
          echo a > a.txt; echo b > b.txt; echo d > data.jsonl; echo swap > .plan.md.swp",
     );
+    // Every file read by a writer with a long name (the longest `read` cells), one
+    // written again since (`unread since v2`), and a stale line (issue 13).
+    m.sh_ok(
+        "SCRATCHFS_WRITER=compute_credit SCRATCHFS_STEP=3 bash -c \
+           'for f in notes/* a.txt b.txt data.jsonl plan.md findings.md state.json; do cat $f > /dev/null; done'; \
+         SCRATCHFS_STEP=1 bash -c 'echo x > notes/n1.md'; SCRATCHFS_STEP=60 cat a.txt > /dev/null",
+    );
     let text = read(m.path("MANIFEST"));
+    assert!(text.contains("by compute_credit"), "{text}");
+    assert!(text.contains("unread since v2"), "{text}");
+    assert!(text.contains("stale (unchanged for 10+ steps, now step 60)"), "{text}");
     let files = text
         .lines()
         .filter(|l| l.contains("  ") && !l.starts_with(' ') && !l.starts_with("path"))
