@@ -491,10 +491,15 @@ fn manifest_shows_reads_and_stale_files() {
     };
     assert!(row("plan.md").ends_with(" unread"), "{}", row("plan.md"));
     at_step(4, "cat plan.md > /dev/null");
+    // `<age> by agent`: the age is the read's, before MANIFEST's time (the last change,
+    // this read); a busy machine may make it 1s.
+    let r = row("plan.md");
+    let tail: Vec<&str> = r.split_whitespace().rev().take(3).collect();
     assert!(
-        row("plan.md").ends_with("0s by agent"),
-        "{}",
-        row("plan.md")
+        tail[..2] == ["agent", "by"]
+            && tail[2].ends_with('s')
+            && tail[2].trim_end_matches('s').parse::<u64>().is_ok(),
+        "{r}"
     );
     at_step(5, "echo more >> plan.md");
     assert!(
@@ -528,4 +533,39 @@ fn manifest_shows_reads_and_stale_files() {
     let text = read(m.path("MANIFEST"));
     let line = text.lines().find(|l| l.starts_with("plan.md ")).unwrap();
     assert!(line.contains(" by agent"), "{text}");
+}
+
+/// The agent (uid 1000, marked `"model": true` in the SPEC example rules) cannot make its
+/// own number a source by naming a tool's writer: the rules resolve it to `agent` by its
+/// uid, and `ground` reports the number as asserted.
+#[test]
+fn the_agent_cannot_source_its_own_number_by_claiming_a_tool() {
+    let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/spec-rules.json");
+    let m = Mount::with_args(&["--rules", rules, "--owner", "1000:1000"]);
+    let o = m.sh(
+        "setpriv --reuid 1000 --regid 1000 --clear-groups env SCRATCHFS_WRITER=get_order \
+         bash -c 'mkdir -p notes && echo \"total 777\" > notes/x.md && \
+         echo \"{\\\"order_total_cents\\\": 77700}\" > state.json'",
+    );
+    assert!(!o.status.success(), "the state.json write must be refused");
+    let mut child = Command::new(BIN)
+        .arg("ground")
+        .env("SCRATCHFS_DB", &m.db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Refund $777")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("$777  asserted by model: notes/x.md:1 v1 by agent"),
+        "{out}"
+    );
 }

@@ -419,7 +419,10 @@ fn manifest_with_the_spec_example_rules_stays_small() {
     let text = read(m.path("MANIFEST"));
     assert!(text.contains("by compute_credit"), "{text}");
     assert!(text.contains("unread since v2"), "{text}");
-    assert!(text.contains("stale (unchanged for 10+ steps, now step 60)"), "{text}");
+    assert!(
+        text.contains("stale (unchanged for 10+ steps, now step 60)"),
+        "{text}"
+    );
     let files = text
         .lines()
         .filter(|l| l.contains("  ") && !l.starts_with(' ') && !l.starts_with("path"))

@@ -157,23 +157,7 @@ pub fn arg(a: &OsStr) -> String {
 /// The lineage of the live file at `path` (stored form), found by the exact bytes of its
 /// names in `nodes`.
 fn live_file_id(conn: &Connection, path: &str) -> Result<Option<i64>, Failure> {
-    let mut stmt = conn
-        .prepare_cached("SELECT ino, file_id FROM nodes WHERE parent = ?1 AND name = ?2")
-        .map_err(|e| e.to_string())?;
-    let (mut ino, mut file) = (1i64, None);
-    for name in paths::decode(path).split(|&b| b == b'/') {
-        let Some((i, f)) = stmt
-            .query_row(params![ino, name], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
-            })
-            .optional()
-            .map_err(|e| e.to_string())?
-        else {
-            return Ok(None);
-        };
-        (ino, file) = (i, f);
-    }
-    Ok(file)
+    crate::store::live_lineage(conn, path).map_err(|e| e.to_string())
 }
 
 /// The lineage now at `path` (stored form), or else the one most recently at `path`

@@ -125,17 +125,17 @@ fn facts(conn: &Connection, id: i64) -> Result<Option<VersionFacts>> {
         .optional()?)
 }
 
-/// The live lineage at `path` (stored form) and its current version (`versions.id`).
+/// The live lineage at `path` (stored form, [`crate::store::live_lineage`]) and its
+/// current version (`versions.id`).
 pub fn live_head(conn: &Connection, path: &str) -> Result<Option<(i64, i64)>> {
+    let Some(file_id) = crate::store::live_lineage(conn, path)? else {
+        return Ok(None);
+    };
     Ok(conn
-        .prepare_cached(
-            "SELECT f.id, v.id FROM files f JOIN nodes n ON n.file_id = f.id
-             JOIN versions v ON v.file_id = f.id
-             WHERE f.path = ?1 AND f.deleted_ns IS NULL AND n.parent IS NOT NULL
-             ORDER BY v.version DESC LIMIT 1",
-        )?
-        .query_row([path], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?)
+        .prepare_cached("SELECT id FROM versions WHERE file_id = ?1 ORDER BY version DESC LIMIT 1")?
+        .query_row([file_id], |r| r.get(0))
+        .optional()?
+        .map(|id| (file_id, id)))
 }
 
 /// The value at dotted `key` of a JSON document (`a.b`, `items.0.sku`).

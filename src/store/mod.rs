@@ -18,8 +18,8 @@ use std::io;
 pub use redo::{Damage, RedoLog};
 pub use sqlite::{
     APPLICATION_ID, ContentReader, Probe, READ_CHUNK, RedoLoss, Sqlite, cannot_open, companions,
-    digest_of, for_each_data, gc as sqlite_gc, inputs_of, make_private, open_read_only, probe,
-    read_all, stream_end,
+    digest_of, for_each_data, gc as sqlite_gc, inputs_of, live_lineage, make_private,
+    open_read_only, probe, read_all, stream_end,
 };
 
 use crate::error::Result;

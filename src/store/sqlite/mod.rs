@@ -36,8 +36,8 @@ pub use content::{ContentReader, READ_CHUNK};
 pub use content::{digest_of, for_each_data, read_all, stream_end};
 use file::*;
 pub use file::{Probe, cannot_open, companions, make_private, open_read_only, probe};
-pub use write::inputs_of;
 use write::*;
+pub use write::{inputs_of, live_lineage};
 
 const SCHEMA: &str = include_str!("../schema.sql");
 

@@ -538,6 +538,28 @@ pub(super) fn lost_update_by_rename(
     )))
 }
 
+/// The lineage of the live file at `path` (stored form), found by the exact bytes of its
+/// names from the root (`nodes`), so that a name that is not UTF-8 is found in a database
+/// written by an older scratchfs too; `None` when no live file is there (or it is a
+/// directory).
+pub fn live_lineage(conn: &Connection, path: &str) -> rusqlite::Result<Option<i64>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT ino, file_id FROM nodes WHERE parent = ?1 AND name = ?2")?;
+    let (mut ino, mut file) = (1i64, None);
+    for name in crate::store::paths::decode(path).split(|&b| b == b'/') {
+        let Some((i, f)) = stmt
+            .query_row(params![ino, name], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
+            })
+            .optional()?
+        else {
+            return Ok(None);
+        };
+        (ino, file) = (i, f);
+    }
+    Ok(file)
+}
+
 /// The inputs of version `id`, oldest read first (issue 13).
 pub fn inputs_of(conn: &Connection, id: i64) -> Result<Vec<InputInfo>> {
     let mut stmt = conn.prepare_cached(
