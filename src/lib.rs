@@ -13,8 +13,10 @@
 //! - [`cli`]: the commands on a database (log, history, show, diff, fsck, restore, export,
 //!   gc);
 //! - [`rules`]: writer rules (the file format, its check, writer resolution);
-//! - [`mcp`]: the MCP tools over the core (issue 12, in progress).
+//! - [`mcp`]: the MCP tools over the core (issue 12);
+//! - [`checkpoint`]: checkpoints, the tree at a point, rollback's report (issue 14).
 
+pub mod checkpoint;
 pub mod cli;
 pub mod error;
 pub mod failpoint;

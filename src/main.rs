@@ -65,6 +65,7 @@ impl Access {
                 .unwrap_or(None),
             manifest_tokens: self.manifest_tokens,
             fsname: None,
+            at: None,
         }
     }
 }
@@ -90,6 +91,10 @@ enum Command {
         /// database's absolute path), so that two scratchpads can be told apart. No commas.
         #[arg(long, value_parser = parse_fsname)]
         fsname: Option<String>,
+        /// Mount the tree as it was at a checkpoint (its NAME) or a TIME (same forms as
+        /// export --at), read-only, beside a live mount of the same database.
+        #[arg(long, value_name = "NAME|TIME")]
+        at: Option<String>,
     },
     /// Unmount a scratchfs mount (plain `umount` works too); a directory where no
     /// scratchfs is mounted is an error (exit status 1).
@@ -195,9 +200,94 @@ enum Command {
         #[command(flatten)]
         db: DbArg,
     },
-    /// Forget old versions (never current ones, nor what MANIFEST points at).
-    #[command(group(clap::ArgGroup::new("select").required(true).multiple(true).args(["keep_last", "before"])))]
+    /// Take a checkpoint: a named point in history (O(1): a pointer, never a copy); also
+    /// while mounted. Its tree is then at .checkpoints/NAME/ in the mount.
+    Checkpoint {
+        /// Its name: printable, no '/', unique.
+        name: String,
+        /// A note kept with it.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// List the checkpoints, oldest first.
+    Checkpoints {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Return the whole tree to a checkpoint, as new versions (op rollback), after taking
+    /// a safety checkpoint of the state now (its name is printed); also while mounted.
+    /// Root, the user who mounted, or a writer the rules' checkpoints.rollback names.
+    Rollback {
+        /// The checkpoint's name.
+        name: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Make a new scratchpad whose tree is this one's at a point (default: now), keeping
+    /// the history up to it (with --tree-only: one version per file), for a sub-agent or
+    /// a retry; the fork records where it came from.
+    Fork {
+        #[command(flatten)]
+        db: DbArg,
+        /// The new database (must not exist).
+        #[arg(long, value_name = "DB")]
+        to: PathBuf,
+        /// A checkpoint's NAME or a TIME (same forms as export --at).
+        #[arg(long, value_name = "NAME|TIME")]
+        at: Option<String>,
+        /// Copy only the tree (cost: the live data), not the history.
+        #[arg(long)]
+        tree_only: bool,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List what differs between two scratchpads: files added, removed and changed, with
+    /// versions and writers.
+    Compare {
+        #[command(flatten)]
+        db: DbArg,
+        /// The other scratchpad's database (B).
+        #[arg(long, value_name = "DB")]
+        with: PathBuf,
+        /// One JSON object per difference.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring files from another scratchpad (a fork) into this one as new versions (op
+    /// adopt) whose provenance names the scratchpad and version they came from, through
+    /// this one's writer rules; also while mounted.
+    Adopt {
+        #[command(flatten)]
+        db: DbArg,
+        /// The other scratchpad's database.
+        #[arg(long, value_name = "DB")]
+        from: PathBuf,
+        /// The files (paths from the root).
+        #[arg(required = true)]
+        paths: Vec<OsString>,
+        /// One JSON object per file.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget old versions (never current ones, nor what MANIFEST or a checkpoint points
+    /// at).
+    #[command(group(clap::ArgGroup::new("select").required(true).multiple(true).args(["keep_last", "before", "drop_checkpoint"])))]
     Gc {
+        /// Release checkpoint NAME first (recorded), so what only it kept may go.
+        #[arg(long, value_name = "NAME")]
+        drop_checkpoint: Vec<String>,
         /// Keep the newest N versions of every file.
         #[arg(long)]
         keep_last: Option<u64>,
@@ -363,10 +453,12 @@ fn main() -> ExitCode {
             background,
             list_views,
             fsname,
+            at,
         } => {
             let spec = MountSpec {
                 list_views,
                 fsname,
+                at,
                 ..access.spec(mountpoint, db.db)
             };
             if background {
@@ -409,12 +501,35 @@ fn main() -> ExitCode {
             db,
         } => cli::recover::recover(&db.db, accept_loss, json),
         Command::Gc {
+            drop_checkpoint,
             keep_last,
             before,
             dry_run,
             json,
             db,
-        } => cli::gc::gc(&db.db, keep_last, before, dry_run, json),
+        } => cli::gc::gc(&db.db, &drop_checkpoint, keep_last, before, dry_run, json),
+        Command::Checkpoint {
+            name,
+            note,
+            json,
+            db,
+        } => cli::checkpoint::checkpoint(&db.db, &name, note.as_deref(), json),
+        Command::Checkpoints { json, db } => cli::checkpoint::checkpoints(&db.db, json),
+        Command::Rollback { name, json, db } => cli::checkpoint::rollback(&db.db, &name, json),
+        Command::Fork {
+            db,
+            to,
+            at,
+            tree_only,
+            json,
+        } => cli::fork::fork(&db.db, &to, at.as_deref(), tree_only, json),
+        Command::Compare { db, with, json } => cli::fork::compare(&db.db, &with, json),
+        Command::Adopt {
+            db,
+            from,
+            paths,
+            json,
+        } => cli::fork::adopt(&db.db, &from, &paths, json),
         Command::Export { dir, at, db, json } => cli::export::export(&db.db, &dir, at, json),
         Command::Run { db, access, cmd } => return run(db.db, access, cmd),
         Command::Mcp {
@@ -539,6 +654,9 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     }
     if let Some(t) = spec.manifest_tokens {
         cmd.arg("--manifest-tokens").arg(t.to_string());
+    }
+    if let Some(at) = &spec.at {
+        cmd.arg("--at").arg(at);
     }
     let w = {
         use std::os::fd::AsRawFd;

@@ -35,6 +35,10 @@ pub struct MountSpec {
     /// The mount's source name (/proc/mounts' first field); `None`: the database's absolute
     /// path, its commas (which separate mount options) replaced by `_`.
     pub fsname: Option<String>,
+    /// Mount the tree as it was at this checkpoint name or time (`--at NAME|TIME`, issue
+    /// 14): read-only (`EROFS`), beside a live mount of the same database; `None`: the
+    /// live scratchpad.
+    pub at: Option<String>,
 }
 
 /// A runtime failure with a one-line message (exit status 1).
@@ -277,8 +281,59 @@ fn default_fsname(db: &Path) -> String {
     s[cut..].to_string()
 }
 
+/// A mount of the past (`mount --at NAME|TIME`, issue 14): the database is opened to
+/// read only ([`Sqlite::open_frozen`]: no lock, no redo log, no meta written), so a live
+/// mount of it keeps working; the kernel mount is read-only and the core's gate refuses
+/// every change with `EROFS` (its MCP socket is not started). A database the live mount
+/// holds changes of that SQLite does not have yet is asked to write them first (`fsync` of
+/// its mountpoint), so a time a moment ago shows them.
+fn prepare_past(spec: &MountSpec, at: &str) -> Result<(Arc<Fs>, Config), Failure> {
+    let mp = check_mountpoint(&spec.mountpoint)?;
+    let (db, db_dir) = check_database(&spec.db, &mp)?;
+    crate::store::open_read_only(&db).map_err(|e| e.reason)?;
+    drop(crate::cli::open(&db)?);
+    let store = Sqlite::open_frozen(&db).map_err(|e| format!("database {}: {e}", db.display()))?;
+    let (point, label) = crate::checkpoint::resolve_at(&store, at)
+        .map_err(|e| format!("database {}: {}", db.display(), e.reason))?;
+    let snap = store
+        .snapshot(point)
+        .map_err(|e| format!("database {}: {e}", db.display()))?;
+    log::info!(
+        "{}: mounting {} as it was at {label}, read-only",
+        mp.display(),
+        db.display()
+    );
+    let store: Arc<dyn Store> = Arc::new(store);
+    let fs = Fs::of_past(store, &snap, db_dir)
+        .map_err(|e| format!("database {}: {e}", db.display()))?
+        .with_views_listed(spec.list_views)
+        .with_manifest_budget(spec.manifest_tokens);
+    let mut config = Config::default();
+    let name = spec
+        .fsname
+        .clone()
+        .unwrap_or_else(|| default_fsname(&PathBuf::from(format!("{}@{at}", db.display()))));
+    config.mount_options = vec![
+        MountOption::FSName(name),
+        MountOption::Subtype("scratchfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::RO,
+    ];
+    if spec.allow_other {
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(2);
+    config.clone_fd = true;
+    Ok((Arc::new(fs), config))
+}
+
 /// Validates the spec, opens (or creates) the store and builds the core.
 pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
+    if let Some(at) = &spec.at {
+        return prepare_past(spec, at);
+    }
     let mp = check_mountpoint(&spec.mountpoint)?;
     let (db, db_dir) = check_database(&spec.db, &mp)?;
     // A file that is not a scratchfs database is left as it is: refused before the lock
@@ -448,7 +503,10 @@ pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
     let served = session
         .run()
         .map_err(|e| format!("session {}: {e}", spec.mountpoint.display()));
-    if let Ok(db) = absolute(&spec.db) {
+    // A mount of the past has no socket; the one there is a live mount's.
+    if spec.at.is_none()
+        && let Ok(db) = absolute(&spec.db)
+    {
         crate::mcp::socket::remove(&db);
     }
     // Write what the redo log holds (dropping the store would too, if nothing else held it).
@@ -463,8 +521,9 @@ pub struct Background {
     session: Option<fuser::BackgroundSession>,
     fs: Arc<Fs>,
     mountpoint: PathBuf,
-    /// The database (absolute), whose MCP socket goes at the end.
-    db: PathBuf,
+    /// The database (absolute), whose MCP socket goes at the end (`None`: a mount of the
+    /// past, which has none).
+    db: Option<PathBuf>,
 }
 
 impl Background {
@@ -481,7 +540,11 @@ impl Background {
             session: Some(session),
             fs,
             mountpoint: spec.mountpoint.clone(),
-            db: absolute(&spec.db)?,
+            db: if spec.at.is_none() {
+                Some(absolute(&spec.db)?)
+            } else {
+                None
+            },
         })
     }
 
@@ -494,7 +557,9 @@ impl Background {
         if let Some(s) = self.session.take() {
             unmount(&self.mountpoint)?;
             s.join().map_err(|e| format!("session: {e}"))?;
-            crate::mcp::socket::remove(&self.db);
+            if let Some(db) = &self.db {
+                crate::mcp::socket::remove(db);
+            }
             self.fs
                 .fsyncdir()
                 .map_err(|e| format!("writing acknowledged changes: {e}"))?;

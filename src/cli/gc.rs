@@ -17,15 +17,45 @@ use crate::store::{GcReport, GcRequest};
 /// both, a version goes if either says so.
 /// While the database is mounted, the daemon runs it (through the attribute
 /// `user.scratchfs.gc` on the mount's root), keeping what open handles still read.
+///
+/// `drop`: checkpoints released first (`--drop-checkpoint NAME`, issue 14; each recorded,
+/// root or the user who mounted only); with neither selector, that is all gc does.
 pub fn gc(
     db: &Path,
+    drop: &[String],
     keep_last: Option<u64>,
     before_ns: Option<i64>,
     dry_run: bool,
     json: bool,
 ) -> Result<(), Failure> {
+    if keep_last.is_none() && before_ns.is_none() && drop.is_empty() {
+        return Err(
+            "gc: nothing selected: give --keep-last N, --before TIME or --drop-checkpoint NAME"
+                .into(),
+        );
+    }
+    for name in drop {
+        drop_checkpoint(db, name, dry_run)?;
+        if !json {
+            println!(
+                "gc: checkpoint {} {}",
+                crate::views::quote_path(name),
+                if dry_run {
+                    "would be released (dry run)"
+                } else {
+                    "released"
+                }
+            );
+        }
+    }
     if keep_last.is_none() && before_ns.is_none() {
-        return Err("gc: nothing selected: give --keep-last N or --before TIME".into());
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({ "dropped_checkpoints": drop, "dry_run": dry_run })
+            );
+        }
+        return Ok(());
     }
     let req = GcRequest {
         keep_last,
@@ -83,6 +113,48 @@ pub fn gc(
         );
     }
     Ok(())
+}
+
+/// Releases checkpoint `name` (a dry run only checks that it exists).
+fn drop_checkpoint(db: &Path, name: &str, dry_run: bool) -> Result<(), Failure> {
+    let q = format!("gc: checkpoint {}", crate::views::quote_path(name));
+    if dry_run {
+        let conn = super::open(db)?;
+        let all = crate::store::list_checkpoints(&conn).map_err(|e| e.reason)?;
+        return match all.iter().any(|c| c.name == name) {
+            true => Ok(()),
+            false => Err(format!("{q}: no such checkpoint")),
+        };
+    }
+    match crate::mount::lock_database_now(db) {
+        Ok(_lock) => {
+            let fs = super::offline_fs(db)?.with_admins(&[db_owner(db)?]);
+            let ctx = crate::fs::Ctx {
+                pid: std::process::id(),
+                uid: unsafe { libc::getuid() },
+                gid: unsafe { libc::getgid() },
+            };
+            fs.drop_checkpoint(name, ctx)
+                .map(|_| ())
+                .map_err(|e| format!("{q}: {}", e.reason))
+        }
+        Err(_) => {
+            let mnt = super::live_mountpoint(db)?
+                .ok_or("gc: the database is in use, but not mounted where it says")?;
+            super::set_xattr(
+                Path::new(&mnt),
+                crate::fs::serve::DROP_CHECKPOINT_XATTR,
+                name.as_bytes(),
+            )
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOENT) => format!("{q}: no such checkpoint"),
+                Some(libc::EPERM) => {
+                    format!("{q}: {e} (releasing a checkpoint is for root or the user who mounted)")
+                }
+                _ => format!("{q}: {e}"),
+            })
+        }
+    }
 }
 
 fn through_mount(db: &Path, req: &GcRequest) -> Result<GcReport, Failure> {

@@ -10,8 +10,10 @@
 //! exact bytes, quoted when it could break a line or is not UTF-8 ([`quote_stored`]);
 //! `--json` output is lossless ([`json_name`]).
 
+pub mod checkpoint;
 pub mod diff;
 pub mod export;
+pub mod fork;
 pub mod fsck;
 pub mod gc;
 pub mod ground;

@@ -45,6 +45,7 @@ pub fn recover(db: &Path, accept_loss: bool, json: bool) -> Result<(), Failure> 
     let gate = Gate {
         rules: None,
         admins: vec![0, db_owner(db)?],
+        read_only: false,
     };
     let change = Change::Erase {
         what: "recover --accept-loss",

@@ -73,6 +73,7 @@ fn offline(db: &Path, req: &RedactRequest) -> Result<(), Failure> {
     let gate = Gate {
         rules: None,
         admins: vec![0, db_owner(db)?],
+        read_only: false,
     };
     let change = Change::Erase {
         what: "redact",

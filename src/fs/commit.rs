@@ -544,6 +544,23 @@ impl Fs {
         caller: &Caller,
         durable: bool,
     ) -> Result<VersionInfo> {
+        self.commit_from(ino, op, expect_head, build, source, caller, durable, None)
+    }
+
+    /// [`Fs::commit`] of content brought from another scratchpad, `origin` naming the
+    /// version it copies (`adopt`, issue 14).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn commit_from(
+        &self,
+        ino: u64,
+        op: &str,
+        expect_head: Option<i64>,
+        build: Build<'_>,
+        source: &mut dyn FnMut(u64, &mut [u8]) -> std::io::Result<()>,
+        caller: &Caller,
+        durable: bool,
+        origin: Option<&crate::store::Origin>,
+    ) -> Result<VersionInfo> {
         let (path, file_id, pinned) = {
             let tree = self.tree.read();
             let n = tree.get(ino)?;
@@ -568,6 +585,7 @@ impl Fs {
             set_mtime: !pinned,
             durable,
             inputs: &inputs,
+            origin,
         })?;
         self.note_write(caller, file_id, version.id);
         {

@@ -202,7 +202,31 @@ pub enum Change<'a> {
         /// The content restored.
         restored: &'a [u8],
     },
-    /// A history-erasing action (`gc`, `redact`): root or the user who mounted only.
+    /// Taking checkpoint `name` (issue 14): anyone, unless the rules' `checkpoints.take`
+    /// names the writers that may (`EACCES`).
+    Checkpoint {
+        /// The checkpoint's name.
+        name: &'a str,
+    },
+    /// Rolling the whole tree back to checkpoint `name` (issue 14): root, the user who
+    /// mounted, or a writer the rules' `checkpoints.rollback` names (`EPERM`).
+    Rollback {
+        /// The checkpoint's name.
+        name: &'a str,
+    },
+    /// Bringing a file's content from another scratchpad (`scratchfs adopt`, issue 14): a
+    /// commit (or, for a new file, a create and its first commit) of `adopted` by the
+    /// caller, judged as a restore of those bytes.
+    Adopt {
+        /// The file.
+        path: &'a str,
+        /// Its committed content; `None`: the file does not exist (it is created).
+        current: Option<&'a [u8]>,
+        /// The content brought.
+        adopted: &'a [u8],
+    },
+    /// A history-erasing action (`gc`, `redact`, `drop-checkpoint`): root or the user who
+    /// mounted only.
     Erase {
         /// Which action ("gc", "redact").
         what: &'a str,
@@ -224,7 +248,9 @@ impl Change<'_> {
             | Change::SetAttr { path, .. }
             | Change::Remove { path, .. }
             | Change::Restore { path, .. }
+            | Change::Adopt { path, .. }
             | Change::Erase { path, .. } => path,
+            Change::Checkpoint { .. } | Change::Rollback { .. } => "",
             Change::Rename { moves, .. } => moves.first().map(|m| m.from.as_str()).unwrap_or(""),
         }
     }
@@ -235,8 +261,12 @@ impl Change<'_> {
 pub struct Gate {
     /// The writer rules (SPEC §5); `None`: the defaults, anyone may change anything.
     pub rules: Option<Compiled>,
-    /// uids that may erase history (gc, redact): root and the user who mounted.
+    /// uids that may erase history (gc, redact) and roll back: root and the user who
+    /// mounted.
     pub admins: Vec<u32>,
+    /// A mount of the past (`mount --at`, issue 14): every change is refused with
+    /// `EROFS`.
+    pub read_only: bool,
 }
 
 /// The refusal of an SQLite WAL index (`N-shm`, created or opened for writing): SQLite
@@ -270,6 +300,7 @@ impl Gate {
         Gate {
             rules: None,
             admins: if me == 0 { vec![0] } else { vec![0, me] },
+            read_only: false,
         }
     }
 
@@ -344,6 +375,65 @@ impl Gate {
     }
 
     fn verdict(&self, caller: &Caller, change: &Change<'_>) -> Result<()> {
+        if self.read_only {
+            return refuse(
+                libc::EROFS,
+                format!(
+                    "{}: this mount shows the past (mount --at): it is read-only",
+                    match change.path() {
+                        "" => "the scratchpad",
+                        p => p,
+                    }
+                ),
+            );
+        }
+        if let Change::Checkpoint { name } = change {
+            let take = self
+                .rules
+                .as_ref()
+                .and_then(|r| r.rules.checkpoints.take.as_ref());
+            return match take {
+                Some(list) if !list.iter().any(|w| w == "*" || *w == caller.writer) => refuse(
+                    libc::EACCES,
+                    format!(
+                        "checkpoint {name} by writer {} refused: the rules' checkpoints.take allows {}",
+                        caller.writer,
+                        if list.is_empty() {
+                            "no writer".to_string()
+                        } else {
+                            list.join(", ")
+                        }
+                    ),
+                ),
+                _ => Ok(()),
+            };
+        }
+        if let Change::Rollback { name } = change {
+            let allowed = self.admins.contains(&caller.uid)
+                || self.rules.as_ref().is_some_and(|r| {
+                    r.rules
+                        .checkpoints
+                        .rollback
+                        .iter()
+                        .any(|w| w == "*" || *w == caller.writer)
+                });
+            if allowed {
+                return Ok(());
+            }
+            return refuse(
+                libc::EPERM,
+                format!(
+                    "rollback to {name} by uid {} (writer {}) refused: rolling back is for root,                      the user who mounted (uid {}) and the writers the rules' checkpoints.rollback names",
+                    caller.uid,
+                    caller.writer,
+                    self.admins
+                        .iter()
+                        .map(|u| u.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
         if let Change::Erase { what, path } = change {
             if self.admins.contains(&caller.uid) {
                 return Ok(());
@@ -629,7 +719,38 @@ impl Gate {
                 r.validate_fields(path, w, current, restored)
                     .map_err(einval)
             }
-            Change::Erase { .. } => Ok(()),
+            Change::Adopt {
+                path,
+                current,
+                adopted,
+            } => {
+                let action = if current.is_none() {
+                    Action::Create
+                } else {
+                    Action::Modify
+                };
+                r.check(path, caller, action)?;
+                if current.is_none() {
+                    self.name_secret(path, w)?;
+                }
+                let current = current.unwrap_or_default();
+                if let Some(rule) = r.rule_for(path)
+                    && rule.mode == Mode::AppendOnly
+                    && !adopted.starts_with(current)
+                {
+                    return refuse(
+                        libc::EPERM,
+                        format!(
+                            "{path}: writer {w} refused by rule \"{}\": append-only: adopting would change bytes before the committed end {}",
+                            rule.path,
+                            current.len()
+                        ),
+                    );
+                }
+                r.validate(path, w, adopted).map_err(einval)?;
+                r.validate_fields(path, w, current, adopted).map_err(einval)
+            }
+            Change::Erase { .. } | Change::Checkpoint { .. } | Change::Rollback { .. } => Ok(()),
         }
     }
 
@@ -876,6 +997,7 @@ mod tests {
         Gate {
             rules: Some(Compiled::new(Rules::parse(rules).unwrap())),
             admins: vec![0, 500],
+            read_only: false,
         }
     }
 
@@ -1013,6 +1135,8 @@ mod tests {
             let g = Gate {
                 rules: rules.map(|r| Compiled::new(Rules::parse(r).unwrap())),
                 admins: vec![0, 500],
+                read_only: false,
+                read_only: false,
             };
             let gc = Change::Erase {
                 what: "gc",

@@ -18,6 +18,7 @@
 //! before the flush is answered, so a stat after `close()` is right at once.
 
 mod admin;
+mod checkpoint;
 mod commit;
 pub mod gate;
 pub mod handle;
@@ -25,6 +26,7 @@ mod live;
 mod manifest_rows;
 mod namespace;
 mod reads;
+mod serve_checkpoints;
 mod serve_history;
 mod serve_views;
 mod tree;
@@ -32,7 +34,8 @@ mod tree;
 /// Names the views' serving code exports (the restore attribute, the xattr names).
 pub mod serve {
     pub use super::serve_views::{
-        ARCHIVE_XATTRS, GC_XATTR, REDACT_XATTR, RESTORE_XATTR, RedactRequest, XATTR_PREFIX, XATTRS,
+        ADOPT_XATTR, ARCHIVE_XATTRS, CHECKPOINT_XATTR, DROP_CHECKPOINT_XATTR, GC_XATTR,
+        REDACT_XATTR, RESTORE_XATTR, ROLLBACK_XATTR, RedactRequest, XATTR_PREFIX, XATTRS,
     };
 }
 
@@ -46,6 +49,7 @@ use crate::identity::{Caller, Resolver};
 use crate::store::{Attrs, Build, Kind, Store};
 use crate::sync::{Mutex, RwLock};
 use crate::views::{self, View};
+pub use checkpoint::Adopted;
 use gate::Change;
 use handle::{Handle, HandleKind, WriteState};
 pub use live::LIVE_APPEND_DELAY;
@@ -291,8 +295,19 @@ impl Fs {
     /// Loads the tree from `store`. Write handles spill into `spill_dir`, which must not be
     /// under the mount (FUSE-TRAPS §16).
     pub fn new(store: Arc<dyn Store>, spill_dir: PathBuf) -> Result<Fs> {
+        let records = store.load()?;
+        Fs::from_records(store, records, spill_dir)
+    }
+
+    /// A core whose tree is `records` (parents before children) rather than the store's
+    /// live tree: [`Fs::of_past`] serves the tree at a point this way.
+    fn from_records(
+        store: Arc<dyn Store>,
+        records: Vec<crate::store::NodeRecord>,
+        spill_dir: PathBuf,
+    ) -> Result<Fs> {
         let mut tree = Tree::default();
-        for r in store.load()? {
+        for r in records {
             let (ino, parent, name, kind) = (r.ino, r.parent, r.name.clone(), r.kind);
             tree.nodes.insert(ino, Node::from_record(r));
             if ino != ROOT {
@@ -1371,6 +1386,13 @@ impl Fs {
                     5,
                     Kind::Dir,
                     views::ARCHIVE,
+                );
+                push(
+                    &mut out,
+                    View::CheckpointDir(0).ino(),
+                    6,
+                    Kind::Dir,
+                    views::CHECKPOINTS,
                 );
             }
         }

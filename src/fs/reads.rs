@@ -39,6 +39,10 @@ impl Fs {
     /// lock is let go: the lineage, version id and number, when the last read changed
     /// ([`READ_MARK_REFRESH_NS`]).
     pub(super) fn mark_read(&self, n: &mut Node, caller: &Caller) -> Option<StoredRead> {
+        if self.gate.read_only {
+            // A mount of the past (mount --at) writes nothing, reads included.
+            return None;
+        }
         let key = ProcessKey::of(caller)?;
         let (file_id, head) = (n.file_id?, n.head.as_ref()?);
         let (id, number) = (head.id, head.number);

@@ -126,6 +126,9 @@ impl Fs {
 
     /// The child `name` of a history or archive directory.
     pub(super) fn history_child(&self, dir: View, name: &[u8]) -> Result<Option<View>> {
+        if let View::CheckpointDir(id) = dir {
+            return self.checkpoint_child(id, name);
+        }
         // Changes answered but not yet in SQLite (pending unlinks) must show (views are
         // never stale).
         self.store.sync()?;
@@ -174,6 +177,9 @@ impl Fs {
     /// Entries of a history or archive directory, sorted by name; the cookie of an entry
     /// is its position + 3 (these trees only grow, and only between listings).
     pub(super) fn history_readdir(&self, dir: View, offset: u64) -> Result<Vec<DirEntry>> {
+        if let View::CheckpointDir(id) = dir {
+            return self.checkpoint_readdir(id, offset);
+        }
         self.store.sync()?;
         // By the names' exact bytes (stored paths decoded).
         let mut names: BTreeMap<Vec<u8>, (View, Kind)> = BTreeMap::new();
@@ -256,6 +262,9 @@ impl Fs {
     /// live directory or file at its path (read bits, and search where read is given), or
     /// is 0555 and the root's owner's when nothing lives there.
     pub(super) fn history_attr(&self, view: View) -> Result<Attr> {
+        if matches!(view, View::CheckpointDir(_) | View::CheckpointFile(_)) {
+            return self.checkpoint_attr(view);
+        }
         let root = self.tree.read().get(ROOT)?.attrs;
         let (kind, size, t, nlink, (mode, uid, gid)) = match view {
             View::HistoryDir(id) | View::ArchiveDir(id) => (
@@ -371,6 +380,7 @@ impl Fs {
                 .versions(fid as i64)?
                 .pop()
                 .ok_or_else(|| Error::new(libc::ENOENT, "no version"))?,
+            View::CheckpointFile(id) => return self.checkpoint_content(id),
             _ => return Err(Error::new(libc::EISDIR, "is a directory")),
         };
         Ok((v.content, v.id))

@@ -80,7 +80,15 @@ fn remember(memo: &ViewMemo, c: ContentRef, binary: bool) {
 /// Prefix of the provenance extended attributes.
 pub const XATTR_PREFIX: &str = "user.scratchfs.";
 /// The provenance extended attributes of every file (SPEC §7), in listing order.
-pub const XATTRS: &[&str] = &["version", "writer", "blake3", "step", "committed", "inputs"];
+pub const XATTRS: &[&str] = &[
+    "version",
+    "writer",
+    "blake3",
+    "step",
+    "committed",
+    "inputs",
+    "origin",
+];
 /// Setting this attribute on the root to a JSON `GcRequest` runs gc in the daemon.
 pub const GC_XATTR: &str = "user.scratchfs.gc";
 /// Setting this attribute to N restores version N (see [`Fs::setxattr`]).
@@ -88,6 +96,23 @@ pub const RESTORE_XATTR: &str = "user.scratchfs.restore";
 /// Setting this attribute on the root to a JSON [`RedactRequest`] redacts a version in the
 /// daemon (`scratchfs redact`).
 pub const REDACT_XATTR: &str = "user.scratchfs.redact";
+
+/// Setting this attribute on any directory or file of the mount to `NAME`, or to `NAME`,
+/// a newline and a note, takes a checkpoint (issue 14; `setfattr -n
+/// user.scratchfs.checkpoint -v NAME .`). Checkpoint names hold no control character, so
+/// the first line is always the name.
+pub const CHECKPOINT_XATTR: &str = "user.scratchfs.checkpoint";
+/// Setting this attribute on the root to a checkpoint's name rolls back to it in the
+/// daemon (`scratchfs rollback NAME` while mounted); the report is `meta.last_rollback`.
+pub const ROLLBACK_XATTR: &str = "user.scratchfs.rollback";
+/// Setting this attribute on the root to a checkpoint's name releases it
+/// (`scratchfs gc --drop-checkpoint NAME` while mounted).
+pub const DROP_CHECKPOINT_XATTR: &str = "user.scratchfs.drop-checkpoint";
+
+/// Setting this attribute on the root to a JSON `{"from": DB, "paths": [...]}` brings
+/// those files of the scratchpad `DB` into this one (`scratchfs adopt` while mounted;
+/// [`super::Fs::adopt_from`]).
+pub const ADOPT_XATTR: &str = "user.scratchfs.adopt";
 
 /// What `scratchfs redact PATH@N` asks the daemon for (the value of [`REDACT_XATTR`]).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -128,6 +153,8 @@ pub struct ViewState {
     outlines: Mutex<HashMap<u64, CachedOutline>>,
     /// Directories of `.history` and `.archive`, by path.
     pub(super) dirs: super::serve_history::Registry,
+    /// Nodes of `.checkpoints/NAME/` and the checkpoint trees computed last.
+    pub(super) checkpoints: super::serve_checkpoints::Registry,
 }
 
 /// An outline as rendered for (version id, path).
@@ -238,6 +265,9 @@ impl Fs {
         }
         if parent == ROOT && name == views::ARCHIVE {
             return Ok(Some(View::ArchiveDir(0)));
+        }
+        if parent == ROOT && name == views::CHECKPOINTS {
+            return Ok(Some(View::CheckpointDir(0)));
         }
         let Some(target) = views::outline_target(name) else {
             return Ok(None);
@@ -451,6 +481,25 @@ impl Fs {
         Ok(rows)
     }
 
+    /// The newest [`manifest::CHECKPOINTS_SHOWN`] checkpoints, newest first, and how many
+    /// there are.
+    fn checkpoint_lines(&self) -> Result<(Vec<manifest::CheckpointLine>, u64)> {
+        let all = self.store.checkpoints()?;
+        let n = all.len() as u64;
+        Ok((
+            all.into_iter()
+                .rev()
+                .take(manifest::CHECKPOINTS_SHOWN)
+                .map(|c| manifest::CheckpointLine {
+                    name: c.name,
+                    writer: c.writer,
+                    time_ns: c.point.time_ns,
+                })
+                .collect(),
+            n,
+        ))
+    }
+
     /// MANIFEST's data, structured, for the MCP tool `list` (issue 12): the files it
     /// knows of (temporaries left out), at most `LIST_MAX` (10,000) of them, the newest
     /// first; the latest refusals, restorable content and history erasures it shows.
@@ -467,6 +516,7 @@ impl Fs {
             "refusals_total": refusals.1,
             "restorable": restorable,
             "history_erased": erasures.0,
+            "checkpoints": self.checkpoint_lines()?.0,
         }))
     }
 
@@ -496,6 +546,7 @@ impl Fs {
             restorable,
             refusals,
             erasures,
+            checkpoints: self.checkpoint_lines()?,
             rules: self.rules_summary(),
             as_of_ns: self
                 .views
@@ -819,6 +870,9 @@ impl Fs {
             if *name == "inputs" && self.store.inputs(id)?.is_empty() {
                 continue;
             }
+            if *name == "origin" && self.store.origin(id)?.is_none() {
+                continue;
+            }
             out.extend_from_slice(XATTR_PREFIX.as_bytes());
             out.extend_from_slice(name.as_bytes());
             out.push(0);
@@ -841,6 +895,10 @@ impl Fs {
                 let (_, id) = self.history_content(v)?;
                 Some((id, self.store.version(id)?.number))
             }
+            Some(View::CheckpointFile(cid)) => match self.checkpoint_content(cid)? {
+                (_, 0) => None,
+                (_, id) => Some((id, self.store.version(id)?.number)),
+            },
             Some(_) => None,
         })
     }
@@ -878,6 +936,10 @@ impl Fs {
                 }
                 crate::lineage::inputs_json(&inputs).to_string()
             }
+            "origin" => {
+                let o = self.store.origin(id)?.ok_or_else(nodata)?;
+                serde_json::to_string(&o).unwrap_or_default()
+            }
             _ => return Err(nodata()),
         };
         Ok(value.into_bytes())
@@ -912,6 +974,29 @@ impl Fs {
             return self
                 .redact(&req.path, req.version, &req.why, ctx)
                 .map(|_| ());
+        }
+        if name == CHECKPOINT_XATTR.as_bytes() && View::of(ino).is_none() {
+            let text = String::from_utf8_lossy(value);
+            let (cp, note) = match text.split_once('\n') {
+                Some((cp, note)) => (cp, Some(note).filter(|n| !n.is_empty())),
+                None => (text.as_ref(), None),
+            };
+            return self.checkpoint(cp, note, ctx).map(|_| ());
+        }
+        if name == ROLLBACK_XATTR.as_bytes() && ino == ROOT {
+            let target = String::from_utf8_lossy(value);
+            return self.rollback(&target, ctx).map(|_| ());
+        }
+        if name == ADOPT_XATTR.as_bytes() && ino == ROOT {
+            let req: crate::cli::fork::AdoptRequest = serde_json::from_slice(value)
+                .map_err(|e| Error::new(libc::EINVAL, format!("adopt: {e}")))?;
+            return self
+                .adopt_from(std::path::Path::new(&req.from), &req.paths, ctx)
+                .map(|_| ());
+        }
+        if name == DROP_CHECKPOINT_XATTR.as_bytes() && ino == ROOT {
+            let target = String::from_utf8_lossy(value);
+            return self.drop_checkpoint(&target, ctx).map(|_| ());
         }
         if name == RESTORE_XATTR.as_bytes() && View::of(ino).is_none() {
             let n: i64 = std::str::from_utf8(value)

@@ -584,6 +584,27 @@ pub fn catalog() -> Vec<ToolSpec> {
             reads_only: true,
         },
         ToolSpec {
+            name: "checkpoint",
+            description: "Take a checkpoint: name the whole scratchpad's state now (a pointer into history, no copy). Its tree can then be read under .checkpoints/NAME/, compared, and rolled back to.",
+            schema: json!({ "type": "object", "required": ["name"], "properties": {
+                "name": { "type": "string", "description": "printable, no '/', unique" },
+                "note": { "type": "string", "description": "why, kept with it" }, "step": step } }),
+            reads_only: false,
+        },
+        ToolSpec {
+            name: "checkpoints",
+            description: "List the checkpoints, oldest first: name, time, who took it, note.",
+            schema: json!({ "type": "object", "properties": {} }),
+            reads_only: true,
+        },
+        ToolSpec {
+            name: "rollback",
+            description: "Return the whole scratchpad to a checkpoint (changed files get their old content as new versions, deleted files come back, files created since are archived); a safety checkpoint of the state before is taken first. Root, the user who mounted, or a writer the rules allow.",
+            schema: json!({ "type": "object", "required": ["name"], "properties": {
+                "name": { "type": "string" }, "step": step } }),
+            reads_only: false,
+        },
+        ToolSpec {
             name: "restore",
             description: "Make version N of a file current again (as a new version; nothing is lost).",
             schema: json!({ "type": "object", "required": ["path", "version"], "properties": {
@@ -974,6 +995,52 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
             fs.access(ino, libc::W_OK, ctx)?;
             fs.restore(ino, n, ctx)?;
             Outcome::ok(format!("{p}: version {n} restored"), None)
+        }
+        "checkpoint" => {
+            let name = arg_str(args, "name")?;
+            let note = match args.get("note") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(_) => Some(arg_str(args, "note")?),
+            };
+            let cp = fs.checkpoint(name, note, ctx)?;
+            Outcome::ok(
+                format!("checkpoint {name} taken; its tree is at .checkpoints/{name}/"),
+                Some(serde_json::to_value(&cp).unwrap_or_default()),
+            )
+        }
+        "checkpoints" => {
+            let all = fs.store().checkpoints()?;
+            let text = if all.is_empty() {
+                "no checkpoints".to_string()
+            } else {
+                all.iter()
+                    .map(|c| {
+                        format!(
+                            "{}  {}  {}{}",
+                            crate::cli::time::utc(c.point.time_ns),
+                            c.name,
+                            c.writer,
+                            c.note
+                                .as_deref()
+                                .map(|n| format!("  {n}"))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Outcome::ok(text, Some(json!({ "checkpoints": all })))
+        }
+        "rollback" => {
+            let name = arg_str(args, "name")?;
+            let r = fs.rollback(name, ctx)?;
+            Outcome::ok(
+                format!(
+                    "rolled back to {}: {} changed, {} restored, {} removed, {} moved; the state before is checkpoint {}",
+                    r.checkpoint, r.changed, r.restored, r.removed, r.moved, r.safety
+                ),
+                Some(serde_json::to_value(&r).unwrap_or_default()),
+            )
         }
         _ => return Err(Error::new(libc::EINVAL, format!("no tool named {name:?}"))),
     })

@@ -106,7 +106,14 @@ const PATH_KEYS: &[&str] = &[
 /// The keys of a field rule.
 const FIELD_KEYS: &[&str] = &["writers", "type"];
 /// The keys of the file.
-const TOP_KEYS: &[&str] = &["writers", "paths", "ephemeral", "manifest_tokens"];
+const TOP_KEYS: &[&str] = &[
+    "writers",
+    "paths",
+    "ephemeral",
+    "manifest_tokens",
+    "checkpoints",
+];
+const CHECKPOINT_KEYS: &[&str] = &["take", "rollback"];
 const MODES: &[&str] = &["read-write", "append-only", "write-once", "read-only"];
 const FORMATS: &[&str] = &["json", "jsonl", "markdown", "text"];
 const CONFLICTS: &[&str] = &["refuse", "overwrite"];
@@ -567,6 +574,30 @@ fn shape(found: &mut Found, root: &Node) {
     }
 }
 
+/// `checkpoints`: an object with `take` and `rollback`, lists of known writers or `*`.
+fn checkpoints(found: &mut Found, root: &Node, known: &[String]) {
+    let Some(c) = root.get("checkpoints") else {
+        return;
+    };
+    if !found.object(c, "checkpoints") {
+        return;
+    }
+    found.keys(c, "checkpoints", CHECKPOINT_KEYS);
+    for key in CHECKPOINT_KEYS {
+        let Some(list) = c.get(key) else { continue };
+        let what = format!("checkpoints.{key}");
+        found.string_list(list, &what);
+        for (j, w) in list.items().unwrap_or_default().iter().enumerate() {
+            if let Some(name) = w.str()
+                && name != "*"
+                && !known.iter().any(|k| k == name)
+            {
+                found.error(w.at, format!("{what}[{j}]: unknown writer {name:?}"));
+            }
+        }
+    }
+}
+
 /// A writer's matchers as the caller must have them: the uid from `uid` or `user`.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Wants<'a> {
@@ -971,6 +1002,7 @@ pub fn check(text: &str) -> Checked {
             .collect();
         writers(&mut found, &root, &named_writers(&root));
         paths(&mut found, &root, &known);
+        checkpoints(&mut found, &root, &known);
     }
     let mut rules = None;
     if !found.problems.iter().any(|p| p.severity == Severity::Error) {
@@ -1145,7 +1177,7 @@ mod tests {
             .map(|(l, c, m)| format!("{l}:{c}: {m}"))
             .collect();
         let want = [
-            r#"2:3: the file: unknown key "writer" (expected one of: writers, paths, ephemeral, manifest_tokens)"#,
+            r#"2:3: the file: unknown key "writer" (expected one of: writers, paths, ephemeral, manifest_tokens, checkpoints)"#,
             r#"3:30: writers.a.uid: expected an integer from 0 to 4294967295, found "1000""#,
             r#"3:45: writers.a.exe: expected a string, found 3"#,
             r#"3:48: writers.a: unknown key "euid" (expected one of: uid, gid, user, exe, comm, env, mcp_client, model)"#,

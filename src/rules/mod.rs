@@ -162,6 +162,23 @@ pub struct Rules {
     /// MANIFEST's budget in estimated tokens (`mount --manifest-tokens` overrides it;
     /// default [`crate::views::manifest::DEFAULT_BUDGET_TOKENS`]).
     pub manifest_tokens: Option<u64>,
+    /// Who may take and roll back checkpoints (issue 14).
+    #[serde(default)]
+    pub checkpoints: CheckpointRule,
+}
+
+/// `checkpoints` in a rules file (issue 14, docs/rules.md): who may take a checkpoint
+/// (through the mount's attribute, the CLI, MCP) and who may roll back to one besides root
+/// and the user who mounted.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointRule {
+    /// Writers that may take a checkpoint (`*`: any). Absent: any.
+    pub take: Option<Vec<String>>,
+    /// Writers that may roll back (`*`: any), besides root and the user who mounted.
+    /// Absent: none.
+    #[serde(default)]
+    pub rollback: Vec<String>,
 }
 
 /// Deserializes a JSON object into its entries in file order.

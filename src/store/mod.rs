@@ -18,8 +18,8 @@ use std::io;
 pub use redo::{Damage, RedoLog};
 pub use sqlite::{
     APPLICATION_ID, ContentReader, Probe, READ_CHUNK, RedoLoss, Sqlite, cannot_open, companions,
-    digest_of, for_each_data, gc as sqlite_gc, inputs_of, live_lineage, make_private,
-    open_read_only, probe, read_all, stream_end,
+    digest_of, for_each_data, fork_full, gc as sqlite_gc, inputs_of, list_checkpoints,
+    live_lineage, make_private, open_read_only, probe, read_all, stream_end,
 };
 
 use crate::error::Result;
@@ -265,6 +265,24 @@ pub struct InputInfo {
     pub read_ns: i64,
 }
 
+/// Where a version brought from another scratchpad came from (`scratchfs adopt`, a
+/// tree-only `fork`; issue 14): one row of `origins`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Origin {
+    /// The other database's path (absolute).
+    pub source: String,
+    /// Its `meta.scratchpad_id`, when it has one.
+    pub source_id: Option<String>,
+    /// The version there (`versions.id`).
+    pub source_version_id: i64,
+    /// Its file's path there, as stored.
+    pub path: String,
+    /// Its number in its lineage there.
+    pub version: i64,
+    /// Its writer there.
+    pub writer: String,
+}
+
 /// How the bytes of a new version are built.
 pub enum Build<'a> {
     /// The content of `base` up to `base_limit`, overlaid with the `dirty` ranges (sorted,
@@ -323,6 +341,8 @@ pub struct CommitRequest<'a> {
     /// The versions the writing process had read before this commit (issue 13), at most
     /// [`crate::lineage::READS_PER_PROCESS`]; recorded as the version's `inputs`.
     pub inputs: &'a [Input],
+    /// The version it copies from another scratchpad (`adopt`), recorded in `origins`.
+    pub origin: Option<&'a Origin>,
 }
 
 /// What a successful commit returns: the version and the hasher state after its bytes.
@@ -504,6 +524,48 @@ pub trait Store: Send + Sync {
     /// The latest `limit` history-erasing runs (gc, redact; reason, runner, time), newest
     /// first, and how many there were in all.
     fn erasures(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)>;
+    /// Takes checkpoint `name` of the state now, by `caller` at `time_ns`, with `note`
+    /// (issue 14): one row naming the last namespace-log row and the last version, and an
+    /// event (op `checkpoint`). Every change acknowledged before is in it. `EEXIST` when a
+    /// checkpoint has that name. The name was checked ([`crate::checkpoint::check_name`])
+    /// and the gate has allowed it.
+    fn checkpoint(
+        &self,
+        name: &str,
+        note: Option<&str>,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::Checkpoint>;
+    /// Where version `id` (`versions.id`) came from, when another scratchpad's version
+    /// was brought in (`adopt`, a tree-only `fork`).
+    fn origin(&self, id: i64) -> Result<Option<Origin>>;
+    /// The checkpoints not dropped, oldest first.
+    fn checkpoints(&self) -> Result<Vec<crate::checkpoint::Checkpoint>>;
+    /// The point of checkpoint `id` (`checkpoints.id`), dropped or not.
+    fn checkpoint_point(&self, id: i64) -> Result<Option<crate::checkpoint::Point>>;
+    /// Releases checkpoint `name` (gc may then forget what only it kept), recorded (op
+    /// `drop-checkpoint`). `ENOENT` when there is none. The gate has allowed it.
+    fn drop_checkpoint(
+        &self,
+        name: &str,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::Checkpoint>;
+    /// The point at time `time_ns` (ns since the epoch): the last namespace change and
+    /// the last version made by then. `ENOENT` before the namespace history begins.
+    fn point_at(&self, time_ns: i64) -> Result<crate::checkpoint::Point>;
+    /// The tree at `point` ([`crate::checkpoint::Snapshot`]).
+    fn snapshot(&self, point: crate::checkpoint::Point) -> Result<crate::checkpoint::Snapshot>;
+    /// Makes the tree what it was at checkpoint `name`, in one transaction, after taking a
+    /// safety checkpoint of the state now ([`crate::checkpoint::safety_name`]); by
+    /// `caller` at `time_ns`. `ENOENT` when there is no such checkpoint. The gate has
+    /// allowed it.
+    fn rollback(
+        &self,
+        name: &str,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::RollbackReport>;
     /// The latest `limit` deletions and shrinking commits whose dropped version is still
     /// stored (gc may have forgotten it), newest first; a deletion of an empty file is no
     /// such thing. Fewer than `limit`: there are no more.

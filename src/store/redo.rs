@@ -117,6 +117,9 @@ pub enum Op {
         /// [`super::CommitRequest::inputs`] (absent in logs of older scratchfs).
         #[serde(default)]
         inputs: Vec<super::Input>,
+        /// [`super::CommitRequest::origin`] (absent in logs of older scratchfs).
+        #[serde(default)]
+        origin: Option<super::Origin>,
     },
     /// [`super::Store::note_read`].
     Read {
@@ -309,6 +312,14 @@ impl RedoLog {
             .map_err(|e| io_error(&path, e))?;
         let len = file.metadata().map_err(|e| io_error(&path, e))?.len();
         Ok(RedoLog { file, path, len })
+    }
+
+    /// A log that holds nothing and takes nothing (`/dev/null`, read-only): the log of a
+    /// store opened to read the past ([`super::Sqlite::open_frozen`]), which never writes.
+    pub fn detached() -> Result<RedoLog> {
+        let path = PathBuf::from("/dev/null");
+        let file = File::open(&path).map_err(|e| io_error(&path, e))?;
+        Ok(RedoLog { file, path, len: 0 })
     }
 
     /// Size of the log file, bytes.

@@ -180,3 +180,54 @@ CREATE TABLE IF NOT EXISTS rules (
     process INTEGER NOT NULL REFERENCES processes(id),
     time_ns INTEGER NOT NULL
 );
+-- The namespace through time (issue 14, docs/schema.md "Checkpoints"): one row per state
+-- of a node, appended (never updated) by every create, mkdir, unlink, rmdir, rename,
+-- chmod, chown, utimensat and rollback, in the change's own transaction. A node's state at
+-- a point is its row with the highest id at or below the point's `tree_seq`; `parent` is
+-- 0 for the root and NULL for an unlinked node. A file's content then is the last version
+-- of lineage `file_id` above `floor` (versions at or below it belong to files that were
+-- on the lineage before this one) and at or below the point's `version_seq`.
+CREATE TABLE IF NOT EXISTS tree_log (
+    id       INTEGER PRIMARY KEY,
+    ino      INTEGER NOT NULL,
+    parent   INTEGER,
+    name     BLOB NOT NULL,
+    kind     TEXT NOT NULL CHECK (kind IN ('file', 'dir')),
+    mode     INTEGER NOT NULL,
+    uid      INTEGER NOT NULL,
+    gid      INTEGER NOT NULL,
+    file_id  INTEGER,
+    floor    INTEGER NOT NULL DEFAULT 0,
+    time_ns  INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tree_log_by_ino ON tree_log(ino, id);
+-- Named points in history (issue 14): the last `tree_log` row, the last version and the
+-- last event (its own `checkpoint` event) when it was taken. A pointer, never a copy. `auto` 1: the safety checkpoint a rollback took
+-- first. `dropped_ns`: released by `gc --drop-checkpoint` (gc may then forget what only it
+-- kept); a dropped checkpoint's name may be taken again.
+CREATE TABLE IF NOT EXISTS checkpoints (
+    id          INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL,
+    tree_seq    INTEGER NOT NULL,
+    version_seq INTEGER NOT NULL,
+    event_seq   INTEGER NOT NULL,
+    time_ns     INTEGER NOT NULL,
+    writer      TEXT NOT NULL,
+    process     INTEGER NOT NULL REFERENCES processes(id),
+    note        TEXT,
+    auto        INTEGER NOT NULL DEFAULT 0,
+    dropped_ns  INTEGER
+);
+CREATE UNIQUE INDEX IF NOT EXISTS checkpoints_by_name ON checkpoints(name) WHERE dropped_ns IS NULL;
+-- Where a version brought from another scratchpad came from (`scratchfs adopt`, issue
+-- 14): that database's path and id (`meta.scratchpad_id`), and the version there (its
+-- `versions.id`, path, number and writer).
+CREATE TABLE IF NOT EXISTS origins (
+    version_id        INTEGER PRIMARY KEY,
+    source            TEXT NOT NULL,
+    source_id         TEXT,
+    source_version_id INTEGER NOT NULL,
+    path              TEXT NOT NULL,
+    version           INTEGER NOT NULL,
+    writer            TEXT NOT NULL
+);

@@ -208,6 +208,8 @@ pub struct Input<'a> {
     /// The latest gc and redact runs (reason, who, when), newest first, and how many
     /// there were in all.
     pub erasures: (Vec<Refusal>, u64),
+    /// The latest checkpoints (issue 14), newest first, and how many there are in all.
+    pub checkpoints: (Vec<CheckpointLine>, u64),
     /// Who may write what, one line each.
     pub rules: Vec<String>,
     /// Time of the last change, ns: the header's time and the reference for ages.
@@ -219,6 +221,20 @@ pub struct Input<'a> {
     /// The agent step of the latest caller that had one (`SCRATCHFS_STEP`), if any: files whose
     /// version is [`STALE_STEPS`] older are listed as stale.
     pub step_now: Option<i64>,
+}
+
+/// Checkpoints MANIFEST names (the newest).
+pub const CHECKPOINTS_SHOWN: usize = 3;
+
+/// A checkpoint as MANIFEST's footer names it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CheckpointLine {
+    /// Its name.
+    pub name: String,
+    /// Who took it.
+    pub writer: String,
+    /// When, ns since the epoch.
+    pub time_ns: i64,
 }
 
 /// One file as the MCP tool `list` returns it (issue 12): MANIFEST's columns, as data.
@@ -1161,6 +1177,26 @@ pub fn render(input: &Input) -> String {
         }
     }
     after.push_str(&stale_line(input));
+    let (cps, cp_count) = &input.checkpoints;
+    if !cps.is_empty() {
+        let named: Vec<String> = cps
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} ({} ago, {})",
+                    quote_path(&c.name),
+                    age(input.as_of_ns, c.time_ns),
+                    quote_path(&c.writer)
+                )
+            })
+            .collect();
+        let line = format!(
+            "checkpoints ({} of {cp_count}): {}; each tree: .checkpoints/<name>/",
+            cps.len(),
+            named.join(", ")
+        );
+        let _ = writeln!(after, "{}", clip(&line, LINE_MAX * 2, false));
+    }
     after.push_str(
         "not listed: <file>.outline (what a file holds, by section); \
          .history/<path>/<N> (every version); .archive/<path> (deleted files)\n",

@@ -25,6 +25,12 @@ pub const ARCHIVE_DIR_BIT: u64 = 1 << 59;
 pub const VERSION_BIT: u64 = 1 << 58;
 /// Set, with [`VIEW_BIT`], in the inode of `.archive/<path>` (low bits: `files.id`).
 pub const ARCHIVED_BIT: u64 = 1 << 57;
+/// Set, with [`VIEW_BIT`], in the inode of a directory of `.checkpoints` (issue 14; low
+/// bits: its id in the mount's registry, 0 for `.checkpoints` itself).
+pub const CHECKPOINT_DIR_BIT: u64 = 1 << 56;
+/// Set, with [`VIEW_BIT`], in the inode of a file under `.checkpoints/NAME/` (low bits: its
+/// id in the mount's registry).
+pub const CHECKPOINT_FILE_BIT: u64 = 1 << 55;
 /// Inode of `MANIFEST`.
 pub const MANIFEST_INO: u64 = VIEW_BIT | 1;
 /// Name of the history tree at the root.
@@ -38,8 +44,10 @@ pub const VERSION_NAME_WIDTH: usize = 6;
 pub const MANIFEST: &[u8] = b"MANIFEST";
 /// Suffix of outline names.
 pub const OUTLINE_SUFFIX: &[u8] = b".outline";
+/// Name of the checkpoints tree at the root (issue 14).
+pub const CHECKPOINTS: &[u8] = crate::checkpoint::CHECKPOINTS_DIR;
 /// Names reserved at the root for the history views.
-pub const HISTORY_NAMES: &[&[u8]] = &[b".history", b".archive"];
+pub const HISTORY_NAMES: &[&[u8]] = &[b".history", b".archive", CHECKPOINTS];
 
 /// Bytes of a file's start that decide whether it is binary ([`is_binary`]): 8 KiB.
 pub const SNIFF_BYTES: usize = 8 << 10;
@@ -76,6 +84,11 @@ pub enum View {
     Version(u64),
     /// The last content of a deleted file (`files.id`) under `.archive`.
     Archived(u64),
+    /// A directory of `.checkpoints` (id 0: `.checkpoints`; else a registered node of a
+    /// checkpoint's tree, its root being `.checkpoints/NAME`).
+    CheckpointDir(u64),
+    /// A file of a checkpoint's tree (its registered id).
+    CheckpointFile(u64),
 }
 
 impl View {
@@ -95,6 +108,12 @@ impl View {
             Some(View::Version(ino & !(VIEW_BIT | VERSION_BIT)))
         } else if ino & ARCHIVED_BIT != 0 {
             Some(View::Archived(ino & !(VIEW_BIT | ARCHIVED_BIT)))
+        } else if ino & CHECKPOINT_DIR_BIT != 0 {
+            Some(View::CheckpointDir(ino & !(VIEW_BIT | CHECKPOINT_DIR_BIT)))
+        } else if ino & CHECKPOINT_FILE_BIT != 0 {
+            Some(View::CheckpointFile(
+                ino & !(VIEW_BIT | CHECKPOINT_FILE_BIT),
+            ))
         } else {
             None
         }
@@ -102,7 +121,10 @@ impl View {
 
     /// Whether it is a directory.
     pub fn is_dir(self) -> bool {
-        matches!(self, View::HistoryDir(_) | View::ArchiveDir(_))
+        matches!(
+            self,
+            View::HistoryDir(_) | View::ArchiveDir(_) | View::CheckpointDir(_)
+        )
     }
 
     /// Its inode number.
@@ -114,6 +136,8 @@ impl View {
             View::ArchiveDir(id) => VIEW_BIT | ARCHIVE_DIR_BIT | id,
             View::Version(id) => VIEW_BIT | VERSION_BIT | id,
             View::Archived(id) => VIEW_BIT | ARCHIVED_BIT | id,
+            View::CheckpointDir(id) => VIEW_BIT | CHECKPOINT_DIR_BIT | id,
+            View::CheckpointFile(id) => VIEW_BIT | CHECKPOINT_FILE_BIT | id,
         }
     }
 }
@@ -124,7 +148,8 @@ pub fn outline_target(name: &[u8]) -> Option<&[u8]> {
 }
 
 /// Whether `name` in directory `parent` is reserved for a view (SPEC §3): `MANIFEST`,
-/// `.history` and `.archive` at the root, and any name ending in `.outline`.
+/// `.history`, `.archive` and `.checkpoints` at the root, and any name ending in
+/// `.outline`.
 pub fn is_reserved(parent: u64, name: &[u8]) -> bool {
     (parent == ROOT && (name == MANIFEST || HISTORY_NAMES.contains(&name)))
         || name.ends_with(OUTLINE_SUFFIX)

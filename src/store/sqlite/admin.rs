@@ -16,8 +16,9 @@ const END_MARKERS: &str = "INSERT INTO extents(stream, offset, len, blob, blob_o
 /// Forgets old versions and the content only they held (see `scratchfs gc`). Never: the
 /// current version of any file, the versions `shown` (ids: those MANIFEST's `restorable:`
 /// list points at, which only the caller knows: it leaves temporaries out), versions
-/// per-key provenance names, and the bytes of `protected` `(stream, len)` (content open
-/// handles still read).
+/// per-key provenance names, the content of every file at every checkpoint not dropped
+/// (issue 14), and the bytes of `protected` `(stream, len)` (content open handles still
+/// read).
 /// The report is also stored as `meta.last_gc` (JSON), and a run that is not a dry run is
 /// an event (op `gc`) by `caller`, whose reason says what it forgot (issue 9: every gc
 /// run is on record).
@@ -48,6 +49,8 @@ pub fn gc(
     for id in shown {
         tx.execute("INSERT OR IGNORE INTO gc_keep(id) VALUES (?1)", [id])?;
     }
+    // Each checkpoint's content (issue 14): what every file held at it.
+    super::checkpoint::gc_keep_checkpoints(&tx)?;
     tx.execute(
         "INSERT OR IGNORE INTO gc_drop
          SELECT v.id FROM versions v
@@ -68,39 +71,7 @@ pub fn gc(
         "DELETE FROM inputs WHERE version_id IN (SELECT id FROM gc_drop)",
         [],
     )?;
-    // Content: the bytes of each stream still referenced (by a version or a refusal) end
-    // at the longest reference; the rest of the stream, and unreferenced streams, go.
-    tx.execute_batch(
-        "CREATE TEMP TABLE gc_streams AS
-             SELECT stream, MAX(size) AS len FROM (
-                 SELECT stream, size FROM versions
-                 UNION ALL SELECT stream, size FROM events WHERE stream IS NOT NULL)
-             GROUP BY stream;",
-    )?;
-    // Content that open handles of the mount still read stays too.
-    for &(stream, len) in protected {
-        tx.execute(
-            "INSERT INTO gc_streams(stream, len) VALUES (?1, ?2)",
-            params![stream, len as i64],
-        )?;
-    }
-    tx.execute_batch(
-        "DELETE FROM extents WHERE NOT EXISTS
-             (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents.offset < s.len);
-         DELETE FROM streams WHERE id NOT IN (SELECT stream FROM gc_streams);",
-    )?;
-    tx.execute_batch(END_MARKERS)?;
-    let blob_bytes: i64 = tx
-        .query_row(
-            "SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)",
-            [],
-            |r| r.get(0),
-        )
-        ?;
-    tx.execute(
-        "DELETE FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)",
-        [],
-    )?;
+    let blob_bytes = sweep_content(&tx, protected)?;
     let report = GcReport {
         versions: versions as u64,
         blob_bytes: blob_bytes as u64,
@@ -321,4 +292,47 @@ pub(super) fn events_of(
         })
     })?;
     Ok((rows.collect::<rusqlite::Result<Vec<_>>>()?, count as u64))
+}
+
+/// Drops the content nothing refers to any more, inside `tx`: the bytes of each stream
+/// past its longest reference (by a version or a refusal, or one of `protected`
+/// `(stream, len)`: content open handles still read), unreferenced streams, and the
+/// blobs no extent uses. Returns the bytes of blob content dropped. Used by gc, and by a
+/// fork for what it left out.
+pub(super) fn sweep_content(tx: &Connection, protected: &[(i64, u64)]) -> Result<i64> {
+    tx.execute_batch("DROP TABLE IF EXISTS temp.gc_streams;")?;
+    // Content: the bytes of each stream still referenced (by a version or a refusal) end
+    // at the longest reference; the rest of the stream, and unreferenced streams, go.
+    tx.execute_batch(
+        "CREATE TEMP TABLE gc_streams AS
+             SELECT stream, MAX(size) AS len FROM (
+                 SELECT stream, size FROM versions
+                 UNION ALL SELECT stream, size FROM events WHERE stream IS NOT NULL)
+             GROUP BY stream;",
+    )?;
+    // Content that open handles of the mount still read stays too.
+    for &(stream, len) in protected {
+        tx.execute(
+            "INSERT INTO gc_streams(stream, len) VALUES (?1, ?2)",
+            params![stream, len as i64],
+        )?;
+    }
+    tx.execute_batch(
+        "DELETE FROM extents WHERE NOT EXISTS
+             (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents.offset < s.len);
+         DELETE FROM streams WHERE id NOT IN (SELECT stream FROM gc_streams);",
+    )?;
+    tx.execute_batch(END_MARKERS)?;
+    let blob_bytes: i64 = tx
+        .query_row(
+            "SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)",
+            [],
+            |r| r.get(0),
+        )
+        ?;
+    tx.execute(
+        "DELETE FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)",
+        [],
+    )?;
+    Ok(blob_bytes)
 }

@@ -25,8 +25,12 @@ use crate::store::digest::ContentHasher;
 use crate::sync::Mutex;
 
 mod admin;
+mod checkpoint;
+pub use checkpoint::list as list_checkpoints;
 mod content;
 mod file;
+mod fork;
+pub use fork::fork_full;
 mod write;
 
 pub use admin::gc;
@@ -186,6 +190,26 @@ pub struct Sqlite {
     keep_log: AtomicBool,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
+    /// Opened to read the past ([`Sqlite::open_frozen`]): every change is refused with
+    /// `EROFS` before it touches a connection or a log.
+    frozen: bool,
+}
+
+/// The refusal of a change to a store opened to read the past.
+fn frozen_refusal() -> Error {
+    Error::new(
+        libc::EROFS,
+        "this scratchpad is opened to read the past (mount --at): it is read-only",
+    )
+}
+
+/// A new scratchpad's id: 32 hex digits of blake3 over its path, the time and the pid.
+pub(crate) fn new_scratchpad_id(path: &Path) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(path.as_os_str().as_encoded_bytes());
+    h.update(&now_ns().to_le_bytes());
+    h.update(&std::process::id().to_le_bytes());
+    h.finalize().to_hex()[..32].to_string()
 }
 
 /// Current time in ns since the Unix epoch.
@@ -261,6 +285,15 @@ impl Sqlite {
                 [SCHEMA_VERSION],
             )?;
         }
+        // Its identity, which `adopt` records as where content came from (issue 14).
+        conn.execute(
+            "INSERT OR IGNORE INTO meta(key, value) VALUES ('scratchpad_id', ?1)",
+            [new_scratchpad_id(path)],
+        )?;
+        // Namespace history (issue 14) for a new database or one made before it.
+        checkpoint::seed_tree_log(&conn).map_err(|e| {
+            Error::new(e.errno, format!("opening {}: {}", path.display(), e.reason))
+        })?;
         let folded: u64 = conn
             .query_row("SELECT value FROM meta WHERE key = 'redo_seq'", [], |r| {
                 r.get::<_, String>(0)
@@ -295,6 +328,7 @@ impl Sqlite {
             keep_log: AtomicBool::new(false),
             readers,
             next_reader: AtomicUsize::new(0),
+            frozen: false,
         };
         match store.recover(accept_loss) {
             Ok(loss) => Ok((store, fresh, loss)),
@@ -303,6 +337,42 @@ impl Sqlite {
                 Err(e)
             }
         }
+    }
+
+    /// Opens the database at `path` to read only, while a mount of it may be live (issue
+    /// 14, `mount --at`): read-only connections (WAL readers never block the live
+    /// writer), no schema change, no redo log (the live daemon's is its own: what it has
+    /// not folded yet is newer than any checkpoint, and a time travel mount only shows
+    /// what SQLite holds). Every change is refused with `EROFS`; `load` returns the live
+    /// tree as SQLite has it, which the caller does not use (it serves a
+    /// [`crate::checkpoint::Snapshot`]). `ENOENT`, `EINVAL` for a missing or foreign file;
+    /// a database without namespace history (never opened by a scratchfs that keeps it)
+    /// fails with `ENOENT` when asked for a point.
+    pub fn open_frozen(path: &Path) -> Result<Sqlite> {
+        let writer = open_read_only(path)?;
+        let mut readers = Vec::new();
+        for _ in 0..READERS {
+            readers.push(Mutex::new(open_read_only(path)?));
+        }
+        Ok(Sqlite {
+            path: path.to_path_buf(),
+            writer: Mutex::new(writer),
+            processes: Mutex::new(HashMap::new()),
+            kick: Mutex::new(None),
+            redo: Mutex::new(Redo {
+                log: RedoLog::detached()?,
+                last_seq: 0,
+                folded: 0,
+                ops: 0,
+                pending: Vec::new(),
+                lost: false,
+            }),
+            batched: AtomicBool::new(false),
+            keep_log: AtomicBool::new(true),
+            readers,
+            next_reader: AtomicUsize::new(0),
+            frozen: true,
+        })
     }
 
     /// Applies the records of the redo log that SQLite does not hold yet (a daemon killed
@@ -543,6 +613,7 @@ impl Sqlite {
                 set_mtime,
                 pieces,
                 inputs,
+                origin,
             } => {
                 let pieces = Pieces::new(pieces, payload)?;
                 let mut source = |off: u64, buf: &mut [u8]| pieces.read(off, buf);
@@ -561,6 +632,7 @@ impl Sqlite {
                         set_mtime: *set_mtime,
                         durable: false,
                         inputs,
+                        origin: origin.as_ref(),
                     },
                     proc,
                 )
@@ -648,6 +720,9 @@ impl Sqlite {
     /// nor for the folds of its earlier unlinks. With a batch to rebuild it goes the
     /// synchronous way, so that a failure reaches the caller.
     fn log_unlink(&self, op: Op) -> Result<()> {
+        if self.frozen {
+            return Err(frozen_refusal());
+        }
         let first = {
             let mut redo = self.redo.lock();
             if redo.lost || self.kick.lock().is_none() {
@@ -670,6 +745,9 @@ impl Sqlite {
     /// The writer connection inside the open batch (beginning one if needed), after
     /// folding a batch that is full or rebuilding one SQLite dropped.
     fn batch_lock(&self) -> Result<crate::sync::MutexGuard<'_, Connection>> {
+        if self.frozen {
+            return Err(frozen_refusal());
+        }
         let mut conn = self.writer.lock();
         let refold = {
             let redo = self.redo.lock();
@@ -695,6 +773,15 @@ impl Sqlite {
             params![key, value],
         )?;
         Ok(())
+    }
+
+    /// A `meta` value (`scratchpad_id`, `forked_from`, ...).
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .reader()?
+            .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+            .query_row([key], |r| r.get(0))
+            .optional()?)
     }
 
     /// Path of the database file.
@@ -734,6 +821,9 @@ impl Sqlite {
     /// The writer connection outside any transaction, after folding the batch (so that
     /// every change is stored in the order the filesystem made it).
     fn write_lock(&self) -> Result<crate::sync::MutexGuard<'_, Connection>> {
+        if self.frozen {
+            return Err(frozen_refusal());
+        }
         let mut conn = self.writer.lock();
         self.fold(&mut conn)?;
         Ok(conn)
@@ -927,6 +1017,7 @@ impl Store for Sqlite {
             set_mtime: req.set_mtime,
             pieces,
             inputs: req.inputs.to_vec(),
+            origin: req.origin.cloned(),
         };
         match self.apply_logged(op, &payload, req.prefix_hasher)? {
             Applied::Committed(c) | Applied::Unchanged(c) => Ok(c),
@@ -971,6 +1062,7 @@ impl Store for Sqlite {
         insert_event(
             &tx, "setattr", path, None, None, None, None, None, None, caller, a.ctime_ns,
         )?;
+        checkpoint::log_node(&tx, ino, None, a.ctime_ns)?;
         tx.commit()?;
         Ok(())
     }
@@ -1109,11 +1201,18 @@ impl Store for Sqlite {
     }
 
     fn sync(&self) -> Result<()> {
+        if self.frozen {
+            // Nothing was acknowledged here.
+            return Ok(());
+        }
         drop(self.write_lock()?);
         Ok(())
     }
 
     fn sync_to_disk(&self) -> Result<()> {
+        if self.frozen {
+            return Ok(());
+        }
         let conn = self.write_lock()?;
         // Committed frames are in the WAL (`synchronous = NORMAL` does not sync it).
         let mut wal = self.path.as_os_str().to_owned();
@@ -1187,6 +1286,7 @@ impl Store for Sqlite {
                 "UPDATE nodes SET parent = NULL, unlinked_ns = ?1, file_id = NULL WHERE ino = ?2",
             )?
             .execute(params![t, old_ino as i64])?;
+            checkpoint::log_node(&tx, old_ino, None, t)?;
             if old_fid.is_none() {
                 insert_event(
                     &tx,
@@ -1217,6 +1317,12 @@ impl Store for Sqlite {
                 _ => req.file_id,
             },
             (Kind::Dir, _) => None,
+        };
+        // The moving file's place in the namespace log: on another lineage, the versions
+        // there so far are not its own.
+        let floor = match target_fid {
+            Some(fid) if Some(fid) != req.file_id => Some(head_of(&tx, fid)?.map_or(0, |v| v.id)),
+            _ => None,
         };
         tx.prepare_cached(
             "UPDATE nodes SET parent = ?1, name = ?2, ctime_ns = ?3, file_id = COALESCE(?4, file_id)
@@ -1319,6 +1425,7 @@ impl Store for Sqlite {
             caller,
             t,
         )?;
+        checkpoint::log_node(&tx, req.ino, floor, t)?;
         crate::failpoint::hit("rename");
         tx.commit()?;
         Ok((target_fid, version))
@@ -1484,6 +1591,113 @@ impl Store for Sqlite {
         Ok(out)
     }
 
+    fn checkpoint(
+        &self,
+        name: &str,
+        note: Option<&str>,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::Checkpoint> {
+        let mut conn = self.write_lock()?;
+        let caller = &self.process(&conn, caller)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let cp = checkpoint::take(&tx, name, note, false, caller, time_ns)?;
+        tx.commit()?;
+        Ok(cp)
+    }
+
+    fn checkpoints(&self) -> Result<Vec<crate::checkpoint::Checkpoint>> {
+        checkpoint::list(&*self.reader()?)
+    }
+
+    fn origin(&self, id: i64) -> Result<Option<crate::store::Origin>> {
+        Ok(self
+            .reader()?
+            .prepare_cached(
+                "SELECT source, source_id, source_version_id, path, version, writer FROM origins
+                 WHERE version_id = ?1",
+            )?
+            .query_row([id], |r| {
+                Ok(crate::store::Origin {
+                    source: r.get(0)?,
+                    source_id: r.get(1)?,
+                    source_version_id: r.get(2)?,
+                    path: r.get(3)?,
+                    version: r.get(4)?,
+                    writer: r.get(5)?,
+                })
+            })
+            .optional()?)
+    }
+
+    fn checkpoint_point(&self, id: i64) -> Result<Option<crate::checkpoint::Point>> {
+        Ok(self
+            .reader()?
+            .prepare_cached(
+                "SELECT tree_seq, version_seq, time_ns, event_seq FROM checkpoints WHERE id = ?1",
+            )?
+            .query_row([id], |r| {
+                Ok(crate::checkpoint::Point {
+                    tree_seq: r.get(0)?,
+                    version_seq: r.get(1)?,
+                    event_seq: r.get(3)?,
+                    time_ns: r.get(2)?,
+                })
+            })
+            .optional()?)
+    }
+
+    fn drop_checkpoint(
+        &self,
+        name: &str,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::Checkpoint> {
+        let mut conn = self.write_lock()?;
+        let caller = &self.process(&conn, caller)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let cp = checkpoint::drop_named(&tx, name, caller, time_ns)?;
+        tx.commit()?;
+        Ok(cp)
+    }
+
+    fn point_at(&self, time_ns: i64) -> Result<crate::checkpoint::Point> {
+        checkpoint::point_at_time(&*self.reader()?, time_ns)
+    }
+
+    fn snapshot(&self, point: crate::checkpoint::Point) -> Result<crate::checkpoint::Snapshot> {
+        let rows = checkpoint::snapshot_rows(&*self.reader()?, point)?;
+        Ok(crate::checkpoint::Snapshot::from_nodes(rows))
+    }
+
+    fn rollback(
+        &self,
+        name: &str,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::RollbackReport> {
+        let mut conn = self.write_lock()?;
+        let caller = &self.process(&conn, caller)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let target = checkpoint::by_name(&tx, name)?;
+        // Two rollbacks in the same millisecond: the second safety name gets a suffix.
+        let base = crate::checkpoint::safety_name(name, time_ns);
+        let mut safety = base.clone();
+        let mut n = 1;
+        while checkpoint::by_name(&tx, &safety).is_ok() {
+            n += 1;
+            safety = format!("{base}-{n}");
+        }
+        let report = checkpoint::rollback_in(&tx, &target, &safety, caller, time_ns)?;
+        // What `scratchfs rollback` prints when the daemon ran it.
+        tx.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_rollback', ?1)",
+            [serde_json::to_string(&report).unwrap_or_default()],
+        )?;
+        tx.commit()?;
+        Ok(report)
+    }
+
     fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>> {
         let conn = self.reader()?;
         let mut stmt = conn.prepare_cached(
@@ -1644,6 +1858,7 @@ mod tests {
             set_mtime: true,
             durable: false,
             inputs: &[],
+            origin: None,
         })
         .unwrap()
     }
@@ -1703,6 +1918,7 @@ mod tests {
                 set_mtime: true,
                 durable: false,
                 inputs: &[],
+                origin: None,
             })
             .unwrap();
         let mut expect = data.clone();
@@ -1733,6 +1949,7 @@ mod tests {
                 set_mtime: true,
                 durable: false,
                 inputs: &[],
+                origin: None,
             })
             .err()
             .unwrap();
@@ -1756,6 +1973,7 @@ mod tests {
                 set_mtime: true,
                 durable: false,
                 inputs: &[],
+                origin: None,
             })
             .unwrap();
         assert_eq!(t.version.content.stream, c.version.content.stream);

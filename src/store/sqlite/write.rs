@@ -366,6 +366,7 @@ pub(super) fn unlink_in(
     .execute(params![time_ns, ino as i64])?;
     tx.prepare_cached("UPDATE nodes SET parent = NULL, unlinked_ns = ?1 WHERE ino = ?2")?
         .execute(params![time_ns, ino as i64])?;
+    super::checkpoint::log_node(tx, ino, None, time_ns)?;
     let mut version_id = None;
     if let Some(fid) = file_id {
         tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
@@ -395,6 +396,7 @@ pub(super) fn create_in(
     caller: &Proc,
 ) -> Result<NodeRecord> {
     let mut file_id = None;
+    let mut floor = 0;
     if kind == Kind::File {
         let (fid, before) = match deleted_lineage_at(tx, path)? {
             Some(fid) => {
@@ -427,6 +429,7 @@ pub(super) fn create_in(
             )?;
         }
         file_id = Some(fid);
+        floor = before.unwrap_or(0);
     }
     tx.prepare_cached(
         "INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns, file_id)
@@ -445,6 +448,7 @@ pub(super) fn create_in(
         file_id
     ])?;
     let ino = tx.last_insert_rowid() as u64;
+    super::checkpoint::log_node(tx, ino, Some(floor), attrs.ctime_ns)?;
     touch_dir(tx, parent, attrs.ctime_ns)?;
     if kind == Kind::Dir {
         insert_event(
@@ -614,6 +618,7 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         set_mtime,
         durable: _,
         inputs,
+        origin,
     } = req;
     let file_id: i64 = tx
         .prepare_cached("SELECT file_id FROM nodes WHERE ino = ?1")?
@@ -840,7 +845,7 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         return Ok(Applied::Stale(Error::new(libc::ESTALE, reason)));
     }
     // The first version of a file is labelled `create`, whatever its handle did.
-    let op = if first && !matches!(op, "restore" | "rename") {
+    let op = if first && !matches!(op, "restore" | "rename" | "adopt" | "fork") {
         "create"
     } else {
         op
@@ -849,6 +854,22 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         tx, file_id, number, path, op, content, &hash, caller, time_ns,
     )?;
     insert_inputs(tx, version.id, inputs)?;
+    if let Some(o) = origin {
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO origins(version_id, source, source_id, source_version_id,
+                 path, version, writer)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            version.id,
+            o.source,
+            o.source_id,
+            o.source_version_id,
+            o.path,
+            o.version,
+            o.writer
+        ])?;
+    }
     update_fields(
         tx,
         file_id,

@@ -1,0 +1,395 @@
+//! `scratchfs fork`, `compare` and `adopt` (issue 14; docs/checkpoints.md): a new
+//! scratchpad whose tree is another's at a point, for a sub-agent or a retry; what differs
+//! between two; and bringing chosen files from one into the other, through the gate, with
+//! provenance naming where they came from.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::Failure;
+use crate::checkpoint::{Snapshot, resolve_at};
+use crate::fs::Ctx;
+use crate::store::{Sqlite, Store};
+use crate::views::quote_stored;
+
+fn me() -> Ctx {
+    Ctx {
+        pid: std::process::id(),
+        uid: unsafe { libc::getuid() },
+        gid: unsafe { libc::getgid() },
+    }
+}
+
+/// `db` opened to read (every acknowledged change made visible first: a mount's batch
+/// written, a killed daemon's redo log applied), its tree now, and its path.
+fn tree_now(db: &Path) -> Result<(Sqlite, Snapshot), Failure> {
+    drop(super::open(db)?);
+    let store = Sqlite::open_frozen(db).map_err(|e| e.reason)?;
+    let snap = store
+        .snapshot(store.point_at(i64::MAX).map_err(|e| e.reason)?)
+        .map_err(|e| e.reason)?;
+    Ok((store, snap))
+}
+
+/// `scratchfs fork --db SRC --to DST [--at NAME|TIME] [--tree-only]`.
+pub fn fork(
+    src: &Path,
+    dst: &Path,
+    at: Option<&str>,
+    tree_only: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    if dst.exists() {
+        return Err(format!(
+            "fork: {}: exists (a fork makes a new database)",
+            dst.display()
+        ));
+    }
+    let src = crate::mount::absolute(src)?;
+    let dst = crate::mount::absolute(dst)?;
+    drop(super::open(&src)?);
+    let store = Sqlite::open_frozen(&src).map_err(|e| e.reason)?;
+    let (point, label, max_cp) = match at {
+        Some(at) => {
+            let (p, label) = resolve_at(&store, at).map_err(|e| e.reason)?;
+            let cp = store
+                .checkpoints()
+                .map_err(|e| e.reason)?
+                .into_iter()
+                .find(|c| c.name == at)
+                .map(|c| c.id);
+            (p, label, cp)
+        }
+        None => (
+            store.point_at(i64::MAX).map_err(|e| e.reason)?,
+            "now".to_string(),
+            None,
+        ),
+    };
+    let from = serde_json::json!({
+        "source": src.to_string_lossy(),
+        "source_id": store.meta("scratchpad_id").map_err(|e| e.reason)?,
+        "at": label,
+        "point": point,
+        "tree_only": tree_only,
+    });
+    let files;
+    if tree_only {
+        let snap = store.snapshot(point).map_err(|e| e.reason)?;
+        files = snap.files().len();
+        fork_tree(&store, &snap, &src, &dst, &from.to_string()).inspect_err(|_| {
+            for p in crate::store::companions(&dst) {
+                let _ = std::fs::remove_file(p);
+            }
+        })?;
+    } else {
+        crate::store::fork_full(&src, &dst, point, max_cp, &from.to_string())
+            .map_err(|e| format!("fork: {}", e.reason))?;
+        files = store.snapshot(point).map_err(|e| e.reason)?.files().len();
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "fork": dst.to_string_lossy(), "from": from, "files": files })
+        );
+    } else {
+        println!(
+            "fork {}: {} as it was at {label} ({files} files{})",
+            dst.display(),
+            src.display(),
+            if tree_only {
+                ", without history"
+            } else {
+                ", with its history up to then"
+            }
+        );
+    }
+    Ok(())
+}
+
+/// A fork without history: a new scratchpad with one version (op `fork`) per file, each
+/// naming the version it copies (`origins`), directories as they were.
+fn fork_tree(
+    src: &Sqlite,
+    snap: &Snapshot,
+    src_path: &Path,
+    dst: &Path,
+    from: &str,
+) -> Result<(), Failure> {
+    let me = me();
+    let (store, _) = Sqlite::open(dst, (me.uid, me.gid)).map_err(|e| e.reason)?;
+    store.set_meta("forked_from", from).map_err(|e| e.reason)?;
+    let source_id = src.meta("scratchpad_id").map_err(|e| e.reason)?;
+    let store = std::sync::Arc::new(store);
+    let dyn_store: std::sync::Arc<dyn Store> = store.clone();
+    let dir = dst
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| ".".into());
+    let fs = crate::fs::Fs::new(dyn_store, dir).map_err(|e| e.reason)?;
+    let mut new_ino = std::collections::HashMap::new();
+    new_ino.insert(crate::checkpoint::snapshot::ROOT, crate::fs::ROOT);
+    for (path, n) in snap.walk() {
+        let Some(&parent) = new_ino.get(&n.parent) else {
+            continue;
+        };
+        let ino = if n.kind == crate::store::Kind::Dir {
+            fs.mkdir(parent, &n.name, n.mode, 0, me)
+                .map_err(|e| format!("fork: {}: {}", quote_stored(&path), e.reason))?
+                .ino
+        } else {
+            let mut bytes = vec![0u8; n.size() as usize];
+            let mut at = 0;
+            while at < bytes.len() {
+                let got = src
+                    .read(n.content(), at as u64, &mut bytes[at..])
+                    .map_err(|e| e.reason)?;
+                if got == 0 {
+                    break;
+                }
+                at += got;
+            }
+            let v = n.version.as_ref();
+            let origin = crate::store::Origin {
+                source: src_path.to_string_lossy().into_owned(),
+                source_id: source_id.clone(),
+                source_version_id: v.map_or(0, |v| v.id),
+                path: path.clone(),
+                version: v.map_or(0, |v| v.number),
+                writer: v.map_or(String::new(), |v| v.writer.clone()),
+            };
+            fs.adopt(&path, &bytes, n.mode, "fork", &origin, me)
+                .map_err(|e| format!("fork: {}: {}", quote_stored(&path), e.reason))?;
+            fs.lookup(parent, &n.name).map_err(|e| e.reason)?.ino
+        };
+        new_ino.insert(n.ino, ino);
+        if me.uid == 0 && (n.uid, n.gid) != (me.uid, me.gid) {
+            let set = crate::fs::SetAttr {
+                uid: Some(n.uid),
+                gid: Some(n.gid),
+                ..Default::default()
+            };
+            fs.setattr(ino, set, None, me).map_err(|e| e.reason)?;
+        }
+    }
+    drop(fs);
+    store.sync_to_disk().map_err(|e| e.reason)?;
+    Ok(())
+}
+
+/// One difference between two scratchpads.
+#[derive(Debug, serde::Serialize)]
+struct Difference {
+    path: String,
+    /// `added` (only in B), `removed` (only in A), `changed`.
+    what: &'static str,
+    a: Option<Side>,
+    b: Option<Side>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Side {
+    version: i64,
+    writer: String,
+    bytes: u64,
+    blake3: String,
+}
+
+fn side(n: &crate::checkpoint::SnapNode) -> Side {
+    Side {
+        version: n.version.as_ref().map_or(0, |v| v.number),
+        writer: n
+            .version
+            .as_ref()
+            .map_or_else(String::new, |v| v.writer.clone()),
+        bytes: n.size(),
+        blake3: n.blake3(),
+    }
+}
+
+/// `scratchfs compare --db A --with B [--json]`: the files added in B, removed from it
+/// and changed, with versions and writers on both sides.
+pub fn compare(a: &Path, b: &Path, json: bool) -> Result<(), Failure> {
+    let (_sa, ta) = tree_now(a)?;
+    let (_sb, tb) = tree_now(b)?;
+    let (fa, fb) = (ta.files(), tb.files());
+    let paths: BTreeSet<&String> = fa.keys().chain(fb.keys()).collect();
+    let mut diffs = Vec::new();
+    for p in paths {
+        let d = match (fa.get(p), fb.get(p)) {
+            (Some(x), Some(y)) if x.blake3() == y.blake3() => continue,
+            (Some(x), Some(y)) => ("changed", Some(side(x)), Some(side(y))),
+            (Some(x), None) => ("removed", Some(side(x)), None),
+            (None, Some(y)) => ("added", None, Some(side(y))),
+            (None, None) => continue,
+        };
+        diffs.push(Difference {
+            path: p.clone(),
+            what: d.0,
+            a: d.1,
+            b: d.2,
+        });
+    }
+    if json {
+        for d in &diffs {
+            let mut o = serde_json::to_value(d).map_err(|e| e.to_string())?;
+            super::json_paths(&mut o, &["path"]);
+            println!("{o}");
+        }
+        return Ok(());
+    }
+    if diffs.is_empty() {
+        println!(
+            "no differences: the files of {} and {} are the same",
+            a.display(),
+            b.display()
+        );
+        return Ok(());
+    }
+    let show = |s: &Option<Side>| {
+        s.as_ref().map_or_else(String::new, |s| {
+            format!(
+                "v{} by {} ({} B)",
+                s.version,
+                crate::views::one_line(&s.writer),
+                s.bytes
+            )
+        })
+    };
+    for d in &diffs {
+        let line = match d.what {
+            "added" => format!("+ {}  only in B: {}", quote_stored(&d.path), show(&d.b)),
+            "removed" => format!("- {}  only in A: {}", quote_stored(&d.path), show(&d.a)),
+            _ => format!(
+                "~ {}  A: {}; B: {}",
+                quote_stored(&d.path),
+                show(&d.a),
+                show(&d.b)
+            ),
+        };
+        println!("{line}");
+    }
+    println!(
+        "{} difference{} (A: {}, B: {})",
+        diffs.len(),
+        if diffs.len() == 1 { "" } else { "s" },
+        a.display(),
+        b.display()
+    );
+    Ok(())
+}
+
+/// What the daemon did for `adopt`, read back from A: each path's current version and,
+/// when it came from B, the version there.
+fn adopted_report(
+    a: &Path,
+    b: &Path,
+    paths: &[String],
+) -> Result<Vec<crate::fs::Adopted>, Failure> {
+    let (sa, ta) = tree_now(a)?;
+    let (_, tb) = tree_now(b)?;
+    let mut out = Vec::new();
+    for p in paths {
+        let raw = crate::store::paths::decode(p).into_owned();
+        let theirs = tb.lookup(&raw).and_then(|n| n.version.clone());
+        let ours = ta.lookup(&raw).and_then(|n| n.version.clone());
+        let origin = match &ours {
+            Some(v) => sa.origin(v.id).map_err(|e| e.reason)?,
+            None => None,
+        };
+        let from_b = origin
+            .as_ref()
+            .is_some_and(|o| Some(o.source_version_id) == theirs.as_ref().map(|t| t.id));
+        out.push(crate::fs::Adopted {
+            path: p.clone(),
+            from_version: theirs.as_ref().map_or(0, |t| t.number),
+            from_writer: theirs.map_or_else(String::new, |t| t.writer),
+            version: ours.filter(|_| from_b).map(|v| v.number),
+        });
+    }
+    Ok(out)
+}
+
+/// What `adopt` asks a daemon for (the value of [`crate::fs::serve::ADOPT_XATTR`]).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct AdoptRequest {
+    /// The other scratchpad's database (absolute).
+    pub from: String,
+    /// The files, as stored paths.
+    pub paths: Vec<String>,
+}
+
+/// `scratchfs adopt --db A --from B PATH…`: each file of B as it is now becomes a new
+/// version of the same path in A (op `adopt`), through A's gate, its provenance naming B
+/// and the version there.
+pub fn adopt(a: &Path, b: &Path, paths: &[std::ffi::OsString], json: bool) -> Result<(), Failure> {
+    let b = crate::mount::absolute(b)?;
+    // B's acknowledged changes made visible (it may be mounted).
+    drop(super::open(&b)?);
+    let stored: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            use std::os::unix::ffi::OsStrExt;
+            crate::store::paths::encode(p.as_bytes())
+                .trim_matches('/')
+                .to_string()
+        })
+        .collect();
+    if let Err(e) = std::fs::metadata(a) {
+        return Err(crate::store::cannot_open(a, &e).reason);
+    }
+    let done = match crate::mount::lock_database_now(a) {
+        Ok(lock) => {
+            let fs = super::offline_fs(a)?;
+            let r = fs.adopt_from(&b, &stored, me()).map_err(|e| e.reason);
+            drop(fs);
+            drop(lock);
+            r?
+        }
+        Err(_) => {
+            let mnt = super::live_mountpoint(a)?
+                .ok_or("adopt: the database is in use, but not mounted where it says")?;
+            let req = AdoptRequest {
+                from: b.to_string_lossy().into_owned(),
+                paths: stored.clone(),
+            };
+            let value = serde_json::to_vec(&req).map_err(|e| e.to_string())?;
+            super::set_xattr(Path::new(&mnt), crate::fs::serve::ADOPT_XATTR, &value).map_err(
+                |e| match e.raw_os_error() {
+                    Some(libc::ENOENT) => {
+                        format!("adopt: a path is no file in {}", b.display())
+                    }
+                    Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EINVAL) => format!(
+                        "adopt: {e} (refused by the gate; scratchfs log --rejected says why)"
+                    ),
+                    _ => format!("adopt: {e}"),
+                },
+            )?;
+            adopted_report(a, &b, &stored)?
+        }
+    };
+    for d in &done {
+        if json {
+            let mut o = serde_json::to_value(d).map_err(|e| e.to_string())?;
+            super::json_paths(&mut o, &["path"]);
+            println!("{o}");
+        } else {
+            match d.version {
+                Some(v) => println!(
+                    "{}: adopted version {} by {} of {} as version {v}",
+                    quote_stored(&d.path),
+                    d.from_version,
+                    crate::views::one_line(&d.from_writer),
+                    b.display()
+                ),
+                None => println!(
+                    "{}: already the same as version {} of {} (no new version)",
+                    quote_stored(&d.path),
+                    d.from_version,
+                    b.display()
+                ),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,421 @@
+//! Checkpoints and rollback in the core (issue 14; docs/checkpoints.md): both pass the
+//! gate ([`super::gate::Change::Checkpoint`], [`super::gate::Change::Rollback`]); a
+//! rollback is one store transaction, after which the inode table is brought to the
+//! store's tree and the kernel drops what it cached of every node that changed, so every
+//! reader sees the rolled-back tree at once.
+
+use std::collections::HashMap;
+
+use super::gate::Change;
+use super::tree::{Node, Tree};
+use super::{Ctx, Fs, Invalidation, ROOT};
+use crate::checkpoint::{Checkpoint, RollbackReport, check_name};
+use crate::error::Result;
+use crate::store::NodeRecord;
+
+impl Fs {
+    /// A read-only core serving `snap`, the tree at a point (`scratchfs mount --at`,
+    /// issue 14): every change is refused with `EROFS` by the gate, reads are not noted,
+    /// and each file shows the version it had then (its provenance attributes too). A
+    /// file that had no version is empty. Times: a file's version's, a directory's last
+    /// change of place, owner or mode before the point.
+    pub fn of_past(
+        store: std::sync::Arc<dyn crate::store::Store>,
+        snap: &crate::checkpoint::Snapshot,
+        spill_dir: std::path::PathBuf,
+    ) -> Result<Fs> {
+        let mut records = Vec::with_capacity(snap.len());
+        let root = snap
+            .get(crate::checkpoint::snapshot::ROOT)
+            .ok_or_else(|| crate::error::Error::new(libc::ENOENT, "no tree at that point"))?;
+        let mut nodes = vec![root];
+        nodes.extend(snap.walk().into_iter().map(|(_, n)| n));
+        for n in nodes {
+            let t = n.version.as_ref().map_or(n.changed_ns, |v| v.time_ns);
+            records.push(NodeRecord {
+                ino: n.ino,
+                parent: n.parent,
+                name: n.name.clone(),
+                kind: n.kind,
+                attrs: crate::store::Attrs {
+                    mode: n.mode,
+                    uid: n.uid,
+                    gid: n.gid,
+                    atime_ns: t,
+                    mtime_ns: t,
+                    ctime_ns: t,
+                },
+                file_id: n.file_id,
+                head: n.version.as_ref().map(|v| crate::store::VersionInfo {
+                    id: v.id,
+                    number: v.number,
+                    content: v.content,
+                    time_ns: v.time_ns,
+                    writer: v.writer.as_str().into(),
+                }),
+                mtime_pinned: false,
+                step: n.version.as_ref().and_then(|v| v.step),
+                last_read: None,
+            });
+        }
+        let mut fs = Fs::from_records(store, records, spill_dir)?;
+        fs.gate.read_only = true;
+        Ok(fs)
+    }
+
+    /// Takes checkpoint `name` (with `note`) of the committed state now, for the caller
+    /// of `ctx`. `EINVAL` for a bad name ([`check_name`]), `EEXIST` for a name taken,
+    /// `EACCES` when the rules' `checkpoints.take` leaves the writer out (recorded).
+    /// Uncommitted writes of open handles are not in it.
+    pub fn checkpoint(&self, name: &str, note: Option<&str>, ctx: Ctx) -> Result<Checkpoint> {
+        let caller = self.caller(ctx);
+        self.admit(&caller, &Change::Checkpoint { name }, || None)?;
+        check_name(name)?;
+        let cp = self
+            .store
+            .checkpoint(name, note, &caller, super::tree::now_ns())?;
+        self.views.changed(&[]);
+        Ok(cp)
+    }
+
+    /// Releases checkpoint `name` (`gc --drop-checkpoint`): root or the user who mounted
+    /// (`EPERM`, recorded: it lets gc erase what only the checkpoint kept). `ENOENT` when
+    /// there is none.
+    pub fn drop_checkpoint(&self, name: &str, ctx: Ctx) -> Result<Checkpoint> {
+        let caller = self.caller(ctx);
+        self.admit(
+            &caller,
+            &Change::Erase {
+                what: "drop-checkpoint",
+                path: "",
+            },
+            || None,
+        )?;
+        let _gc = self.gc_guard.write();
+        let cp = self
+            .store
+            .drop_checkpoint(name, &caller, super::tree::now_ns())?;
+        self.views.changed(&[]);
+        Ok(cp)
+    }
+
+    /// Rolls the whole tree back to checkpoint `name` for the caller of `ctx`
+    /// ([`crate::store::Store::rollback`]: a safety checkpoint first, then one
+    /// transaction). Root, the user who mounted, or a writer the rules'
+    /// `checkpoints.rollback` names (`EPERM`, recorded); `ENOENT` for no such checkpoint.
+    /// No commit, create, rename or unlink runs meanwhile; afterwards the inode table is
+    /// the store's tree and the kernel's caches of every changed node are dropped.
+    pub fn rollback(&self, name: &str, ctx: Ctx) -> Result<RollbackReport> {
+        let caller = self.caller(ctx);
+        self.admit(&caller, &Change::Rollback { name }, || None)?;
+        let _gc = self.gc_guard.write();
+        let _ns = self.ns_guard.write();
+        let (report, invalidations, touched) = {
+            let mut tree = self.tree.write();
+            let report = self.store.rollback(name, &caller, super::tree::now_ns())?;
+            let (inv, touched) = self.reload(&mut tree)?;
+            (report, inv, touched)
+        };
+        self.hashers.lock().clear();
+        self.views.changed(&touched);
+        for inv in invalidations {
+            self.invalidate(inv);
+        }
+        Ok(report)
+    }
+
+    /// Brings the inode table to the store's tree after a change made in the store as a
+    /// whole (a rollback): nodes no longer live become orphans (still open or known to the
+    /// kernel) or go; nodes that moved, came back, or changed content, owner or mode take
+    /// their new state. Returns the kernel invalidations to send (with no lock held) and
+    /// the inodes touched.
+    fn reload(&self, tree: &mut Tree) -> Result<(Vec<Invalidation>, Vec<u64>)> {
+        let records: Vec<NodeRecord> = self.store.load()?;
+        let live: HashMap<u64, usize> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.ino, i))
+            .collect();
+        let mut inv = Vec::new();
+        let mut touched = Vec::new();
+        // 1. What is no longer live, and what moves, leaves its place.
+        let placed: Vec<(u64, u64, std::sync::Arc<[u8]>, crate::store::Kind)> = tree
+            .nodes
+            .iter()
+            .filter(|(ino, n)| **ino != ROOT && !n.orphan)
+            .map(|(&ino, n)| (ino, n.parent, n.name.clone(), n.kind))
+            .collect();
+        for (ino, parent, name, kind) in placed {
+            let stays = live.get(&ino).is_some_and(|&i| {
+                let r = &records[i];
+                r.parent == parent && *r.name == *name
+            });
+            if stays {
+                continue;
+            }
+            tree.detach(parent, ino, &name, kind);
+            inv.push(Invalidation::Entry(parent, name.to_vec()));
+            inv.push(Invalidation::Attr(parent));
+            touched.push(ino);
+            if !live.contains_key(&ino) {
+                tree.make_orphan(ino);
+            }
+        }
+        // 2. Every live node at its place with its state (parents come first).
+        for r in records {
+            let ino = r.ino;
+            let linked = match tree.nodes.get_mut(&ino) {
+                Some(n) => {
+                    let was_linked =
+                        !n.orphan && (ino == ROOT || n.parent == r.parent && *n.name == *r.name);
+                    let content_changed =
+                        n.head.as_ref().map(|h| h.id) != r.head.as_ref().map(|h| h.id);
+                    if content_changed
+                        || n.attrs.mode != r.attrs.mode
+                        || n.attrs.uid != r.attrs.uid
+                        || n.attrs.gid != r.attrs.gid
+                    {
+                        inv.push(Invalidation::Attr(ino));
+                        touched.push(ino);
+                    }
+                    if content_changed {
+                        inv.push(Invalidation::Data(ino));
+                        n.head = r.head.clone();
+                        n.step = r.step;
+                        n.cached_version = 0;
+                        n.mtime_pinned = r.mtime_pinned;
+                    }
+                    if n.orphan {
+                        n.orphan = false;
+                        tree.orphans.remove(&ino);
+                    }
+                    let n = tree.nodes.get_mut(&ino).expect("present above");
+                    n.parent = r.parent;
+                    n.name = r.name.clone().into();
+                    n.file_id = r.file_id;
+                    n.attrs = r.attrs;
+                    was_linked
+                }
+                None => {
+                    touched.push(ino);
+                    tree.nodes.insert(ino, Node::from_record(r.clone()));
+                    false
+                }
+            };
+            if !linked && ino != ROOT {
+                let kind = tree.nodes[&ino].kind;
+                tree.attach(r.parent, ino, &r.name, kind);
+                // A negative entry the kernel may hold for the name.
+                inv.push(Invalidation::Entry(r.parent, r.name.clone()));
+                inv.push(Invalidation::Attr(r.parent));
+            }
+        }
+        Ok((inv, touched))
+    }
+}
+
+/// One file brought by [`Fs::adopt_from`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Adopted {
+    /// Its path, as stored.
+    pub path: String,
+    /// The version it was in the other scratchpad.
+    pub from_version: i64,
+    /// Its writer there.
+    pub from_writer: String,
+    /// The version it is here now (`None`: the content was the same already, no version).
+    pub version: Option<i64>,
+}
+
+/// Whether `caller` may read the file at `path` by its mode bits (what `open(2)` would
+/// check for the caller's uid and gid; root may).
+fn may_read(path: &std::path::Path, caller: &crate::identity::Caller) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(path) else {
+        return false;
+    };
+    if caller.uid == 0 {
+        return true;
+    }
+    let mode = m.mode();
+    if m.uid() == caller.uid {
+        mode & 0o400 != 0
+    } else if m.gid() == caller.gid {
+        mode & 0o040 != 0
+    } else {
+        mode & 0o004 != 0
+    }
+}
+
+impl Fs {
+    /// Brings `content` into the file at the stored path `path` for the caller of `ctx`,
+    /// as a version with op `op` (`adopt`, or `fork` for a tree-only fork) whose
+    /// provenance names `origin` (`origins`); missing parent directories are made (each
+    /// a create the gate judges), a missing file is created with permission bits `mode`.
+    /// The gate judges the whole as [`Change::Adopt`] (the writer rules of the path,
+    /// its content rules), recording a refusal with the content (redacted). Returns the
+    /// new version, or `None` when the file held these bytes already.
+    pub fn adopt(
+        &self,
+        path: &str,
+        content: &[u8],
+        mode: u32,
+        op: &str,
+        origin: &crate::store::Origin,
+        ctx: Ctx,
+    ) -> Result<Option<crate::store::VersionInfo>> {
+        use crate::error::Error;
+        use crate::store::{Build, Kind, paths};
+        let caller = self.caller(ctx);
+        let raw = paths::decode(path).into_owned();
+        let parts: Vec<&[u8]> = raw
+            .split(|&b| b == b'/')
+            .filter(|p| !p.is_empty())
+            .collect();
+        let Some((name, dirs)) = parts.split_last() else {
+            return Err(Error::new(libc::EINVAL, "adopt: an empty path"));
+        };
+        let mut parent = ROOT;
+        for d in dirs {
+            let found = self.tree.read().child(parent, d)?;
+            parent = match found {
+                Some(ino) => {
+                    if self.tree.read().get(ino)?.kind != Kind::Dir {
+                        return Err(Error::new(
+                            libc::ENOTDIR,
+                            format!("{path}: a parent is not a directory"),
+                        ));
+                    }
+                    ino
+                }
+                None => {
+                    let a = self.make(parent, d, Kind::Dir, 0o755, 0o022, ctx, &caller)?;
+                    self.forget(a.ino, 1);
+                    a.ino
+                }
+            };
+        }
+        let existing = self.tree.read().child(parent, name)?;
+        if let Some(ino) = existing
+            && self.tree.read().get(ino)?.kind == Kind::Dir
+        {
+            return Err(Error::new(libc::EISDIR, format!("{path}: a directory")));
+        }
+        let current = match existing {
+            Some(ino) => Some(self.current_bytes(ino)?),
+            None => None,
+        };
+        let _ns = self.ns_guard.read();
+        self.admit(
+            &caller,
+            &Change::Adopt {
+                path,
+                current: current.as_deref(),
+                adopted: content,
+            },
+            || Some(content.to_vec()),
+        )?;
+        let ino = match existing {
+            Some(ino) => ino,
+            None => {
+                let a = self.make(parent, name, Kind::File, mode & 0o7777, 0, ctx, &caller)?;
+                self.forget(a.ino, 1);
+                a.ino
+            }
+        };
+        let before = self.tree.read().get(ino)?.head.as_ref().map(|h| h.id);
+        let mut src = |off: u64, buf: &mut [u8]| {
+            buf.copy_from_slice(&content[off as usize..off as usize + buf.len()]);
+            Ok(())
+        };
+        let len = content.len() as u64;
+        let build = Build::Overlay {
+            base: crate::store::ContentRef::default(),
+            base_limit: 0,
+            size: len,
+            dirty: &[(0, len)],
+        };
+        let v = self.commit_from(ino, op, None, build, &mut src, &caller, false, Some(origin))?;
+        self.invalidate(Invalidation::Attr(ino));
+        self.invalidate(Invalidation::Data(ino));
+        Ok((Some(v.id) != before).then_some(v))
+    }
+
+    /// `scratchfs adopt --from SOURCE PATH…`: brings each file at `paths` (stored form)
+    /// of the scratchpad `source` (another database: a fork, say), as it is now, into
+    /// this one with [`Fs::adopt`]; each new version's provenance names `source` and the
+    /// version there. The caller must be able to read `source` (its mode bits for the
+    /// caller's uid and gid: `EACCES`); a path that is no file there: `ENOENT`. Stops at
+    /// the first refusal (the files before it are adopted).
+    pub fn adopt_from(
+        &self,
+        source: &std::path::Path,
+        paths: &[String],
+        ctx: Ctx,
+    ) -> Result<Vec<Adopted>> {
+        use crate::error::Error;
+        let caller = self.caller(ctx);
+        if !may_read(source, &caller) {
+            return Err(Error::new(
+                libc::EACCES,
+                format!(
+                    "adopt: {}: uid {} may not read it",
+                    source.display(),
+                    caller.uid
+                ),
+            ));
+        }
+        use crate::store::Store;
+        let theirs = crate::store::Sqlite::open_frozen(source)?;
+        let source_id = theirs.meta("scratchpad_id")?;
+        let snap = theirs.snapshot(theirs.point_at(i64::MAX)?)?;
+        let mut out = Vec::new();
+        for p in paths {
+            let p = p.trim_matches('/');
+            let raw = crate::store::paths::decode(p).into_owned();
+            let n = snap
+                .lookup(&raw)
+                .filter(|n| n.kind == crate::store::Kind::File)
+                .ok_or_else(|| {
+                    Error::new(
+                        libc::ENOENT,
+                        format!(
+                            "adopt: {}: no such file in {}",
+                            crate::views::quote_stored(p),
+                            source.display()
+                        ),
+                    )
+                })?;
+            let mut bytes = vec![0u8; n.size() as usize];
+            let mut at = 0;
+            while at < bytes.len() {
+                let got = theirs.read(n.content(), at as u64, &mut bytes[at..])?;
+                if got == 0 {
+                    break;
+                }
+                at += got;
+            }
+            bytes.truncate(at);
+            let (from_version, from_writer, from_id) =
+                n.version.as_ref().map_or((0, String::new(), 0), |v| {
+                    (v.number, v.writer.clone(), v.id)
+                });
+            let origin = crate::store::Origin {
+                source: source.to_string_lossy().into_owned(),
+                source_id: source_id.clone(),
+                source_version_id: from_id,
+                path: p.to_string(),
+                version: from_version,
+                writer: from_writer.clone(),
+            };
+            let v = self.adopt(p, &bytes, n.mode, "adopt", &origin, ctx)?;
+            out.push(Adopted {
+                path: p.to_string(),
+                from_version,
+                from_writer,
+                version: v.map(|v| v.number),
+            });
+        }
+        Ok(out)
+    }
+}
