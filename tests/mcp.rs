@@ -140,6 +140,9 @@ fn every_tool_over_stdio_without_a_mount() {
             "memory",
             "why",
             "ground",
+            "checkpoint",
+            "checkpoints",
+            "rollback",
             "restore"
         ]
     );
@@ -346,7 +349,8 @@ fn read_only_lists_only_the_reading_tools() {
             "read_version",
             "diff",
             "why",
-            "ground"
+            "ground",
+            "checkpoints"
         ]
     );
     assert_eq!(ok(&r, 0), "");

@@ -392,3 +392,66 @@ fn why_ground_and_lost_updates_through_the_tools() {
     );
     assert_eq!(o.structured.unwrap()["ungrounded"], true, "{}", o.text);
 }
+
+/// Issue 14: the `checkpoint`, `checkpoints` and `rollback` tools, through the gate: the
+/// agent takes a checkpoint, goes wrong, may not roll back; root rolls back.
+#[test]
+fn checkpoint_and_rollback_through_the_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = fs(dir.path(), None);
+    let agent = scratchfs::identity::Caller {
+        uid: 1000,
+        gid: 1000,
+        ..Default::default()
+    };
+    let root = scratchfs::identity::Caller::default();
+    let call = |who: &scratchfs::identity::Caller, name: &str, args: serde_json::Value| {
+        tools::call(&fs, who, name, &args, false, AGENT)
+    };
+    tools::write(&fs, "plan.md", b"good\n", AGENT).unwrap();
+    let r = call(
+        &agent,
+        "checkpoint",
+        serde_json::json!({"name": "good", "note": "before"}),
+    );
+    assert!(!r.is_error, "{}", r.text);
+    let dup = call(&agent, "checkpoint", serde_json::json!({"name": "good"}));
+    assert!(
+        dup.is_error && dup.text.contains("exists already"),
+        "{}",
+        dup.text
+    );
+    tools::write(&fs, "plan.md", b"bad\n", AGENT).unwrap();
+    tools::write(&fs, "junk.md", b"junk\n", AGENT).unwrap();
+    let list = call(&agent, "checkpoints", serde_json::json!({}));
+    assert!(
+        list.text.contains("good") && list.text.contains("before"),
+        "{}",
+        list.text
+    );
+    let refused = call(&agent, "rollback", serde_json::json!({"name": "good"}));
+    assert!(refused.is_error, "{}", refused.text);
+    assert_eq!(refused.structured.unwrap()["errno"], libc::EPERM);
+    let back = tools::call(
+        &fs,
+        &root,
+        "rollback",
+        &serde_json::json!({"name": "good"}),
+        false,
+        ROOT,
+    );
+    assert!(!back.is_error, "{}", back.text);
+    assert_eq!(back.structured.as_ref().unwrap()["removed"], 1);
+    let plan = tools::read(&fs, "plan.md", &Section::Whole, 0, None, ROOT).unwrap();
+    assert_eq!(plan.text, "good\n");
+    assert!(tools::read(&fs, "junk.md", &Section::Whole, 0, None, ROOT).is_err());
+    let then = tools::read(
+        &fs,
+        ".checkpoints/good/plan.md",
+        &Section::Whole,
+        0,
+        None,
+        AGENT,
+    );
+    assert_eq!(then.unwrap().text, "good\n");
+}

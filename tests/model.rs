@@ -143,3 +143,84 @@ fn random_operations_match_a_plain_directory() {
     assert_eq!(checked, listed, "heads against the files the mount lists");
     assert!(checked > 3, "only the default layout was checked");
 }
+
+/// Issue 14: the same random operations with checkpoints taken and rolled back to in
+/// between. The model: a checkpoint is a copy of the plain directory, a rollback puts
+/// the copy back; the mount must then hold the same tree, and `.checkpoints/NAME/` the
+/// copy, whatever happened in between (renames of files and directories, deletes,
+/// re-creations, truncations).
+#[test]
+fn checkpoints_and_rollbacks_match_a_copy_of_the_tree() {
+    #[derive(Debug, Clone)]
+    enum Step {
+        Op(Op),
+        Checkpoint,
+        Rollback(usize),
+    }
+    let m = Mount::new();
+    let plain = tempfile::tempdir().unwrap();
+    let case = AtomicUsize::new(0);
+    let config = ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let step = prop_oneof![
+        6 => op().prop_map(Step::Op),
+        1 => Just(Step::Checkpoint),
+        1 => (0..4usize).prop_map(Step::Rollback),
+    ];
+    proptest!(config, |(steps in proptest::collection::vec(step, 1..40))| {
+        let n = case.fetch_add(1, Ordering::Relaxed);
+        let (a, b) = (plain.path().join(n.to_string()), m.mnt.join(n.to_string()));
+        fs::create_dir(&a).unwrap();
+        fs::create_dir(&b).unwrap();
+        let mut copies: Vec<(String, Vec<(String, Option<Vec<u8>>)>)> = Vec::new();
+        for s in &steps {
+            match s {
+                Step::Op(op) => {
+                    let want = apply(&a, op);
+                    let got = apply(&b, op);
+                    prop_assert_eq!(&got, &want, "op {:?}", op);
+                }
+                Step::Checkpoint => {
+                    let name = format!("c{n}-{}", copies.len());
+                    let o = std::process::Command::new("setfattr")
+                        .args(["-n", "user.scratchfs.checkpoint", "-v", &name])
+                        .arg(&m.mnt)
+                        .output()
+                        .unwrap();
+                    prop_assert!(o.status.success(), "{:?}", o);
+                    copies.push((name, snapshot(&a)));
+                }
+                Step::Rollback(k) => {
+                    let Some((name, copy)) = copies.get(*k) else { continue };
+                    let o = std::process::Command::new("setfattr")
+                        .args(["-n", "user.scratchfs.rollback", "-v", name])
+                        .arg(&m.mnt)
+                        .output()
+                        .unwrap();
+                    prop_assert!(o.status.success(), "{:?}", o);
+                    fs::remove_dir_all(&a).unwrap();
+                    fs::create_dir(&a).unwrap();
+                    for (p, data) in copy {
+                        match data {
+                            None => fs::create_dir_all(a.join(p)).unwrap(),
+                            Some(d) => {
+                                fs::create_dir_all(a.join(p).parent().unwrap()).unwrap();
+                                fs::write(a.join(p), d).unwrap();
+                            }
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(snapshot(&b), snapshot(&a), "after {:?}", s);
+        }
+        for (name, copy) in &copies {
+            let view = m.mnt.join(".checkpoints").join(name).join(n.to_string());
+            prop_assert_eq!(&snapshot(&view), copy, "checkpoint {}", name);
+        }
+    });
+    let (code, out, _) = cli(&m, &["fsck"]);
+    assert_eq!(code, 0, "{out}");
+}

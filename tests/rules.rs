@@ -221,7 +221,7 @@ fn every_problem_is_reported_by_rules_check_and_refuses_the_mount() {
         ),
         format!(
             "{f}:8:3: the file: unknown key \"ephemerals\" (expected one of: writers, paths, \
-             ephemeral, manifest_tokens)"
+             ephemeral, manifest_tokens, checkpoints)"
         ),
     ];
     let o = std::process::Command::new(BIN)

@@ -84,6 +84,23 @@ pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
             "versions numbered below 1",
         ),
         (
+            // The namespace log (issue 14) ends where the tree is: each live node's last
+            // row is its state now.
+            "SELECT COUNT(*) FROM nodes n
+             LEFT JOIN tree_log t ON t.id = (SELECT MAX(id) FROM tree_log WHERE ino = n.ino)
+             WHERE (n.parent IS NOT NULL OR n.ino = 1)
+               AND (t.id IS NULL OR t.parent IS NOT COALESCE(n.parent, 0) OR t.name != n.name
+                    OR t.mode != n.mode OR t.uid != n.uid OR t.gid != n.gid
+                    OR t.file_id IS NOT n.file_id)",
+            "live nodes whose state the namespace log does not end with",
+        ),
+        (
+            "SELECT COUNT(*) FROM checkpoints c WHERE c.dropped_ns IS NULL
+             AND (c.tree_seq > (SELECT COALESCE(MAX(id), 0) FROM tree_log)
+                  OR c.version_seq > (SELECT COALESCE(MAX(id), 0) FROM versions))",
+            "checkpoints pointing past the end of history",
+        ),
+        (
             "SELECT COUNT(*) FROM versions v LEFT JOIN streams s ON s.id = v.stream
              WHERE v.stream != 0 AND s.id IS NULL",
             "versions whose stream is missing",

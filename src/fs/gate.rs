@@ -203,7 +203,7 @@ pub enum Change<'a> {
         restored: &'a [u8],
     },
     /// Taking checkpoint `name` (issue 14): anyone, unless the rules' `checkpoints.take`
-    /// names the writers that may (`EACCES`).
+    /// names the writers that may (`EACCES`); root and the user who mounted always.
     Checkpoint {
         /// The checkpoint's name.
         name: &'a str,
@@ -388,10 +388,12 @@ impl Gate {
             );
         }
         if let Change::Checkpoint { name } = change {
+            // Root and the user who mounted (the harness) may always.
             let take = self
                 .rules
                 .as_ref()
-                .and_then(|r| r.rules.checkpoints.take.as_ref());
+                .and_then(|r| r.rules.checkpoints.take.as_ref())
+                .filter(|_| !self.admins.contains(&caller.uid));
             return match take {
                 Some(list) if !list.iter().any(|w| w == "*" || *w == caller.writer) => refuse(
                     libc::EACCES,
@@ -1130,12 +1132,78 @@ mod tests {
     }
 
     #[test]
+    fn checkpoints_and_rollbacks_follow_the_rules() {
+        let rules = r#"{"writers": {"agent": {"uid": 1000}, "lead": {"uid": 1001}},
+            "checkpoints": {"take": ["lead"], "rollback": ["lead"]},
+            "paths": [{"path": "**", "writers": ["*"]}]}"#;
+        let g = gate(rules);
+        let take = Change::Checkpoint { name: "x" };
+        let back = Change::Rollback { name: "x" };
+        assert_eq!(
+            g.check(&who("agent", 1000), &take).unwrap_err().errno,
+            libc::EACCES
+        );
+        assert!(g.check(&who("lead", 1001), &take).is_ok());
+        assert!(g.check(&who("anonymous", 0), &take).is_ok());
+        assert_eq!(
+            g.check(&who("agent", 1000), &back).unwrap_err().errno,
+            libc::EPERM
+        );
+        assert!(g.check(&who("lead", 1001), &back).is_ok());
+        // Root and the user who mounted roll back whatever the rules say.
+        assert!(g.check(&who("anonymous", 500), &back).is_ok());
+        // Without rules: anyone takes a checkpoint, only they roll back.
+        let open = Gate {
+            rules: None,
+            admins: vec![0, 500],
+            read_only: false,
+        };
+        assert!(open.check(&who("agent", 1000), &take).is_ok());
+        assert!(open.check(&who("agent", 1000), &back).is_err());
+        // A mount of the past refuses everything with EROFS, root included.
+        let past = Gate {
+            read_only: true,
+            ..open
+        };
+        assert_eq!(
+            past.check(&who("root", 0), &take).unwrap_err().errno,
+            libc::EROFS
+        );
+    }
+
+    #[test]
+    fn adopting_is_judged_as_writing_the_content() {
+        let g = gate(RULES);
+        let ok = Change::Adopt {
+            path: "state.json",
+            current: Some(br#"{"total": 1}"#),
+            adopted: br#"{"total": 1, "note": "x"}"#,
+        };
+        assert!(g.check(&who("agent", 1000), &ok).is_ok());
+        let field = Change::Adopt {
+            path: "state.json",
+            current: Some(br#"{"total": 1}"#),
+            adopted: br#"{"total": 2}"#,
+        };
+        assert!(g.check(&who("agent", 1000), &field).is_err());
+        assert!(g.check(&who("get_order", 1000), &field).is_ok());
+        let new_order = Change::Adopt {
+            path: "orders/o1",
+            current: None,
+            adopted: b"x",
+        };
+        assert_eq!(
+            g.check(&who("agent", 1000), &new_order).unwrap_err().errno,
+            libc::EACCES
+        );
+    }
+
+    #[test]
     fn erasing_history_is_for_root_and_the_mounting_user() {
         for rules in [Some(RULES), None] {
             let g = Gate {
                 rules: rules.map(|r| Compiled::new(Rules::parse(r).unwrap())),
                 admins: vec![0, 500],
-                read_only: false,
                 read_only: false,
             };
             let gc = Change::Erase {

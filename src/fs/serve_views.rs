@@ -102,8 +102,9 @@ pub const REDACT_XATTR: &str = "user.scratchfs.redact";
 /// user.scratchfs.checkpoint -v NAME .`). Checkpoint names hold no control character, so
 /// the first line is always the name.
 pub const CHECKPOINT_XATTR: &str = "user.scratchfs.checkpoint";
-/// Setting this attribute on the root to a checkpoint's name rolls back to it in the
-/// daemon (`scratchfs rollback NAME` while mounted); the report is `meta.last_rollback`.
+/// Setting this attribute on any file or directory of the mount (the kernel lets a process
+/// set one only where it may write) to a checkpoint's name rolls back to it in the daemon
+/// (`scratchfs rollback NAME` while mounted); the report is `meta.last_rollback`.
 pub const ROLLBACK_XATTR: &str = "user.scratchfs.rollback";
 /// Setting this attribute on the root to a checkpoint's name releases it
 /// (`scratchfs gc --drop-checkpoint NAME` while mounted).
@@ -983,7 +984,7 @@ impl Fs {
             };
             return self.checkpoint(cp, note, ctx).map(|_| ());
         }
-        if name == ROLLBACK_XATTR.as_bytes() && ino == ROOT {
+        if name == ROLLBACK_XATTR.as_bytes() && View::of(ino).is_none() {
             let target = String::from_utf8_lossy(value);
             return self.rollback(&target, ctx).map(|_| ());
         }

@@ -1202,6 +1202,37 @@ mod tests {
     }
 
     #[test]
+    fn checkpoints_name_known_writers() {
+        let p = problems(
+            r#"{"writers": {"a": {"uid": 1}},
+  "checkpoints": {"take": ["a", "b"], "rollback": "a", "undo": []},
+  "paths": [{"path": "**"}]}"#,
+        );
+        let got: Vec<String> = p
+            .into_iter()
+            .map(|(l, c, m)| format!("{l}:{c}: {m}"))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                r#"1:14: warning: writer "a" is named in no rule's writers (it only names callers in provenance)"#,
+                r#"2:33: checkpoints.take[1]: unknown writer "b""#,
+                r#"2:51: checkpoints.rollback: expected an array of strings, found "a""#,
+                r#"2:56: checkpoints: unknown key "undo" (expected one of: take, rollback)"#,
+            ],
+            "{got:#?}"
+        );
+        let ok = check(
+            r#"{"writers": {"a": {"uid": 1}}, "checkpoints": {"take": ["*"], "rollback": ["a"]},
+                "paths": [{"path": "**"}]}"#,
+        );
+        assert_eq!(
+            ok.rules.unwrap().checkpoints.rollback,
+            vec!["a".to_string()]
+        );
+    }
+
+    #[test]
     fn nulls_are_accepted_where_serde_takes_them() {
         let c = check(
             r#"{"writers": {"a": {"uid": 1, "gid": null, "exe": null}},

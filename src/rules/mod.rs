@@ -173,7 +173,8 @@ pub struct Rules {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointRule {
-    /// Writers that may take a checkpoint (`*`: any). Absent: any.
+    /// Writers that may take a checkpoint (`*`: any), besides root and the user who
+    /// mounted. Absent: any.
     pub take: Option<Vec<String>>,
     /// Writers that may roll back (`*`: any), besides root and the user who mounted.
     /// Absent: none.

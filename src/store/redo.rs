@@ -499,6 +499,7 @@ mod tests {
             set_mtime: false,
             pieces: vec![(0, 3)],
             inputs: Vec::new(),
+            origin: None,
         }
     }
 

@@ -1,0 +1,489 @@
+//! Checkpoints, rollback, forks, adopt and time-travel mounts (issue 14), on real mounts:
+//! the agent takes a checkpoint, goes wrong, the harness rolls back; a checkpoint's tree
+//! under `.checkpoints/NAME/`; a read-only mount of the past beside the live one; gc
+//! keeps what checkpoints need; a crash mid-rollback leaves the old tree or the new one;
+//! a fork for two parallel attempts, one adopted through the gate.
+
+mod common;
+use common::*;
+
+use std::path::Path;
+
+const AGENT: &str = "setpriv --reuid 1000 --regid 1000 --clear-groups";
+
+const RULES: &str = r#"{
+  "writers": {
+    "agent":   { "uid": 1000, "model": true },
+    "tool":    { "env": "tool" },
+    "lead":    { "uid": 1001 },
+    "harness": { "uid": 0 }
+  },
+  "paths": [
+    { "path": "state.json", "format": "json",
+      "fields": { "status": { "writers": ["agent", "harness"] },
+                  "total":  { "writers": ["tool", "harness"], "type": "integer" },
+                  "approval": { "writers": ["lead"] } } },
+    { "path": "**", "writers": ["*"] }
+  ]
+}"#;
+
+fn mount_with(rules: &str) -> Mount {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules.json");
+    std::fs::write(&path, rules).unwrap();
+    let m = Mount::with_args(&["--rules", path.to_str().unwrap(), "--owner", "1000:1000"]);
+    std::mem::forget(dir);
+    m
+}
+
+/// Every file under `root` (views left out) with its content, sorted.
+fn tree(root: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let rel = e.path().strip_prefix(root).unwrap().display().to_string();
+            if rel == "MANIFEST" {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+                out.push((format!("{rel}/"), String::new()));
+            } else {
+                out.push((rel, read(e.path())));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn ok(r: (i32, String, String)) -> String {
+    assert_eq!(r.0, 0, "stdout: {}\nstderr: {}", r.1, r.2);
+    r.1
+}
+
+/// Issue 14 item 7, the scenario: the agent takes a checkpoint at step 5, goes wrong
+/// (overwrites plan.md, deletes findings.md, writes a bad state.json field through a
+/// writer allowed to), the harness rolls back: everything is as at step 5, at once for
+/// every reader, and the bad run is still in history.
+#[test]
+fn the_agent_goes_wrong_and_the_harness_rolls_back_to_step_5() {
+    let m = mount_with(RULES);
+    m.sh_ok(&format!(
+        r##"{AGENT} env SCRATCHFS_STEP=3 bash -c 'printf "# plan\n1. find the order\n" > plan.md && echo "order O-9 found" > findings.md && mkdir notes && echo keep > notes/a.md'
+        SCRATCHFS_WRITER=tool /usr/bin/python3 -c 'open("state.json", "w").write("{{\"total\": 36000}}\n")'
+        chown 1000:1000 state.json
+        {AGENT} /usr/bin/python3 -c 'import json; d = json.load(open("state.json")); d["status"] = "open"; open("state.json", "w").write(json.dumps(d))'"##
+    ));
+    let before = tree(&m.mnt);
+    m.sh_ok(&format!(
+        "{AGENT} env SCRATCHFS_STEP=5 setfattr -n user.scratchfs.checkpoint -v $'step-5\\nbefore the refund' ."
+    ));
+    // The agent goes wrong.
+    m.sh_ok(&format!(
+        "{AGENT} env SCRATCHFS_STEP=6 bash -c 'echo \"# plan: refund everything\" > plan.md && rm findings.md && \
+         /usr/bin/python3 -c \"import json; d = json.load(open(\\\"state.json\\\")); d[\\\"status\\\"] = \\\"refund-all\\\"; open(\\\"state.json\\\", \\\"w\\\").write(json.dumps(d))\" && \
+         mv notes notes-old && echo junk > junk.md'"
+    ));
+    // A reader holds the bad content in its cache.
+    assert_eq!(read(m.path("plan.md")), "# plan: refund everything\n");
+    assert!(read(m.path("state.json")).contains("refund-all"));
+    let (code, _, err) = cli(&m, &["rollback", "step-5"]);
+    assert_eq!(code, 0, "{err}");
+    // Every reader sees the tree of step 5 at once.
+    assert_eq!(tree(&m.mnt), before);
+    assert_eq!(read(m.path("plan.md")), "# plan\n1. find the order\n");
+    assert!(read(m.path("state.json")).contains("\"open\""));
+    // The bad run is in history: plan.md's bad version, the deleted junk, the bad field.
+    let hist =
+        m.sh_ok("cat .history/plan.md/* && cat .archive/junk.md && cat .history/state.json/*");
+    assert!(hist.contains("refund everything"), "{hist}");
+    assert!(
+        hist.contains("junk") && hist.contains("refund-all"),
+        "{hist}"
+    );
+    let log = ok(cli(&m, &["log"]));
+    assert!(log.contains("rollback"), "{log}");
+    let versions = m.versions("plan.md");
+    assert_eq!(versions.last().unwrap().1, "rollback", "{versions:?}");
+    // The safety checkpoint undoes the rollback.
+    let cps = ok(cli(&m, &["checkpoints", "--json"]));
+    let safety: String = cps
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|c| c["auto"] == true)
+        .and_then(|c| c["name"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no safety checkpoint in {cps}"));
+    assert!(safety.starts_with("before-rollback-to-step-5-"), "{safety}");
+    ok(cli(&m, &["rollback", &safety]));
+    assert_eq!(read(m.path("plan.md")), "# plan: refund everything\n");
+    assert!(!m.path("findings.md").exists());
+    assert_eq!(read(m.path("junk.md")), "junk\n");
+    assert!(m.path("notes-old/a.md").exists() && !m.path("notes").exists());
+    let (code, out, _) = cli(&m, &["fsck"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// Item 1: names are checked, a duplicate is refused (EEXIST), a checkpoint is one row
+/// (no copy: the namespace log does not grow), through the mount and the CLI, mounted or
+/// not; MANIFEST's footer names the latest.
+#[test]
+fn checkpoints_are_named_pointers() {
+    let mut m = Mount::new();
+    m.sh_ok("for i in $(seq 1 50); do echo $i > f$i; done");
+    let rows = |m: &Mount| m.sql("SELECT COUNT(*) FROM tree_log").trim().to_string();
+    let tree_rows = rows(&m);
+    m.sh_ok("setfattr -n user.scratchfs.checkpoint -v first .");
+    assert_eq!(rows(&m), tree_rows, "a checkpoint copies nothing");
+    assert_eq!(m.sql("SELECT COUNT(*) FROM checkpoints").trim(), "1");
+    let o = m.sh("setfattr -n user.scratchfs.checkpoint -v first . 2>&1");
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("File exists"),
+        "{o:?}"
+    );
+    for bad in ["a/b", ".."] {
+        let o = m.sh(&format!(
+            "setfattr -n user.scratchfs.checkpoint -v '{bad}' . 2>&1"
+        ));
+        assert!(!o.status.success(), "{bad}");
+    }
+    let (code, _, err) = cli(&m, &["checkpoint", "bad\tname"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("control character"), "{err}");
+    ok(cli(
+        &m,
+        &["checkpoint", "second", "--note", "after the fifty"],
+    ));
+    let manifest = read(m.path("MANIFEST"));
+    assert!(
+        manifest.contains("checkpoints (2 of 2): second (") && manifest.contains("first ("),
+        "{manifest}"
+    );
+    // `.checkpoints` resolves but is not listed.
+    let ls = m.sh_ok("ls -a");
+    assert!(!ls.contains(".checkpoints"), "{ls}");
+    assert_eq!(m.sh_ok("ls .checkpoints"), "first\nsecond\n");
+    // Offline too.
+    m.unmount();
+    ok(cli(&m, &["checkpoint", "offline"]));
+    let list = ok(cli(&m, &["checkpoints"]));
+    assert!(
+        list.contains("first") && list.contains("after the fifty") && list.contains("offline"),
+        "{list}"
+    );
+    let (code, _, err) = cli(&m, &["checkpoint", "offline"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("exists already"), "{err}");
+}
+
+/// Item 2: `.checkpoints/NAME/` is the whole tree as it was, read-only, with the
+/// provenance attributes of the versions then; `diff -r` against the live tree works.
+#[test]
+fn a_checkpoint_tree_is_the_tree_then() {
+    let m = Mount::new();
+    m.sh_ok("echo one > plan.md && mkdir -p d/e && echo deep > d/e/f.txt && chmod 600 d/e/f.txt");
+    let xattrs_then = m.sh_ok("getfattr -d plan.md | sort");
+    m.sh_ok("setfattr -n user.scratchfs.checkpoint -v cp .");
+    m.sh_ok("echo two > plan.md && rm -r d && echo new > new.md");
+    let then = tree(&m.path(".checkpoints/cp"));
+    assert!(
+        then.contains(&("d/e/f.txt".into(), "deep\n".into()))
+            && then.contains(&("plan.md".into(), "one\n".into()))
+            && !then.iter().any(|(p, _)| p == "new.md"),
+        "{then:?}"
+    );
+    let xattrs = m.sh_ok("cd .checkpoints/cp && getfattr -d plan.md | sort");
+    assert_eq!(xattrs, xattrs_then);
+    let mode = m.sh_ok("stat -c %a .checkpoints/cp/d/e/f.txt");
+    assert_eq!(mode.trim(), "400");
+    let o = m.sh("echo x > .checkpoints/cp/plan.md 2>&1");
+    assert!(!o.status.success());
+    let o = m.sh("diff -r -x MANIFEST .checkpoints/cp .");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("Only in .checkpoints/cp: d") && out.contains("Only in .: new.md"),
+        "{out}"
+    );
+    assert!(out.contains("< one") && out.contains("> two"), "{out}");
+    // uid 1000 reads what it could read then, not the 0600 file.
+    let o = m.sh(&format!("{AGENT} cat .checkpoints/cp/d/e/f.txt"));
+    assert!(!o.status.success());
+}
+
+/// Item 3: who may roll back (root, the user who mounted, writers the rules name), and
+/// who may take a checkpoint (the rules' checkpoints.take); refusals are recorded.
+#[test]
+fn the_gate_decides_who_may_checkpoint_and_roll_back() {
+    let rules = r#"{"writers": {"agent": {"uid": 1000}, "lead": {"uid": 1001}},
+        "checkpoints": {"take": ["lead"], "rollback": ["lead"]},
+        "paths": [{"path": "**", "writers": ["*"]}]}"#;
+    let m = mount_with(rules);
+    ok(cli(&m, &["checkpoint", "base"]));
+    let o = m.sh(&format!(
+        "{AGENT} setfattr -n user.scratchfs.checkpoint -v mine . 2>&1"
+    ));
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("Permission denied"),
+        "{o:?}"
+    );
+    // The kernel lets a process set an attribute only where it may write: the lead's own
+    // directory.
+    m.sh_ok("mkdir lead && chown 1001:1001 lead");
+    m.sh_ok("setpriv --reuid 1001 --regid 1001 --clear-groups setfattr -n user.scratchfs.checkpoint -v lead-cp lead");
+    let o = m.sh(&format!(
+        "{AGENT} setfattr -n user.scratchfs.rollback -v base . 2>&1"
+    ));
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("Operation not permitted"),
+        "{o:?}"
+    );
+    m.sh_ok("setpriv --reuid 1001 --regid 1001 --clear-groups setfattr -n user.scratchfs.rollback -v base lead");
+    assert!(
+        !m.path("lead").exists(),
+        "rolled back to before lead/ was made"
+    );
+    let rejected = ok(cli(&m, &["log", "--rejected"]));
+    assert!(
+        rejected.contains("checkpoint mine by writer agent refused")
+            && rejected.contains("rollback to base by uid 1000"),
+        "{rejected}"
+    );
+}
+
+/// Item 3: a rollback offline (not mounted), then the mount shows it.
+#[test]
+fn a_rollback_works_offline() {
+    let mut m = Mount::new();
+    m.sh_ok("echo a > plan.md && setfattr -n user.scratchfs.checkpoint -v a . && echo b > plan.md && echo x > extra");
+    m.unmount();
+    let out = ok(cli(&m, &["rollback", "a"]));
+    assert!(
+        out.contains("rolled back to a: 1 changed") && out.contains("1 removed"),
+        "{out}"
+    );
+    m.start();
+    assert_eq!(read(m.path("plan.md")), "a\n");
+    assert!(!m.path("extra").exists());
+    assert_eq!(read(m.path(".archive/extra")), "x\n");
+}
+
+/// Item 3: a daemon killed in the middle of a rollback leaves the old tree or the new one
+/// (the rollback is one transaction).
+#[test]
+fn a_kill_during_a_rollback_leaves_the_old_tree_or_the_new() {
+    let mut m = Mount::new();
+    m.sh_ok("for i in $(seq 1 20); do echo old$i > f$i; done; setfattr -n user.scratchfs.checkpoint -v old .");
+    m.sh_ok("for i in $(seq 1 20); do echo new$i > f$i; done; rm f3; echo n > n1");
+    let after = tree(&m.mnt);
+    m.unmount();
+    let stop = m.start_with_failpoint("rollback");
+    let mnt = m.mnt.clone();
+    let setter = std::thread::spawn(move || {
+        std::process::Command::new("setfattr")
+            .args(["-n", "user.scratchfs.rollback", "-v", "old"])
+            .arg(&mnt)
+            .output()
+    });
+    wait_for("the daemon to stop in the rollback", || stop.exists());
+    m.kill9();
+    let _ = setter.join();
+    m.start();
+    // Not rolled back: the transaction never committed.
+    assert_eq!(tree(&m.mnt), after);
+    ok(cli(&m, &["rollback", "old"]));
+    let rolled = tree(&m.mnt);
+    assert!(
+        rolled.contains(&("f3".into(), "old3\n".into())),
+        "{rolled:?}"
+    );
+    assert!(!rolled.iter().any(|(p, _)| p == "n1"), "{rolled:?}");
+    let (code, out, _) = cli(&m, &["fsck"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// Item 5: `mount --at NAME|TIME` mounts the past read-only (EROFS) while the live mount
+/// of the same database goes on.
+#[test]
+fn a_mount_of_the_past_is_read_only_beside_the_live_one() {
+    let m = Mount::new();
+    m.sh_ok("echo then > plan.md && mkdir d && echo x > d/x && setfattr -n user.scratchfs.checkpoint -v cp .");
+    let t = m.sh_ok("date -u +%Y-%m-%dT%H:%M:%S.%NZ").trim().to_string();
+    m.sh_ok("echo now > plan.md && rm -r d");
+    for at in ["cp", t.as_str()] {
+        let past = m.dir.path().join(format!("past-{}", at.len()));
+        std::fs::create_dir(&past).unwrap();
+        let o = std::process::Command::new(BIN)
+            .args(["mount", "--background", "--at", at, "--db"])
+            .arg(&m.db)
+            .arg(&past)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        assert_eq!(read(past.join("plan.md")), "then\n");
+        assert_eq!(read(past.join("d/x")), "x\n");
+        let w = std::fs::write(past.join("plan.md"), "no");
+        assert_eq!(
+            w.unwrap_err().raw_os_error(),
+            Some(libc::EROFS),
+            "a write to the past"
+        );
+        let o = std::process::Command::new("mkdir")
+            .arg(past.join("new"))
+            .output()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&o.stderr).contains("Read-only file system"));
+        // The live mount goes on, and the past does not follow it.
+        m.sh_ok("echo later >> plan.md");
+        assert!(read(m.path("plan.md")).ends_with("\nlater\n"));
+        assert_eq!(read(past.join("plan.md")), "then\n");
+        ok((
+            std::process::Command::new(BIN)
+                .arg("unmount")
+                .arg(&past)
+                .status()
+                .unwrap()
+                .code()
+                .unwrap_or(-1),
+            String::new(),
+            String::new(),
+        ));
+        m.sh_ok("echo reset > plan.md");
+    }
+    // The live mount's MCP socket survived the past mount's unmount.
+    assert!(
+        !m.sql("SELECT value FROM meta WHERE key = 'mcp_socket'")
+            .trim()
+            .is_empty()
+    );
+}
+
+/// Item 6: gc never forgets a version a checkpoint needs; `--drop-checkpoint` releases
+/// one (recorded), after which gc may.
+#[test]
+fn gc_keeps_what_a_checkpoint_needs_until_it_is_dropped() {
+    let m = Mount::new();
+    m.sh_ok("echo v1 > f && echo v2 > f && setfattr -n user.scratchfs.checkpoint -v cp . && echo v3 > f && echo v4 > f && rm f");
+    ok(cli(&m, &["gc", "--keep-last", "1"]));
+    assert_eq!(read(m.path(".checkpoints/cp/f")), "v2\n");
+    assert!(m.path(".history/f/000002").exists());
+    assert!(
+        !m.path(".history/f/000003").exists(),
+        "v3 is no checkpoint's"
+    );
+    let out = ok(cli(
+        &m,
+        &["gc", "--drop-checkpoint", "cp", "--keep-last", "1"],
+    ));
+    assert!(out.contains("checkpoint cp released"), "{out}");
+    assert!(!m.path(".history/f/000002").exists());
+    assert!(ok(cli(&m, &["log"])).contains("drop-checkpoint"));
+    let (code, _, err) = cli(&m, &["gc", "--drop-checkpoint", "cp"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no such checkpoint"), "{err}");
+}
+
+/// Item 4: a fork for two parallel attempts (one with history, one tree-only), compared
+/// with the original, one attempt adopted through the gate with provenance naming the
+/// fork and its version; the other attempt's forbidden field refused and recorded.
+#[test]
+fn two_attempts_in_forks_and_one_adopted() {
+    let m = mount_with(RULES);
+    m.sh_ok(
+        "echo 'plan v1' > plan.md && SCRATCHFS_WRITER=tool bash -c 'echo \"{\\\"total\\\": 100}\" > state.json' && \
+         setfattr -n user.scratchfs.checkpoint -v start .",
+    );
+    let dir = m.dir.path();
+    let (fa, fb) = (dir.join("a.db"), dir.join("b.db"));
+    let db = m.db.to_str().unwrap();
+    ok(cli(
+        &m,
+        &[
+            "fork",
+            "--db",
+            db,
+            "--to",
+            fa.to_str().unwrap(),
+            "--at",
+            "start",
+        ],
+    ));
+    ok(cli(
+        &m,
+        &[
+            "fork",
+            "--db",
+            db,
+            "--to",
+            fb.to_str().unwrap(),
+            "--at",
+            "start",
+            "--tree-only",
+        ],
+    ));
+    m.sh_ok("echo 'main moved on' >> plan.md");
+    for (f, script) in [
+        (&fa, "echo 'plan A' > plan.md && echo 'found by A' > a.md"),
+        (
+            &fb,
+            "echo 'plan B' > plan.md && echo '{\"total\": 100, \"approval\": \"yes\"}' > state.json",
+        ),
+    ] {
+        let mnt = dir.join(format!("m-{}", f.file_name().unwrap().to_string_lossy()));
+        std::fs::create_dir(&mnt).unwrap();
+        let o = std::process::Command::new(BIN)
+            .args(["mount", "--background", "--db"])
+            .arg(f)
+            .arg(&mnt)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        let o = std::process::Command::new("bash")
+            .args(["-c", script])
+            .current_dir(&mnt)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        assert!(
+            std::process::Command::new(BIN)
+                .arg("unmount")
+                .arg(&mnt)
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    // The fork with history keeps it; the tree-only fork has one version per file.
+    let hist = ok(cli(
+        &m,
+        &["history", "plan.md", "--db", fa.to_str().unwrap()],
+    ));
+    assert!(hist.lines().count() >= 2, "{hist}");
+    let log_b = ok(cli(&m, &["log", "--db", fb.to_str().unwrap()]));
+    assert!(log_b.contains("fork     plan.md  v1"), "{log_b}");
+    let cmp = ok(cli(&m, &["compare", "--with", fa.to_str().unwrap()]));
+    assert!(cmp.contains("+ a.md") && cmp.contains("~ plan.md"), "{cmp}");
+    // Adopt A's plan and finding (mounted), through the gate, with provenance.
+    let out = ok(cli(
+        &m,
+        &["adopt", "--from", fa.to_str().unwrap(), "plan.md", "a.md"],
+    ));
+    assert!(out.contains("plan.md: adopted version"), "{out}");
+    assert_eq!(read(m.path("plan.md")), "plan A\n");
+    let origin = m.sh_ok("getfattr --only-values -n user.scratchfs.origin plan.md");
+    let o: serde_json::Value = serde_json::from_str(&origin).unwrap();
+    assert_eq!(o["source"], fa.to_str().unwrap());
+    assert!(o["version"].as_i64().unwrap() >= 2, "{o}");
+    assert_eq!(m.versions("plan.md").last().unwrap().1, "adopt");
+    // B's approval was set by no lead: adopting it as the harness is refused.
+    let (code, _, err) = cli(&m, &["adopt", "--from", fb.to_str().unwrap(), "state.json"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(read(m.path("state.json")).contains("100"));
+    let rejected = ok(cli(&m, &["log", "--rejected"]));
+    assert!(rejected.contains("approval"), "{rejected}");
+}
