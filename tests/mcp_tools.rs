@@ -408,7 +408,7 @@ fn checkpoint_and_rollback_through_the_tools() {
     let call = |who: &scratchfs::identity::Caller, name: &str, args: serde_json::Value| {
         tools::call(&fs, who, name, &args, false, AGENT)
     };
-    tools::write(&fs, "plan.md", b"good\n", AGENT).unwrap();
+    tools::write(&fs, "plan.md", b"good\n", ROOT).unwrap();
     let r = call(
         &agent,
         "checkpoint",
@@ -421,8 +421,8 @@ fn checkpoint_and_rollback_through_the_tools() {
         "{}",
         dup.text
     );
-    tools::write(&fs, "plan.md", b"bad\n", AGENT).unwrap();
-    tools::write(&fs, "junk.md", b"junk\n", AGENT).unwrap();
+    tools::write(&fs, "plan.md", b"bad\n", ROOT).unwrap();
+    tools::write(&fs, "junk.md", b"junk\n", ROOT).unwrap();
     let list = call(&agent, "checkpoints", serde_json::json!({}));
     assert!(
         list.text.contains("good") && list.text.contains("before"),
