@@ -464,7 +464,7 @@ pub fn lock_database_now(db: &Path) -> Result<std::fs::File, Failure> {
 }
 
 /// Whether `dir` lies on a FUSE filesystem (statfs(2) `f_type` FUSE_SUPER_MAGIC).
-fn on_fuse(dir: &Path) -> bool {
+pub fn on_fuse(dir: &Path) -> bool {
     const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
     let c = cstr(dir);
     let mut s: libc::statfs = unsafe { std::mem::zeroed() };

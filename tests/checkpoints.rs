@@ -59,6 +59,35 @@ fn tree(root: &Path) -> Vec<(String, String)> {
     out
 }
 
+/// A `mount --background` of another database or of the past, unmounted when dropped
+/// (also when a test fails).
+struct Other(std::path::PathBuf);
+
+impl Other {
+    fn mount(args: &[&str], db: &Path, mnt: &Path) -> Other {
+        std::fs::create_dir_all(mnt).unwrap();
+        let o = std::process::Command::new(BIN)
+            .args(["mount", "--background"])
+            .args(args)
+            .arg("--db")
+            .arg(db)
+            .arg(mnt)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "mount {}: {o:?}", mnt.display());
+        Other(mnt.to_path_buf())
+    }
+}
+
+impl Drop for Other {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(BIN)
+            .arg("unmount")
+            .arg(&self.0)
+            .status();
+    }
+}
+
 fn ok(r: (i32, String, String)) -> String {
     assert_eq!(r.0, 0, "stdout: {}\nstderr: {}", r.1, r.2);
     r.1
@@ -317,14 +346,7 @@ fn a_mount_of_the_past_is_read_only_beside_the_live_one() {
     m.sh_ok("echo now > plan.md && rm -r d");
     for at in ["cp", t.as_str()] {
         let past = m.dir.path().join(format!("past-{}", at.len()));
-        std::fs::create_dir(&past).unwrap();
-        let o = std::process::Command::new(BIN)
-            .args(["mount", "--background", "--at", at, "--db"])
-            .arg(&m.db)
-            .arg(&past)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{o:?}");
+        let guard = Other::mount(&["--at", at], &m.db, &past);
         assert_eq!(read(past.join("plan.md")), "then\n");
         assert_eq!(read(past.join("d/x")), "x\n");
         let w = std::fs::write(past.join("plan.md"), "no");
@@ -342,17 +364,7 @@ fn a_mount_of_the_past_is_read_only_beside_the_live_one() {
         m.sh_ok("echo later >> plan.md");
         assert!(read(m.path("plan.md")).ends_with("\nlater\n"));
         assert_eq!(read(past.join("plan.md")), "then\n");
-        ok((
-            std::process::Command::new(BIN)
-                .arg("unmount")
-                .arg(&past)
-                .status()
-                .unwrap()
-                .code()
-                .unwrap_or(-1),
-            String::new(),
-            String::new(),
-        ));
+        drop(guard);
         m.sh_ok("echo reset > plan.md");
     }
     // The live mount's MCP socket survived the past mount's unmount.
@@ -435,28 +447,14 @@ fn two_attempts_in_forks_and_one_adopted() {
         ),
     ] {
         let mnt = dir.join(format!("m-{}", f.file_name().unwrap().to_string_lossy()));
-        std::fs::create_dir(&mnt).unwrap();
-        let o = std::process::Command::new(BIN)
-            .args(["mount", "--background", "--db"])
-            .arg(f)
-            .arg(&mnt)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{o:?}");
+        let guard = Other::mount(&[], f, &mnt);
         let o = std::process::Command::new("bash")
             .args(["-c", script])
             .current_dir(&mnt)
             .output()
             .unwrap();
         assert!(o.status.success(), "{o:?}");
-        assert!(
-            std::process::Command::new(BIN)
-                .arg("unmount")
-                .arg(&mnt)
-                .status()
-                .unwrap()
-                .success()
-        );
+        drop(guard);
     }
     // The fork with history keeps it; the tree-only fork has one version per file.
     let hist = ok(cli(
@@ -480,10 +478,61 @@ fn two_attempts_in_forks_and_one_adopted() {
     assert_eq!(o["source"], fa.to_str().unwrap());
     assert!(o["version"].as_i64().unwrap() >= 2, "{o}");
     assert_eq!(m.versions("plan.md").last().unwrap().1, "adopt");
+    // The daemon reads the other database with its own privileges: through the mount,
+    // adopting is root's and the mounting user's (EPERM, recorded).
+    let o = m.sh(&format!(
+        "{AGENT} setfattr -n user.scratchfs.adopt -v '{{\"from\": \"{}\", \"paths\": [\"plan.md\"]}}' . 2>&1",
+        fa.display()
+    ));
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("Operation not permitted"),
+        "{o:?}"
+    );
+    assert!(ok(cli(&m, &["log", "--rejected"])).contains("adopt from"));
     // B's approval was set by no lead: adopting it as the harness is refused.
     let (code, _, err) = cli(&m, &["adopt", "--from", fb.to_str().unwrap(), "state.json"]);
     assert_ne!(code, 0, "{err}");
     assert!(read(m.path("state.json")).contains("100"));
     let rejected = ok(cli(&m, &["log", "--rejected"]));
     assert!(rejected.contains("approval"), "{rejected}");
+}
+
+/// A point whose file's version gc forgot (a time, not a checkpoint: gc keeps what those
+/// need) is never shown with other bytes: `mount --at` refuses to open the file
+/// (ENODATA), a fork at that time is refused, naming it.
+#[test]
+fn what_gc_forgot_is_not_shown_as_other_bytes() {
+    let m = Mount::new();
+    m.sh_ok("echo v1 > g && echo keep > k");
+    let t = m
+        .sh_ok("sleep 0.01; date -u +%Y-%m-%dT%H:%M:%S.%NZ")
+        .trim()
+        .to_string();
+    m.sh_ok("sleep 0.01; echo v2 > g");
+    ok(cli(&m, &["gc", "--keep-last", "1"]));
+    let past = m.dir.path().join("past");
+    let guard = Other::mount(&["--at", &t], &m.db, &past);
+    assert_eq!(read(past.join("k")), "keep\n");
+    let e = std::fs::read(past.join("g")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENODATA), "{e}");
+    drop(guard);
+    let to = m.dir.path().join("f.db");
+    let (code, _, err) = cli(
+        &m,
+        &[
+            "fork",
+            "--to",
+            to.to_str().unwrap(),
+            "--at",
+            &t,
+            "--tree-only",
+        ],
+    );
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("forgotten the version of 1 file") && err.contains("g"),
+        "{err}"
+    );
+    assert!(!to.exists());
 }

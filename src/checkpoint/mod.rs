@@ -18,6 +18,10 @@ use crate::error::{Error, Result};
 /// (`.checkpoints/NAME/`): resolvable, not listed, like `.history`.
 pub const CHECKPOINTS_DIR: &[u8] = b".checkpoints";
 
+/// The start of the names of the safety checkpoints rollbacks take
+/// ([`safety_name`]); reserved for them.
+pub const SAFETY_PREFIX: &str = "before-rollback-to-";
+
 /// Longest checkpoint name, bytes (a name is a directory name under `.checkpoints`).
 pub const NAME_MAX: usize = 255;
 
@@ -120,7 +124,23 @@ pub fn check_name(name: &str) -> Result<()> {
     {
         return bad("contains a control character (names are printable)");
     }
+    if name.chars().any(is_format) {
+        return bad(
+            "contains an invisible formatting character (zero-width, or a bidirectional \
+             override that can make a name read as another)",
+        );
+    }
     Ok(())
+}
+
+/// Unicode format characters (category Cf) that can hide or reorder text: the zero-width
+/// ones, the bidirectional marks, embeddings, overrides and isolates, the BOM, the soft
+/// hyphen.
+fn is_format(c: char) -> bool {
+    matches!(c,
+        '\u{00ad}' | '\u{061c}' | '\u{180e}' | '\u{200b}'..='\u{200f}'
+        | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}'
+        | '\u{feff}')
 }
 
 /// The name of the safety checkpoint a rollback to `target` takes at `time_ns`:
@@ -134,7 +154,7 @@ pub fn safety_name(target: &str, time_ns: i64) -> String {
     while target.len() > room {
         target.pop();
     }
-    format!("before-rollback-to-{target}-{t}")
+    format!("{SAFETY_PREFIX}{target}-{t}")
 }
 
 #[cfg(test)]
@@ -146,7 +166,17 @@ mod tests {
         for ok in ["before-refund", "step 5", "é", &"x".repeat(255)] {
             check_name(ok).unwrap();
         }
-        for bad in ["", ".", "..", "a/b", "a\nb", "tab\t", &"x".repeat(256)] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a\nb",
+            "tab\t",
+            &"x".repeat(256),
+            "\u{202e}evil",
+            "zero\u{200b}width",
+        ] {
             let e = check_name(bad).unwrap_err();
             assert_eq!(e.errno, libc::EINVAL, "{bad:?}");
         }

@@ -52,6 +52,9 @@ pub struct SnapNode {
     /// The file's content then; `None`: empty (created, nothing committed yet), or a
     /// directory.
     pub version: Option<SnapVersion>,
+    /// gc forgot the version that was its content then (`forgotten`): `version` is an
+    /// older one, or none, and not what it held.
+    pub forgotten: bool,
 }
 
 impl SnapNode {
@@ -200,6 +203,15 @@ impl Snapshot {
         out
     }
 
+    /// The stored paths of the files whose content then gc forgot.
+    pub fn forgotten(&self) -> Vec<String> {
+        self.walk()
+            .into_iter()
+            .filter(|(_, n)| n.forgotten)
+            .map(|(p, _)| p)
+            .collect()
+    }
+
     /// Every file with its stored path, by path.
     pub fn files(&self) -> BTreeMap<String, &SnapNode> {
         self.walk()
@@ -226,6 +238,7 @@ mod tests {
             floor: 0,
             changed_ns: 0,
             version: None,
+            forgotten: false,
         }
     }
 

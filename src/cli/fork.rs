@@ -47,6 +47,16 @@ pub fn fork(
     }
     let src = crate::mount::absolute(src)?;
     let dst = crate::mount::absolute(dst)?;
+    // Not inside a mount (SQLite's WAL needs a local filesystem, FUSE-TRAPS §16).
+    if let Some(dir) = dst.parent()
+        && crate::mount::on_fuse(dir)
+    {
+        return Err(format!(
+            "fork: {}: its directory is on a FUSE filesystem (a mount, say); a database must \
+             live on a local filesystem",
+            dst.display()
+        ));
+    }
     drop(super::open(&src)?);
     let store = Sqlite::open_frozen(&src).map_err(|e| e.reason)?;
     let (point, label, max_cp) = match at {
@@ -66,6 +76,22 @@ pub fn fork(
             None,
         ),
     };
+    let lost = store.snapshot(point).map_err(|e| e.reason)?.forgotten();
+    if !lost.is_empty() {
+        let shown: Vec<String> = lost
+            .iter()
+            .take(5)
+            .map(|p| quote_stored(p).into_owned())
+            .collect();
+        return Err(format!(
+            "fork: at {label}, gc had forgotten the version of {} file{} then ({}{}): a fork \
+             would hold other bytes; choose a checkpoint (gc keeps what they need) or a later time",
+            lost.len(),
+            if lost.len() == 1 { "" } else { "s" },
+            shown.join(", "),
+            if lost.len() > 5 { ", ..." } else { "" }
+        ));
+    }
     let from = serde_json::json!({
         "source": src.to_string_lossy(),
         "source_id": store.meta("scratchpad_id").map_err(|e| e.reason)?,
@@ -324,8 +350,8 @@ pub struct AdoptRequest {
 /// and the version there.
 pub fn adopt(a: &Path, b: &Path, paths: &[std::ffi::OsString], json: bool) -> Result<(), Failure> {
     let b = crate::mount::absolute(b)?;
-    // B's acknowledged changes made visible (it may be mounted).
-    drop(super::open(&b)?);
+    // B's acknowledged changes made visible (it may be mounted), and each path a file there.
+    let (_, theirs) = tree_now(&b)?;
     let stored: Vec<String> = paths
         .iter()
         .map(|p| {
@@ -335,6 +361,19 @@ pub fn adopt(a: &Path, b: &Path, paths: &[std::ffi::OsString], json: bool) -> Re
                 .to_string()
         })
         .collect();
+    for p in &stored {
+        let raw = crate::store::paths::decode(p);
+        if !theirs
+            .lookup(&raw)
+            .is_some_and(|n| n.kind == crate::store::Kind::File)
+        {
+            return Err(format!(
+                "adopt: {}: no such file in {}",
+                quote_stored(p),
+                b.display()
+            ));
+        }
+    }
     if let Err(e) = std::fs::metadata(a) {
         return Err(crate::store::cannot_open(a, &e).reason);
     }

@@ -60,6 +60,12 @@ impl Fs {
         }
         let mut fs = Fs::from_records(store, records, spill_dir)?;
         fs.gate.read_only = true;
+        fs.forgotten = snap
+            .walk()
+            .into_iter()
+            .filter(|(_, n)| n.forgotten)
+            .map(|(_, n)| n.ino)
+            .collect();
         Ok(fs)
     }
 
@@ -69,7 +75,8 @@ impl Fs {
     /// Uncommitted writes of open handles are not in it.
     pub fn checkpoint(&self, name: &str, note: Option<&str>, ctx: Ctx) -> Result<Checkpoint> {
         let caller = self.caller(ctx);
-        self.admit(&caller, &Change::Checkpoint { name }, || None)?;
+        let kept = self.store.checkpoints()?.len();
+        self.admit(&caller, &Change::Checkpoint { name, kept }, || None)?;
         check_name(name)?;
         let cp = self
             .store
@@ -155,7 +162,9 @@ impl Fs {
             }
             tree.detach(parent, ino, &name, kind);
             inv.push(Invalidation::Entry(parent, name.to_vec()));
+            // Its attributes and its cached listing (FOPEN_CACHE_DIR).
             inv.push(Invalidation::Attr(parent));
+            inv.push(Invalidation::Data(parent));
             touched.push(ino);
             if !live.contains_key(&ino) {
                 tree.make_orphan(ino);
@@ -208,6 +217,7 @@ impl Fs {
                 // A negative entry the kernel may hold for the name.
                 inv.push(Invalidation::Entry(r.parent, r.name.clone()));
                 inv.push(Invalidation::Attr(r.parent));
+                inv.push(Invalidation::Data(r.parent));
             }
         }
         Ok((inv, touched))
@@ -227,24 +237,32 @@ pub struct Adopted {
     pub version: Option<i64>,
 }
 
-/// Whether `caller` may read the file at `path` by its mode bits (what `open(2)` would
-/// check for the caller's uid and gid; root may).
+/// Whether `caller` may read the file at `path` by the mode bits `open(2)` would check
+/// for the caller's uid and gid: search on every directory above it, read on the file
+/// (root may). Supplementary groups are not counted (a refusal then, not a leak).
 fn may_read(path: &std::path::Path, caller: &crate::identity::Caller) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let Ok(m) = std::fs::metadata(path) else {
+    let Ok(path) = std::fs::canonicalize(path) else {
         return false;
     };
     if caller.uid == 0 {
         return true;
     }
-    let mode = m.mode();
-    if m.uid() == caller.uid {
-        mode & 0o400 != 0
-    } else if m.gid() == caller.gid {
-        mode & 0o040 != 0
-    } else {
-        mode & 0o004 != 0
-    }
+    let allows = |m: &std::fs::Metadata, bit: u32| {
+        let mode = m.mode();
+        if m.uid() == caller.uid {
+            mode & (bit << 6) != 0
+        } else if m.gid() == caller.gid {
+            mode & (bit << 3) != 0
+        } else {
+            mode & bit != 0
+        }
+    };
+    let searchable = path
+        .ancestors()
+        .skip(1)
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| allows(&m, 0o1)));
+    searchable && std::fs::metadata(&path).is_ok_and(|m| m.is_file() && allows(&m, 0o4))
 }
 
 impl Fs {
@@ -278,6 +296,12 @@ impl Fs {
         let mut parent = ROOT;
         for d in dirs {
             let found = self.tree.read().child(parent, d)?;
+            if found.is_none() {
+                // What open(2) would check: write and search on the directory it is made in.
+                self.access(parent, libc::W_OK | libc::X_OK, ctx)?;
+            } else {
+                self.access(parent, libc::X_OK, ctx)?;
+            }
             parent = match found {
                 Some(ino) => {
                     if self.tree.read().get(ino)?.kind != Kind::Dir {
@@ -300,6 +324,11 @@ impl Fs {
             && self.tree.read().get(ino)?.kind == Kind::Dir
         {
             return Err(Error::new(libc::EISDIR, format!("{path}: a directory")));
+        }
+        // As open(O_WRONLY) or creat(2) would: write on the file, or on its directory.
+        match existing {
+            Some(ino) => self.access(ino, libc::W_OK, ctx)?,
+            None => self.access(parent, libc::W_OK | libc::X_OK, ctx)?,
         }
         let current = match existing {
             Some(ino) => Some(self.current_bytes(ino)?),
@@ -341,6 +370,21 @@ impl Fs {
         Ok((Some(v.id) != before).then_some(v))
     }
 
+    /// [`Fs::adopt_from`] asked through the mount (`user.scratchfs.adopt`): the daemon
+    /// reads `source` with its own privileges, so the gate lets only root and the user
+    /// who mounted ([`Change::AdoptFrom`], `EPERM`, recorded).
+    pub fn adopt_through_mount(
+        &self,
+        source: &std::path::Path,
+        paths: &[String],
+        ctx: Ctx,
+    ) -> Result<Vec<Adopted>> {
+        let caller = self.caller(ctx);
+        let shown = source.to_string_lossy();
+        self.admit(&caller, &Change::AdoptFrom { source: &shown }, || None)?;
+        self.adopt_from(source, paths, ctx)
+    }
+
     /// `scratchfs adopt --from SOURCE PATH…`: brings each file at `paths` (stored form)
     /// of the scratchpad `source` (another database: a fork, say), as it is now, into
     /// this one with [`Fs::adopt`]; each new version's provenance names `source` and the
@@ -366,6 +410,15 @@ impl Fs {
             ));
         }
         use crate::store::Store;
+        if !source.is_absolute() {
+            return Err(Error::new(
+                libc::EINVAL,
+                format!(
+                    "adopt: {}: give the database's absolute path",
+                    source.display()
+                ),
+            ));
+        }
         let theirs = crate::store::Sqlite::open_frozen(source)?;
         let source_id = theirs.meta("scratchpad_id")?;
         let snap = theirs.snapshot(theirs.point_at(i64::MAX)?)?;
@@ -380,7 +433,7 @@ impl Fs {
                     Error::new(
                         libc::ENOENT,
                         format!(
-                            "adopt: {}: no such file in {}",
+                            "adopt: {}: no such file in {} (at its current state)",
                             crate::views::quote_stored(p),
                             source.display()
                         ),

@@ -203,10 +203,23 @@ pub enum Change<'a> {
         restored: &'a [u8],
     },
     /// Taking checkpoint `name` (issue 14): anyone, unless the rules' `checkpoints.take`
-    /// names the writers that may (`EACCES`); root and the user who mounted always.
+    /// names the writers that may (`EACCES`); root and the user who mounted always. Others
+    /// may not take one while [`MAX_CHECKPOINTS`] are kept (`EDQUOT`: each keeps history
+    /// from gc, and only root releases them), nor one whose name starts with
+    /// [`crate::checkpoint::SAFETY_PREFIX`] (`EACCES`: those are a rollback's).
     Checkpoint {
         /// The checkpoint's name.
         name: &'a str,
+        /// How many checkpoints are kept now (not dropped).
+        kept: usize,
+    },
+    /// Bringing files of another database into the tree through the mount's daemon
+    /// (`user.scratchfs.adopt`, issue 14): the daemon reads that database with its own
+    /// privileges, so root and the user who mounted only (`EPERM`). Each file is then
+    /// judged as [`Change::Adopt`].
+    AdoptFrom {
+        /// The other database's path.
+        source: &'a str,
     },
     /// Rolling the whole tree back to checkpoint `name` (issue 14): root, the user who
     /// mounted, or a writer the rules' `checkpoints.rollback` names (`EPERM`).
@@ -250,11 +263,15 @@ impl Change<'_> {
             | Change::Restore { path, .. }
             | Change::Adopt { path, .. }
             | Change::Erase { path, .. } => path,
-            Change::Checkpoint { .. } | Change::Rollback { .. } => "",
+            Change::Checkpoint { .. } | Change::Rollback { .. } | Change::AdoptFrom { .. } => "",
             Change::Rename { moves, .. } => moves.first().map(|m| m.from.as_str()).unwrap_or(""),
         }
     }
 }
+
+/// Most checkpoints kept (not dropped) before a writer other than root and the user who
+/// mounted is refused another (`EDQUOT`).
+pub const MAX_CHECKPOINTS: usize = 1000;
 
 /// The gate: the rules a mount (or a CLI command) runs with, and who may erase history.
 #[derive(Debug)]
@@ -387,7 +404,47 @@ impl Gate {
                 ),
             );
         }
-        if let Change::Checkpoint { name } = change {
+        if let Change::AdoptFrom { source } = change {
+            if self.admins.contains(&caller.uid) {
+                return Ok(());
+            }
+            return refuse(
+                libc::EPERM,
+                format!(
+                    "adopt from {source} by uid {} refused: the daemon reads the other database \
+                     with its own privileges, so adopting through the mount is for root and the \
+                     user who mounted (scratchfs adopt, run as a user who can read both, works)",
+                    caller.uid
+                ),
+            );
+        }
+        if let Change::Checkpoint { name, kept } = *change
+            && !self.admins.contains(&caller.uid)
+        {
+            if name.starts_with(crate::checkpoint::SAFETY_PREFIX) {
+                return refuse(
+                    libc::EACCES,
+                    format!(
+                        "checkpoint {name} by writer {} refused: names starting with {} are the \
+                         safety checkpoints rollbacks take",
+                        caller.writer,
+                        crate::checkpoint::SAFETY_PREFIX
+                    ),
+                );
+            }
+            if kept >= MAX_CHECKPOINTS {
+                return refuse(
+                    libc::EDQUOT,
+                    format!(
+                        "checkpoint {name} by writer {} refused: {kept} checkpoints are kept, at \
+                         most {MAX_CHECKPOINTS} (root or the user who mounted releases them: gc \
+                         --drop-checkpoint NAME)",
+                        caller.writer
+                    ),
+                );
+            }
+        }
+        if let Change::Checkpoint { name, .. } = change {
             // Root and the user who mounted (the harness) may always.
             let take = self
                 .rules
@@ -752,7 +809,10 @@ impl Gate {
                 r.validate(path, w, adopted).map_err(einval)?;
                 r.validate_fields(path, w, current, adopted).map_err(einval)
             }
-            Change::Erase { .. } | Change::Checkpoint { .. } | Change::Rollback { .. } => Ok(()),
+            Change::Erase { .. }
+            | Change::Checkpoint { .. }
+            | Change::Rollback { .. }
+            | Change::AdoptFrom { .. } => Ok(()),
         }
     }
 
@@ -1137,7 +1197,7 @@ mod tests {
             "checkpoints": {"take": ["lead"], "rollback": ["lead"]},
             "paths": [{"path": "**", "writers": ["*"]}]}"#;
         let g = gate(rules);
-        let take = Change::Checkpoint { name: "x" };
+        let take = Change::Checkpoint { name: "x", kept: 0 };
         let back = Change::Rollback { name: "x" };
         assert_eq!(
             g.check(&who("agent", 1000), &take).unwrap_err().errno,
@@ -1160,6 +1220,30 @@ mod tests {
         };
         assert!(open.check(&who("agent", 1000), &take).is_ok());
         assert!(open.check(&who("agent", 1000), &back).is_err());
+        // A cap on checkpoints, and the safety names are a rollback's, for all but them.
+        let full = Change::Checkpoint {
+            name: "y",
+            kept: MAX_CHECKPOINTS,
+        };
+        assert_eq!(
+            open.check(&who("agent", 1000), &full).unwrap_err().errno,
+            libc::EDQUOT
+        );
+        assert!(open.check(&who("anonymous", 500), &full).is_ok());
+        let fake = Change::Checkpoint {
+            name: "before-rollback-to-x-1",
+            kept: 0,
+        };
+        assert_eq!(
+            open.check(&who("agent", 1000), &fake).unwrap_err().errno,
+            libc::EACCES
+        );
+        let from = Change::AdoptFrom { source: "/x.db" };
+        assert_eq!(
+            open.check(&who("agent", 1000), &from).unwrap_err().errno,
+            libc::EPERM
+        );
+        assert!(open.check(&who("root", 0), &from).is_ok());
         // A mount of the past refuses everything with EROFS, root included.
         let past = Gate {
             read_only: true,

@@ -278,6 +278,9 @@ pub struct Fs {
     /// `step`; negative steps are not taken), `i64::MIN` for none: MANIFEST's "now step
     /// N". At mount: the highest step of the files' current versions.
     step_now: std::sync::atomic::AtomicI64,
+    /// A mount of the past (issue 14): the files whose content then gc forgot (opening
+    /// one: `ENODATA`). Empty otherwise.
+    forgotten: std::collections::HashSet<u64>,
 }
 
 /// Longest an open waits for a handle that owes an `O_TRUNC` truncation or a create's
@@ -340,6 +343,7 @@ impl Fs {
             gate: gate::Gate::new(),
             reads: crate::lineage::ReadLog::default(),
             step_now: std::sync::atomic::AtomicI64::new(step_now),
+            forgotten: Default::default(),
         })
     }
 
@@ -814,6 +818,11 @@ impl Fs {
     fn open_inner(&self, ino: u64, flags: i32, ctx: Ctx, check: bool) -> Result<(u64, OpenFlags)> {
         let acc = flags & libc::O_ACCMODE;
         let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
+        if self.forgotten.contains(&ino) {
+            return Err(serve_checkpoints::forgotten_by_gc(
+                &self.tree.read().path(ino),
+            ));
+        }
         if let Some(view) = View::of(ino) {
             let opened = self.open_view(view, writable || flags & libc::O_TRUNC != 0)?;
             if ctx.pid != 0

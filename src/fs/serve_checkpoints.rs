@@ -49,6 +49,15 @@ impl CheckpointViews {
 /// The registry of a mount.
 pub type Registry = crate::sync::Mutex<CheckpointViews>;
 
+/// The refusal to serve a file whose content at a point gc forgot: `ENODATA` ("No data
+/// available"), never another version's bytes.
+pub(super) fn forgotten_by_gc(path: &str) -> Error {
+    Error::new(
+        libc::ENODATA,
+        format!("{path}: its version at that point was forgotten by gc"),
+    )
+}
+
 fn gone() -> Error {
     Error::new(libc::ENOENT, "checkpoint node gone")
 }
@@ -105,18 +114,13 @@ impl Fs {
             let Ok(name) = std::str::from_utf8(name) else {
                 return Ok(None);
             };
-            let Some(cp) = self
-                .store
-                .checkpoints()?
-                .into_iter()
-                .find(|c| c.name == name)
-            else {
+            // Its tree is computed when something under it is asked for, not here (a
+            // listing of `.checkpoints` looks every name up).
+            let Some(cp) = self.store.checkpoint_named(name)? else {
                 return Ok(None);
             };
-            let tree = self.checkpoint_tree(cp.id)?;
-            return Ok(tree
-                .get(snapshot::ROOT)
-                .map(|root| self.register(cp.id, root)));
+            let id = self.views.checkpoints.lock().id((cp.id, snapshot::ROOT));
+            return Ok(Some(View::CheckpointDir(id)));
         }
         let (cp, tree, ino) = self.checkpoint_node(dir)?;
         Ok(tree.child(ino, name).map(|n| self.register(cp, n)))
@@ -166,6 +170,25 @@ impl Fs {
         let root = self.tree.read().get(ROOT)?.attrs;
         let (kind, size, t, (mode, uid, gid)) = match view {
             View::CheckpointDir(0) => (Kind::Dir, 0, root.mtime_ns, (0o555, root.uid, root.gid)),
+            View::CheckpointDir(id)
+                if self
+                    .views
+                    .checkpoints
+                    .lock()
+                    .key(id)
+                    .is_some_and(|k| k.1 == snapshot::ROOT) =>
+            {
+                // `.checkpoints/NAME` itself, without computing its tree: the live root's
+                // owner and read and search bits, the checkpoint's time.
+                let (cp, _) = self.views.checkpoints.lock().key(id).ok_or_else(gone)?;
+                let point = self.store.checkpoint_point(cp)?.ok_or_else(gone)?;
+                (
+                    Kind::Dir,
+                    0,
+                    point.time_ns,
+                    (root.mode & 0o555, root.uid, root.gid),
+                )
+            }
             View::CheckpointDir(id) | View::CheckpointFile(id) => {
                 let (_, tree, ino) = self.checkpoint_node(id)?;
                 let n = tree.get(ino).ok_or_else(gone)?;
@@ -198,6 +221,9 @@ impl Fs {
     pub(super) fn checkpoint_content(&self, id: u64) -> Result<(ContentRef, i64)> {
         let (_, tree, ino) = self.checkpoint_node(id)?;
         let n = tree.get(ino).ok_or_else(gone)?;
+        if n.forgotten {
+            return Err(forgotten_by_gc(&tree.path(ino)));
+        }
         Ok((n.content(), n.version.as_ref().map_or(0, |v| v.id)))
     }
 }

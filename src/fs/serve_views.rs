@@ -111,8 +111,8 @@ pub const ROLLBACK_XATTR: &str = "user.scratchfs.rollback";
 pub const DROP_CHECKPOINT_XATTR: &str = "user.scratchfs.drop-checkpoint";
 
 /// Setting this attribute on the root to a JSON `{"from": DB, "paths": [...]}` brings
-/// those files of the scratchpad `DB` into this one (`scratchfs adopt` while mounted;
-/// [`super::Fs::adopt_from`]).
+/// those files of the scratchpad `DB` (an absolute path) into this one (`scratchfs adopt`
+/// while mounted; [`super::Fs::adopt_through_mount`]: root and the user who mounted).
 pub const ADOPT_XATTR: &str = "user.scratchfs.adopt";
 
 /// What `scratchfs redact PATH@N` asks the daemon for (the value of [`REDACT_XATTR`]).
@@ -976,28 +976,37 @@ impl Fs {
                 .redact(&req.path, req.version, &req.why, ctx)
                 .map(|_| ());
         }
+        // A checkpoint's name is UTF-8 (printable, checked by the core).
+        let utf8 = |what: &str| {
+            std::str::from_utf8(value).map_err(|_| {
+                Error::new(
+                    libc::EINVAL,
+                    format!("{what}: a checkpoint name is UTF-8 text"),
+                )
+            })
+        };
         if name == CHECKPOINT_XATTR.as_bytes() && View::of(ino).is_none() {
-            let text = String::from_utf8_lossy(value);
+            let text = utf8("checkpoint")?;
             let (cp, note) = match text.split_once('\n') {
                 Some((cp, note)) => (cp, Some(note).filter(|n| !n.is_empty())),
-                None => (text.as_ref(), None),
+                None => (text, None),
             };
             return self.checkpoint(cp, note, ctx).map(|_| ());
         }
         if name == ROLLBACK_XATTR.as_bytes() && View::of(ino).is_none() {
-            let target = String::from_utf8_lossy(value);
-            return self.rollback(&target, ctx).map(|_| ());
+            return self.rollback(utf8("rollback")?, ctx).map(|_| ());
         }
         if name == ADOPT_XATTR.as_bytes() && ino == ROOT {
             let req: crate::cli::fork::AdoptRequest = serde_json::from_slice(value)
                 .map_err(|e| Error::new(libc::EINVAL, format!("adopt: {e}")))?;
             return self
-                .adopt_from(std::path::Path::new(&req.from), &req.paths, ctx)
+                .adopt_through_mount(std::path::Path::new(&req.from), &req.paths, ctx)
                 .map(|_| ());
         }
         if name == DROP_CHECKPOINT_XATTR.as_bytes() && ino == ROOT {
-            let target = String::from_utf8_lossy(value);
-            return self.drop_checkpoint(&target, ctx).map(|_| ());
+            return self
+                .drop_checkpoint(utf8("drop-checkpoint")?, ctx)
+                .map(|_| ());
         }
         if name == RESTORE_XATTR.as_bytes() && View::of(ino).is_none() {
             let n: i64 = std::str::from_utf8(value)

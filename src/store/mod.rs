@@ -541,6 +541,8 @@ pub trait Store: Send + Sync {
     fn origin(&self, id: i64) -> Result<Option<Origin>>;
     /// The checkpoints not dropped, oldest first.
     fn checkpoints(&self) -> Result<Vec<crate::checkpoint::Checkpoint>>;
+    /// The checkpoint named `name`, if one (not dropped) has that name.
+    fn checkpoint_named(&self, name: &str) -> Result<Option<crate::checkpoint::Checkpoint>>;
     /// The point of checkpoint `id` (`checkpoints.id`), dropped or not.
     fn checkpoint_point(&self, id: i64) -> Result<Option<crate::checkpoint::Point>>;
     /// Releases checkpoint `name` (gc may then forget what only it kept), recorded (op

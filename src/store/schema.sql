@@ -219,6 +219,16 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     dropped_ns  INTEGER
 );
 CREATE UNIQUE INDEX IF NOT EXISTS checkpoints_by_name ON checkpoints(name) WHERE dropped_ns IS NULL;
+-- The versions gc forgot (issue 14): which lineage, which number, when it was made. The
+-- tree at a point whose file's version then is among them cannot be shown: its content
+-- is gone (the views and `mount --at` say so, a fork refuses).
+CREATE TABLE IF NOT EXISTS forgotten (
+    version_id INTEGER PRIMARY KEY,
+    file_id    INTEGER NOT NULL,
+    version    INTEGER NOT NULL,
+    time_ns    INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS forgotten_by_file ON forgotten(file_id, version_id);
 -- Where a version brought from another scratchpad came from (`scratchfs adopt`, issue
 -- 14): that database's path and id (`meta.scratchpad_id`), and the version there (its
 -- `versions.id`, path, number and writer).

@@ -61,6 +61,12 @@ pub fn gc(
     )
     ?;
     let versions: i64 = tx.query_row("SELECT COUNT(*) FROM gc_drop", [], |r| r.get(0))?;
+    // What the tree at a past time can no longer show (issue 14).
+    tx.execute(
+        "INSERT OR IGNORE INTO forgotten(version_id, file_id, version, time_ns)
+         SELECT id, file_id, version, time_ns FROM versions WHERE id IN (SELECT id FROM gc_drop)",
+        [],
+    )?;
     tx.execute(
         "DELETE FROM versions WHERE id IN (SELECT id FROM gc_drop)",
         [],

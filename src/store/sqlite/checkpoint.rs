@@ -131,7 +131,9 @@ pub(super) fn snapshot_rows(conn: &Connection, point: Point) -> Result<Vec<SnapN
     let mut stmt = conn.prepare_cached(
         "SELECT t.ino, t.parent, t.name, t.kind, t.mode, t.uid, t.gid, t.file_id, t.floor,
                 t.time_ns, v.id, v.version, v.stream, v.size, v.blake3, v.time_ns, v.writer,
-                p.step
+                p.step,
+                EXISTS (SELECT 1 FROM forgotten f WHERE f.file_id = t.file_id
+                        AND f.version_id > COALESCE(v.id, t.floor) AND f.version_id <= ?2)
          FROM tree_log t
          LEFT JOIN versions v ON v.id = (
              SELECT w.id FROM versions w
@@ -171,6 +173,7 @@ pub(super) fn snapshot_rows(conn: &Connection, point: Point) -> Result<Vec<SnapN
             floor: r.get(8)?,
             changed_ns: r.get(9)?,
             version,
+            forgotten: kind == Kind::File && r.get::<_, bool>(18)?,
         })
     })?;
     let mut out = Vec::new();
@@ -438,6 +441,16 @@ pub(super) fn rollback_in(
         t,
     )?;
     let snap = Snapshot::from_nodes(snapshot_rows(tx, target.point)?);
+    if let Some(p) = snap.forgotten().first() {
+        // gc keeps what a checkpoint needs; a database that lost it anyway is refused.
+        return Err(Error::new(
+            libc::ENODATA,
+            format!(
+                "rollback to {}: {p}: its version then was forgotten by gc",
+                target.name
+            ),
+        ));
+    }
     let live = live_nodes(tx)?;
     let mut report = RollbackReport {
         checkpoint: target.name.clone(),

@@ -65,6 +65,7 @@ fn trim(tx: &Connection, p: Point, max_cp: i64, forked_from: &str, dst: &Path) -
         rows.collect::<rusqlite::Result<_>>()?
     };
     tx.execute("DELETE FROM versions WHERE id > ?1", [v])?;
+    tx.execute("DELETE FROM forgotten WHERE version_id > ?1", [v])?;
     tx.execute("DELETE FROM inputs WHERE version_id > ?1", [v])?;
     tx.execute("DELETE FROM origins WHERE version_id > ?1", [v])?;
     tx.execute("DELETE FROM reads WHERE version_id > ?1", [v])?;

@@ -1630,6 +1630,14 @@ impl Store for Sqlite {
             .optional()?)
     }
 
+    fn checkpoint_named(&self, name: &str) -> Result<Option<crate::checkpoint::Checkpoint>> {
+        match checkpoint::by_name(&*self.reader()?, name) {
+            Ok(c) => Ok(Some(c)),
+            Err(e) if e.errno == libc::ENOENT => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     fn checkpoint_point(&self, id: i64) -> Result<Option<crate::checkpoint::Point>> {
         Ok(self
             .reader()?
