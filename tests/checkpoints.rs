@@ -504,7 +504,7 @@ fn two_attempts_in_forks_and_one_adopted() {
 #[test]
 fn what_gc_forgot_is_not_shown_as_other_bytes() {
     let m = Mount::new();
-    m.sh_ok("echo v1 > g && echo keep > k");
+    m.sh_ok("echo v1 > g && echo keep > k && mkdir empty");
     let t = m
         .sh_ok("sleep 0.01; date -u +%Y-%m-%dT%H:%M:%S.%NZ")
         .trim()
@@ -514,6 +514,7 @@ fn what_gc_forgot_is_not_shown_as_other_bytes() {
     let past = m.dir.path().join("past");
     let guard = Other::mount(&["--at", &t], &m.db, &past);
     assert_eq!(read(past.join("k")), "keep\n");
+    assert!(past.join("empty").is_dir());
     let e = std::fs::read(past.join("g")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ENODATA), "{e}");
     drop(guard);
@@ -535,4 +536,51 @@ fn what_gc_forgot_is_not_shown_as_other_bytes() {
         "{err}"
     );
     assert!(!to.exists());
+    // export --at shows the same tree as mount --at: the forgotten file left out, said.
+    let out = m.dir.path().join("out");
+    let (code, _, err) = cli(&m, &["export", out.to_str().unwrap(), "--at", &t]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("skipped g: its version then was forgotten by gc"),
+        "{err}"
+    );
+    assert_eq!(read(out.join("k")), "keep\n");
+    assert!(!out.join("g").exists());
+    assert!(
+        out.join("empty").is_dir(),
+        "an empty directory is part of the tree"
+    );
+}
+
+/// A fork makes a new database: never over a file, through a link, or beside a file a
+/// database would take as its own (a planted redo log would be replayed into it).
+#[test]
+fn a_fork_makes_a_new_database_and_nothing_else() {
+    let m = Mount::new();
+    let dir = m.dir.path();
+    let db = m.db.to_str().unwrap();
+    std::fs::write(dir.join("victim"), "keep").unwrap();
+    std::os::unix::fs::symlink(dir.join("victim"), dir.join("link.db")).unwrap();
+    std::os::unix::fs::symlink(dir.join("nowhere"), dir.join("dangling.db")).unwrap();
+    std::fs::write(dir.join("planted.db-redo"), "not ours").unwrap();
+    for (to, tree_only) in [
+        ("link.db", false),
+        ("dangling.db", true),
+        ("dangling.db", false),
+        ("planted.db", true),
+        ("planted.db", false),
+    ] {
+        let to = dir.join(to);
+        let mut args = vec!["fork", "--db", db, "--to", to.to_str().unwrap()];
+        if tree_only {
+            args.push("--tree-only");
+        }
+        let (code, _, err) = cli(&m, &args);
+        assert_ne!(code, 0, "{to:?}");
+        assert!(err.contains("exists"), "{err}");
+    }
+    assert_eq!(read(dir.join("victim")), "keep");
+    assert!(!dir.join("nowhere").exists());
+    assert_eq!(read(dir.join("planted.db-redo")), "not ours");
+    assert!(!dir.join("planted.db").exists());
 }

@@ -124,23 +124,53 @@ pub fn check_name(name: &str) -> Result<()> {
     {
         return bad("contains a control character (names are printable)");
     }
-    if name.chars().any(is_format) {
+    if name.chars().any(is_invisible) {
         return bad(
-            "contains an invisible formatting character (zero-width, or a bidirectional \
-             override that can make a name read as another)",
+            "contains an invisible or blank character other than a plain space (zero-width, \
+             a bidirectional override, a filler, a private-use or non-ASCII space character) \
+             that can make a name read as another",
+        );
+    }
+    if name.starts_with(' ') || name.ends_with(' ') {
+        return bad("starts or ends with a space");
+    }
+    if crate::cli::time::parse_ns(name).is_ok() {
+        return bad(
+            "reads as a time, and --at takes a name before a time (name it step-… instead)",
         );
     }
     Ok(())
 }
 
-/// Unicode format characters (category Cf) that can hide or reorder text: the zero-width
-/// ones, the bidirectional marks, embeddings, overrides and isolates, the BOM, the soft
-/// hyphen.
-fn is_format(c: char) -> bool {
+/// Characters that show as nothing, or as a blank other than a plain space, or as
+/// whatever a font makes of them: Unicode's format characters (zero-width ones,
+/// bidirectional marks, embeddings, overrides and isolates, the BOM, the soft hyphen,
+/// tags, musical formatting), the combining grapheme joiner, variation selectors, Hangul
+/// and Khmer fillers, private-use characters, and every space but U+0020.
+pub fn is_invisible(c: char) -> bool {
     matches!(c,
-        '\u{00ad}' | '\u{061c}' | '\u{180e}' | '\u{200b}'..='\u{200f}'
-        | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}'
-        | '\u{feff}')
+        '\u{00a0}' | '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}'
+        | '\u{1680}' | '\u{17b4}' | '\u{17b5}' | '\u{180b}'..='\u{180f}'
+        | '\u{2000}'..='\u{200f}' | '\u{202a}'..='\u{202f}' | '\u{205f}'..='\u{206f}'
+        | '\u{3000}' | '\u{3164}' | '\u{e000}'..='\u{f8ff}' | '\u{fe00}'..='\u{fe0f}'
+        | '\u{feff}' | '\u{ffa0}' | '\u{fff0}'..='\u{fffb}' | '\u{1d173}'..='\u{1d17a}'
+        | '\u{e0000}'..='\u{e0fff}' | '\u{f0000}'..='\u{10ffff}')
+}
+
+/// Checks a checkpoint's note: any text but control characters other than newline and
+/// tab, and [`is_invisible`] ones other than a space (`EINVAL`), at most 4 KiB.
+pub fn check_note(note: &str) -> Result<()> {
+    let bad = note.len() > 4096
+        || note.chars().any(|c| {
+            (c.is_control() && c != '\n' && c != '\t') || (is_invisible(c) && c != '\u{a0}')
+        });
+    if bad {
+        return Err(Error::new(
+            libc::EINVAL,
+            "checkpoint note: at most 4 KiB of text without control or invisible characters",
+        ));
+    }
+    Ok(())
 }
 
 /// The name of the safety checkpoint a rollback to `target` takes at `time_ns`:
@@ -176,6 +206,15 @@ mod tests {
             &"x".repeat(256),
             "\u{202e}evil",
             "zero\u{200b}width",
+            " ",
+            " lead",
+            "trail ",
+            "nb\u{a0}sp",
+            "tag\u{e0041}",
+            "pua\u{e000}",
+            "hangul\u{3164}",
+            "2026-12-02T12:30:00Z",
+            "@1",
         ] {
             let e = check_name(bad).unwrap_err();
             assert_eq!(e.errno, libc::EINVAL, "{bad:?}");

@@ -1,5 +1,7 @@
 //! `scratchfs export DIR [--at TIME]`: writes the tree as it was at TIME (default: now)
-//! into a plain directory, each name with its exact bytes ([`crate::store::paths`]).
+//! into a plain directory, each name with its exact bytes ([`crate::store::paths`]): the
+//! tree the namespace log gives (issue 14, as `mount --at` shows it), empty directories
+//! included.
 //! Only what the database holds is written, and only inside DIR: a stored path with an
 //! empty, `.` or `..` component, a NUL byte, or an absolute one, is skipped with a warning
 //! (SPEC §2; a crafted database cannot write elsewhere).
@@ -36,6 +38,35 @@ fn safe(path: &str) -> Option<PathBuf> {
         .then_some(out)
 }
 
+/// The files at `at` as versions and events say, for a time before the namespace log
+/// begins (a database made before issue 14): each file's last version by then, unless it
+/// was deleted by then (an unlink event, or its lineage ended by being renamed over
+/// another). Directories only as the files' paths make them.
+fn rows_from_versions(
+    conn: &rusqlite::Connection,
+    at: i64,
+) -> Result<Vec<(String, i64, i64, i64)>, Failure> {
+    let mut stmt = conn
+        .prepare(
+            "SELECT v.path, v.stream, v.size, v.time_ns FROM versions v
+             JOIN files f ON f.id = v.file_id
+             WHERE v.time_ns <= ?1
+               AND v.version = (SELECT MAX(version) FROM versions w
+                                WHERE w.file_id = v.file_id AND w.time_ns <= ?1)
+               AND NOT EXISTS (SELECT 1 FROM events e WHERE e.file_id = f.id
+                               AND e.op = 'unlink' AND e.time_ns <= ?1 AND e.time_ns >= v.time_ns)
+               AND NOT (f.merged_into IS NOT NULL AND f.deleted_ns <= ?1)
+             ORDER BY v.path",
+        )
+        .map_err(|e| e.to_string())?;
+    let rows = stmt
+        .query_map([at], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .map_err(|e| e.to_string())?
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    Ok(rows)
+}
+
 /// Exports the tree at `at_ns` (ns since the epoch, [`super::time::parse_ns`]; default:
 /// now, as any time after the last change) into `dir`, which must not exist or be empty.
 /// When nothing is exported for a given time, a note on stderr says why (before the first
@@ -52,33 +83,57 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         return Err(format!("{}: not empty", shown(dir)));
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", shown(dir)))?;
-    // The state of each file at `at`: its last version by then, unless it was deleted by
-    // then (an unlink event, or its lineage ended by being renamed over another).
-    let mut stmt = conn
-        .prepare(
-            "SELECT v.path, v.stream, v.size, v.time_ns FROM versions v
-             JOIN files f ON f.id = v.file_id
-             WHERE v.time_ns <= ?1
-               AND v.version = (SELECT MAX(version) FROM versions w
-                                WHERE w.file_id = v.file_id AND w.time_ns <= ?1)
-               AND NOT EXISTS (SELECT 1 FROM events e WHERE e.file_id = f.id
-                               AND e.op = 'unlink' AND e.time_ns <= ?1 AND e.time_ns >= v.time_ns)
-               AND NOT (f.merged_into IS NOT NULL AND f.deleted_ns <= ?1)
-             ORDER BY v.path",
-        )
-        .map_err(|e| e.to_string())?;
-    let rows: Vec<(String, i64, i64, i64)> = stmt
-        .query_map([at], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .map_err(|e| e.to_string())?
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+    // The tree at `at` from the namespace log (issue 14), as `mount --at` shows it: empty
+    // directories and files with no version yet included, a file whose version then gc
+    // forgot left out with a warning. A time before the log begins (a database made
+    // before it) falls back to what versions and events say.
+    let frozen = crate::store::Sqlite::open_frozen(db).map_err(|e| e.reason)?;
+    let (rows, dirs, forgotten) = {
+        use crate::store::Store;
+        match frozen.point_at(at) {
+            Ok(point) => {
+                let snap = frozen.snapshot(point).map_err(|e| e.reason)?;
+                let mut rows = Vec::new();
+                let mut dirs = Vec::new();
+                let mut forgotten = Vec::new();
+                for (path, n) in snap.walk() {
+                    if n.kind == crate::store::Kind::Dir {
+                        dirs.push(path);
+                    } else if n.forgotten {
+                        forgotten.push(path);
+                    } else {
+                        let c = n.content();
+                        let t = n.version.as_ref().map_or(n.changed_ns, |v| v.time_ns);
+                        rows.push((path, c.stream, c.len as i64, t));
+                    }
+                }
+                (rows, dirs, forgotten)
+            }
+            Err(e) if e.errno == libc::ENOENT => {
+                (rows_from_versions(&conn, at)?, Vec::new(), Vec::new())
+            }
+            Err(e) => return Err(e.reason),
+        }
+    };
+    drop(frozen);
+    for path in &forgotten {
+        eprintln!(
+            "scratchfs: export: skipped {}: its version then was forgotten by gc",
+            quote_stored(path)
+        );
+    }
+    let mut skipped = forgotten.len();
+    for path in &dirs {
+        if let Some(rel) = safe(path) {
+            let _ = std::fs::create_dir_all(dir.join(rel));
+        }
+    }
     let bar = if std::io::stderr().is_terminal() {
         indicatif::ProgressBar::new(rows.len() as u64)
     } else {
         indicatif::ProgressBar::hidden()
     };
     let mut written = 0;
-    let mut skipped = 0;
     for (path, stream, size, time_ns) in rows {
         bar.inc(1);
         let Some(rel) = safe(&path) else {

@@ -39,14 +39,23 @@ pub fn fork(
     tree_only: bool,
     json: bool,
 ) -> Result<(), Failure> {
-    if dst.exists() {
-        return Err(format!(
-            "fork: {}: exists (a fork makes a new database)",
-            dst.display()
-        ));
-    }
     let src = crate::mount::absolute(src)?;
     let dst = crate::mount::absolute(dst)?;
+    // Nothing there, not even a link or a file a database would take as its own (its
+    // redo log, WAL, journal): a fork makes a new database.
+    let mut journal = dst.clone().into_os_string();
+    journal.push("-journal");
+    for p in crate::store::companions(&dst)
+        .into_iter()
+        .chain([std::path::PathBuf::from(journal)])
+    {
+        if std::fs::symlink_metadata(&p).is_ok() {
+            return Err(format!(
+                "fork: {}: exists (a fork makes a new database; remove it first)",
+                p.display()
+            ));
+        }
+    }
     // Not inside a mount (SQLite's WAL needs a local filesystem, FUSE-TRAPS §16).
     if let Some(dir) = dst.parent()
         && crate::mount::on_fuse(dir)
@@ -143,6 +152,16 @@ fn fork_tree(
     from: &str,
 ) -> Result<(), Failure> {
     let me = me();
+    {
+        // Created here, exclusively (never through a link), private from the start.
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dst)
+            .map_err(|e| format!("fork: {}: {e}", dst.display()))?;
+    }
     let (store, _) = Sqlite::open(dst, (me.uid, me.gid)).map_err(|e| e.reason)?;
     store.set_meta("forked_from", from).map_err(|e| e.reason)?;
     let source_id = src.meta("scratchpad_id").map_err(|e| e.reason)?;

@@ -75,6 +75,9 @@ impl Fs {
     /// Uncommitted writes of open handles are not in it.
     pub fn checkpoint(&self, name: &str, note: Option<&str>, ctx: Ctx) -> Result<Checkpoint> {
         let caller = self.caller(ctx);
+        if let Some(n) = note {
+            crate::checkpoint::check_note(n)?;
+        }
         let kept = self.store.checkpoints()?.len();
         self.admit(&caller, &Change::Checkpoint { name, kept }, || None)?;
         check_name(name)?;
@@ -419,6 +422,13 @@ impl Fs {
                 ),
             ));
         }
+        // Provenance names the database itself, not the path it was reached by.
+        let source = &std::fs::canonicalize(source).map_err(|e| {
+            Error::new(
+                e.raw_os_error().unwrap_or(libc::ENOENT),
+                format!("adopt: {}: {e}", source.display()),
+            )
+        })?;
         let theirs = crate::store::Sqlite::open_frozen(source)?;
         let source_id = theirs.meta("scratchpad_id")?;
         let snap = theirs.snapshot(theirs.point_at(i64::MAX)?)?;

@@ -421,7 +421,8 @@ impl Gate {
         if let Change::Checkpoint { name, kept } = *change
             && !self.admins.contains(&caller.uid)
         {
-            if name.starts_with(crate::checkpoint::SAFETY_PREFIX) {
+            let head = name.get(..crate::checkpoint::SAFETY_PREFIX.len());
+            if head.is_some_and(|h| h.eq_ignore_ascii_case(crate::checkpoint::SAFETY_PREFIX)) {
                 return refuse(
                     libc::EACCES,
                     format!(
