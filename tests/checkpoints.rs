@@ -584,3 +584,21 @@ fn a_fork_makes_a_new_database_and_nothing_else() {
     assert_eq!(read(dir.join("planted.db-redo")), "not ours");
     assert!(!dir.join("planted.db").exists());
 }
+
+/// A redo log that belongs to another user than the database is never applied into it
+/// (a planted `DB-redo`: its records would be replayed as the database's).
+#[test]
+fn a_redo_log_of_another_user_is_not_applied() {
+    let mut m = Mount::new();
+    m.sh_ok("echo mine > plan.md");
+    m.unmount();
+    let redo = std::path::PathBuf::from(format!("{}-redo", m.db.display()));
+    std::fs::write(&redo, b"planted records").unwrap();
+    std::os::unix::fs::chown(&redo, Some(1000), Some(1000)).unwrap();
+    let (code, _, err) = cli(&m, &["log"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("belongs to uid 1000"), "{err}");
+    std::fs::remove_file(&redo).unwrap();
+    m.start();
+    assert_eq!(read(m.path("plan.md")), "mine\n");
+}

@@ -299,7 +299,8 @@ impl RedoLog {
         PathBuf::from(p)
     }
 
-    /// Opens (creating, mode 0600) the log of the database at `db`.
+    /// Opens (creating, mode 0600) the log of the database at `db`. `EACCES` for a log that
+    /// holds records and belongs to neither the database file's owner nor root.
     pub fn open(db: &Path) -> Result<RedoLog> {
         use std::os::unix::fs::OpenOptionsExt;
         let path = Self::path_for(db);
@@ -310,7 +311,30 @@ impl RedoLog {
             .mode(0o600)
             .open(&path)
             .map_err(|e| io_error(&path, e))?;
-        let len = file.metadata().map_err(|e| io_error(&path, e))?.len();
+        let meta = file.metadata().map_err(|e| io_error(&path, e))?;
+        // A log someone else left beside the database is not applied into it (issue 14: a
+        // planted log beside a fork's target): the daemon and the commands that write it
+        // run as the database's owner, or as root.
+        {
+            use std::os::unix::fs::MetadataExt;
+            let db_uid = std::fs::metadata(db).map(|m| m.uid()).ok();
+            if meta.len() > 0
+                && let Some(owner) = db_uid
+                && meta.uid() != owner
+                && meta.uid() != 0
+            {
+                return Err(Error::new(
+                    libc::EACCES,
+                    format!(
+                        "its redo log {} belongs to uid {}, the database to uid {owner}: not \
+                         applied (move it aside if the database's changes are in it)",
+                        path.display(),
+                        meta.uid()
+                    ),
+                ));
+            }
+        }
+        let len = meta.len();
         Ok(RedoLog { file, path, len })
     }
 
