@@ -183,17 +183,10 @@ fn fork_tree(
                 .map_err(|e| format!("fork: {}: {}", quote_stored(&path), e.reason))?
                 .ino
         } else {
+            // One read fills the buffer across the content's extents (as `Fs::bytes_of`).
             let mut bytes = vec![0u8; n.size() as usize];
-            let mut at = 0;
-            while at < bytes.len() {
-                let got = src
-                    .read(n.content(), at as u64, &mut bytes[at..])
-                    .map_err(|e| e.reason)?;
-                if got == 0 {
-                    break;
-                }
-                at += got;
-            }
+            let got = src.read(n.content(), 0, &mut bytes).map_err(|e| e.reason)?;
+            bytes.truncate(got);
             let v = n.version.as_ref();
             let origin = crate::store::Origin {
                 source: src_path.to_string_lossy().into_owned(),

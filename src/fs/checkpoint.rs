@@ -240,34 +240,6 @@ pub struct Adopted {
     pub version: Option<i64>,
 }
 
-/// Whether `caller` may read the file at `path` by the mode bits `open(2)` would check
-/// for the caller's uid and gid: search on every directory above it, read on the file
-/// (root may). Supplementary groups are not counted (a refusal then, not a leak).
-fn may_read(path: &std::path::Path, caller: &crate::identity::Caller) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(path) = std::fs::canonicalize(path) else {
-        return false;
-    };
-    if caller.uid == 0 {
-        return true;
-    }
-    let allows = |m: &std::fs::Metadata, bit: u32| {
-        let mode = m.mode();
-        if m.uid() == caller.uid {
-            mode & (bit << 6) != 0
-        } else if m.gid() == caller.gid {
-            mode & (bit << 3) != 0
-        } else {
-            mode & bit != 0
-        }
-    };
-    let searchable = path
-        .ancestors()
-        .skip(1)
-        .all(|d| std::fs::metadata(d).is_ok_and(|m| allows(&m, 0o1)));
-    searchable && std::fs::metadata(&path).is_ok_and(|m| m.is_file() && allows(&m, 0o4))
-}
-
 impl Fs {
     /// Brings `content` into the file at the stored path `path` for the caller of `ctx`,
     /// as a version with op `op` (`adopt`, or `fork` for a tree-only fork) whose
@@ -391,9 +363,10 @@ impl Fs {
     /// `scratchfs adopt --from SOURCE PATH…`: brings each file at `paths` (stored form)
     /// of the scratchpad `source` (another database: a fork, say), as it is now, into
     /// this one with [`Fs::adopt`]; each new version's provenance names `source` and the
-    /// version there. The caller must be able to read `source` (its mode bits for the
-    /// caller's uid and gid: `EACCES`); a path that is no file there: `ENOENT`. Stops at
-    /// the first refusal (the files before it are adopted).
+    /// version there. `source` is opened by this process: the command's own user's rights
+    /// (through the mount, [`Fs::adopt_through_mount`] lets only root and the user who
+    /// mounted); a path that is no file there: `ENOENT`. Stops at the first refusal (the
+    /// files before it are adopted).
     pub fn adopt_from(
         &self,
         source: &std::path::Path,
@@ -401,17 +374,6 @@ impl Fs {
         ctx: Ctx,
     ) -> Result<Vec<Adopted>> {
         use crate::error::Error;
-        let caller = self.caller(ctx);
-        if !may_read(source, &caller) {
-            return Err(Error::new(
-                libc::EACCES,
-                format!(
-                    "adopt: {}: uid {} may not read it",
-                    source.display(),
-                    caller.uid
-                ),
-            ));
-        }
         use crate::store::Store;
         if !source.is_absolute() {
             return Err(Error::new(
@@ -450,15 +412,8 @@ impl Fs {
                     )
                 })?;
             let mut bytes = vec![0u8; n.size() as usize];
-            let mut at = 0;
-            while at < bytes.len() {
-                let got = theirs.read(n.content(), at as u64, &mut bytes[at..])?;
-                if got == 0 {
-                    break;
-                }
-                at += got;
-            }
-            bytes.truncate(at);
+            let got = theirs.read(n.content(), 0, &mut bytes)?;
+            bytes.truncate(got);
             let (from_version, from_writer, from_id) =
                 n.version.as_ref().map_or((0, String::new(), 0), |v| {
                     (v.number, v.writer.clone(), v.id)

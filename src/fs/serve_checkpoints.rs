@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::{Attr, DirEntry, Fs, ROOT};
 use crate::checkpoint::{SnapNode, Snapshot, snapshot};
 use crate::error::{Error, Result};
-use crate::store::{Attrs, ContentRef, Kind};
+use crate::store::{ContentRef, Kind};
 use crate::views::View;
 
 /// Checkpoint trees kept in memory.
@@ -198,22 +198,16 @@ impl Fs {
             }
             _ => return Err(Error::new(libc::EINVAL, "not a checkpoint view")),
         };
-        Ok(Attr {
-            ino: view.ino(),
+        let nlink = if kind == Kind::Dir { 2 } else { 1 };
+        Ok(super::serve_history::view_attr(
+            view,
             kind,
             size,
-            attrs: Attrs {
-                mode,
-                uid,
-                gid,
-                atime_ns: t,
-                mtime_ns: t,
-                ctime_ns: t,
-            },
-            nlink: if kind == Kind::Dir { 2 } else { 1 },
-            volatile: false,
-            synthesized: true,
-        })
+            t,
+            (mode, uid, gid),
+            nlink,
+            false,
+        ))
     }
 
     /// Content and version id of a file of a checkpoint's tree (id 0: it had no version,

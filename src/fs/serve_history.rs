@@ -71,6 +71,35 @@ fn chosen<'a>(lineages: &'a [Lineage], path: &str) -> Option<&'a Lineage> {
         .max_by_key(|l| (l.deleted_ns.is_none(), l.deleted_ns, l.file_id))
 }
 
+/// The attributes of a read-only view node: `size` bytes, its three times `t` (ns),
+/// `perm` (mode, uid, gid); `volatile`: never cached by the kernel.
+pub(super) fn view_attr(
+    view: View,
+    kind: Kind,
+    size: u64,
+    t: i64,
+    (mode, uid, gid): (u32, u32, u32),
+    nlink: u32,
+    volatile: bool,
+) -> Attr {
+    Attr {
+        ino: view.ino(),
+        kind,
+        size,
+        attrs: Attrs {
+            mode,
+            uid,
+            gid,
+            atime_ns: t,
+            mtime_ns: t,
+            ctime_ns: t,
+        },
+        nlink,
+        volatile,
+        synthesized: true,
+    }
+}
+
 /// `000042`.
 pub fn version_name(n: i64) -> String {
     format!("{n:0width$}", width = views::VERSION_NAME_WIDTH)
@@ -306,22 +335,15 @@ impl Fs {
             }
             _ => return Err(Error::new(libc::EINVAL, "not a history view")),
         };
-        Ok(Attr {
-            ino: view.ino(),
+        Ok(view_attr(
+            view,
             kind,
             size,
-            attrs: Attrs {
-                mode,
-                uid,
-                gid,
-                atime_ns: t,
-                mtime_ns: t,
-                ctime_ns: t,
-            },
+            t,
+            (mode, uid, gid),
             nlink,
-            volatile: true,
-            synthesized: true,
-        })
+            true,
+        ))
     }
 
     /// Mode (read bits only), uid and gid of the versions of lineage `file_id`: those of
