@@ -11,6 +11,7 @@
 pub mod digest;
 pub mod paths;
 mod redo;
+pub mod sql;
 mod sqlite;
 
 use std::io;

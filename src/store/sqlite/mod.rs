@@ -27,7 +27,7 @@ use crate::sync::Mutex;
 mod admin;
 mod checkpoint;
 pub use checkpoint::list as list_checkpoints;
-mod content;
+mod conn;
 mod file;
 mod fork;
 pub use fork::fork_full;
@@ -35,9 +35,9 @@ mod write;
 
 pub use admin::gc;
 use admin::*;
-use content::*;
-pub use content::{ContentReader, READ_CHUNK};
-pub use content::{digest_of, for_each_data, read_all, stream_end};
+use crate::store::sql::content::*;
+pub use crate::store::sql::content::{ContentReader, READ_CHUNK};
+pub use crate::store::sql::content::{digest_of, for_each_data, read_all, stream_end};
 use file::*;
 pub use file::{Probe, cannot_open, companions, make_private, open_read_only, probe};
 use write::*;
@@ -1030,7 +1030,7 @@ impl Store for Sqlite {
 
     fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let conn = self.reader()?;
-        read_at(&conn, content, offset, buf)
+        read_at(&*conn, content, offset, buf)
     }
 
     fn set_attrs(

@@ -1,12 +1,16 @@
 //! Content: streams of extents, blobs deduplicated by blake3, reading a version's bytes
 //! and writing new ones (docs/schema.md, "Content model").
 
-use super::*;
+use crate::error::{Error, Result};
+use crate::p;
+use crate::store::digest::ContentHasher;
+use crate::store::sql::{Conn, Flow, Row, Value};
+use crate::store::{CHUNK, ContentRef};
 
 /// The whole content of `content`, read through `conn`: memory of its size, so only for
 /// content known to be small (redact's versions); everything else streams with
 /// [`ContentReader`].
-pub fn read_all(conn: &Connection, content: ContentRef) -> Result<Vec<u8>> {
+pub fn read_all(conn: &dyn Conn, content: ContentRef) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; content.len as usize];
     let n = read_at(conn, content, 0, &mut buf)?;
     buf.truncate(n);
@@ -26,14 +30,14 @@ pub const READ_CHUNK: usize = 1 << 20;
 /// A store failure is an `io::Error` of the kind of the store's errno (`EIO`, `ENOSPC`)
 /// whose text is the store's reason.
 pub struct ContentReader<'c> {
-    conn: &'c Connection,
+    conn: &'c dyn Conn,
     content: ContentRef,
     pos: u64,
 }
 
 impl<'c> ContentReader<'c> {
     /// A reader of `content` from its first byte.
-    pub fn new(conn: &'c Connection, content: ContentRef) -> Self {
+    pub fn new(conn: &'c dyn Conn, content: ContentRef) -> Self {
         ContentReader {
             conn,
             content,
@@ -64,8 +68,8 @@ impl std::io::Read for ContentReader<'_> {
 }
 
 /// Reads `buf.len()` bytes (or fewer at EOF) of `content` at `offset` through `conn`.
-pub(super) fn read_at(
-    conn: &Connection,
+pub fn read_at(
+    conn: &dyn Conn,
     content: ContentRef,
     offset: u64,
     buf: &mut [u8],
@@ -74,29 +78,27 @@ pub(super) fn read_at(
         return Ok(0);
     }
     let end = content.len.min(offset + buf.len() as u64);
-    let first: Option<i64> = conn
-        .prepare_cached(
-            "SELECT offset FROM extents WHERE stream = ?1 AND offset <= ?2 ORDER BY offset DESC LIMIT 1",
-        )?
-        .query_row(params![content.stream, offset as i64], |r| r.get(0))
-        .optional()?;
-    let from = first.unwrap_or(0);
-    let mut stmt = conn.prepare_cached(
-        "SELECT e.offset, e.len, e.blob_off, COALESCE(e.data, b.data) FROM extents e
-         LEFT JOIN blobs b ON b.id = e.blob
-         WHERE e.stream = ?1 AND e.offset >= ?2 AND e.offset < ?3 ORDER BY e.offset",
+    let first: Option<i64> = conn.opt_value(
+        r#"SELECT "offset" FROM extents WHERE stream = ?1 AND "offset" <= ?2
+           ORDER BY "offset" DESC LIMIT 1"#,
+        p![content.stream, offset],
     )?;
-    let mut rows = stmt.query(params![content.stream, from, end as i64])?;
+    let from = first.unwrap_or(0);
     let mut covered = offset;
-    while let Some(row) = rows.next()? {
-        let e_off = row.get::<_, i64>(0)? as u64;
-        let e_len = row.get::<_, i64>(1)? as u64;
-        let b_off = row.get::<_, i64>(2)? as u64;
-        let data = row.get_ref(3)?.as_blob().map_err(Error::store)?;
+    conn.each(
+        r#"SELECT e."offset", e.len, e.blob_off, COALESCE(e.data, b.data) FROM extents e
+           LEFT JOIN blobs b ON b.id = e.blob
+           WHERE e.stream = ?1 AND e."offset" >= ?2 AND e."offset" < ?3 ORDER BY e."offset""#,
+        p![content.stream, from, end],
+        &mut |row| {
+        let e_off = row.get::<u64>(0)?;
+        let e_len = row.get::<u64>(1)?;
+        let b_off = row.get::<u64>(2)?;
+        let data = blob_of(row, 3)?;
         let lo = e_off.max(offset);
         let hi = (e_off + e_len).min(end);
         if lo >= hi {
-            continue;
+            return Ok(Flow::Next);
         }
         if lo > covered {
             buf[(covered - offset) as usize..(lo - offset) as usize].fill(0);
@@ -107,7 +109,8 @@ pub(super) fn read_at(
             .ok_or_else(|| Error::new(libc::EIO, "store: extent points past its blob"))?;
         buf[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(src);
         covered = hi;
-    }
+        Ok(Flow::Next)
+    })?;
     if covered < end {
         buf[(covered - offset) as usize..(end - offset) as usize].fill(0);
     }
@@ -115,47 +118,42 @@ pub(super) fn read_at(
 }
 
 /// Stores one chunk as a blob (deduplicated) and returns its id.
-pub(super) fn put_blob(tx: &Connection, data: &[u8]) -> Result<i64> {
+pub fn put_blob(tx: &dyn Conn, data: &[u8]) -> Result<i64> {
     let hash = blake3::hash(data);
-    let id: Option<i64> = tx
-        .prepare_cached("SELECT id FROM blobs WHERE hash = ?1")?
-        .query_row([hash.as_bytes().as_slice()], |r| r.get(0))
-        .optional()?;
-    if let Some(id) = id {
+    let hash = hash.as_bytes().as_slice();
+    if let Some(id) = tx.opt_value("SELECT id FROM blobs WHERE hash = ?1", p![hash])? {
         return Ok(id);
     }
-    tx.prepare_cached("INSERT INTO blobs(hash, size, data) VALUES (?1, ?2, ?3)")?
-        .execute(params![hash.as_bytes().as_slice(), data.len() as i64, data])?;
-    Ok(tx.last_insert_rowid())
+    tx.insert(
+        "INSERT INTO blobs(hash, size, data) VALUES (?1, ?2, ?3) RETURNING id",
+        p![hash, data.len(), data],
+    )
 }
 
 /// Pieces smaller than this are stored inline in their extent, not as a blob: deduplicating
 /// them would cost more than it saves (and a small append then dirties fewer pages).
-pub(super) const INLINE_MAX: usize = 4096;
+pub const INLINE_MAX: usize = 4096;
 
 /// The empty stream, shared by every empty version; it never grows.
-pub(super) const EMPTY_STREAM: i64 = 0;
+pub const EMPTY_STREAM: i64 = 0;
 
-pub(super) fn new_stream(tx: &Connection) -> Result<i64> {
-    tx.prepare_cached("INSERT INTO streams DEFAULT VALUES")?
-        .execute([])?;
-    Ok(tx.last_insert_rowid())
+pub fn new_stream(tx: &dyn Conn) -> Result<i64> {
+    tx.insert("INSERT INTO streams DEFAULT VALUES RETURNING id", p![])
 }
 
 /// Length of a stream: the end of its last extent (0 for a stream without extents).
-pub fn stream_end(tx: &Connection, stream: i64) -> Result<u64> {
+pub fn stream_end(tx: &dyn Conn, stream: i64) -> Result<u64> {
     Ok(tx
-        .prepare_cached(
-            "SELECT offset + len FROM extents WHERE stream = ?1 ORDER BY offset DESC LIMIT 1",
+        .opt_value::<u64>(
+            r#"SELECT "offset" + len FROM extents WHERE stream = ?1 ORDER BY "offset" DESC LIMIT 1"#,
+            p![stream],
         )?
-        .query_row([stream], |r| r.get::<_, i64>(0))
-        .optional()?
-        .unwrap_or(0) as u64)
+        .unwrap_or(0))
 }
 
 /// What a range of new content is: bytes to store, or a hole (zeros, stored as nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Seg {
+pub enum Seg {
     /// Bytes supplied by `fill` (chunks that turn out to be all zeros are stored as holes).
     Data,
     /// Zeros: no extent.
@@ -170,8 +168,8 @@ pub(super) enum Seg {
 /// zero extent if the content ends in a hole), so the stream's end is the longest
 /// version's length and an append can tell that nothing follows (docs/schema.md).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn write_range(
-    tx: &Connection,
+pub fn write_range(
+    tx: &dyn Conn,
     stream: i64,
     from: u64,
     to: u64,
@@ -218,26 +216,27 @@ pub(super) fn write_range(
 
 /// Stores `data` (not empty) at stream offset `at`: inline under [`INLINE_MAX`] bytes,
 /// else as a deduplicated blob.
-fn put_extent(tx: &Connection, stream: i64, at: u64, data: &[u8]) -> Result<()> {
+fn put_extent(tx: &dyn Conn, stream: i64, at: u64, data: &[u8]) -> Result<()> {
     if data.len() < INLINE_MAX {
-        tx.prepare_cached(
-            "INSERT INTO extents(stream, offset, len, blob, blob_off, data)
-             VALUES (?1, ?2, ?3, NULL, 0, ?4)",
-        )?
-        .execute(params![stream, at as i64, data.len() as i64, data])?;
+        tx.exec(
+            r#"INSERT INTO extents(stream, "offset", len, blob, blob_off, data)
+               VALUES (?1, ?2, ?3, NULL, 0, ?4)"#,
+            p![stream, at, data.len(), data],
+        )?;
     } else {
         let blob = put_blob(tx, data)?;
-        tx.prepare_cached(
-            "INSERT INTO extents(stream, offset, len, blob, blob_off) VALUES (?1, ?2, ?3, ?4, 0)",
-        )?
-        .execute(params![stream, at as i64, data.len() as i64, blob])?;
+        tx.exec(
+            r#"INSERT INTO extents(stream, "offset", len, blob, blob_off)
+               VALUES (?1, ?2, ?3, ?4, 0)"#,
+            p![stream, at, data.len(), blob],
+        )?;
     }
     Ok(())
 }
 
 /// Stores `bytes` (held in memory) as the new content of `stream` from offset 0 and
 /// returns its digest.
-pub(super) fn write_bytes(tx: &Connection, stream: i64, bytes: &[u8]) -> Result<String> {
+pub fn write_bytes(tx: &dyn Conn, stream: i64, bytes: &[u8]) -> Result<String> {
     let len = bytes.len() as u64;
     let mut hasher = ContentHasher::new(len);
     let mut next = |_: u64| Ok((Seg::Data, len));
@@ -260,65 +259,55 @@ pub(super) fn write_bytes(tx: &Connection, stream: i64, bytes: &[u8]) -> Result<
 
 /// What `content`'s stream holds at `at` (below `limit`): `(Data, end)` inside an extent,
 /// `(Hole, end)` in a gap, with `end` at most `limit`.
-pub(super) fn stored_seg(
-    conn: &Connection,
+pub fn stored_seg(
+    conn: &dyn Conn,
     content: ContentRef,
     at: u64,
     limit: u64,
 ) -> Result<(Seg, u64)> {
-    let cover: Option<(i64, i64)> = conn
-        .prepare_cached(
-            "SELECT offset, len FROM extents WHERE stream = ?1 AND offset <= ?2
-             ORDER BY offset DESC LIMIT 1",
-        )?
-        .query_row(params![content.stream, at as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .optional()?;
+    let cover: Option<(i64, i64)> = conn.opt(
+        r#"SELECT "offset", len FROM extents WHERE stream = ?1 AND "offset" <= ?2
+           ORDER BY "offset" DESC LIMIT 1"#,
+        p![content.stream, at],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     if let Some((off, len)) = cover
         && (off + len) as u64 > at
     {
         return Ok((Seg::Data, ((off + len) as u64).min(limit)));
     }
-    let next: Option<i64> = conn
-        .prepare_cached(
-            "SELECT offset FROM extents WHERE stream = ?1 AND offset > ?2 ORDER BY offset LIMIT 1",
-        )?
-        .query_row(params![content.stream, at as i64], |r| r.get(0))
-        .optional()?;
+    let next: Option<i64> = conn.opt_value(
+        r#"SELECT "offset" FROM extents WHERE stream = ?1 AND "offset" > ?2
+           ORDER BY "offset" LIMIT 1"#,
+        p![content.stream, at],
+    )?;
     Ok((Seg::Hole, next.map_or(limit, |n| (n as u64).min(limit))))
 }
 
 /// Digest state after the first `upto` bytes of `content`, for content that will be
 /// `final_len` bytes long: reads the stored extents in order and feeds holes as zeros
 /// without reading them (bounded memory: one extent at a time).
-pub(super) fn hash_prefix(
-    conn: &Connection,
+pub fn hash_prefix(
+    conn: &dyn Conn,
     content: ContentRef,
     upto: u64,
     final_len: u64,
 ) -> Result<ContentHasher> {
     let upto = upto.min(content.len);
     let mut hasher = ContentHasher::new(final_len);
-    let mut stmt = conn.prepare_cached(
-        "SELECT e.offset, e.len, e.blob_off, COALESCE(e.data, b.data) FROM extents e
-         LEFT JOIN blobs b ON b.id = e.blob
-         WHERE e.stream = ?1 AND e.offset < ?2 ORDER BY e.offset",
-    )?;
-    let mut rows = stmt.query(params![content.stream, upto as i64])?;
     let mut pos = 0u64;
-    while let Some(row) = rows.next()? {
-        let e_off = row.get::<_, i64>(0)? as u64;
-        let e_len = row.get::<_, i64>(1)? as u64;
-        let b_off = row.get::<_, i64>(2)? as u64;
-        let data = row.get_ref(3)?.as_blob().map_err(Error::store)?;
+    conn.each(EXTENTS_BELOW, p![content.stream, upto], &mut |row| {
+        let e_off = row.get::<u64>(0)?;
+        let e_len = row.get::<u64>(1)?;
+        let b_off = row.get::<u64>(2)?;
+        let data = blob_of(row, 3)?;
         if e_off > pos {
             hasher.zeros(e_off - pos);
             pos = e_off;
         }
         let hi = (e_off + e_len).min(upto);
         if hi <= pos {
-            continue;
+            return Ok(Flow::Next);
         }
         let src = (b_off + pos - e_off) as usize..(b_off + hi - e_off) as usize;
         let src = data
@@ -326,7 +315,8 @@ pub(super) fn hash_prefix(
             .ok_or_else(|| Error::new(libc::EIO, "store: extent points past its blob"))?;
         hasher.update(src);
         pos = hi;
-    }
+        Ok(Flow::Next)
+    })?;
     if pos < upto {
         hasher.zeros(upto - pos);
     }
@@ -337,31 +327,38 @@ pub(super) fn hash_prefix(
 /// its length: the data between its holes (a hole is never read or passed). One extent
 /// (at most 64 KiB) in memory at a time. Used to copy a sparse file as a sparse file.
 pub fn for_each_data(
-    conn: &Connection,
+    conn: &dyn Conn,
     content: ContentRef,
     mut f: impl FnMut(u64, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT e.offset, e.len, e.blob_off, COALESCE(e.data, b.data) FROM extents e
-         LEFT JOIN blobs b ON b.id = e.blob
-         WHERE e.stream = ?1 AND e.offset < ?2 ORDER BY e.offset",
-    )?;
-    let mut rows = stmt.query(params![content.stream, content.len as i64])?;
-    while let Some(row) = rows.next()? {
-        let e_off = row.get::<_, i64>(0)? as u64;
-        let e_len = row.get::<_, i64>(1)? as u64;
-        let b_off = row.get::<_, i64>(2)? as u64;
-        let data = row.get_ref(3)?.as_blob().map_err(Error::store)?;
+    conn.each(EXTENTS_BELOW, p![content.stream, content.len], &mut |row| {
+        let e_off = row.get::<u64>(0)?;
+        let e_len = row.get::<u64>(1)?;
+        let b_off = row.get::<u64>(2)?;
+        let data = blob_of(row, 3)?;
         let hi = (e_off + e_len).min(content.len);
         let src = data
             .get(b_off as usize..(b_off + hi - e_off) as usize)
             .ok_or_else(|| Error::new(libc::EIO, "store: extent points past its blob"))?;
         f(e_off, src)?;
+        Ok(Flow::Next)
+    })
+}
+
+/// The extents of a stream below an offset, with their bytes (`?1` stream, `?2` end).
+const EXTENTS_BELOW: &str = r#"SELECT e."offset", e.len, e.blob_off, COALESCE(e.data, b.data)
+    FROM extents e LEFT JOIN blobs b ON b.id = e.blob
+    WHERE e.stream = ?1 AND e."offset" < ?2 ORDER BY e."offset""#;
+
+/// Column `i` of `row` as bytes (an extent's data), borrowed.
+fn blob_of(row: &dyn Row, i: usize) -> Result<&[u8]> {
+    match row.value(i)? {
+        Value::Blob(b) => Ok(b),
+        _ => Err(Error::new(libc::EIO, "store: an extent without bytes")),
     }
-    Ok(())
 }
 
 /// The digest of `content` ([`crate::store::digest`]).
-pub fn digest_of(conn: &Connection, content: ContentRef) -> Result<String> {
+pub fn digest_of(conn: &dyn Conn, content: ContentRef) -> Result<String> {
     Ok(hash_prefix(conn, content, content.len, content.len)?.finalize())
 }

@@ -1,0 +1,306 @@
+//! The one interface the backend-neutral store code talks to a database through: run a
+//! statement with parameters, visit its rows. SQLite (`rusqlite`) and PostgreSQL
+//! (`postgres`) implement it in their own folders; the shared code (content model,
+//! versions, events, checkpoints, the read side) is written once against it, in the SQL
+//! both databases accept (docs/schema.md, "One SQL for two databases"):
+//!
+//! - placeholders `?1`, `?2`, ... (the PostgreSQL connection rewrites them to `$1`, ...);
+//! - every integer column is 64 bits, and a parameter or a result is an [`i64`], a text, a
+//!   byte string or NULL ([`Param`], [`Value`]): no booleans, no floats;
+//! - `INSERT ... RETURNING id` instead of a last-insert id, `ON CONFLICT` instead of
+//!   `INSERT OR ...`, `IS NOT DISTINCT FROM` instead of SQLite's `IS`, `"offset"` quoted;
+//! - `CAST(SUM(x) AS BIGINT)`: PostgreSQL sums integers as `numeric`.
+//!
+//! Errors are the store's [`Error`]: each backend turns its own failures into an errno
+//! (SPEC §6: `EIO`, `ENOSPC`, `EBUSY`, `EROFS`, `EEXIST` for a unique-key conflict).
+
+use crate::error::{Error, Result};
+
+/// A statement parameter, borrowed from the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param<'a> {
+    /// SQL NULL.
+    Null,
+    /// A 64-bit integer (also booleans, as 0 or 1, and unsigned ids up to `i64::MAX`).
+    Int(i64),
+    /// UTF-8 text.
+    Text(&'a str),
+    /// Bytes (`BLOB` in SQLite, `bytea` in PostgreSQL).
+    Blob(&'a [u8]),
+}
+
+impl From<i64> for Param<'_> {
+    fn from(v: i64) -> Self {
+        Param::Int(v)
+    }
+}
+impl From<u64> for Param<'_> {
+    fn from(v: u64) -> Self {
+        Param::Int(v as i64)
+    }
+}
+impl From<u32> for Param<'_> {
+    fn from(v: u32) -> Self {
+        Param::Int(v as i64)
+    }
+}
+impl From<i32> for Param<'_> {
+    fn from(v: i32) -> Self {
+        Param::Int(v as i64)
+    }
+}
+impl From<usize> for Param<'_> {
+    fn from(v: usize) -> Self {
+        Param::Int(v as i64)
+    }
+}
+impl From<bool> for Param<'_> {
+    fn from(v: bool) -> Self {
+        Param::Int(v as i64)
+    }
+}
+impl<'a> From<&'a str> for Param<'a> {
+    fn from(v: &'a str) -> Self {
+        Param::Text(v)
+    }
+}
+impl<'a> From<&'a String> for Param<'a> {
+    fn from(v: &'a String) -> Self {
+        Param::Text(v)
+    }
+}
+impl<'a> From<&'a std::sync::Arc<str>> for Param<'a> {
+    fn from(v: &'a std::sync::Arc<str>) -> Self {
+        Param::Text(v)
+    }
+}
+impl<'a> From<&'a [u8]> for Param<'a> {
+    fn from(v: &'a [u8]) -> Self {
+        Param::Blob(v)
+    }
+}
+impl<'a> From<&'a Vec<u8>> for Param<'a> {
+    fn from(v: &'a Vec<u8>) -> Self {
+        Param::Blob(v)
+    }
+}
+impl<'a, T> From<Option<T>> for Param<'a>
+where
+    T: Into<Param<'a>>,
+{
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Param::Null, Into::into)
+    }
+}
+
+/// The parameters of a statement: `p![a, b, c]` is `&[Param::from(a), ...]`.
+#[macro_export]
+macro_rules! p {
+    () => { &[][..] as &[$crate::store::sql::Param<'_>] };
+    ($($e:expr),+ $(,)?) => { &[$($crate::store::sql::Param::from($e)),+][..] };
+}
+
+/// One column value of a result row, borrowed from the row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Value<'a> {
+    /// SQL NULL.
+    Null,
+    /// An integer (a boolean is 0 or 1).
+    Int(i64),
+    /// Text.
+    Text(&'a str),
+    /// Bytes.
+    Blob(&'a [u8]),
+}
+
+/// A result row, as a backend exposes it.
+pub trait Row {
+    /// Column `i` (0-based). `EIO` when there is no such column or the backend holds a
+    /// type the shared code never selects.
+    fn value(&self, i: usize) -> Result<Value<'_>>;
+}
+
+impl dyn Row + '_ {
+    /// Column `i` as `T` ([`Column`]).
+    pub fn get<T: Column>(&self, i: usize) -> Result<T> {
+        T::from_value(self.value(i)?).map_err(|what| {
+            Error::new(libc::EIO, format!("store: column {i} is {what}, not the type expected"))
+        })
+    }
+}
+
+/// A Rust type a column converts to.
+pub trait Column: Sized {
+    /// Converts; `Err` names what the value was.
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, &'static str>;
+}
+
+fn kind(v: Value<'_>) -> &'static str {
+    match v {
+        Value::Null => "NULL",
+        Value::Int(_) => "an integer",
+        Value::Text(_) => "text",
+        Value::Blob(_) => "bytes",
+    }
+}
+
+impl Column for i64 {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, &'static str> {
+        match v {
+            Value::Int(i) => Ok(i),
+            other => Err(kind(other)),
+        }
+    }
+}
+impl Column for u64 {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, &'static str> {
+        i64::from_value(v).map(|i| i as u64)
+    }
+}
+impl Column for u32 {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, &'static str> {
+        i64::from_value(v).map(|i| i as u32)
+    }
+}
+impl Column for i32 {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, &'static str> {
+        i64::from_value(v).map(|i| i as i32)
+    }
+}
+impl Column for bool {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, &'static str> {
+        i64::from_value(v).map(|i| i != 0)
+    }
+}
+impl Column for String {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, &'static str> {
+        match v {
+            Value::Text(s) => Ok(s.to_owned()),
+            other => Err(kind(other)),
+        }
+    }
+}
+impl Column for std::sync::Arc<str> {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, &'static str> {
+        match v {
+            Value::Text(s) => Ok(s.into()),
+            other => Err(kind(other)),
+        }
+    }
+}
+impl Column for Vec<u8> {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, &'static str> {
+        match v {
+            Value::Blob(b) => Ok(b.to_vec()),
+            Value::Text(s) => Ok(s.as_bytes().to_vec()),
+            other => Err(kind(other)),
+        }
+    }
+}
+impl<T: Column> Column for Option<T> {
+    fn from_value(v: Value<'_>) -> std::result::Result<Self, &'static str> {
+        match v {
+            Value::Null => Ok(None),
+            v => T::from_value(v).map(Some),
+        }
+    }
+}
+
+/// What a row visitor wants next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// The next row.
+    Next,
+    /// No more rows.
+    Stop,
+}
+
+/// A database connection as the shared store code uses it. Statements are prepared once
+/// per connection and cached by their text. Every call runs inside whatever transaction
+/// the backend has open on the connection.
+pub trait Conn {
+    /// Runs `sql` and calls `f` with each row, in order, until it returns [`Flow::Stop`].
+    fn each(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
+    ) -> Result<()>;
+    /// Runs `sql` (no rows); returns the number of rows it changed.
+    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64>;
+    /// Runs several statements without parameters (no caching): DDL, temporary tables.
+    fn batch(&self, sql: &str) -> Result<()>;
+    /// Which database this is (for the few statements the two spell differently).
+    fn dialect(&self) -> Dialect;
+}
+
+/// The database behind a [`Conn`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// SQLite 3.45 or later.
+    Sqlite,
+    /// PostgreSQL 13 or later.
+    Postgres,
+}
+
+impl dyn Conn + '_ {
+    /// The first row of `sql`, through `f`; `None` when there is none.
+    pub fn opt<T>(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        f: impl FnOnce(&dyn Row) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.each(sql, params, &mut |r| {
+            if let Some(f) = f.take() {
+                out = Some(f(r)?);
+            }
+            Ok(Flow::Stop)
+        })?;
+        Ok(out)
+    }
+
+    /// The first row of `sql`, through `f`; `EIO` when there is none (a statement that
+    /// always returns a row: an aggregate, `RETURNING`).
+    pub fn one<T>(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        f: impl FnOnce(&dyn Row) -> Result<T>,
+    ) -> Result<T> {
+        self.opt(sql, params, f)?
+            .ok_or_else(|| Error::new(libc::EIO, "store: a statement returned no row"))
+    }
+
+    /// Column 0 of the first row, as `T`; `None` when there is no row.
+    pub fn opt_value<T: Column>(&self, sql: &str, params: &[Param<'_>]) -> Result<Option<T>> {
+        self.opt(sql, params, |r| r.get(0))
+    }
+
+    /// Column 0 of the first row, as `T`; `EIO` when there is no row.
+    pub fn value<T: Column>(&self, sql: &str, params: &[Param<'_>]) -> Result<T> {
+        self.one(sql, params, |r| r.get(0))
+    }
+
+    /// Every row of `sql`, each through `f`.
+    pub fn all<T>(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        mut f: impl FnMut(&dyn Row) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        self.each(sql, params, &mut |r| {
+            out.push(f(r)?);
+            Ok(Flow::Next)
+        })?;
+        Ok(out)
+    }
+
+    /// Inserts with `... RETURNING id` and returns that id.
+    pub fn insert(&self, sql: &str, params: &[Param<'_>]) -> Result<i64> {
+        self.value(sql, params)
+    }
+}

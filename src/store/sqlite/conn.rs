@@ -1,0 +1,90 @@
+//! [`Conn`] over a `rusqlite` connection (a transaction derefs to one): statements from
+//! rusqlite's per-connection cache, parameters and values as SQLite stores them.
+
+use rusqlite::types::{ToSqlOutput, ValueRef};
+
+use crate::error::{Error, Result};
+use crate::store::sql::{Conn, Dialect, Flow, Param, Row, Value};
+
+impl rusqlite::ToSql for Param<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(match *self {
+            Param::Null => ValueRef::Null,
+            Param::Int(i) => ValueRef::Integer(i),
+            Param::Text(s) => ValueRef::Text(s.as_bytes()),
+            Param::Blob(b) => ValueRef::Blob(b),
+        }))
+    }
+}
+
+impl Row for rusqlite::Row<'_> {
+    fn value(&self, i: usize) -> Result<Value<'_>> {
+        Ok(match self.get_ref(i)? {
+            ValueRef::Null => Value::Null,
+            ValueRef::Integer(v) => Value::Int(v),
+            ValueRef::Text(t) => Value::Text(
+                std::str::from_utf8(t).map_err(|e| Error::store(format!("column {i}: {e}")))?,
+            ),
+            ValueRef::Blob(b) => Value::Blob(b),
+            ValueRef::Real(_) => {
+                return Err(Error::store(format!("column {i} is a floating-point number")));
+            }
+        })
+    }
+}
+
+impl Conn for rusqlite::Connection {
+    fn each(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
+    ) -> Result<()> {
+        let mut stmt = self.prepare_cached(sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(params.iter()))?;
+        while let Some(r) = rows.next()? {
+            if f(r)? == Flow::Stop {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
+        Ok(self
+            .prepare_cached(sql)?
+            .execute(rusqlite::params_from_iter(params.iter()))? as u64)
+    }
+
+    fn batch(&self, sql: &str) -> Result<()> {
+        self.execute_batch(sql)?;
+        Ok(())
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+}
+
+impl Conn for rusqlite::Transaction<'_> {
+    fn each(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
+    ) -> Result<()> {
+        (**self).each(sql, params, f)
+    }
+
+    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
+        (**self).exec(sql, params)
+    }
+
+    fn batch(&self, sql: &str) -> Result<()> {
+        (**self).batch(sql)
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+}
