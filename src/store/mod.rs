@@ -10,6 +10,7 @@
 
 pub mod digest;
 pub mod paths;
+pub mod postgres;
 mod redo;
 pub mod sql;
 mod sqlite;

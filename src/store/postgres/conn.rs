@@ -1,0 +1,670 @@
+//! [`Conn`] over a PostgreSQL connection ([`PgConn`], the synchronous `postgres` client):
+//! the shared SQL's `?N` placeholders rewritten to `$N`, each statement prepared once per
+//! connection and cached by its original text; parameters adapted to the type PostgreSQL
+//! inferred for their placeholder ([`PgParam`]); column values read by their column's type;
+//! failures turned into errnos by SQLSTATE ([`pg_error`]).
+//!
+//! Transactions: the store opens them with `BEGIN` / `COMMIT` through [`Conn::batch`] (the
+//! client's own `Transaction` borrows the client mutably, which a shared `&PgConn` cannot
+//! lend); every statement runs in whatever transaction is open on the connection.
+
+use std::cell::{RefCell, RefMut};
+use std::collections::HashMap;
+use std::error::Error as StdError;
+use std::str::FromStr;
+
+use bytes::BytesMut;
+use postgres::config::{Host, SslMode};
+use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
+use postgres::{Client, Config, NoTls, Statement};
+
+use crate::error::{Error, Result};
+use crate::store::sql::{Conn, Dialect, Flow, Param, Row, Value};
+
+/// One PostgreSQL connection as the shared store code uses it.
+///
+/// Not `Sync` (the client and the statement cache are in `RefCell`s): the store holds
+/// each connection behind its own mutex. It is `Send`.
+pub struct PgConn {
+    client: RefCell<Client>,
+    /// Prepared statements by their text as the shared code wrote it (with `?N`).
+    statements: RefCell<HashMap<String, Statement>>,
+}
+
+// The store moves connections between threads (each behind a mutex).
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<PgConn>();
+};
+
+impl std::fmt::Debug for PgConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgConn")
+            .field("statements", &self.statements.borrow().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgConn {
+    /// Connects to the PostgreSQL server `url` names: `postgres://` or `postgresql://`
+    /// (or a `key=value` connection string), as libpq reads it, with libpq's environment
+    /// defaults for what the URL leaves out (the URL wins): `PGHOST` (a comma-separated
+    /// list; a path is a Unix socket directory), `PGPORT`, `PGUSER` (else the OS user),
+    /// `PGPASSWORD`, `PGDATABASE` (else the user name), `PGSSLMODE`. `~/.pgpass` and
+    /// `PGSERVICE` are not read.
+    ///
+    /// TLS: this build has no TLS implementation (no TLS crate is linked), so the
+    /// connection is always in plain text: `sslmode` `disable` and `prefer` (the
+    /// default, which then falls back to plain text) connect; `require` (or libpq's
+    /// `verify-ca`/`verify-full` in `PGSSLMODE`) fails with `ENOTSUP`, saying TLS needs
+    /// a build with TLS.
+    ///
+    /// Errors never repeat the URL (it may hold a password): `EINVAL` for a URL or
+    /// environment value that does not parse, the socket's errno when the server cannot
+    /// be reached (e.g. `ECONNREFUSED`), `EACCES` when it refuses the login, else `EIO`.
+    pub fn connect(url: &str) -> Result<PgConn> {
+        let config = config_from(url, |k| std::env::var(k).ok())?;
+        let client = config.connect(NoTls).map_err(|e| {
+            let err = pg_error(&e);
+            // Not "lost": it never was connected.
+            let errno = match io_source(&e) {
+                Some(io) => io.raw_os_error().unwrap_or(libc::EIO),
+                None => err.errno,
+            };
+            Error::new(
+                errno,
+                format!(
+                    "cannot connect to PostgreSQL at {}: {}",
+                    target(&config),
+                    describe(&e)
+                ),
+            )
+        })?;
+        Ok(PgConn::new(client))
+    }
+
+    /// Wraps a connected client.
+    pub fn new(client: Client) -> PgConn {
+        PgConn {
+            client: RefCell::new(client),
+            statements: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// The client itself, for what [`Conn`] does not cover (LISTEN/NOTIFY). Panics if a
+    /// statement of this connection is running (never, from another thread: `PgConn` is
+    /// not `Sync`); release it before running statements through [`Conn`], which
+    /// otherwise fail with `EIO` ("in use").
+    pub fn client(&self) -> RefMut<'_, Client> {
+        self.client.borrow_mut()
+    }
+
+    /// The client for one call, or `EIO` if [`PgConn::client`]'s borrow is still held.
+    fn use_client(&self) -> Result<RefMut<'_, Client>> {
+        self.client.try_borrow_mut().map_err(|_| {
+            Error::store("the PostgreSQL connection is in use (PgConn::client is still held)")
+        })
+    }
+
+    /// The prepared statement for `sql` (with `?N` placeholders), from the cache or
+    /// prepared now. A statement that fails to prepare is not cached, and its error
+    /// names the statement (where PostgreSQL could not infer a placeholder's type, say).
+    fn statement(&self, sql: &str) -> Result<Statement> {
+        if let Some(s) = self.statements.borrow().get(sql) {
+            return Ok(s.clone());
+        }
+        let text = rewrite_placeholders(sql);
+        let stmt = self.use_client()?.prepare(&text).map_err(|e| {
+            let mut err = pg_error(&e);
+            err.reason
+                .push_str(&format!(" (preparing `{}`)", one_line(sql, 160)));
+            err
+        })?;
+        self.statements
+            .borrow_mut()
+            .insert(sql.to_owned(), stmt.clone());
+        Ok(stmt)
+    }
+}
+
+impl Conn for PgConn {
+    fn each(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
+    ) -> Result<()> {
+        let stmt = self.statement(sql)?;
+        let params: Vec<PgParam<'_>> = params.iter().copied().map(PgParam).collect();
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
+        // All rows first, then the visitor: the client is free again while it runs, so
+        // the visitor may run statements of its own on this connection.
+        let rows = self.use_client()?.query(&stmt, &refs)?;
+        for r in &rows {
+            if f(r)? == Flow::Stop {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
+        let stmt = self.statement(sql)?;
+        let params: Vec<PgParam<'_>> = params.iter().copied().map(PgParam).collect();
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
+        Ok(self.use_client()?.execute(&stmt, &refs)?)
+    }
+
+    fn batch(&self, sql: &str) -> Result<()> {
+        self.use_client()?.batch_execute(sql)?;
+        Ok(())
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+}
+
+/// `sql` with each `?N` outside string literals, quoted identifiers and comments turned
+/// into `$N`. (The shared SQL has no `?` of its own, and no `E'...'` or dollar-quoted
+/// strings, whose quoting this does not follow.)
+fn rewrite_placeholders(sql: &str) -> String {
+    #[derive(PartialEq)]
+    enum In {
+        Code,
+        /// `'...'` (a doubled `''` leaves and re-enters at once).
+        Literal,
+        /// `"..."`.
+        Identifier,
+        /// `-- ...` to the end of the line.
+        LineComment,
+        /// `/* ... */`.
+        BlockComment,
+    }
+    let b = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len());
+    let mut copied = 0;
+    let mut state = In::Code;
+    let mut i = 0;
+    while i < b.len() {
+        let next = b.get(i + 1).copied();
+        match state {
+            In::Code => match b[i] {
+                b'\'' => state = In::Literal,
+                b'"' => state = In::Identifier,
+                b'-' if next == Some(b'-') => {
+                    state = In::LineComment;
+                    i += 1;
+                }
+                b'/' if next == Some(b'*') => {
+                    state = In::BlockComment;
+                    i += 1;
+                }
+                b'?' if next.is_some_and(|c| c.is_ascii_digit()) => {
+                    // `?` is ASCII, so `i` is a character boundary.
+                    out.push_str(&sql[copied..i]);
+                    out.push('$');
+                    copied = i + 1;
+                }
+                _ => {}
+            },
+            In::Literal if b[i] == b'\'' => state = In::Code,
+            In::Identifier if b[i] == b'"' => state = In::Code,
+            In::LineComment if b[i] == b'\n' => state = In::Code,
+            In::BlockComment if b[i] == b'*' && next == Some(b'/') => {
+                state = In::Code;
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.push_str(&sql[copied..]);
+    out
+}
+
+/// A [`Param`] sent as the type PostgreSQL inferred for its placeholder.
+///
+/// The shared code passes every integer as an `i64`, but PostgreSQL types a placeholder
+/// from its context: `INT8` against a BIGINT column, `INT4` in `?1 + 1` or against an
+/// `int4` expression such as `length(...)`, `BOOL` in `WHERE ?1` or `?1 AND ...`. So an
+/// integer is sent as `INT8`, `INT4` or `INT2` (refused if out of range) or `BOOL` (0 or 1
+/// only); text as any text type (`TEXT`, `VARCHAR`, `NAME`, `BPCHAR`, `UNKNOWN`); bytes as
+/// `BYTEA`; NULL as any type. Any other pairing (an integer where PostgreSQL inferred
+/// `numeric` or `text`, say) is an error saying to `CAST` the placeholder.
+///
+/// [`ToSql::accepts`] says yes to every type because it cannot see the value (a NULL
+/// fits any type); [`ToSql::to_sql`] checks the pairing per value.
+#[derive(Debug, Clone, Copy)]
+pub struct PgParam<'a>(pub Param<'a>);
+
+impl ToSql for PgParam<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn StdError + Sync + Send>> {
+        match self.0 {
+            Param::Null => Ok(IsNull::Yes),
+            Param::Int(i) => match *ty {
+                Type::INT8 => i.to_sql(ty, out),
+                Type::INT4 => i32::try_from(i)
+                    .map_err(|_| out_of_range(i, ty))?
+                    .to_sql(ty, out),
+                Type::INT2 => i16::try_from(i)
+                    .map_err(|_| out_of_range(i, ty))?
+                    .to_sql(ty, out),
+                Type::BOOL => match i {
+                    0 => false.to_sql(ty, out),
+                    1 => true.to_sql(ty, out),
+                    _ => Err(out_of_range(i, ty)),
+                },
+                _ => Err(mismatch("an integer", ty)),
+            },
+            Param::Text(s) => match *ty {
+                Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR | Type::UNKNOWN => {
+                    s.to_sql(ty, out)
+                }
+                _ => Err(mismatch("text", ty)),
+            },
+            Param::Blob(b) => match *ty {
+                Type::BYTEA => b.to_sql(ty, out),
+                _ => Err(mismatch("bytes", ty)),
+            },
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+fn out_of_range(i: i64, ty: &Type) -> Box<dyn StdError + Sync + Send> {
+    format!(
+        "the integer {i} does not fit the type {ty} PostgreSQL inferred for the placeholder \
+         (CAST it AS BIGINT)"
+    )
+    .into()
+}
+
+fn mismatch(what: &str, ty: &Type) -> Box<dyn StdError + Sync + Send> {
+    format!(
+        "the parameter is {what}, but PostgreSQL inferred the type {ty} for its placeholder \
+         (CAST the placeholder to the type of the value)"
+    )
+    .into()
+}
+
+/// A column's raw bytes, whatever its type (to tell NULL apart before decoding).
+struct Raw<'a>(&'a [u8]);
+
+impl<'a> FromSql<'a> for Raw<'a> {
+    fn from_sql(
+        _: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn StdError + Sync + Send>> {
+        Ok(Raw(raw))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// Column values by the column's type: `INT2`, `INT4`, `INT8` as integers, `BOOL` as 0
+/// or 1, `TEXT`, `VARCHAR`, `NAME`, `BPCHAR` (and an untyped literal, `UNKNOWN`) as text,
+/// `BYTEA` as bytes, NULL as NULL. Any other type is `EIO` even when the value is NULL,
+/// so that a statement selecting it fails on its first run, not only once it returns a
+/// value: `NUMERIC` (what `SUM` over a BIGINT gives) with a message saying to CAST the
+/// sum to BIGINT, others naming the type.
+impl Row for postgres::Row {
+    fn value(&self, i: usize) -> Result<Value<'_>> {
+        let Some(col) = self.columns().get(i) else {
+            return Err(Error::store(format!(
+                "column {i}: no such column (the row has {})",
+                self.len()
+            )));
+        };
+        let ty = col.type_();
+        match *ty {
+            Type::INT2
+            | Type::INT4
+            | Type::INT8
+            | Type::BOOL
+            | Type::TEXT
+            | Type::VARCHAR
+            | Type::NAME
+            | Type::BPCHAR
+            | Type::UNKNOWN
+            | Type::BYTEA => {}
+            Type::NUMERIC => {
+                return Err(Error::store(format!(
+                    "column {i} ({}) is numeric: CAST the sum (or expression) AS BIGINT",
+                    col.name()
+                )));
+            }
+            _ => {
+                return Err(Error::store(format!(
+                    "column {i} ({}) has the type {ty}, which the store never reads",
+                    col.name()
+                )));
+            }
+        }
+        let Some(Raw(raw)) = self.try_get::<_, Option<Raw<'_>>>(i)? else {
+            return Ok(Value::Null);
+        };
+        let bad = |e: Box<dyn StdError + Sync + Send>| {
+            Error::store(format!("column {i} ({}): {e}", col.name()))
+        };
+        Ok(match *ty {
+            Type::INT2 => Value::Int(i16::from_sql(ty, raw).map_err(bad)?.into()),
+            Type::INT4 => Value::Int(i32::from_sql(ty, raw).map_err(bad)?.into()),
+            Type::INT8 => Value::Int(i64::from_sql(ty, raw).map_err(bad)?),
+            Type::BOOL => Value::Int(bool::from_sql(ty, raw).map_err(bad)?.into()),
+            Type::BYTEA => Value::Blob(raw),
+            _ => Value::Text(<&str>::from_sql(ty, raw).map_err(bad)?),
+        })
+    }
+}
+
+/// The store's error for a PostgreSQL failure, its errno by SQLSTATE (never by message):
+///
+/// - `23505` unique_violation → `EEXIST` (the shared code's unique-key conflict);
+/// - `40001` serialization_failure, `40P01` deadlock_detected → `EAGAIN`: the
+///   transaction lost to a concurrent one and may be retried from its start;
+/// - `53100` disk_full → `ENOSPC`;
+/// - `25006` read_only_sql_transaction → `EROFS` (a read-only standby, say);
+/// - `42501` insufficient_privilege, `28000` invalid_authorization_specification,
+///   `28P01` invalid_password → `EACCES`;
+/// - `57P01` admin_shutdown, `57P02` crash_shutdown, `57P03` cannot_connect_now, a
+///   closed connection or an I/O error → `EIO`, the reason saying the connection to
+///   PostgreSQL was lost;
+/// - anything else → `EIO`, "store: " and the server's message.
+pub fn pg_error(e: &postgres::Error) -> Error {
+    let lost = || {
+        Error::new(
+            libc::EIO,
+            format!(
+                "store: the connection to PostgreSQL was lost: {}",
+                describe(e)
+            ),
+        )
+    };
+    let Some(db) = e.as_db_error() else {
+        if e.is_closed() || io_source(e).is_some() {
+            return lost();
+        }
+        return Error::store(describe(e));
+    };
+    let (errno, note) = match db.code().code() {
+        "23505" => (libc::EEXIST, ""),
+        "40001" | "40P01" => (
+            libc::EAGAIN,
+            " (a concurrent transaction conflicted with this one: retry the transaction)",
+        ),
+        "53100" => (libc::ENOSPC, ""),
+        "25006" => (libc::EROFS, ""),
+        "42501" | "28000" | "28P01" => (libc::EACCES, ""),
+        "57P01" | "57P02" | "57P03" => return lost(),
+        _ => (libc::EIO, ""),
+    };
+    Error::new(errno, format!("store: {}{note}", describe(e)))
+}
+
+impl From<postgres::Error> for Error {
+    fn from(e: postgres::Error) -> Self {
+        pg_error(&e)
+    }
+}
+
+/// The I/O error under `e`, if it is one (a broken or refused socket).
+fn io_source(e: &postgres::Error) -> Option<&std::io::Error> {
+    e.source()?.downcast_ref::<std::io::Error>()
+}
+
+/// One line saying what failed: the server's message, SQLSTATE, detail and hint for a
+/// server error; else the client's message and its cause (the client's `Display` alone
+/// says only "db error" or "error serializing parameter 1").
+fn describe(e: &postgres::Error) -> String {
+    let s = match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!("{} (SQLSTATE {})", db.message(), db.code().code());
+            if let Some(d) = db.detail() {
+                s.push_str(&format!(": {d}"));
+            }
+            if let Some(h) = db.hint() {
+                s.push_str(&format!(" (hint: {h})"));
+            }
+            s
+        }
+        None => match e.source() {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+    };
+    one_line(&s, usize::MAX)
+}
+
+/// `s` on one line (newlines and runs of spaces as one space), at most `max` characters.
+fn one_line(s: &str, max: usize) -> String {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    let line = words.join(" ");
+    match line.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line,
+    }
+}
+
+/// `host:port/dbname as user` for messages (never the password).
+fn target(config: &Config) -> String {
+    let ports = config.get_ports();
+    let port = |i: usize| {
+        ports
+            .get(i)
+            .or_else(|| ports.first())
+            .copied()
+            .unwrap_or(5432)
+    };
+    let mut hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| match h {
+            Host::Tcp(name) => format!("{name}:{}", port(i)),
+            Host::Unix(dir) => format!("{}/.s.PGSQL.{}", dir.display(), port(i)),
+        })
+        .collect();
+    if hosts.is_empty() {
+        hosts = config
+            .get_hostaddrs()
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{a}:{}", port(i)))
+            .collect();
+    }
+    let mut s = hosts.join(",");
+    if let Some(db) = config.get_dbname() {
+        s.push_str(&format!("/{db}"));
+    }
+    if let Some(user) = config.get_user() {
+        s.push_str(&format!(" as {user}"));
+    }
+    s
+}
+
+/// The client configuration for `url`, with libpq's environment defaults (`env` reads a
+/// variable) for what the URL does not give; see [`PgConn::connect`].
+fn config_from(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Config> {
+    let invalid = |what: String| Error::new(libc::EINVAL, what);
+    let env = |k: &str| env(k).filter(|v| !v.is_empty());
+    let mut config = Config::from_str(url)
+        .map_err(|e| invalid(format!("invalid PostgreSQL URL: {}", describe(&e))))?;
+    if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
+        let Some(hosts) = env("PGHOST") else {
+            return Err(invalid(
+                "the PostgreSQL URL names no host and PGHOST is not set".to_owned(),
+            ));
+        };
+        for h in hosts.split(',') {
+            config.host(h.trim());
+        }
+    }
+    if config.get_ports().is_empty()
+        && let Some(ports) = env("PGPORT")
+    {
+        for p in ports.split(',') {
+            let port = p
+                .trim()
+                .parse::<u16>()
+                .map_err(|_| invalid(format!("PGPORT {p:?} is not a port number")))?;
+            config.port(port);
+        }
+    }
+    if config.get_user().is_none()
+        && let Some(user) = env("PGUSER")
+    {
+        config.user(&user);
+    }
+    if config.get_password().is_none()
+        && let Some(password) = env("PGPASSWORD")
+    {
+        config.password(password);
+    }
+    if config.get_dbname().is_none()
+        && let Some(db) = env("PGDATABASE")
+    {
+        config.dbname(&db);
+    }
+    // The parsed config cannot tell an explicit `sslmode=prefer` from the default, so
+    // the URL's text says whether it chose.
+    if !url.contains("sslmode")
+        && let Some(mode) = env("PGSSLMODE")
+    {
+        config.ssl_mode(match mode.as_str() {
+            "disable" => SslMode::Disable,
+            "prefer" => SslMode::Prefer,
+            "require" | "verify-ca" | "verify-full" => SslMode::Require,
+            other => {
+                return Err(invalid(format!(
+                    "PGSSLMODE {other:?} is not supported (this build supports disable, \
+                     prefer and require)"
+                )));
+            }
+        });
+    }
+    // TLS is not available in this build (no TLS crate is linked; `NoTls` connects):
+    // `prefer` falls back to plain text, `require` cannot be met.
+    if config.get_ssl_mode() == SslMode::Require {
+        return Err(Error::new(
+            libc::ENOTSUP,
+            "PostgreSQL sslmode require: TLS needs a build of scratchfs with TLS support \
+             (this one connects in plain text only; use sslmode=disable or prefer, or a \
+             local or tunnelled connection)",
+        ));
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_rewritten_outside_quotes_and_comments() {
+        assert_eq!(
+            rewrite_placeholders("SELECT ?1, ?12 FROM t WHERE a = ?2"),
+            "SELECT $1, $12 FROM t WHERE a = $2"
+        );
+        assert_eq!(
+            rewrite_placeholders(r#"SELECT '?1', 'it''s ?2', "odd?3" FROM t WHERE x = ?3"#),
+            r#"SELECT '?1', 'it''s ?2', "odd?3" FROM t WHERE x = $3"#
+        );
+        assert_eq!(
+            rewrite_placeholders("SELECT ?1 -- not ?2\n, ?3 /* nor ?4 */ , ?5"),
+            "SELECT $1 -- not ?2\n, $3 /* nor ?4 */ , $5"
+        );
+        assert_eq!(
+            rewrite_placeholders("SELECT 'é?1' || ?1"),
+            "SELECT 'é?1' || $1"
+        );
+        assert_eq!(rewrite_placeholders("a ? b ?"), "a ? b ?");
+    }
+
+    fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| vars.get(k).cloned()
+    }
+
+    #[test]
+    fn the_url_wins_over_the_environment() {
+        let env = env_of(&[
+            ("PGHOST", "elsewhere"),
+            ("PGPORT", "1"),
+            ("PGUSER", "u2"),
+            ("PGDATABASE", "d2"),
+            ("PGPASSWORD", "p2"),
+            ("PGSSLMODE", "require"),
+        ]);
+        let c = config_from("postgresql://u:pw@db.example:6000/d?sslmode=disable", &env).unwrap();
+        assert_eq!(c.get_hosts(), &[Host::Tcp("db.example".into())]);
+        assert_eq!(c.get_ports(), &[6000]);
+        assert_eq!(c.get_user(), Some("u"));
+        assert_eq!(c.get_password(), Some(&b"pw"[..]));
+        assert_eq!(c.get_dbname(), Some("d"));
+        assert_eq!(c.get_ssl_mode(), SslMode::Disable);
+        assert_eq!(target(&c), "db.example:6000/d as u");
+    }
+
+    #[test]
+    fn the_environment_fills_in() {
+        let env = env_of(&[
+            ("PGHOST", "h1,/run/pg"),
+            ("PGPORT", "5433"),
+            ("PGUSER", "u2"),
+            ("PGDATABASE", "d2"),
+            ("PGPASSWORD", "p2"),
+            ("PGSSLMODE", "disable"),
+        ]);
+        let c = config_from("postgres://", &env).unwrap();
+        assert_eq!(
+            c.get_hosts(),
+            &[Host::Tcp("h1".into()), Host::Unix("/run/pg".into())]
+        );
+        assert_eq!(c.get_ports(), &[5433]);
+        assert_eq!(c.get_user(), Some("u2"));
+        assert_eq!(c.get_password(), Some(&b"p2"[..]));
+        assert_eq!(c.get_dbname(), Some("d2"));
+        assert_eq!(c.get_ssl_mode(), SslMode::Disable);
+    }
+
+    #[test]
+    fn tls_and_bad_values_are_refused() {
+        let e = config_from("postgres://h/d?sslmode=require", env_of(&[])).unwrap_err();
+        assert_eq!(e.errno, libc::ENOTSUP);
+        assert!(e.reason.contains("TLS needs a build"), "{e}");
+        let e = config_from("postgres://h/d", env_of(&[("PGSSLMODE", "verify-full")])).unwrap_err();
+        assert_eq!(e.errno, libc::ENOTSUP);
+        let e = config_from("postgres://h/d", env_of(&[("PGSSLMODE", "allow")])).unwrap_err();
+        assert_eq!(e.errno, libc::EINVAL);
+        let e = config_from("postgres:///d", env_of(&[])).unwrap_err();
+        assert_eq!(e.errno, libc::EINVAL);
+        assert!(e.reason.contains("PGHOST"), "{e}");
+        let e = config_from("postgres://u:secret@h:notaport/d", env_of(&[])).unwrap_err();
+        assert_eq!(e.errno, libc::EINVAL);
+        assert!(!e.reason.contains("secret"), "{e}");
+        let e =
+            config_from("postgres:///d", env_of(&[("PGHOST", "h"), ("PGPORT", "x")])).unwrap_err();
+        assert_eq!(e.errno, libc::EINVAL);
+    }
+
+    #[test]
+    fn one_line_cuts() {
+        assert_eq!(one_line("a\n  b\tc", 10), "a b c");
+        assert_eq!(one_line("abcdef", 3), "abc...");
+    }
+}

@@ -1,0 +1,18 @@
+//! The PostgreSQL backend (issue 15): a store on a shared PostgreSQL server, for several
+//! machines' mounts of one scratchpad. The backend-neutral code (src/store/sql) runs on
+//! it through [`PgConn`], its [`Conn`](crate::store::sql::Conn) implementation over the
+//! synchronous `postgres` client; this folder owns only what differs from SQLite: the
+//! connection (URL, libpq environment defaults, errors as errnos), and the schema text
+//! [`SCHEMA`].
+//!
+//! TLS: this build links no TLS implementation; `sslmode=require` (in the URL or
+//! `PGSSLMODE`) is refused with a message saying so ([`PgConn::connect`]).
+
+mod conn;
+
+pub use conn::{PgConn, pg_error};
+
+/// The PostgreSQL schema: the translation of src/store/schema.sql, created with
+/// `CREATE ... IF NOT EXISTS` and `CREATE OR REPLACE VIEW`, so running it again changes
+/// nothing. Its header says what the open code must seed besides (the root node).
+pub const SCHEMA: &str = include_str!("schema.sql");
