@@ -89,7 +89,7 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
     // before it) falls back to what versions and events say.
     let frozen = crate::store::Sqlite::open_frozen(db).map_err(|e| e.reason)?;
     let (rows, dirs, forgotten) = {
-        use crate::store::Store;
+        use crate::store::History;
         match frozen.point_at(at) {
             Ok(point) => {
                 let snap = frozen.snapshot(point).map_err(|e| e.reason)?;

@@ -3,6 +3,7 @@
 //! between two; and bringing chosen files from one into the other, through the gate, with
 //! provenance naming where they came from.
 
+use crate::store::History;
 use std::collections::BTreeSet;
 use std::path::Path;
 

@@ -6,6 +6,7 @@
 //! event (op `redact`) with who and why. While mounted, the daemon does it (through the
 //! attribute `user.scratchfs.redact` on the mount's root); otherwise this process.
 
+use crate::store::History;
 use std::ffi::OsStr;
 use std::path::Path;
 

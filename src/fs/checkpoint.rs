@@ -134,8 +134,28 @@ impl Fs {
         Ok(report)
     }
 
+    /// Brings the inode table, the views and the kernel's caches to the store's state
+    /// after changes another daemon committed to the same database (PostgreSQL, issue 15):
+    /// [`Fs::reload`] under the same locks as a rollback, so no local commit, create,
+    /// rename or unlink runs meanwhile. The digest states cached for appends are dropped
+    /// (their versions may no longer be the heads).
+    pub fn refresh(&self) -> Result<()> {
+        let _gc = self.gc_guard.write();
+        let _ns = self.ns_guard.write();
+        let (invalidations, touched) = {
+            let mut tree = self.tree.write();
+            self.reload(&mut tree)?
+        };
+        self.hashers.lock().clear();
+        self.views.changed(&touched);
+        for inv in invalidations {
+            self.invalidate(inv);
+        }
+        Ok(())
+    }
+
     /// Brings the inode table to the store's tree after a change made in the store as a
-    /// whole (a rollback): nodes no longer live become orphans (still open or known to the
+    /// whole (a rollback, or another daemon's changes): nodes no longer live become orphans (still open or known to the
     /// kernel) or go; nodes that moved, came back, or changed content, owner or mode take
     /// their new state. Returns the kernel invalidations to send (with no lock held) and
     /// the inodes touched.
@@ -374,7 +394,7 @@ impl Fs {
         ctx: Ctx,
     ) -> Result<Vec<Adopted>> {
         use crate::error::Error;
-        use crate::store::Store;
+        use crate::store::History;
         if !source.is_absolute() {
             return Err(Error::new(
                 libc::EINVAL,

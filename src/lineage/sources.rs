@@ -12,9 +12,9 @@
 //! Binary files and files over [`SOURCE_FILE_MAX`] are left out, at most
 //! [`SOURCE_BYTES_MAX`] bytes are read, and at most [`SOURCES_MAX`] sources are returned.
 
+use crate::p;
+use crate::store::sql::{Conn, ConnExt};
 use std::collections::{HashMap, HashSet};
-
-use rusqlite::{Connection, OptionalExtension};
 
 use super::ground::Source;
 use crate::error::Result;
@@ -30,12 +30,12 @@ pub const SOURCES_MAX: usize = 500_000;
 pub const SOURCE_BYTES_MAX: u64 = 256 << 20;
 
 /// The writers the stored rules mark `"model": true` (the rules of the last mount).
-pub fn model_writers(conn: &Connection) -> Result<HashSet<String>> {
-    let text: Option<String> = conn
-        .query_row("SELECT text FROM rules ORDER BY id DESC LIMIT 1", [], |r| {
-            r.get(0)
-        })
-        .optional()?;
+pub fn model_writers(conn: &dyn Conn) -> Result<HashSet<String>> {
+    let text: Option<String> = conn.opt(
+        "SELECT text FROM rules ORDER BY id DESC LIMIT 1",
+        p![],
+        |r| r.get(0),
+    )?;
     let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
         return Ok(HashSet::new());
     };
@@ -59,8 +59,8 @@ struct LiveFile {
     content: ContentRef,
 }
 
-fn live_files(conn: &Connection) -> Result<Vec<LiveFile>> {
-    let mut stmt = conn.prepare(
+fn live_files(conn: &dyn Conn) -> Result<Vec<LiveFile>> {
+    let rows = conn.all(
         "SELECT f.id, f.path, v.version, v.writer, p.step, v.stream, v.size
          FROM nodes n JOIN files f ON f.id = n.file_id
          JOIN versions v ON v.file_id = n.file_id
@@ -68,21 +68,22 @@ fn live_files(conn: &Connection) -> Result<Vec<LiveFile>> {
          JOIN processes p ON p.id = v.process
          WHERE n.parent IS NOT NULL AND n.kind = 'file' AND f.deleted_ns IS NULL
          ORDER BY f.path",
+        p![],
+        |r| {
+            Ok(LiveFile {
+                file_id: r.get(0)?,
+                path: r.get(1)?,
+                version: r.get(2)?,
+                writer: r.get(3)?,
+                step: r.get(4)?,
+                content: ContentRef {
+                    stream: r.get(5)?,
+                    len: r.get::<i64>(6)? as u64,
+                },
+            })
+        },
     )?;
-    let rows = stmt.query_map([], |r| {
-        Ok(LiveFile {
-            file_id: r.get(0)?,
-            path: r.get(1)?,
-            version: r.get(2)?,
-            writer: r.get(3)?,
-            step: r.get(4)?,
-            content: ContentRef {
-                stream: r.get(5)?,
-                len: r.get::<_, i64>(6)? as u64,
-            },
-        })
-    })?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    Ok(rows)
 }
 
 /// Who last changed a key: version number, writer, step.
@@ -90,16 +91,15 @@ type Setter = (i64, String, Option<i64>);
 
 /// Per top-level key of a JSON lineage: the version number, writer and step that last
 /// changed it.
-fn field_setters(conn: &Connection, file_id: i64) -> Result<HashMap<String, Setter>> {
-    let mut stmt = conn.prepare_cached(
+fn field_setters(conn: &dyn Conn, file_id: i64) -> Result<HashMap<String, Setter>> {
+    let rows = conn.all(
         "SELECT f.key, v.version, v.writer, p.step FROM fields f
          JOIN versions v ON v.id = f.version_id JOIN processes p ON p.id = v.process
          WHERE f.file_id = ?1",
+        p![file_id],
+        |r| Ok((r.get::<String>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))),
     )?;
-    let rows = stmt.query_map([file_id], |r| {
-        Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
-    })?;
-    Ok(rows.collect::<rusqlite::Result<HashMap<_, _>>>()?)
+    Ok(rows.into_iter().collect())
 }
 
 /// Each scalar of `v` with its dotted key.
@@ -138,7 +138,7 @@ pub struct Sources {
 
 /// Every source the scratchpad holds now (see the module's docs). Files under a `.git`
 /// directory are not sources (a repository's logs and refs hold numbers nobody asserted).
-pub fn sources(conn: &Connection) -> Result<Sources> {
+pub fn sources(conn: &dyn Conn) -> Result<Sources> {
     let model = model_writers(conn)?;
     let mut out = Vec::new();
     let mut skipped = Vec::new();

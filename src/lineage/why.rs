@@ -7,9 +7,9 @@
 //! Works on a read connection to the database (SQL of docs/schema.md), so the command line
 //! and the daemon (the MCP tool `why`) share it.
 
+use crate::p;
+use crate::store::sql::{Conn, ConnExt};
 use std::collections::HashSet;
-
-use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
 use crate::store::{ContentRef, InputInfo, inputs_of, read_all};
@@ -97,14 +97,13 @@ pub struct Why {
     pub lineage: Node,
 }
 
-fn facts(conn: &Connection, id: i64) -> Result<Option<VersionFacts>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT v.id, v.file_id, v.path, v.version, v.op, v.writer, p.exe, p.step, p.tgid,
+fn facts(conn: &dyn Conn, id: i64) -> Result<Option<VersionFacts>> {
+    Ok(conn.opt(
+        "SELECT v.id, v.file_id, v.path, v.version, v.op, v.writer, p.exe, p.step, p.tgid,
                     v.time_ns, v.stream, v.size
              FROM versions v JOIN processes p ON p.id = v.process WHERE v.id = ?1",
-        )?
-        .query_row([id], |r| {
+        p![id],
+        |r| {
             Ok(VersionFacts {
                 id: r.get(0)?,
                 file_id: r.get(1)?,
@@ -118,23 +117,24 @@ fn facts(conn: &Connection, id: i64) -> Result<Option<VersionFacts>> {
                 time_ns: r.get(9)?,
                 content: ContentRef {
                     stream: r.get(10)?,
-                    len: r.get::<_, i64>(11)? as u64,
+                    len: r.get::<i64>(11)? as u64,
                 },
             })
-        })
-        .optional()?)
+        },
+    )?)
 }
 
 /// The live lineage at `path` (stored form, [`crate::store::live_lineage`]) and its
 /// current version (`versions.id`).
-pub fn live_head(conn: &Connection, path: &str) -> Result<Option<(i64, i64)>> {
+pub fn live_head(conn: &dyn Conn, path: &str) -> Result<Option<(i64, i64)>> {
     let Some(file_id) = crate::store::live_lineage(conn, path)? else {
         return Ok(None);
     };
     Ok(conn
-        .prepare_cached("SELECT id FROM versions WHERE file_id = ?1 ORDER BY version DESC LIMIT 1")?
-        .query_row([file_id], |r| r.get(0))
-        .optional()?
+        .opt_value(
+            "SELECT id FROM versions WHERE file_id = ?1 ORDER BY version DESC LIMIT 1",
+            p![file_id],
+        )?
         .map(|id| (file_id, id)))
 }
 
@@ -174,11 +174,7 @@ impl Docs {
 
     /// Version `v` as JSON: `None` when it is not JSON, over [`JSON_MAX`], or past the
     /// budget.
-    fn get(
-        &mut self,
-        conn: &Connection,
-        v: &VersionFacts,
-    ) -> Option<std::rc::Rc<serde_json::Value>> {
+    fn get(&mut self, conn: &dyn Conn, v: &VersionFacts) -> Option<std::rc::Rc<serde_json::Value>> {
         if let Some(d) = self.parsed.get(&v.id) {
             return d.clone();
         }
@@ -198,22 +194,18 @@ impl Docs {
 /// The version that set `key` to the value it has in version `at` of its lineage: the
 /// oldest of the versions up to `at` that all hold that value.
 fn setter(
-    conn: &Connection,
+    conn: &dyn Conn,
     docs: &mut Docs,
     at: &VersionFacts,
     key: &str,
     value: &serde_json::Value,
 ) -> Result<VersionFacts> {
-    let ids: Vec<i64> = conn
-        .prepare_cached(
-            "SELECT id FROM versions WHERE file_id = ?1 AND version < ?2
+    let ids: Vec<i64> = conn.all(
+        "SELECT id FROM versions WHERE file_id = ?1 AND version < ?2
              ORDER BY version DESC LIMIT ?3",
-        )?
-        .query_map(
-            params![at.file_id, at.version, SETTER_LOOKBACK as i64],
-            |r| r.get(0),
-        )?
-        .collect::<rusqlite::Result<_>>()?;
+        p![at.file_id, at.version, SETTER_LOOKBACK as i64],
+        |r| r.get(0),
+    )?;
     let mut set_by = at.clone();
     for id in ids {
         let Some(v) = facts(conn, id)? else { break };
@@ -225,7 +217,7 @@ fn setter(
     Ok(set_by)
 }
 
-fn keys_of(conn: &Connection, docs: &mut Docs, v: &VersionFacts) -> Result<Vec<KeyFacts>> {
+fn keys_of(conn: &dyn Conn, docs: &mut Docs, v: &VersionFacts) -> Result<Vec<KeyFacts>> {
     let Some(doc) = docs.get(conn, v) else {
         return Ok(Vec::new());
     };
@@ -244,7 +236,7 @@ fn keys_of(conn: &Connection, docs: &mut Docs, v: &VersionFacts) -> Result<Vec<K
 }
 
 fn node(
-    conn: &Connection,
+    conn: &dyn Conn,
     docs: &mut Docs,
     v: VersionFacts,
     via: Option<&InputInfo>,
@@ -294,7 +286,7 @@ fn node(
 /// it (dotted for nested keys), `depth` levels of inputs deep. Errors: `ENOENT` when no
 /// live file is at `path` or the key is not in its current version, `EINVAL` when the file
 /// is not a JSON document and a key was asked.
-pub fn why(conn: &Connection, path: &str, key: Option<&str>, depth: usize) -> Result<Why> {
+pub fn why(conn: &dyn Conn, path: &str, key: Option<&str>, depth: usize) -> Result<Why> {
     let (_, head) = live_head(conn, path)?
         .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no such file")))?;
     let head = facts(conn, head)?
@@ -329,7 +321,7 @@ pub fn why(conn: &Connection, path: &str, key: Option<&str>, depth: usize) -> Re
 
 /// `PATH` or `PATH:KEY` of `why`: the whole argument when a live file has that path, else
 /// split at its last `:`.
-pub fn split_target<'a>(conn: &Connection, arg: &'a str) -> Result<(&'a str, Option<&'a str>)> {
+pub fn split_target<'a>(conn: &dyn Conn, arg: &'a str) -> Result<(&'a str, Option<&'a str>)> {
     if live_head(conn, arg)?.is_some() {
         return Ok((arg, None));
     }

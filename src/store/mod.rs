@@ -394,7 +394,7 @@ pub struct RenameRequest<'a> {
 /// small commits) a savepoint in the open batch plus a record in the redo log
 /// (`redo.rs`, docs/SEMANTICS.md). Reads see every change made. Errors carry an errno
 /// (`EIO`, `ENOSPC`, `ESTALE`; see [`crate::error::Error`]).
-pub trait Store: Send + Sync {
+pub trait Store: History {
     /// All live nodes, parents before children.
     fn load(&self) -> Result<Vec<NodeRecord>>;
     /// Creates a node. A file gets no version (its first commit is version 1, or the
@@ -414,8 +414,6 @@ pub trait Store: Send + Sync {
     /// event, and `ESTALE` is returned. `req.durable` (fsync) commits the batch and then
     /// this commit with the WAL synced to disk.
     fn commit(&self, req: CommitRequest<'_>) -> Result<Committed>;
-    /// Reads up to `buf.len()` bytes at `offset`; returns the count (0 at or past EOF).
-    fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize>;
     /// Stores new attributes for a node and records a `setattr` event. `mtime_pinned`:
     /// the mtime was set explicitly and outlives commits until the next write.
     fn set_attrs(
@@ -482,6 +480,56 @@ pub trait Store: Send + Sync {
     /// that lineage and that version (files only; no version for a file that has none
     /// yet).
     fn rename(&self, req: RenameRequest<'_>) -> Result<(Option<i64>, Option<VersionInfo>)>;
+    /// Notes that `caller` opened version `version_id` (number `version`) of lineage
+    /// `file_id` for reading at `time_ns` (MANIFEST's `read` column; issue 13): kept as
+    /// the lineage's last read, acknowledged like a small commit.
+    fn note_read(
+        &self,
+        file_id: i64,
+        version_id: i64,
+        version: i64,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<()>;
+    /// Takes checkpoint `name` of the state now, by `caller` at `time_ns`, with `note`
+    /// (issue 14): one row naming the last namespace-log row and the last version, and an
+    /// event (op `checkpoint`). Every change acknowledged before is in it. `EEXIST` when a
+    /// checkpoint has that name. The name was checked ([`crate::checkpoint::check_name`])
+    /// and the gate has allowed it.
+    fn checkpoint(
+        &self,
+        name: &str,
+        note: Option<&str>,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::Checkpoint>;
+    /// Releases checkpoint `name` (gc may then forget what only it kept), recorded (op
+    /// `drop-checkpoint`). `ENOENT` when there is none. The gate has allowed it.
+    fn drop_checkpoint(
+        &self,
+        name: &str,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::Checkpoint>;
+    /// Makes the tree what it was at checkpoint `name`, in one transaction, after taking a
+    /// safety checkpoint of the state now ([`crate::checkpoint::safety_name`]); by
+    /// `caller` at `time_ns`. `ENOENT` when there is no such checkpoint. The gate has
+    /// allowed it.
+    fn rollback(
+        &self,
+        name: &str,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::RollbackReport>;
+}
+
+/// The read side of the store (issue 15): everything the views, the MCP tools and the CLI
+/// ask of a scratchpad's history. Implemented once (`sql::read`) for every backend that is
+/// [`Reading`], so no SQL lives outside the store. Errors carry an errno (`EIO` for a
+/// failed query, `ENOENT` for what is not there).
+pub trait History: Send + Sync {
+    /// Reads up to `buf.len()` bytes at `offset`; returns the count (0 at or past EOF).
+    fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize>;
     /// Provenance of version `id` (`versions.id`).
     fn version_meta(&self, id: i64) -> Result<VersionMeta>;
     /// Every lineage whose path is `prefix` or lies below it (`""`: all), by path.
@@ -494,17 +542,6 @@ pub trait Store: Send + Sync {
     /// uid and gid. The views of the lineage's versions take their owner and read bits
     /// from it (docs/views.md). `None` when no inode carried it.
     fn lineage_owner(&self, file_id: i64) -> Result<Option<LineageOwner>>;
-    /// Notes that `caller` opened version `version_id` (number `version`) of lineage
-    /// `file_id` for reading at `time_ns` (MANIFEST's `read` column; issue 13): kept as
-    /// the lineage's last read, acknowledged like a small commit.
-    fn note_read(
-        &self,
-        file_id: i64,
-        version_id: i64,
-        version: i64,
-        caller: &Caller,
-        time_ns: i64,
-    ) -> Result<()>;
     /// The inputs of version `id` (`versions.id`), oldest read first.
     fn inputs(&self, id: i64) -> Result<Vec<InputInfo>>;
     /// The lineage of the file at `path` or of `key` of it, `depth` levels deep
@@ -526,18 +563,6 @@ pub trait Store: Send + Sync {
     /// The latest `limit` history-erasing runs (gc, redact; reason, runner, time), newest
     /// first, and how many there were in all.
     fn erasures(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)>;
-    /// Takes checkpoint `name` of the state now, by `caller` at `time_ns`, with `note`
-    /// (issue 14): one row naming the last namespace-log row and the last version, and an
-    /// event (op `checkpoint`). Every change acknowledged before is in it. `EEXIST` when a
-    /// checkpoint has that name. The name was checked ([`crate::checkpoint::check_name`])
-    /// and the gate has allowed it.
-    fn checkpoint(
-        &self,
-        name: &str,
-        note: Option<&str>,
-        caller: &Caller,
-        time_ns: i64,
-    ) -> Result<crate::checkpoint::Checkpoint>;
     /// Where version `id` (`versions.id`) came from, when another scratchpad's version
     /// was brought in (`adopt`, a tree-only `fork`).
     fn origin(&self, id: i64) -> Result<Option<Origin>>;
@@ -547,33 +572,87 @@ pub trait Store: Send + Sync {
     fn checkpoint_named(&self, name: &str) -> Result<Option<crate::checkpoint::Checkpoint>>;
     /// The point of checkpoint `id` (`checkpoints.id`), dropped or not.
     fn checkpoint_point(&self, id: i64) -> Result<Option<crate::checkpoint::Point>>;
-    /// Releases checkpoint `name` (gc may then forget what only it kept), recorded (op
-    /// `drop-checkpoint`). `ENOENT` when there is none. The gate has allowed it.
-    fn drop_checkpoint(
-        &self,
-        name: &str,
-        caller: &Caller,
-        time_ns: i64,
-    ) -> Result<crate::checkpoint::Checkpoint>;
     /// The point at time `time_ns` (ns since the epoch): the last namespace change and
     /// the last version made by then. `ENOENT` before the namespace history begins.
     fn point_at(&self, time_ns: i64) -> Result<crate::checkpoint::Point>;
     /// The tree at `point` ([`crate::checkpoint::Snapshot`]).
     fn snapshot(&self, point: crate::checkpoint::Point) -> Result<crate::checkpoint::Snapshot>;
-    /// Makes the tree what it was at checkpoint `name`, in one transaction, after taking a
-    /// safety checkpoint of the state now ([`crate::checkpoint::safety_name`]); by
-    /// `caller` at `time_ns`. `ENOENT` when there is no such checkpoint. The gate has
-    /// allowed it.
-    fn rollback(
-        &self,
-        name: &str,
-        caller: &Caller,
-        time_ns: i64,
-    ) -> Result<crate::checkpoint::RollbackReport>;
     /// The latest `limit` deletions and shrinking commits whose dropped version is still
     /// stored (gc may have forgotten it), newest first; a deletion of an empty file is no
     /// such thing. Fewer than `limit`: there are no more.
     fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>>;
+}
+
+/// A backend's reading connection: one that sees every change acknowledged so far.
+pub trait Reading: Send + Sync {
+    /// Runs `f` with a reading connection (errors: the backend's, e.g. `EIO`).
+    fn reading<T>(&self, f: impl FnOnce(&dyn sql::Conn) -> Result<T>) -> Result<T>;
+}
+
+impl<R: Reading> History for R {
+    fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.reading(|c| sql::read::read(c, content, offset, buf))
+    }
+    fn version_meta(&self, id: i64) -> Result<VersionMeta> {
+        self.reading(|c| sql::read::version_meta(c, id))
+    }
+    fn lineages(&self, prefix: &str) -> Result<Vec<Lineage>> {
+        self.reading(|c| sql::read::lineages(c, prefix))
+    }
+    fn versions(&self, file_id: i64) -> Result<Vec<VersionInfo>> {
+        self.reading(|c| sql::read::versions(c, file_id))
+    }
+    fn lineage_owner(&self, file_id: i64) -> Result<Option<LineageOwner>> {
+        self.reading(|c| sql::read::lineage_owner(c, file_id))
+    }
+    fn inputs(&self, id: i64) -> Result<Vec<InputInfo>> {
+        self.reading(|c| sql::read::inputs(c, id))
+    }
+    fn why(&self, path: &str, key: Option<&str>, depth: usize) -> Result<crate::lineage::why::Why> {
+        self.reading(|c| sql::read::why(c, path, key, depth))
+    }
+    fn ground_sources(&self) -> Result<crate::lineage::sources::Sources> {
+        self.reading(|c| sql::read::ground_sources(c))
+    }
+    fn version_lineage(&self, id: i64) -> Result<i64> {
+        self.reading(|c| sql::read::version_lineage(c, id))
+    }
+    fn version(&self, id: i64) -> Result<VersionInfo> {
+        self.reading(|c| sql::read::version(c, id))
+    }
+    fn deletion(&self, file_id: i64) -> Result<Option<(String, i64)>> {
+        self.reading(|c| sql::read::deletion(c, file_id))
+    }
+    fn fields(&self, file_id: i64) -> Result<Vec<FieldInfo>> {
+        self.reading(|c| sql::read::fields(c, file_id))
+    }
+    fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
+        self.reading(|c| sql::read::refusals(c, limit))
+    }
+    fn erasures(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
+        self.reading(|c| sql::read::erasures(c, limit))
+    }
+    fn origin(&self, id: i64) -> Result<Option<Origin>> {
+        self.reading(|c| sql::read::origin(c, id))
+    }
+    fn checkpoints(&self) -> Result<Vec<crate::checkpoint::Checkpoint>> {
+        self.reading(|c| sql::read::checkpoints(c))
+    }
+    fn checkpoint_named(&self, name: &str) -> Result<Option<crate::checkpoint::Checkpoint>> {
+        self.reading(|c| sql::read::checkpoint_named(c, name))
+    }
+    fn checkpoint_point(&self, id: i64) -> Result<Option<crate::checkpoint::Point>> {
+        self.reading(|c| sql::read::checkpoint_point(c, id))
+    }
+    fn point_at(&self, time_ns: i64) -> Result<crate::checkpoint::Point> {
+        self.reading(|c| sql::read::point_at(c, time_ns))
+    }
+    fn snapshot(&self, point: crate::checkpoint::Point) -> Result<crate::checkpoint::Snapshot> {
+        self.reading(|c| sql::read::snapshot(c, point))
+    }
+    fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>> {
+        self.reading(|c| sql::read::restorable(c, limit))
+    }
 }
 
 /// Current time in ns since the Unix epoch.

@@ -84,6 +84,27 @@ impl<'a> From<&'a Vec<u8>> for Param<'a> {
         Param::Blob(v)
     }
 }
+macro_rules! by_ref {
+    ($($t:ty),*) => {$(
+        impl From<&$t> for Param<'_> {
+            fn from(v: &$t) -> Self {
+                Param::from(*v)
+            }
+        }
+    )*};
+}
+by_ref!(i64, u64, u32, i32, usize, bool);
+impl<'a> From<&'a Option<String>> for Param<'a> {
+    fn from(v: &'a Option<String>) -> Self {
+        v.as_deref().into()
+    }
+}
+impl From<&Option<i64>> for Param<'_> {
+    fn from(v: &Option<i64>) -> Self {
+        (*v).into()
+    }
+}
+
 impl<'a, T> From<Option<T>> for Param<'a>
 where
     T: Into<Param<'a>>,
@@ -124,7 +145,10 @@ impl dyn Row + '_ {
     /// Column `i` as `T` ([`Column`]).
     pub fn get<T: Column>(&self, i: usize) -> Result<T> {
         T::from_value(self.value(i)?).map_err(|what| {
-            Error::new(libc::EIO, format!("store: column {i} is {what}, not the type expected"))
+            Error::new(
+                libc::EIO,
+                format!("store: column {i} is {what}, not the type expected"),
+            )
         })
     }
 }
@@ -243,9 +267,11 @@ pub enum Dialect {
     Postgres,
 }
 
-impl dyn Conn + '_ {
+/// The helpers every [`Conn`] has (a connection, a transaction, a guard of either, or a
+/// `dyn Conn`): the first row, one value, all rows, an insert's id.
+pub trait ConnExt: Conn {
     /// The first row of `sql`, through `f`; `None` when there is none.
-    pub fn opt<T>(
+    fn opt<T>(
         &self,
         sql: &str,
         params: &[Param<'_>],
@@ -264,7 +290,7 @@ impl dyn Conn + '_ {
 
     /// The first row of `sql`, through `f`; `EIO` when there is none (a statement that
     /// always returns a row: an aggregate, `RETURNING`).
-    pub fn one<T>(
+    fn one<T>(
         &self,
         sql: &str,
         params: &[Param<'_>],
@@ -275,17 +301,17 @@ impl dyn Conn + '_ {
     }
 
     /// Column 0 of the first row, as `T`; `None` when there is no row.
-    pub fn opt_value<T: Column>(&self, sql: &str, params: &[Param<'_>]) -> Result<Option<T>> {
+    fn opt_value<T: Column>(&self, sql: &str, params: &[Param<'_>]) -> Result<Option<T>> {
         self.opt(sql, params, |r| r.get(0))
     }
 
     /// Column 0 of the first row, as `T`; `EIO` when there is no row.
-    pub fn value<T: Column>(&self, sql: &str, params: &[Param<'_>]) -> Result<T> {
+    fn value<T: Column>(&self, sql: &str, params: &[Param<'_>]) -> Result<T> {
         self.one(sql, params, |r| r.get(0))
     }
 
     /// Every row of `sql`, each through `f`.
-    pub fn all<T>(
+    fn all<T>(
         &self,
         sql: &str,
         params: &[Param<'_>],
@@ -299,8 +325,33 @@ impl dyn Conn + '_ {
         Ok(out)
     }
 
+    /// Runs `f` in a transaction of its own that takes the write lock at once (SQLite's
+    /// `BEGIN IMMEDIATE`; PostgreSQL's `BEGIN`): committed when `f` succeeds, rolled back
+    /// when it fails (its error returned). The connection must not be in a transaction.
+    fn transaction<T>(&self, f: impl FnOnce(&Self) -> Result<T>) -> Result<T> {
+        self.batch(match self.dialect() {
+            Dialect::Sqlite => "BEGIN IMMEDIATE",
+            Dialect::Postgres => "BEGIN",
+        })?;
+        match f(self) {
+            Ok(v) => {
+                if let Err(e) = self.batch("COMMIT") {
+                    let _ = self.batch("ROLLBACK");
+                    return Err(e);
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self.batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
     /// Inserts with `... RETURNING id` and returns that id.
-    pub fn insert(&self, sql: &str, params: &[Param<'_>]) -> Result<i64> {
+    fn insert(&self, sql: &str, params: &[Param<'_>]) -> Result<i64> {
         self.value(sql, params)
     }
 }
+
+impl<C: Conn + ?Sized> ConnExt for C {}

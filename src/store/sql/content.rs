@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::p;
 use crate::store::digest::ContentHasher;
-use crate::store::sql::{Conn, Flow, Row, Value};
+use crate::store::sql::{Conn, ConnExt, Flow, Row, Value};
 use crate::store::{CHUNK, ContentRef};
 
 /// The whole content of `content`, read through `conn`: memory of its size, so only for
@@ -68,12 +68,7 @@ impl std::io::Read for ContentReader<'_> {
 }
 
 /// Reads `buf.len()` bytes (or fewer at EOF) of `content` at `offset` through `conn`.
-pub fn read_at(
-    conn: &dyn Conn,
-    content: ContentRef,
-    offset: u64,
-    buf: &mut [u8],
-) -> Result<usize> {
+pub fn read_at(conn: &dyn Conn, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize> {
     if offset >= content.len || buf.is_empty() {
         return Ok(0);
     }
@@ -91,26 +86,27 @@ pub fn read_at(
            WHERE e.stream = ?1 AND e."offset" >= ?2 AND e."offset" < ?3 ORDER BY e."offset""#,
         p![content.stream, from, end],
         &mut |row| {
-        let e_off = row.get::<u64>(0)?;
-        let e_len = row.get::<u64>(1)?;
-        let b_off = row.get::<u64>(2)?;
-        let data = blob_of(row, 3)?;
-        let lo = e_off.max(offset);
-        let hi = (e_off + e_len).min(end);
-        if lo >= hi {
-            return Ok(Flow::Next);
-        }
-        if lo > covered {
-            buf[(covered - offset) as usize..(lo - offset) as usize].fill(0);
-        }
-        let src = (b_off + lo - e_off) as usize..(b_off + hi - e_off) as usize;
-        let src = data
-            .get(src)
-            .ok_or_else(|| Error::new(libc::EIO, "store: extent points past its blob"))?;
-        buf[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(src);
-        covered = hi;
-        Ok(Flow::Next)
-    })?;
+            let e_off = row.get::<u64>(0)?;
+            let e_len = row.get::<u64>(1)?;
+            let b_off = row.get::<u64>(2)?;
+            let data = blob_of(row, 3)?;
+            let lo = e_off.max(offset);
+            let hi = (e_off + e_len).min(end);
+            if lo >= hi {
+                return Ok(Flow::Next);
+            }
+            if lo > covered {
+                buf[(covered - offset) as usize..(lo - offset) as usize].fill(0);
+            }
+            let src = (b_off + lo - e_off) as usize..(b_off + hi - e_off) as usize;
+            let src = data
+                .get(src)
+                .ok_or_else(|| Error::new(libc::EIO, "store: extent points past its blob"))?;
+            buf[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(src);
+            covered = hi;
+            Ok(Flow::Next)
+        },
+    )?;
     if covered < end {
         buf[(covered - offset) as usize..(end - offset) as usize].fill(0);
     }
@@ -259,12 +255,7 @@ pub fn write_bytes(tx: &dyn Conn, stream: i64, bytes: &[u8]) -> Result<String> {
 
 /// What `content`'s stream holds at `at` (below `limit`): `(Data, end)` inside an extent,
 /// `(Hole, end)` in a gap, with `end` at most `limit`.
-pub fn stored_seg(
-    conn: &dyn Conn,
-    content: ContentRef,
-    at: u64,
-    limit: u64,
-) -> Result<(Seg, u64)> {
+pub fn stored_seg(conn: &dyn Conn, content: ContentRef, at: u64, limit: u64) -> Result<(Seg, u64)> {
     let cover: Option<(i64, i64)> = conn.opt(
         r#"SELECT "offset", len FROM extents WHERE stream = ?1 AND "offset" <= ?2
            ORDER BY "offset" DESC LIMIT 1"#,

@@ -6,8 +6,37 @@
 //!
 //! - [`content`]: the content model: streams of extents, blobs deduplicated by blake3,
 //!   reading a version's bytes and writing new ones.
+//! - [`write`]: the rows of every change (processes, versions, events, nodes, per-key
+//!   provenance) and the product rules of a commit: same bytes make no version, a lost
+//!   update is refused with `ESTALE` (its content kept), a shrink by over half is an
+//!   event, a JSON file's keys keep their own provenance.
+//! - [`checkpoint`]: the namespace log, checkpoints, the tree at a point, rollback.
+//! - [`admin`]: gc and redact.
+//! - [`read`]: the read side ([`crate::store::History`]).
 
+pub mod admin;
+pub mod checkpoint;
 mod conn;
 pub mod content;
+pub mod read;
+pub mod write;
 
-pub use conn::{Column, Conn, Dialect, Flow, Param, Row, Value};
+pub use conn::{Column, Conn, ConnExt, Dialect, Flow, Param, Row, Value};
+
+/// Current time in ns since the Unix epoch.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// A new scratchpad's id (`meta.scratchpad_id`, issue 14): 32 hex digits of blake3 over
+/// where it is (`place`: a path or a server's name), the time and the process id.
+pub fn new_scratchpad_id(place: &str) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(place.as_bytes());
+    h.update(&now_ns().to_le_bytes());
+    h.update(&std::process::id().to_le_bytes());
+    h.finalize().to_hex()[..32].to_string()
+}

@@ -27,7 +27,9 @@ impl Row for rusqlite::Row<'_> {
             ),
             ValueRef::Blob(b) => Value::Blob(b),
             ValueRef::Real(_) => {
-                return Err(Error::store(format!("column {i} is a floating-point number")));
+                return Err(Error::store(format!(
+                    "column {i} is a floating-point number"
+                )));
             }
         })
     }
@@ -66,7 +68,39 @@ impl Conn for rusqlite::Connection {
     }
 }
 
-impl Conn for rusqlite::Transaction<'_> {
+macro_rules! delegate {
+    ($($t:ty),*) => {$(
+impl Conn for $t {
+    fn each(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
+    ) -> Result<()> {
+        (**self).each(sql, params, f)
+    }
+
+    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
+        (**self).exec(sql, params)
+    }
+
+    fn batch(&self, sql: &str) -> Result<()> {
+        (**self).batch(sql)
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+}
+    )*};
+}
+
+delegate!(
+    rusqlite::Transaction<'_>,
+    crate::sync::MutexGuard<'_, rusqlite::Connection>
+);
+
+impl Conn for rusqlite::Savepoint<'_> {
     fn each(
         &self,
         sql: &str,

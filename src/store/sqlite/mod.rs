@@ -15,52 +15,70 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::redo::{LoggedBuild, MAX_PAYLOAD, Op, Pieces, RedoLog};
 use super::{
-    Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, FieldInfo, GcReport, GcRequest,
-    Input, InputInfo, Kind, LastRead, Lineage, LineageOwner, NodeRecord, RedactReport, RefusalInfo,
-    RenameRequest, RestorableInfo, Store, VersionInfo, VersionMeta,
+    Attrs, CommitRequest, Committed, ContentRef, GcReport, GcRequest, Kind, NodeRecord,
+    RedactReport, RenameRequest, Store, VersionInfo,
 };
 use crate::error::{Error, Result};
 use crate::identity::Caller;
+use crate::p;
 use crate::store::digest::ContentHasher;
+use crate::store::sql::{Conn, ConnExt};
 use crate::sync::Mutex;
 
-mod admin;
-mod checkpoint;
+use crate::store::sql::{admin, checkpoint};
 pub use checkpoint::list as list_checkpoints;
 mod conn;
 mod file;
 mod fork;
 pub use fork::fork_full;
-mod write;
 
-pub use admin::gc;
 use admin::*;
-use crate::store::sql::content::*;
+
+/// [`admin::gc_in`] in a transaction of its own on `conn` (a dry run rolled back).
+pub fn gc(
+    conn: &mut Connection,
+    req: &GcRequest,
+    shown: &[i64],
+    protected: &[(i64, u64)],
+    caller: &Caller,
+) -> Result<GcReport> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let report = gc_in(&tx, req, shown, protected, caller)?;
+    if req.dry_run {
+        tx.rollback()?;
+        note_gc(conn, &report)?;
+    } else {
+        crate::failpoint::hit("gc");
+        tx.commit()?;
+    }
+    Ok(report)
+}
+
 pub use crate::store::sql::content::{ContentReader, READ_CHUNK};
 pub use crate::store::sql::content::{digest_of, for_each_data, read_all, stream_end};
+use crate::store::sql::write::*;
+pub use crate::store::sql::write::{inputs_of, live_lineage};
 use file::*;
 pub use file::{Probe, cannot_open, companions, make_private, open_read_only, probe};
-use write::*;
-pub use write::{inputs_of, live_lineage};
 
 const SCHEMA: &str = include_str!("../schema.sql");
 
 /// A database made before issue 12 gets `processes.transport` and `processes.client`
 /// (NULL in its rows), and the views `version_log` and `event_log` that show them (made
 /// again by [`SCHEMA`]). Nothing else changes (docs/schema.md, "Migrations").
-fn migrate_processes(conn: &Connection) -> rusqlite::Result<()> {
-    let has_table: bool = conn.query_row(
+fn migrate_processes(conn: &Connection) -> Result<()> {
+    let has_table: bool = conn.one(
         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'processes'",
-        [],
-        |r| r.get::<_, i64>(0).map(|n| n > 0),
+        p![],
+        |r| r.get::<i64>(0).map(|n| n > 0),
     )?;
     if !has_table {
         return Ok(());
     }
-    let has_column: bool = conn.query_row(
+    let has_column: bool = conn.one(
         "SELECT COUNT(*) FROM pragma_table_info('processes') WHERE name = 'transport'",
-        [],
-        |r| r.get::<_, i64>(0).map(|n| n > 0),
+        p![],
+        |r| r.get::<i64>(0).map(|n| n > 0),
     )?;
     if !has_column {
         conn.execute_batch(
@@ -117,7 +135,7 @@ struct Savepoint<'a> {
 
 impl<'a> Savepoint<'a> {
     fn new(conn: &'a Connection) -> Result<Savepoint<'a>> {
-        conn.prepare_cached("SAVEPOINT op")?.execute([])?;
+        conn.exec("SAVEPOINT op", p![])?;
         Ok(Savepoint {
             conn,
             released: false,
@@ -126,7 +144,7 @@ impl<'a> Savepoint<'a> {
 
     fn release(mut self) -> Result<()> {
         self.released = true;
-        self.conn.prepare_cached("RELEASE op")?.execute([])?;
+        self.conn.exec("RELEASE op", p![])?;
         Ok(())
     }
 }
@@ -143,22 +161,6 @@ impl Drop for Savepoint<'_> {
             }
         }
     }
-}
-
-/// What applying an operation did.
-enum Applied {
-    /// A create: the new node.
-    Node(NodeRecord),
-    /// An unlink or rmdir.
-    Unlinked,
-    /// A commit that made a version.
-    Committed(Committed),
-    /// A commit of the same bytes as the current version: nothing to store or log.
-    Unchanged(Committed),
-    /// A lost update: the refusal is recorded (and logged); the caller gets the error.
-    Stale(Error),
-    /// A read noted.
-    Noted,
 }
 
 /// What `scratchfs recover --accept-loss` gave up: the damage and where the whole damaged
@@ -205,20 +207,10 @@ fn frozen_refusal() -> Error {
 
 /// A new scratchpad's id: 32 hex digits of blake3 over its path, the time and the pid.
 pub(crate) fn new_scratchpad_id(path: &Path) -> String {
-    let mut h = blake3::Hasher::new();
-    h.update(path.as_os_str().as_encoded_bytes());
-    h.update(&now_ns().to_le_bytes());
-    h.update(&std::process::id().to_le_bytes());
-    h.finalize().to_hex()[..32].to_string()
+    crate::store::sql::new_scratchpad_id(&path.to_string_lossy())
 }
 
-/// Current time in ns since the Unix epoch.
-pub fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
-}
+pub use crate::store::sql::now_ns;
 
 impl Sqlite {
     /// Opens (creating if missing) the database at `path`. A new database gets the schema
@@ -269,36 +261,33 @@ impl Sqlite {
             conn.pragma_update(None, "application_id", APPLICATION_ID)
                 .map_err(opening(path, true))?;
         }
-        migrate_processes(&conn).map_err(opening(path, true))?;
+        migrate_processes(&conn).map_err(|e| {
+            Error::new(
+                e.errno,
+                format!("cannot open database {}: {}", path.display(), e.reason),
+            )
+        })?;
         conn.execute_batch(SCHEMA).map_err(opening(path, true))?;
-        let fresh: bool =
-            conn.query_row("SELECT COUNT(*) FROM nodes", [], |r| r.get::<_, i64>(0))? == 0;
+        let fresh: bool = conn.value::<i64>("SELECT COUNT(*) FROM nodes", p![])? == 0;
         if fresh {
             let now = now_ns();
-            conn.execute(
-                "INSERT INTO nodes(ino, parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns)
-                 VALUES (1, NULL, x'', 'dir', 493, ?1, ?2, ?3, ?3, ?3)",
-                params![owner.0, owner.1, now],
-            )?;
-            conn.execute(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?1)",
-                [SCHEMA_VERSION],
-            )?;
+            conn.exec("INSERT INTO nodes(ino, parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns)
+                 VALUES (1, NULL, x'', 'dir', 493, ?1, ?2, ?3, ?3, ?3)", p![owner.0, owner.1, now])?;
+            conn.exec("INSERT INTO meta(key, value) VALUES ('schema_version', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value", p![SCHEMA_VERSION])?;
         }
         // Its identity, which `adopt` records as where content came from (issue 14).
-        conn.execute(
+        conn.exec(
             "INSERT OR IGNORE INTO meta(key, value) VALUES ('scratchpad_id', ?1)",
-            [new_scratchpad_id(path)],
+            p![&new_scratchpad_id(path)],
         )?;
         // Namespace history (issue 14) for a new database or one made before it.
         checkpoint::seed_tree_log(&conn).map_err(|e| {
             Error::new(e.errno, format!("opening {}: {}", path.display(), e.reason))
         })?;
         let folded: u64 = conn
-            .query_row("SELECT value FROM meta WHERE key = 'redo_seq'", [], |r| {
-                r.get::<_, String>(0)
-            })
-            .optional()?
+            .opt("SELECT value FROM meta WHERE key = 'redo_seq'", p![], |r| {
+                r.get::<String>(0)
+            })?
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         let log = RedoLog::open(path).map_err(|e| {
@@ -471,9 +460,8 @@ impl Sqlite {
             return Err(e);
         }
         let done = (|| -> Result<()> {
-            conn.prepare_cached("INSERT OR REPLACE INTO meta(key, value) VALUES ('redo_seq', ?1)")?
-                .execute([seq.to_string()])?;
-            conn.prepare_cached("COMMIT")?.execute([])?;
+            conn.exec("INSERT INTO meta(key, value) VALUES ('redo_seq', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value", p![&seq.to_string()])?;
+            conn.exec("COMMIT", p![])?;
             Ok(())
         })();
         let mut redo = self.redo.lock();
@@ -548,7 +536,7 @@ impl Sqlite {
             return Ok(());
         }
         if conn.is_autocommit() {
-            conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+            conn.exec("BEGIN IMMEDIATE", p![])?;
             self.batched.store(true, Ordering::SeqCst);
         }
         for (_, op) in pending {
@@ -641,21 +629,10 @@ impl Sqlite {
                 file_id,
                 version_id,
                 version,
-                caller,
+                caller: _,
                 time_ns,
             } => {
-                conn.prepare_cached(
-                    "INSERT OR REPLACE INTO reads(file_id, version_id, version, writer, process, time_ns)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )?
-                .execute(params![
-                    file_id,
-                    version_id,
-                    version,
-                    caller.writer,
-                    proc.id,
-                    time_ns
-                ])?;
+                note_read_in(conn, *file_id, *version_id, *version, proc, *time_ns)?;
                 Ok(Applied::Noted)
             }
         }
@@ -758,7 +735,7 @@ impl Sqlite {
             conn = self.write_lock()?;
         }
         if conn.is_autocommit() {
-            conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+            conn.exec("BEGIN IMMEDIATE", p![])?;
             self.batched.store(true, Ordering::SeqCst);
             self.kick();
         }
@@ -768,10 +745,7 @@ impl Sqlite {
     /// Sets a `meta` row (e.g. `mountpoint`, which `scratchfs restore` uses to reach a
     /// mounted scratchpad).
     pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
-        self.write_lock()?.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
-            params![key, value],
-        )?;
+        self.write_lock()?.exec("INSERT INTO meta(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", p![key, value])?;
         Ok(())
     }
 
@@ -779,9 +753,7 @@ impl Sqlite {
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
         Ok(self
             .reader()?
-            .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
-            .query_row([key], |r| r.get(0))
-            .optional()?)
+            .opt_value("SELECT value FROM meta WHERE key = ?1", p![key])?)
     }
 
     /// Path of the database file.
@@ -933,45 +905,15 @@ impl Drop for Sqlite {
     }
 }
 
+impl super::Reading for Sqlite {
+    fn reading<T>(&self, f: impl FnOnce(&dyn Conn) -> Result<T>) -> Result<T> {
+        f(&*self.reader()?)
+    }
+}
+
 impl Store for Sqlite {
     fn load(&self) -> Result<Vec<NodeRecord>> {
-        let conn = self.writer.lock();
-        let mut stmt = conn.prepare(
-            "WITH RECURSIVE tree(ino, depth) AS (
-                SELECT 1, 0
-                UNION ALL
-                SELECT n.ino, t.depth + 1 FROM nodes n JOIN tree t ON n.parent = t.ino
-             )
-             SELECT n.ino, n.parent, n.name, n.kind, n.mode, n.uid, n.gid, n.atime_ns, n.mtime_ns,
-                    n.ctime_ns, n.file_id, v.id, v.version, v.stream, v.size, v.time_ns,
-                    n.mtime_pinned, v.writer, p.step, r.version, r.writer, r.time_ns
-             FROM tree t JOIN nodes n ON n.ino = t.ino
-             LEFT JOIN versions v ON v.file_id = n.file_id
-                 AND v.version = (SELECT MAX(version) FROM versions WHERE file_id = n.file_id)
-                 -- A re-created file without a commit yet has no version of its own.
-                 AND v.id > COALESCE((SELECT MAX(version_id) FROM events
-                                      WHERE file_id = n.file_id AND op = 'create'), 0)
-             LEFT JOIN processes p ON p.id = v.process
-             LEFT JOIN reads r ON r.file_id = n.file_id
-             ORDER BY t.depth, n.ino",
-        )?;
-        let rows = stmt.query_map([], |r| {
-            let mut n = node_from_row(r)?;
-            n.step = r.get(18)?;
-            if let Some(version) = r.get::<_, Option<i64>>(19)? {
-                n.last_read = Some(LastRead {
-                    version,
-                    writer: r.get::<_, String>(20)?.into(),
-                    time_ns: r.get(21)?,
-                });
-            }
-            Ok(n)
-        })?;
-        let mut out = Vec::new();
-        for r in rows {
-            out.push(r?);
-        }
-        Ok(out)
+        crate::store::sql::read::load(&*self.writer.lock())
     }
 
     fn create(
@@ -1028,11 +970,6 @@ impl Store for Sqlite {
         }
     }
 
-    fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let conn = self.reader()?;
-        read_at(&*conn, content, offset, buf)
-    }
-
     fn set_attrs(
         &self,
         ino: u64,
@@ -1044,25 +981,7 @@ impl Store for Sqlite {
         let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.prepare_cached(
-            "UPDATE nodes SET mode = ?1, uid = ?2, gid = ?3, atime_ns = ?4, mtime_ns = ?5, ctime_ns = ?6,
-                 mtime_pinned = ?7
-             WHERE ino = ?8",
-        )?
-        .execute(params![
-            a.mode,
-            a.uid,
-            a.gid,
-            a.atime_ns,
-            a.mtime_ns,
-            a.ctime_ns,
-            mtime_pinned,
-            ino as i64
-        ])?;
-        insert_event(
-            &tx, "setattr", path, None, None, None, None, None, None, caller, a.ctime_ns,
-        )?;
-        checkpoint::log_node(&tx, ino, None, a.ctime_ns)?;
+        set_attrs_in(&tx, ino, a, mtime_pinned, path, caller)?;
         tx.commit()?;
         Ok(())
     }
@@ -1099,7 +1018,12 @@ impl Store for Sqlite {
     ) -> Result<RedactReport> {
         let mut conn = self.write_lock()?;
         let proc_ = self.process(&conn, caller)?;
-        let report = redact_in(&mut conn, file_id, number, path, why, &proc_)?;
+        let report = {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let report = redact_in(&tx, file_id, number, path, why, &proc_)?;
+            tx.commit()?;
+            report
+        };
         loop {
             self.fold(&mut conn)?;
             let mut redo = self.redo.lock();
@@ -1108,9 +1032,9 @@ impl Store for Sqlite {
                 break;
             }
         }
-        conn.execute_batch("VACUUM")?;
+        conn.batch("VACUUM")?;
         for _ in 0..50 {
-            let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+            let busy: i64 = conn.value("PRAGMA wal_checkpoint(TRUNCATE)", p![])?;
             if busy == 0 {
                 return Ok(report);
             }
@@ -1147,34 +1071,7 @@ impl Store for Sqlite {
         let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        // The refused content is kept (SPEC §6: nothing is lost, not even a refused write).
-        let stored = match content {
-            Some(bytes) => {
-                let stream = new_stream(&tx)?;
-                let hash = write_bytes(&tx, stream, bytes)?;
-                Some((
-                    ContentRef {
-                        stream,
-                        len: bytes.len() as u64,
-                    },
-                    hash,
-                ))
-            }
-            None => None,
-        };
-        insert_event(
-            &tx,
-            "rejected",
-            path,
-            None,
-            None,
-            None,
-            Some(errno),
-            Some(reason),
-            stored.as_ref().map(|(c, h)| (*c, h.as_str())),
-            caller,
-            now_ns(),
-        )?;
+        reject_in(&tx, path, errno, reason, caller, content)?;
         tx.commit()?;
         Ok(())
     }
@@ -1182,21 +1079,7 @@ impl Store for Sqlite {
     fn record_rules(&self, text: &str, caller: &Caller) -> Result<()> {
         let conn = self.write_lock()?;
         let caller = &self.process(&conn, caller)?;
-        let hash = blake3::hash(text.as_bytes()).to_hex().to_string();
-        let last: Option<String> = conn
-            .query_row(
-                "SELECT blake3 FROM rules ORDER BY id DESC LIMIT 1",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if last.as_deref() != Some(hash.as_str()) {
-            conn.execute(
-                "INSERT INTO rules(version, text, blake3, writer, process, time_ns)
-                 VALUES ((SELECT COUNT(*) + 1 FROM rules), ?1, ?2, ?3, ?4, ?5)",
-                params![text, hash, caller.writer, caller.id, now_ns()],
-            )?;
-        }
+        record_rules_in(&*conn, text, caller)?;
         Ok(())
     }
 
@@ -1232,280 +1115,9 @@ impl Store for Sqlite {
         let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, req.caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let t = req.time_ns;
-        if req.lost_update_check
-            && req.kind == Kind::File
-            && let (Some(src), Some((_, Some(dst)))) = (req.file_id, req.replaced)
-            && src != dst
-            && let Some((reason, content, hash)) =
-                lost_update_by_rename(&tx, src, dst, req.new_path)?
-        {
-            // The kernel tries a rename that failed with ESTALE once more (its lookups
-            // revalidated): the same refusal a moment ago by the same process is on record.
-            let again: bool = tx
-                .prepare_cached(
-                    "SELECT EXISTS (SELECT 1 FROM events WHERE op = 'rejected' AND path = ?1
-                         AND process = ?2 AND blake3 = ?3 AND errno = ?4 AND time_ns > ?5)",
-                )?
-                .query_row(
-                    params![
-                        req.new_path,
-                        caller.id,
-                        hash,
-                        libc::ESTALE,
-                        t - 1_000_000_000
-                    ],
-                    |r| r.get(0),
-                )?;
-            if !again {
-                insert_event(
-                    &tx,
-                    "rejected",
-                    req.new_path,
-                    None,
-                    Some(dst),
-                    None,
-                    Some(libc::ESTALE),
-                    Some(&reason),
-                    Some((content, hash.as_str())),
-                    caller,
-                    t,
-                )?;
-                tx.commit()?;
-            }
-            return Err(Error::new(libc::ESTALE, reason));
-        }
-        tx.prepare_cached(
-            "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
-             WHERE ino = (SELECT parent FROM nodes WHERE ino = ?2)",
-        )?
-        .execute(params![t, req.ino as i64])?;
-        touch_dir(&tx, req.new_parent, t)?;
-        if let Some((old_ino, old_fid)) = req.replaced {
-            tx.prepare_cached(
-                "UPDATE nodes SET parent = NULL, unlinked_ns = ?1, file_id = NULL WHERE ino = ?2",
-            )?
-            .execute(params![t, old_ino as i64])?;
-            checkpoint::log_node(&tx, old_ino, None, t)?;
-            if old_fid.is_none() {
-                insert_event(
-                    &tx,
-                    "rmdir",
-                    req.new_path,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    caller,
-                    t,
-                )?;
-            }
-        }
-        // The lineage the moving file lands in: the replaced file's, or the file's
-        // deleted last at the new path (a path's history is continuous, issue 11), or its
-        // own.
-        let target_fid = match (req.kind, req.replaced) {
-            (Kind::File, Some((_, Some(fid)))) => Some(fid),
-            (Kind::File, _) => match deleted_lineage_at(&tx, req.new_path)? {
-                Some(fid) if req.file_id.is_some() && req.file_id != Some(fid) => {
-                    tx.prepare_cached("UPDATE files SET deleted_ns = NULL WHERE id = ?1")?
-                        .execute([fid])?;
-                    Some(fid)
-                }
-                _ => req.file_id,
-            },
-            (Kind::Dir, _) => None,
-        };
-        // The moving file's place in the namespace log: on another lineage, the versions
-        // there so far are not its own.
-        let floor = match target_fid {
-            Some(fid) if Some(fid) != req.file_id => Some(head_of(&tx, fid)?.map_or(0, |v| v.id)),
-            _ => None,
-        };
-        tx.prepare_cached(
-            "UPDATE nodes SET parent = ?1, name = ?2, ctime_ns = ?3, file_id = COALESCE(?4, file_id)
-             WHERE ino = ?5",
-        )?
-        .execute(params![
-            req.new_parent as i64,
-            req.new_name,
-            t,
-            target_fid,
-            req.ino as i64
-        ])?;
-        if let Some(fid) = target_fid {
-            tx.prepare_cached("UPDATE files SET path = ?1 WHERE id = ?2")?
-                .execute(params![req.new_path, fid])?;
-        }
-        for (fid, p) in &req.moved_files {
-            tx.prepare_cached("UPDATE files SET path = ?1 WHERE id = ?2")?
-                .execute(params![p, fid])?;
-        }
-        let mut version = None;
-        let content = match req.file_id {
-            Some(src) => live_head(&tx, src)?.0.map(|v| v.content),
-            None => None,
-        };
-        if target_fid != req.file_id
-            && content.is_none()
-            && let (Some(src), Some(fid)) = (req.file_id, target_fid)
-        {
-            // A file with no version yet lands on another lineage: that lineage's versions
-            // are not its content, so the move is a create there.
-            tx.prepare_cached("UPDATE files SET deleted_ns = ?1, merged_into = ?3 WHERE id = ?2")?
-                .execute(params![t, src, fid])?;
-            let before = head_of(&tx, fid)?.map(|v| v.id);
-            insert_event(
-                &tx,
-                "create",
-                req.new_path,
-                None,
-                Some(fid),
-                before,
-                None,
-                None,
-                None,
-                caller,
-                t,
-            )?;
-        }
-        if let (Some(fid), Some(content)) = (target_fid, content) {
-            let before = live_head(&tx, fid)?.0.map(|v| v.content);
-            if req.file_id != Some(fid) {
-                // The source lineage ends here; its history stays under its old path.
-                if let Some(src) = req.file_id {
-                    tx.prepare_cached(
-                        "UPDATE files SET deleted_ns = ?1, merged_into = ?3 WHERE id = ?2",
-                    )?
-                    .execute(params![t, src, fid])?;
-                }
-            }
-            // The content renamed is the source's current version, whose hash is known.
-            let hash: Option<String> = match req.file_id {
-                Some(src) => tx
-                    .prepare_cached(
-                        "SELECT blake3 FROM versions WHERE file_id = ?1 ORDER BY version DESC LIMIT 1",
-                    )?
-                    .query_row([src], |r| r.get(0))
-                    .optional()?,
-                None => None,
-            };
-            let hash = match hash {
-                Some(h) => h,
-                None => digest_of(&tx, content)?,
-            };
-            // What the content was renamed from (`why` follows it to its writer).
-            let from = match req.file_id {
-                Some(src) => live_head(&tx, src)?.0.map(|v| v.id),
-                None => None,
-            };
-            let v = insert_version(&tx, fid, req.new_path, "rename", content, &hash, caller, t)?;
-            if let Some(from) = from {
-                tx.prepare_cached(
-                    "INSERT OR REPLACE INTO inputs(version_id, input_id, via, read_ns)
-                     VALUES (?1, ?2, 'rename', ?3)",
-                )?
-                .execute(params![v.id, from, t])?;
-            }
-            update_fields(&tx, fid, req.new_path, before, content, v.id)?;
-            version = Some(v);
-        }
-        insert_event(
-            &tx,
-            "rename",
-            req.old_path,
-            Some(req.new_path),
-            target_fid,
-            version.as_ref().map(|v| v.id),
-            None,
-            None,
-            None,
-            caller,
-            t,
-        )?;
-        checkpoint::log_node(&tx, req.ino, floor, t)?;
-        crate::failpoint::hit("rename");
+        let out = rename_in(&tx, req, caller)?;
         tx.commit()?;
-        Ok((target_fid, version))
-    }
-
-    fn version_meta(&self, id: i64) -> Result<VersionMeta> {
-        let conn = self.reader()?;
-        Ok(conn
-            .prepare_cached(
-                "SELECT v.writer, v.blake3, p.step, v.time_ns FROM versions v
-                 JOIN processes p ON p.id = v.process WHERE v.id = ?1",
-            )?
-            .query_row([id], |r| {
-                Ok(VersionMeta {
-                    writer: r.get(0)?,
-                    blake3: r.get(1)?,
-                    step: r.get(2)?,
-                    time_ns: r.get(3)?,
-                })
-            })?)
-    }
-
-    fn lineages(&self, prefix: &str) -> Result<Vec<Lineage>> {
-        let conn = self.reader()?;
-        // Paths below `prefix`: from "prefix/" up to (not including) "prefix0" ('0' follows '/').
-        let (lo, hi) = if prefix.is_empty() {
-            (String::new(), "\u{10FFFF}".to_string())
-        } else {
-            (format!("{prefix}/"), format!("{prefix}0"))
-        };
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, path, deleted_ns, merged_into IS NOT NULL FROM files
-             WHERE path = ?1 OR (path >= ?2 AND path < ?3) ORDER BY path, id",
-        )?;
-        let rows = stmt.query_map(params![prefix, lo, hi], |r| {
-            Ok(Lineage {
-                file_id: r.get(0)?,
-                path: r.get(1)?,
-                deleted_ns: r.get(2)?,
-                merged: r.get(3)?,
-            })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-    }
-
-    fn versions(&self, file_id: i64) -> Result<Vec<VersionInfo>> {
-        let conn = self.reader()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE file_id = ?1
-             ORDER BY version",
-        )?;
-        let rows = stmt.query_map([file_id], version_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-    }
-
-    fn lineage_owner(&self, file_id: i64) -> Result<Option<LineageOwner>> {
-        let conn = self.reader()?;
-        Ok(conn
-            .prepare_cached(
-                "WITH RECURSIVE chain(id, depth) AS (
-                     SELECT ?1, 0
-                     UNION ALL
-                     SELECT f.merged_into, c.depth + 1 FROM files f JOIN chain c ON f.id = c.id
-                     WHERE f.merged_into IS NOT NULL AND c.depth < 64
-                 )
-                 SELECT n.ino, n.parent IS NOT NULL, n.mode, n.uid, n.gid
-                 FROM chain c JOIN nodes n ON n.file_id = c.id
-                 ORDER BY c.depth, n.parent IS NOT NULL DESC, n.unlinked_ns DESC, n.ino DESC
-                 LIMIT 1",
-            )?
-            .query_row([file_id], |r| {
-                Ok(LineageOwner {
-                    ino: r.get::<_, i64>(0)? as u64,
-                    linked: r.get(1)?,
-                    mode: r.get(2)?,
-                    uid: r.get(3)?,
-                    gid: r.get(4)?,
-                })
-            })
-            .optional()?)
+        out
     }
 
     fn note_read(
@@ -1526,71 +1138,6 @@ impl Store for Sqlite {
         self.apply_logged(op, &[], None).map(|_| ())
     }
 
-    fn inputs(&self, id: i64) -> Result<Vec<InputInfo>> {
-        let conn = self.reader()?;
-        inputs_of(&conn, id)
-    }
-
-    fn why(&self, path: &str, key: Option<&str>, depth: usize) -> Result<crate::lineage::why::Why> {
-        let conn = self.reader()?;
-        crate::lineage::why::why(&conn, path, key, depth)
-    }
-
-    fn ground_sources(&self) -> Result<crate::lineage::sources::Sources> {
-        let conn = self.reader()?;
-        crate::lineage::sources::sources(&conn)
-    }
-
-    fn version_lineage(&self, id: i64) -> Result<i64> {
-        let conn = self.reader()?;
-        Ok(conn
-            .prepare_cached("SELECT file_id FROM versions WHERE id = ?1")?
-            .query_row([id], |r| r.get(0))?)
-    }
-
-    fn version(&self, id: i64) -> Result<VersionInfo> {
-        let conn = self.reader()?;
-        Ok(conn
-            .prepare_cached(
-                "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE id = ?1",
-            )?
-            .query_row([id], version_from_row)?)
-    }
-
-    fn deletion(&self, file_id: i64) -> Result<Option<(String, i64)>> {
-        let conn = self.reader()?;
-        Ok(conn
-            .prepare_cached(
-                "SELECT writer, time_ns FROM events WHERE file_id = ?1 AND op = 'unlink'
-                 ORDER BY id DESC LIMIT 1",
-            )?
-            .query_row([file_id], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?)
-    }
-
-    fn fields(&self, file_id: i64) -> Result<Vec<FieldInfo>> {
-        let conn = self.reader()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT f.key, v.version, v.writer, p.step, v.time_ns FROM fields f
-             JOIN versions v ON v.id = f.version_id JOIN processes p ON p.id = v.process
-             WHERE f.file_id = ?1",
-        )?;
-        let rows = stmt.query_map([file_id], |r| {
-            Ok(FieldInfo {
-                key: r.get(0)?,
-                version: r.get(1)?,
-                writer: r.get(2)?,
-                step: r.get(3)?,
-                time_ns: r.get(4)?,
-            })
-        })?;
-        let mut out = Vec::new();
-        for r in rows {
-            out.push(r?);
-        }
-        Ok(out)
-    }
-
     fn checkpoint(
         &self,
         name: &str,
@@ -1604,55 +1151,6 @@ impl Store for Sqlite {
         let cp = checkpoint::take(&tx, name, note, false, caller, time_ns)?;
         tx.commit()?;
         Ok(cp)
-    }
-
-    fn checkpoints(&self) -> Result<Vec<crate::checkpoint::Checkpoint>> {
-        checkpoint::list(&*self.reader()?)
-    }
-
-    fn origin(&self, id: i64) -> Result<Option<crate::store::Origin>> {
-        Ok(self
-            .reader()?
-            .prepare_cached(
-                "SELECT source, source_id, source_version_id, path, version, writer FROM origins
-                 WHERE version_id = ?1",
-            )?
-            .query_row([id], |r| {
-                Ok(crate::store::Origin {
-                    source: r.get(0)?,
-                    source_id: r.get(1)?,
-                    source_version_id: r.get(2)?,
-                    path: r.get(3)?,
-                    version: r.get(4)?,
-                    writer: r.get(5)?,
-                })
-            })
-            .optional()?)
-    }
-
-    fn checkpoint_named(&self, name: &str) -> Result<Option<crate::checkpoint::Checkpoint>> {
-        match checkpoint::by_name(&*self.reader()?, name) {
-            Ok(c) => Ok(Some(c)),
-            Err(e) if e.errno == libc::ENOENT => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    fn checkpoint_point(&self, id: i64) -> Result<Option<crate::checkpoint::Point>> {
-        Ok(self
-            .reader()?
-            .prepare_cached(
-                "SELECT tree_seq, version_seq, time_ns, event_seq FROM checkpoints WHERE id = ?1",
-            )?
-            .query_row([id], |r| {
-                Ok(crate::checkpoint::Point {
-                    tree_seq: r.get(0)?,
-                    version_seq: r.get(1)?,
-                    event_seq: r.get(3)?,
-                    time_ns: r.get(2)?,
-                })
-            })
-            .optional()?)
     }
 
     fn drop_checkpoint(
@@ -1669,15 +1167,6 @@ impl Store for Sqlite {
         Ok(cp)
     }
 
-    fn point_at(&self, time_ns: i64) -> Result<crate::checkpoint::Point> {
-        checkpoint::point_at_time(&*self.reader()?, time_ns)
-    }
-
-    fn snapshot(&self, point: crate::checkpoint::Point) -> Result<crate::checkpoint::Snapshot> {
-        let rows = checkpoint::snapshot_rows(&*self.reader()?, point)?;
-        Ok(crate::checkpoint::Snapshot::from_nodes(rows))
-    }
-
     fn rollback(
         &self,
         name: &str,
@@ -1687,62 +1176,18 @@ impl Store for Sqlite {
         let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let target = checkpoint::by_name(&tx, name)?;
-        // Two rollbacks in the same millisecond: the second safety name gets a suffix.
-        let base = crate::checkpoint::safety_name(name, time_ns);
-        let mut safety = base.clone();
-        let mut n = 1;
-        while checkpoint::by_name(&tx, &safety).is_ok() {
-            n += 1;
-            safety = format!("{base}-{n}");
-        }
-        let report = checkpoint::rollback_in(&tx, &target, &safety, caller, time_ns)?;
-        // What `scratchfs rollback` prints when the daemon ran it.
-        tx.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_rollback', ?1)",
-            [serde_json::to_string(&report).unwrap_or_default()],
-        )?;
+        let report = checkpoint::rollback_named(&tx, name, caller, time_ns)?;
         tx.commit()?;
         Ok(report)
-    }
-
-    fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>> {
-        let conn = self.reader()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT e.op, e.path, e.writer, e.time_ns, v.version, v.size, v.id,
-                    (SELECT COUNT(*) FROM files f WHERE f.path = e.path AND f.deleted_ns IS NULL)
-             FROM events e JOIN versions v ON v.id = e.version_id
-             WHERE e.op IN ('unlink', 'shrink')
-               AND NOT (e.op = 'unlink' AND v.size = 0)
-             ORDER BY e.id DESC LIMIT ?1",
-        )?;
-        let rows = stmt.query_map([limit as i64], |r| {
-            Ok(RestorableInfo {
-                deleted: r.get::<_, String>(0)? == "unlink",
-                path: r.get(1)?,
-                writer: r.get(2)?,
-                time_ns: r.get(3)?,
-                version: r.get(4)?,
-                size: r.get::<_, i64>(5)? as u64,
-                version_id: r.get(6)?,
-                live: r.get::<_, i64>(7)? > 0,
-            })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
-    }
-
-    fn erasures(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
-        events_of(&*self.reader()?, "op IN ('gc', 'redact')", limit)
-    }
-
-    fn refusals(&self, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
-        events_of(&*self.reader()?, "op = 'rejected'", limit)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Build;
+    use crate::store::History;
+    use crate::store::sql::content::EMPTY_STREAM;
 
     fn store() -> (tempfile::TempDir, Sqlite) {
         let dir = tempfile::tempdir().unwrap();

@@ -7,14 +7,19 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::*;
+use super::now_ns;
 use crate::checkpoint::{Checkpoint, Point, RollbackReport, SnapNode, SnapVersion, Snapshot};
+use crate::error::{Error, Result};
+use crate::p;
+use crate::store::sql::write::*;
+use crate::store::sql::{Conn, ConnExt, Row};
+use crate::store::{ContentRef, Kind};
 
 /// Appends the current state of node `ino` (its `nodes` row) to `tree_log`. `floor`: the
 /// lineage's highest version id before the node joined it (a create, a rename onto
 /// another lineage, a rollback's version); `None` keeps the node's previous floor.
-pub(super) fn log_node(tx: &Connection, ino: u64, floor: Option<i64>, time_ns: i64) -> Result<()> {
-    tx.prepare_cached(
+pub(crate) fn log_node(tx: &dyn Conn, ino: u64, floor: Option<i64>, time_ns: i64) -> Result<()> {
+    tx.exec(
         "INSERT INTO tree_log(ino, parent, name, kind, mode, uid, gid, file_id, floor, time_ns)
          SELECT n.ino, CASE WHEN n.ino = 1 THEN 0 ELSE n.parent END, n.name, n.kind, n.mode,
                 n.uid, n.gid, n.file_id,
@@ -22,58 +27,41 @@ pub(super) fn log_node(tx: &Connection, ino: u64, floor: Option<i64>, time_ns: i
                               ORDER BY t.id DESC LIMIT 1), 0),
                 ?3
          FROM nodes n WHERE n.ino = ?1",
-    )?
-    .execute(params![ino as i64, floor, time_ns])?;
+        p![ino as i64, floor, time_ns],
+    )?;
     Ok(())
 }
 
 /// Gives a database without namespace history (new, or made before issue 14) a
 /// `tree_log` row for every live node, and `meta.tree_log_since` (ns): the tree before
 /// that time is not known.
-pub(super) fn seed_tree_log(conn: &Connection) -> Result<()> {
-    let any: bool = conn.query_row("SELECT EXISTS (SELECT 1 FROM tree_log)", [], |r| r.get(0))?;
+pub(crate) fn seed_tree_log(conn: &dyn Conn) -> Result<()> {
+    let any: bool = conn.value("SELECT EXISTS (SELECT 1 FROM tree_log)", p![])?;
     if any {
         return Ok(());
     }
     let now = now_ns();
-    conn.execute_batch("BEGIN IMMEDIATE")?;
-    let done = (|| -> Result<()> {
-        conn.execute(
-            "INSERT INTO tree_log(ino, parent, name, kind, mode, uid, gid, file_id, floor, time_ns)
+    conn.transaction(|conn| {
+        conn.exec("INSERT INTO tree_log(ino, parent, name, kind, mode, uid, gid, file_id, floor, time_ns)
              SELECT n.ino, CASE WHEN n.ino = 1 THEN 0 ELSE n.parent END, n.name, n.kind, n.mode,
                     n.uid, n.gid, n.file_id,
                     COALESCE((SELECT MAX(version_id) FROM events
                               WHERE file_id = n.file_id AND op = 'create'), 0),
                     ?1
              FROM nodes n WHERE n.parent IS NOT NULL OR n.ino = 1
-             ORDER BY n.ino",
-            [now],
-        )?;
-        conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES ('tree_log_since', ?1)",
-            [now.to_string()],
-        )?;
+             ORDER BY n.ino", p![now])?;
+        conn.exec("INSERT INTO meta(key, value) VALUES ('tree_log_since', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value", p![&now.to_string()])?;
         Ok(())
-    })();
-    match done {
-        Ok(()) => {
-            conn.execute_batch("COMMIT")?;
-            Ok(())
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
-    }
+    })
 }
 
 /// The point "now": the last `tree_log` row and the last version.
-pub(super) fn point_now(tx: &Connection, time_ns: i64) -> Result<Point> {
-    let (tree_seq, version_seq, event_seq) = tx.query_row(
+pub(crate) fn point_now(tx: &dyn Conn, time_ns: i64) -> Result<Point> {
+    let (tree_seq, version_seq, event_seq) = tx.one(
         "SELECT (SELECT COALESCE(MAX(id), 0) FROM tree_log),
                 (SELECT COALESCE(MAX(id), 0) FROM versions),
                 (SELECT COALESCE(MAX(id), 0) FROM events)",
-        [],
+        p![],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
     Ok(Point {
@@ -88,19 +76,13 @@ pub(super) fn point_now(tx: &Connection, time_ns: i64) -> Result<Point> {
 /// before it. `ENOENT` for a time before the namespace history begins
 /// (`meta.tree_log_since`: the database's creation, or its first open by a scratchfs that
 /// keeps it).
-pub(super) fn point_at_time(conn: &Connection, time_ns: i64) -> Result<Point> {
+pub(crate) fn point_at_time(conn: &dyn Conn, time_ns: i64) -> Result<Point> {
     let since: Option<i64> = conn
-        .query_row(
-            "SELECT value FROM meta WHERE key = 'tree_log_since'",
-            [],
-            |r| r.get::<_, String>(0),
-        )
-        .optional()?
+        .opt_value::<String>("SELECT value FROM meta WHERE key = 'tree_log_since'", p![])?
         .and_then(|v| v.parse().ok());
-    let tree_seq: Option<i64> = conn.query_row(
+    let tree_seq: Option<i64> = conn.value(
         "SELECT MAX(id) FROM tree_log WHERE time_ns <= ?1",
-        [time_ns],
-        |r| r.get(0),
+        p![time_ns],
     )?;
     let Some(tree_seq) = tree_seq.filter(|_| since.is_none_or(|s| time_ns >= s)) else {
         return Err(Error::new(
@@ -112,10 +94,10 @@ pub(super) fn point_at_time(conn: &Connection, time_ns: i64) -> Result<Point> {
             ),
         ));
     };
-    let (version_seq, event_seq): (i64, i64) = conn.query_row(
+    let (version_seq, event_seq): (i64, i64) = conn.one(
         "SELECT (SELECT COALESCE(MAX(id), 0) FROM versions WHERE time_ns <= ?1),
                 (SELECT COALESCE(MAX(id), 0) FROM events WHERE time_ns <= ?1)",
-        [time_ns],
+        p![time_ns],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     Ok(Point {
@@ -127,8 +109,8 @@ pub(super) fn point_at_time(conn: &Connection, time_ns: i64) -> Result<Point> {
 }
 
 /// The nodes live at `point`, each file with the version that was its content then.
-pub(super) fn snapshot_rows(conn: &Connection, point: Point) -> Result<Vec<SnapNode>> {
-    let mut stmt = conn.prepare_cached(
+pub(crate) fn snapshot_rows(conn: &dyn Conn, point: Point) -> Result<Vec<SnapNode>> {
+    let rows = conn.all(
         "SELECT t.ino, t.parent, t.name, t.kind, t.mode, t.uid, t.gid, t.file_id, t.floor,
                 t.time_ns, v.id, v.version, v.stream, v.size, v.blake3, v.time_ns, v.writer,
                 p.step,
@@ -142,48 +124,49 @@ pub(super) fn snapshot_rows(conn: &Connection, point: Point) -> Result<Vec<SnapN
          LEFT JOIN processes p ON p.id = v.process
          WHERE t.id IN (SELECT MAX(id) FROM tree_log WHERE id <= ?1 GROUP BY ino)
            AND t.parent IS NOT NULL",
+        p![point.tree_seq, point.version_seq],
+        |r| {
+            let kind: String = r.get(3)?;
+            let kind = if kind == "dir" { Kind::Dir } else { Kind::File };
+            let version = match r.get::<Option<i64>>(10)? {
+                Some(id) if kind == Kind::File => Some(SnapVersion {
+                    id,
+                    number: r.get(11)?,
+                    content: ContentRef {
+                        stream: r.get(12)?,
+                        len: r.get::<i64>(13)? as u64,
+                    },
+                    blake3: r.get(14)?,
+                    time_ns: r.get(15)?,
+                    writer: r.get(16)?,
+                    step: r.get(17)?,
+                }),
+                _ => None,
+            };
+            Ok(SnapNode {
+                ino: r.get::<i64>(0)? as u64,
+                parent: r.get::<i64>(1)? as u64,
+                name: r.get(2)?,
+                kind,
+                mode: r.get(4)?,
+                uid: r.get(5)?,
+                gid: r.get(6)?,
+                file_id: r.get(7)?,
+                floor: r.get(8)?,
+                changed_ns: r.get(9)?,
+                version,
+                forgotten: kind == Kind::File && r.get::<bool>(18)?,
+            })
+        },
     )?;
-    let rows = stmt.query_map(params![point.tree_seq, point.version_seq], |r| {
-        let kind: String = r.get(3)?;
-        let kind = if kind == "dir" { Kind::Dir } else { Kind::File };
-        let version = match r.get::<_, Option<i64>>(10)? {
-            Some(id) if kind == Kind::File => Some(SnapVersion {
-                id,
-                number: r.get(11)?,
-                content: ContentRef {
-                    stream: r.get(12)?,
-                    len: r.get::<_, i64>(13)? as u64,
-                },
-                blake3: r.get(14)?,
-                time_ns: r.get(15)?,
-                writer: r.get(16)?,
-                step: r.get(17)?,
-            }),
-            _ => None,
-        };
-        Ok(SnapNode {
-            ino: r.get::<_, i64>(0)? as u64,
-            parent: r.get::<_, i64>(1)? as u64,
-            name: r.get(2)?,
-            kind,
-            mode: r.get(4)?,
-            uid: r.get(5)?,
-            gid: r.get(6)?,
-            file_id: r.get(7)?,
-            floor: r.get(8)?,
-            changed_ns: r.get(9)?,
-            version,
-            forgotten: kind == Kind::File && r.get::<_, bool>(18)?,
-        })
-    })?;
     let mut out = Vec::new();
     for r in rows {
-        out.push(r?);
+        out.push(r);
     }
     Ok(out)
 }
 
-fn checkpoint_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
+fn checkpoint_from_row(r: &dyn Row) -> Result<Checkpoint> {
     Ok(Checkpoint {
         id: r.get(0)?,
         name: r.get(1)?,
@@ -196,7 +179,7 @@ fn checkpoint_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Checkpoint> {
         writer: r.get(5)?,
         uid: r.get(6)?,
         note: r.get(7)?,
-        auto: r.get::<_, i64>(8)? != 0,
+        auto: r.get::<i64>(8)? != 0,
     })
 }
 
@@ -205,27 +188,32 @@ const CHECKPOINT_COLUMNS: &str = "c.id, c.name, c.tree_seq, c.version_seq, c.tim
 
 /// The checkpoints not dropped, oldest first (also for the commands, on a read-only
 /// connection).
-pub fn list(conn: &Connection) -> Result<Vec<Checkpoint>> {
-    let mut stmt = conn.prepare_cached(&format!(
+pub fn list(conn: &dyn Conn) -> Result<Vec<Checkpoint>> {
+    let rows = conn.all(
+        &format!(
         "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c LEFT JOIN processes p ON p.id = c.process
          WHERE c.dropped_ns IS NULL ORDER BY c.id"
-    ))?;
-    let rows = stmt.query_map([], checkpoint_from_row)?;
+    ),
+        p![],
+        checkpoint_from_row,
+    )?;
     let mut out = Vec::new();
     for r in rows {
-        out.push(r?);
+        out.push(r);
     }
     Ok(out)
 }
 
 /// The checkpoint named `name` (not dropped); `ENOENT` when there is none.
-pub(super) fn by_name(conn: &Connection, name: &str) -> Result<Checkpoint> {
-    conn.prepare_cached(&format!(
+pub(crate) fn by_name(conn: &dyn Conn, name: &str) -> Result<Checkpoint> {
+    conn.opt(
+        &format!(
         "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints c LEFT JOIN processes p ON p.id = c.process
          WHERE c.dropped_ns IS NULL AND c.name = ?1"
-    ))?
-    .query_row([name], checkpoint_from_row)
-    .optional()?
+    ),
+        p![name],
+        checkpoint_from_row,
+    )?
     .ok_or_else(|| {
         Error::new(
             libc::ENOENT,
@@ -240,19 +228,18 @@ pub(super) fn by_name(conn: &Connection, name: &str) -> Result<Checkpoint> {
 /// Records a checkpoint of the state now (inside `tx`) and its event (op `checkpoint`).
 /// `EEXIST` when a checkpoint has the name already. The name was checked
 /// ([`crate::checkpoint::check_name`]).
-pub(super) fn take(
-    tx: &Connection,
+pub(crate) fn take(
+    tx: &dyn Conn,
     name: &str,
     note: Option<&str>,
     auto: bool,
     caller: &Proc,
     time_ns: i64,
 ) -> Result<Checkpoint> {
-    let taken: bool = tx
-        .prepare_cached(
-            "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE name = ?1 AND dropped_ns IS NULL)",
-        )?
-        .query_row([name], |r| r.get(0))?;
+    let taken: bool = tx.value(
+        "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE name = ?1 AND dropped_ns IS NULL)",
+        p![name],
+    )?;
     if taken {
         return Err(Error::new(
             libc::EEXIST,
@@ -281,26 +268,23 @@ pub(super) fn take(
     )?;
     // Its own event is the last it keeps.
     let point = point_now(tx, time_ns)?;
-    tx.prepare_cached(
+    let id = tx.insert(
         "INSERT INTO checkpoints(name, tree_seq, version_seq, event_seq, time_ns, writer, process,
              note, auto)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )?
-    .execute(params![
-        name,
-        point.tree_seq,
-        point.version_seq,
-        point.event_seq,
-        time_ns,
-        caller.writer,
-        caller.id,
-        note,
-        auto
-    ])?;
-    let id = tx.last_insert_rowid();
-    let uid: u32 = tx
-        .prepare_cached("SELECT uid FROM processes WHERE id = ?1")?
-        .query_row([caller.id], |r| r.get(0))?;
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
+        p![
+            name,
+            point.tree_seq,
+            point.version_seq,
+            point.event_seq,
+            time_ns,
+            &caller.writer,
+            caller.id,
+            note,
+            auto
+        ],
+    )?;
+    let uid: u32 = tx.value("SELECT uid FROM processes WHERE id = ?1", p![caller.id])?;
     Ok(Checkpoint {
         id,
         name: name.to_string(),
@@ -314,15 +298,17 @@ pub(super) fn take(
 
 /// Releases checkpoint `name` (gc may then forget what only it kept) and records it
 /// (op `drop-checkpoint`). `ENOENT` when there is none.
-pub(super) fn drop_named(
-    tx: &Connection,
+pub(crate) fn drop_named(
+    tx: &dyn Conn,
     name: &str,
     caller: &Proc,
     time_ns: i64,
 ) -> Result<Checkpoint> {
     let cp = by_name(tx, name)?;
-    tx.prepare_cached("UPDATE checkpoints SET dropped_ns = ?1 WHERE id = ?2")?
-        .execute(params![time_ns, cp.id])?;
+    tx.exec(
+        "UPDATE checkpoints SET dropped_ns = ?1 WHERE id = ?2",
+        p![time_ns, cp.id],
+    )?;
     insert_event(
         tx,
         "drop-checkpoint",
@@ -341,26 +327,24 @@ pub(super) fn drop_named(
 
 /// Adds to `temp.gc_keep` the versions the checkpoints not dropped need: each file's
 /// content at each of them.
-pub(super) fn gc_keep_checkpoints(tx: &Connection) -> Result<()> {
-    let points: Vec<(i64, i64)> = {
-        let mut stmt =
-            tx.prepare("SELECT tree_seq, version_seq FROM checkpoints WHERE dropped_ns IS NULL")?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        rows.collect::<rusqlite::Result<_>>()?
-    };
-    let mut stmt = tx.prepare(
-        "INSERT OR IGNORE INTO gc_keep
+pub(crate) fn gc_keep_checkpoints(tx: &dyn Conn) -> Result<()> {
+    let points: Vec<(i64, i64)> = tx.all(
+        "SELECT tree_seq, version_seq FROM checkpoints WHERE dropped_ns IS NULL",
+        p![],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let keep = "INSERT INTO gc_keep
          SELECT kept FROM (
              SELECT (SELECT w.id FROM versions w
                      WHERE w.file_id = t.file_id AND w.id > t.floor AND w.id <= ?2
                      ORDER BY w.version DESC LIMIT 1) AS kept
              FROM tree_log t
              WHERE t.id IN (SELECT MAX(id) FROM tree_log WHERE id <= ?1 GROUP BY ino)
-               AND t.parent IS NOT NULL AND t.file_id IS NOT NULL)
-         WHERE kept IS NOT NULL",
-    )?;
+               AND t.parent IS NOT NULL AND t.file_id IS NOT NULL) at_point
+         WHERE kept IS NOT NULL
+         ON CONFLICT DO NOTHING";
     for (tree_seq, version_seq) in points {
-        stmt.execute(params![tree_seq, version_seq])?;
+        tx.exec(keep, p![tree_seq, version_seq])?;
     }
     Ok(())
 }
@@ -375,27 +359,28 @@ struct Live {
     file_id: Option<i64>,
 }
 
-fn live_nodes(tx: &Connection) -> Result<HashMap<u64, Live>> {
-    let mut stmt = tx.prepare_cached(
+fn live_nodes(tx: &dyn Conn) -> Result<HashMap<u64, Live>> {
+    let rows = tx.all(
         "SELECT ino, COALESCE(parent, 0), name, kind, mode, uid, gid, file_id FROM nodes
          WHERE parent IS NOT NULL OR ino = 1",
+        p![],
+        |r| {
+            Ok((
+                r.get::<i64>(0)? as u64,
+                Live {
+                    parent: r.get::<i64>(1)? as u64,
+                    name: r.get(2)?,
+                    mode: r.get(4)?,
+                    uid: r.get(5)?,
+                    gid: r.get(6)?,
+                    file_id: r.get(7)?,
+                },
+            ))
+        },
     )?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, i64>(0)? as u64,
-            Live {
-                parent: r.get::<_, i64>(1)? as u64,
-                name: r.get(2)?,
-                mode: r.get(4)?,
-                uid: r.get(5)?,
-                gid: r.get(6)?,
-                file_id: r.get(7)?,
-            },
-        ))
-    })?;
     let mut out = HashMap::new();
     for r in rows {
-        let (ino, n) = r?;
+        let (ino, n) = r;
         out.insert(ino, n);
     }
     Ok(out)
@@ -425,8 +410,8 @@ fn live_path(nodes: &HashMap<u64, Live>, ino: u64) -> String {
 /// - an event (op `rollback`) says what was done.
 ///
 /// The caller commits `tx`: the tree is the old one or the new one, never a mix.
-pub(super) fn rollback_in(
-    tx: &Connection,
+pub(crate) fn rollback_in(
+    tx: &dyn Conn,
     target: &Checkpoint,
     safety: &str,
     caller: &Proc,
@@ -479,8 +464,10 @@ pub(super) fn rollback_in(
         if let Some(l) = live.get(&n.ino)
             && (l.parent != n.parent || l.name != n.name)
         {
-            tx.prepare_cached("UPDATE nodes SET parent = NULL WHERE ino = ?1")?
-                .execute([n.ino as i64])?;
+            tx.exec(
+                "UPDATE nodes SET parent = NULL WHERE ino = ?1",
+                p![n.ino as i64],
+            )?;
         }
     }
     // 3. Every node of the checkpoint's tree at its place, with its owner and mode.
@@ -490,25 +477,25 @@ pub(super) fn rollback_in(
         let attrs_changed = l.is_some_and(|l| (l.mode, l.uid, l.gid) != (n.mode, n.uid, n.gid));
         let relineaged = l.is_some_and(|l| l.file_id != n.file_id);
         if l.is_none() || moved || attrs_changed || relineaged {
-            tx.prepare_cached(
+            tx.exec(
                 "INSERT INTO nodes(ino, parent, name, kind, mode, uid, gid, atime_ns, mtime_ns,
                      ctime_ns, file_id, unlinked_ns)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?8, ?9, NULL)
                  ON CONFLICT(ino) DO UPDATE SET parent = excluded.parent, name = excluded.name,
                      mode = excluded.mode, uid = excluded.uid, gid = excluded.gid,
                      ctime_ns = excluded.ctime_ns, file_id = excluded.file_id, unlinked_ns = NULL",
-            )?
-            .execute(params![
-                n.ino as i64,
-                n.parent as i64,
-                n.name,
-                if n.kind == Kind::Dir { "dir" } else { "file" },
-                n.mode,
-                n.uid,
-                n.gid,
-                t,
-                n.file_id
-            ])?;
+                p![
+                    n.ino as i64,
+                    n.parent as i64,
+                    &n.name,
+                    if n.kind == Kind::Dir { "dir" } else { "file" },
+                    n.mode,
+                    n.uid,
+                    n.gid,
+                    t,
+                    n.file_id
+                ],
+            )?;
             if l.is_none() {
                 report.restored += 1;
                 if n.kind == Kind::Dir {
@@ -545,10 +532,10 @@ pub(super) fn rollback_in(
     let kept: HashSet<i64> = placed.iter().filter_map(|(_, n)| n.file_id).collect();
     for (path, n) in &placed {
         if let Some(fid) = n.file_id {
-            tx.prepare_cached(
+            tx.exec(
                 "UPDATE files SET deleted_ns = NULL, merged_into = NULL, path = ?1 WHERE id = ?2",
-            )?
-            .execute(params![path, fid])?;
+                p![path, fid],
+            )?;
         }
     }
     for (&ino, l) in &live {
@@ -558,8 +545,7 @@ pub(super) fn rollback_in(
         }
         // A live file now on another lineage than at the checkpoint: the lineage it
         // leaves ends here, its content archived like a deletion's.
-        tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
-            .execute(params![t, fid])?;
+        tx.exec("UPDATE files SET deleted_ns = ?1 WHERE id = ?2", p![t, fid])?;
         let head = head_of(tx, fid)?.map(|v| v.id);
         insert_event(
             tx,
@@ -587,10 +573,9 @@ pub(super) fn rollback_in(
             Some(l) if l.file_id == Some(fid) => {
                 let now = live_head(tx, fid)?.0;
                 let hash: Option<String> = match &now {
-                    Some(v) => tx
-                        .prepare_cached("SELECT blake3 FROM versions WHERE id = ?1")?
-                        .query_row([v.id], |r| r.get(0))
-                        .optional()?,
+                    Some(v) => {
+                        tx.opt_value("SELECT blake3 FROM versions WHERE id = ?1", p![v.id])?
+                    }
                     None => Some(blake3::hash(b"").to_hex().to_string()),
                 };
                 hash.as_deref() == Some(target_hash.as_str())
@@ -605,10 +590,10 @@ pub(super) fn rollback_in(
         let content = n.content();
         let v = insert_version(tx, fid, path, "rollback", content, &target_hash, caller, t)?;
         update_fields(tx, fid, path, old_content, content, v.id)?;
-        tx.prepare_cached(
+        tx.exec(
             "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1, mtime_pinned = 0 WHERE ino = ?2",
-        )?
-        .execute(params![t, n.ino as i64])?;
+            p![t, n.ino as i64],
+        )?;
         touched.push((n.ino, Some(before.map_or(0, |v| v.id))));
         if l.is_some() {
             report.changed += 1;
@@ -647,8 +632,7 @@ pub(super) fn rollback_in(
             "rollback to checkpoint {} by uid {}: {} changed, {} restored, {} removed, {} moved, \
              {} re-attributed; the state before is checkpoint {}",
             target.name,
-            tx.prepare_cached("SELECT uid FROM processes WHERE id = ?1")?
-                .query_row([caller.id], |r| r.get::<_, u32>(0))?,
+            tx.value::<u32>("SELECT uid FROM processes WHERE id = ?1", p![caller.id])?,
             report.changed,
             report.restored,
             report.removed,
@@ -660,5 +644,29 @@ pub(super) fn rollback_in(
         caller,
         t,
     )?;
+    Ok(report)
+}
+
+/// Makes the tree what it was at checkpoint `name` ([`crate::store::Store::rollback`])
+/// inside the caller's transaction: a safety checkpoint of the state now first (its name
+/// made unique), then [`rollback_in`]; the report is kept as `meta.last_rollback`.
+pub(crate) fn rollback_named(
+    tx: &dyn Conn,
+    name: &str,
+    caller: &Proc,
+    time_ns: i64,
+) -> Result<RollbackReport> {
+    let target = by_name(tx, name)?;
+    // Two rollbacks in the same millisecond: the second safety name gets a suffix.
+    let base = crate::checkpoint::safety_name(name, time_ns);
+    let mut safety = base.clone();
+    let mut n = 1;
+    while by_name(tx, &safety).is_ok() {
+        n += 1;
+        safety = format!("{base}-{n}");
+    }
+    let report = rollback_in(tx, &target, &safety, caller, time_ns)?;
+    // What `scratchfs rollback` prints when the daemon ran it.
+    tx.exec("INSERT INTO meta(key, value) VALUES ('last_rollback', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value", p![&serde_json::to_string(&report).unwrap_or_default()])?;
     Ok(report)
 }

@@ -1,87 +1,107 @@
 //! The rows a change writes inside its transaction: processes, versions, events, nodes,
 //! per-key provenance; and the create, commit and unlink transactions themselves.
 
-use super::*;
+use crate::error::{Error, Result};
+use crate::identity::Caller;
+use crate::p;
+use crate::store::digest::ContentHasher;
+use crate::store::sql::content::*;
+use crate::store::sql::now_ns;
+use crate::store::sql::{Conn, ConnExt, Row};
+use crate::store::{
+    Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, Input, InputInfo, Kind, NodeRecord,
+    RenameRequest, VersionInfo,
+};
+
+/// What applying an operation did.
+pub(crate) enum Applied {
+    /// A create: the new node.
+    Node(NodeRecord),
+    /// An unlink or rmdir.
+    Unlinked,
+    /// A commit that made a version.
+    Committed(Committed),
+    /// A commit of the same bytes as the current version: nothing to store or log.
+    Unchanged(Committed),
+    /// A lost update: the refusal is recorded (and logged); the caller gets the error.
+    Stale(Error),
+    /// A read noted.
+    Noted,
+}
 
 /// The `processes` row of these caller facts, inserted when new.
-pub(super) fn process_id(conn: &Connection, c: &Caller) -> Result<i64> {
+pub(crate) fn process_id(conn: &dyn Conn, c: &Caller) -> Result<i64> {
     let argv = argv_json(c);
-    let facts = params![
-        c.writer,
+    let facts = p![
+        &c.writer,
         c.tgid,
         c.start_time as i64,
         c.uid,
         c.gid,
-        c.exe,
-        argv,
-        c.env_writer,
+        &c.exe,
+        &argv,
+        &c.env_writer,
         c.step,
-        c.transport,
-        c.client,
-        c.client_version
+        &c.transport,
+        &c.client,
+        &c.client_version
     ];
     let found: Option<i64> = conn
-        .prepare_cached(
-            "SELECT id FROM processes WHERE writer = ?1 AND tgid = ?2 AND start_time = ?3
-             AND uid = ?4 AND gid = ?5 AND exe = ?6 AND argv = ?7 AND env_writer IS ?8
-             AND step IS ?9 AND transport IS ?10 AND client IS ?11
-             AND client_version IS ?12",
-        )?
-        .query_row(facts, |r| r.get(0))
-        .optional()?;
+        .opt_value("SELECT id FROM processes WHERE writer = ?1 AND tgid = ?2 AND start_time = ?3
+             AND uid = ?4 AND gid = ?5 AND exe = ?6 AND argv = ?7 AND env_writer IS NOT DISTINCT FROM ?8
+             AND step IS NOT DISTINCT FROM ?9 AND transport IS NOT DISTINCT FROM ?10
+             AND client IS NOT DISTINCT FROM ?11 AND client_version IS NOT DISTINCT FROM ?12", facts)?;
     Ok(match found {
         Some(id) => id,
-        None => {
-            conn.prepare_cached(
-                "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
+        None => conn.insert(
+            "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
                     env_writer, step, transport, client, client_version)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            )?
-            .execute(facts)?;
-            conn.last_insert_rowid()
-        }
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
+            facts,
+        )?,
     })
 }
 
-pub(super) fn version_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<VersionInfo> {
+pub(crate) fn version_from_row(r: &dyn Row) -> Result<VersionInfo> {
     Ok(VersionInfo {
         id: r.get(0)?,
         number: r.get(1)?,
         content: ContentRef {
             stream: r.get(2)?,
-            len: r.get::<_, i64>(3)? as u64,
+            len: r.get::<i64>(3)? as u64,
         },
         time_ns: r.get(4)?,
-        writer: r.get::<_, String>(5)?.into(),
+        writer: r.get::<String>(5)?.into(),
     })
 }
 
 /// The highest version of lineage `file_id`, whoever's it is: a lineage continued by a
 /// re-created file also holds the versions of the file deleted at that path before.
-pub(super) fn head_of(tx: &Connection, file_id: i64) -> Result<Option<VersionInfo>> {
-    Ok(tx
-        .prepare_cached(
-            "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE file_id = ?1
+pub(crate) fn head_of(tx: &dyn Conn, file_id: i64) -> Result<Option<VersionInfo>> {
+    Ok(tx.opt(
+        "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE file_id = ?1
              ORDER BY version DESC LIMIT 1",
-        )?
-        .query_row([file_id], version_from_row)
-        .optional()?)
+        p![file_id],
+        version_from_row,
+    )?)
 }
 
 /// The last version of lineage `file_id` before the file now on it was created: the
 /// deleted file's last version when a create continued the lineage (its `create` event's
 /// `version_id`), `None` for a lineage that began with the file.
-pub(super) fn birth_of(tx: &Connection, file_id: i64) -> Result<Option<i64>> {
-    Ok(tx
-        .prepare_cached("SELECT MAX(version_id) FROM events WHERE file_id = ?1 AND op = 'create'")?
-        .query_row([file_id], |r| r.get::<_, Option<i64>>(0))?)
+pub(crate) fn birth_of(tx: &dyn Conn, file_id: i64) -> Result<Option<i64>> {
+    Ok(tx.one(
+        "SELECT MAX(version_id) FROM events WHERE file_id = ?1 AND op = 'create'",
+        p![file_id],
+        |r| r.get::<Option<i64>>(0),
+    )?)
 }
 
 /// The current version of the file on lineage `file_id`: the lineage's head, unless
 /// that is older than the file (a re-created file that has not committed yet: `None`,
 /// its content is empty). Returns (the file's head, the lineage's head).
-pub(super) fn live_head(
-    tx: &Connection,
+pub(crate) fn live_head(
+    tx: &dyn Conn,
     file_id: i64,
 ) -> Result<(Option<VersionInfo>, Option<VersionInfo>)> {
     let head = head_of(tx, file_id)?;
@@ -95,23 +115,21 @@ pub(super) fn live_head(
 /// The deleted lineage a new file at `path` continues (SPEC §4, issue 11: a path's
 /// history is continuous across a delete and a re-create): the one deleted last at that
 /// path, unless it ended by being renamed over another file.
-pub(super) fn deleted_lineage_at(tx: &Connection, path: &str) -> Result<Option<i64>> {
-    Ok(tx
-        .prepare_cached(
-            "SELECT id FROM files WHERE path = ?1 AND deleted_ns IS NOT NULL
+pub(crate) fn deleted_lineage_at(tx: &dyn Conn, path: &str) -> Result<Option<i64>> {
+    Ok(tx.opt_value(
+        "SELECT id FROM files WHERE path = ?1 AND deleted_ns IS NOT NULL
                  AND merged_into IS NULL
              ORDER BY deleted_ns DESC, id DESC LIMIT 1",
-        )?
-        .query_row([path], |r| r.get(0))
-        .optional()?)
+        p![path],
+    )?)
 }
 
 /// JSON files up to this size keep per-key provenance.
-pub(super) const FIELDS_MAX: u64 = 1 << 20;
+pub(crate) const FIELDS_MAX: u64 = 1 << 20;
 
 /// Parses a stored JSON object, if `content` is one.
-pub(super) fn json_object(
-    tx: &Connection,
+pub(crate) fn json_object(
+    tx: &dyn Conn,
     content: ContentRef,
 ) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
     let mut buf = vec![0u8; content.len as usize];
@@ -127,8 +145,8 @@ pub(super) fn json_object(
 /// every top-level key whose value changed from `old` to `new` (compared as JSON values,
 /// so reformatting or reordering is no change) is attributed to `version_id`; keys that
 /// are gone lose their row.
-pub(super) fn update_fields(
-    tx: &Connection,
+pub(crate) fn update_fields(
+    tx: &dyn Conn,
     file_id: i64,
     path: &str,
     old: Option<ContentRef>,
@@ -144,14 +162,12 @@ pub(super) fn update_fields(
         None
     };
     let Some(new_obj) = new_obj else {
-        tx.prepare_cached("DELETE FROM fields WHERE file_id = ?1")?
-            .execute([file_id])?;
+        tx.exec("DELETE FROM fields WHERE file_id = ?1", p![file_id])?;
         return Ok(());
     };
     if old.is_none() {
         // A first version: keys of a file deleted earlier on the lineage are not its.
-        tx.prepare_cached("DELETE FROM fields WHERE file_id = ?1")?
-            .execute([file_id])?;
+        tx.exec("DELETE FROM fields WHERE file_id = ?1", p![file_id])?;
     }
     let old_obj = match old {
         Some(o) if o.len <= FIELDS_MAX => json_object(tx, o)?,
@@ -160,28 +176,32 @@ pub(super) fn update_fields(
     .unwrap_or_default();
     for (k, v) in &new_obj {
         if old_obj.get(k) != Some(v) {
-            tx.prepare_cached(
+            tx.exec(
                 "INSERT INTO fields(file_id, key, version_id) VALUES (?1, ?2, ?3)
                  ON CONFLICT(file_id, key) DO UPDATE SET version_id = excluded.version_id",
-            )?
-            .execute(params![file_id, k, version_id])?;
+                p![file_id, k, version_id],
+            )?;
         }
     }
     for k in old_obj.keys().filter(|k| !new_obj.contains_key(*k)) {
-        tx.prepare_cached("DELETE FROM fields WHERE file_id = ?1 AND key = ?2")?
-            .execute(params![file_id, k])?;
+        tx.exec(
+            "DELETE FROM fields WHERE file_id = ?1 AND key = ?2",
+            p![file_id, k],
+        )?;
     }
     Ok(())
 }
 
 /// A directory's entries changed: its mtime and ctime become `time_ns` (POSIX).
-pub(super) fn touch_dir(tx: &Connection, dir: u64, time_ns: i64) -> Result<()> {
-    tx.prepare_cached("UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1 WHERE ino = ?2")?
-        .execute(params![time_ns, dir as i64])?;
+pub(crate) fn touch_dir(tx: &dyn Conn, dir: u64, time_ns: i64) -> Result<()> {
+    tx.exec(
+        "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1 WHERE ino = ?2",
+        p![time_ns, dir as i64],
+    )?;
     Ok(())
 }
 
-pub(super) fn argv_json(c: &Caller) -> String {
+pub(crate) fn argv_json(c: &Caller) -> String {
     serde_json::to_string(&c.argv).unwrap_or_else(|_| "[]".into())
 }
 
@@ -194,7 +214,7 @@ pub(crate) struct Proc {
 }
 
 /// The facts that identify a `processes` row (a caller without its request pid).
-pub(super) fn process_key(c: &Caller) -> Caller {
+pub(crate) fn process_key(c: &Caller) -> Caller {
     Caller {
         pid: 0,
         ..c.clone()
@@ -203,8 +223,8 @@ pub(super) fn process_key(c: &Caller) -> Caller {
 
 /// Inserts the next version of lineage `file_id` (its number: the highest so far + 1).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn insert_version(
-    tx: &Connection,
+pub(crate) fn insert_version(
+    tx: &dyn Conn,
     file_id: i64,
     path: &str,
     op: &str,
@@ -213,16 +233,17 @@ pub(super) fn insert_version(
     c: &Proc,
     time_ns: i64,
 ) -> Result<VersionInfo> {
-    let number: i64 = tx
-        .prepare_cached("SELECT COALESCE(MAX(version), 0) + 1 FROM versions WHERE file_id = ?1")?
-        .query_row([file_id], |r| r.get(0))?;
+    let number: i64 = tx.value(
+        "SELECT COALESCE(MAX(version), 0) + 1 FROM versions WHERE file_id = ?1",
+        p![file_id],
+    )?;
     insert_version_numbered(tx, file_id, number, path, op, content, hash, c, time_ns)
 }
 
 /// Inserts version `number` of lineage `file_id`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn insert_version_numbered(
-    tx: &Connection,
+pub(crate) fn insert_version_numbered(
+    tx: &dyn Conn,
     file_id: i64,
     number: i64,
     path: &str,
@@ -232,25 +253,24 @@ pub(super) fn insert_version_numbered(
     c: &Proc,
     time_ns: i64,
 ) -> Result<VersionInfo> {
-    tx.prepare_cached(
+    let id = tx.insert(
         "INSERT INTO versions(file_id, version, path, op, size, blake3, stream, writer, process,
             pid, time_ns)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?
-    .execute(params![
-        file_id,
-        number,
-        path,
-        op,
-        content.len as i64,
-        hash,
-        content.stream,
-        c.writer,
-        c.id,
-        c.pid,
-        time_ns
-    ])?;
-    let id = tx.last_insert_rowid();
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
+        p![
+            file_id,
+            number,
+            path,
+            op,
+            content.len as i64,
+            hash,
+            content.stream,
+            &c.writer,
+            c.id,
+            c.pid,
+            time_ns
+        ],
+    )?;
     Ok(VersionInfo {
         id,
         number,
@@ -262,8 +282,8 @@ pub(super) fn insert_version_numbered(
 
 /// An event row. `extra` = (new_path, file_id, version_id, errno, reason, content+hash).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn insert_event(
-    tx: &Connection,
+pub(crate) fn insert_event(
+    tx: &dyn Conn,
     op: &str,
     path: &str,
     new_path: Option<&str>,
@@ -275,12 +295,9 @@ pub(super) fn insert_event(
     c: &Proc,
     time_ns: i64,
 ) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO events(time_ns, op, path, new_path, file_id, version_id, errno, reason, stream,
+    tx.exec("INSERT INTO events(time_ns, op, path, new_path, file_id, version_id, errno, reason, stream,
             size, blake3, writer, process, pid)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-    )?
-    .execute(params![
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", p![
         time_ns,
         op,
         path,
@@ -292,14 +309,14 @@ pub(super) fn insert_event(
         content.map(|(r, _)| r.stream),
         content.map(|(r, _)| r.len as i64),
         content.map(|(_, h)| h),
-        c.writer,
+        &c.writer,
         c.id,
         c.pid
     ])?;
     Ok(())
 }
 
-pub(super) fn node_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord> {
+pub(crate) fn node_from_row(r: &dyn Row) -> Result<NodeRecord> {
     let mut n = node_columns(r)?;
     // Commits do not rewrite the node row: mtime and ctime follow the current version
     // unless mtime was set explicitly since.
@@ -312,12 +329,12 @@ pub(super) fn node_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecor
     Ok(n)
 }
 
-pub(super) fn node_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord> {
+pub(crate) fn node_columns(r: &dyn Row) -> Result<NodeRecord> {
     let kind: String = r.get(3)?;
     let head_id: Option<i64> = r.get(11)?;
     Ok(NodeRecord {
-        ino: r.get::<_, i64>(0)? as u64,
-        parent: r.get::<_, Option<i64>>(1)?.unwrap_or(0) as u64,
+        ino: r.get::<i64>(0)? as u64,
+        parent: r.get::<Option<i64>>(1)?.unwrap_or(0) as u64,
         name: r.get(2)?,
         kind: if kind == "dir" { Kind::Dir } else { Kind::File },
         attrs: Attrs {
@@ -329,17 +346,17 @@ pub(super) fn node_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord
             ctime_ns: r.get(9)?,
         },
         file_id: r.get(10)?,
-        mtime_pinned: r.get::<_, i64>(16)? != 0,
+        mtime_pinned: r.get::<i64>(16)? != 0,
         head: match head_id {
             Some(id) => Some(VersionInfo {
                 id,
                 number: r.get(12)?,
                 content: ContentRef {
                     stream: r.get(13)?,
-                    len: r.get::<_, i64>(14)? as u64,
+                    len: r.get::<i64>(14)? as u64,
                 },
                 time_ns: r.get(15)?,
-                writer: r.get::<_, String>(17)?.into(),
+                writer: r.get::<String>(17)?.into(),
             }),
             None => None,
         },
@@ -351,26 +368,30 @@ pub(super) fn node_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<NodeRecord
 /// The rows of an unlink (`file_id` set) or rmdir, inside the caller's transaction: the
 /// node leaves its parent, the lineage is marked deleted (every version stays) and an
 /// event records it.
-pub(super) fn unlink_in(
-    tx: &Connection,
+pub(crate) fn unlink_in(
+    tx: &dyn Conn,
     ino: u64,
     file_id: Option<i64>,
     path: &str,
     caller: &Proc,
     time_ns: i64,
 ) -> Result<()> {
-    tx.prepare_cached(
+    tx.exec(
         "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
          WHERE ino = (SELECT parent FROM nodes WHERE ino = ?2)",
-    )?
-    .execute(params![time_ns, ino as i64])?;
-    tx.prepare_cached("UPDATE nodes SET parent = NULL, unlinked_ns = ?1 WHERE ino = ?2")?
-        .execute(params![time_ns, ino as i64])?;
-    super::checkpoint::log_node(tx, ino, None, time_ns)?;
+        p![time_ns, ino as i64],
+    )?;
+    tx.exec(
+        "UPDATE nodes SET parent = NULL, unlinked_ns = ?1 WHERE ino = ?2",
+        p![time_ns, ino as i64],
+    )?;
+    crate::store::sql::checkpoint::log_node(tx, ino, None, time_ns)?;
     let mut version_id = None;
     if let Some(fid) = file_id {
-        tx.prepare_cached("UPDATE files SET deleted_ns = ?1 WHERE id = ?2")?
-            .execute(params![time_ns, fid])?;
+        tx.exec(
+            "UPDATE files SET deleted_ns = ?1 WHERE id = ?2",
+            p![time_ns, fid],
+        )?;
         version_id = live_head(tx, fid)?.0.map(|v| v.id);
     }
     let op = if file_id.is_some() { "unlink" } else { "rmdir" };
@@ -386,8 +407,8 @@ pub(super) fn unlink_in(
 /// event, op `create`, `version_id` the lineage's last version before it, marks where the
 /// new file begins), else a new one. A directory gets a `mkdir` event.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn create_in(
-    tx: &Connection,
+pub(crate) fn create_in(
+    tx: &dyn Conn,
     parent: u64,
     name: &[u8],
     path: &str,
@@ -400,15 +421,13 @@ pub(super) fn create_in(
     if kind == Kind::File {
         let (fid, before) = match deleted_lineage_at(tx, path)? {
             Some(fid) => {
-                tx.prepare_cached("UPDATE files SET deleted_ns = NULL WHERE id = ?1")?
-                    .execute([fid])?;
+                tx.exec("UPDATE files SET deleted_ns = NULL WHERE id = ?1", p![fid])?;
                 (fid, head_of(tx, fid)?.map(|v| v.id))
             }
-            None => {
-                tx.prepare_cached("INSERT INTO files(path) VALUES (?1)")?
-                    .execute([path])?;
-                (tx.last_insert_rowid(), None)
-            }
+            None => (
+                tx.insert("INSERT INTO files(path) VALUES (?1) RETURNING id", p![path])?,
+                None,
+            ),
         };
         // A continued lineage: the event's version is what tells the file's versions
         // from the deleted file's (`live_head`). A new lineage needs none: its first
@@ -431,11 +450,8 @@ pub(super) fn create_in(
         file_id = Some(fid);
         floor = before.unwrap_or(0);
     }
-    tx.prepare_cached(
-        "INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns, file_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?
-    .execute(params![
+    let ino = tx.insert("INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns, file_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING ino", p![
         parent as i64,
         name,
         if kind == Kind::Dir { "dir" } else { "file" },
@@ -446,9 +462,8 @@ pub(super) fn create_in(
         attrs.mtime_ns,
         attrs.ctime_ns,
         file_id
-    ])?;
-    let ino = tx.last_insert_rowid() as u64;
-    super::checkpoint::log_node(tx, ino, Some(floor), attrs.ctime_ns)?;
+    ])? as u64;
+    crate::store::sql::checkpoint::log_node(tx, ino, Some(floor), attrs.ctime_ns)?;
     touch_dir(tx, parent, attrs.ctime_ns)?;
     if kind == Kind::Dir {
         insert_event(
@@ -485,8 +500,8 @@ pub(super) fn create_in(
 /// is renamed is not that version itself, byte for byte (a backup or an old version put
 /// back). Returns the refusal's reason and the content refused (`src`'s current
 /// version).
-pub(super) fn lost_update_by_rename(
-    tx: &Connection,
+pub(crate) fn lost_update_by_rename(
+    tx: &dyn Conn,
     src: i64,
     dst: i64,
     new_path: &str,
@@ -494,14 +509,13 @@ pub(super) fn lost_update_by_rename(
     let (Some(s), Some(h)) = (live_head(tx, src)?.0, live_head(tx, dst)?.0) else {
         return Ok(None);
     };
-    let read: Option<(i64, i64)> = tx
-        .prepare_cached(
-            "SELECT v.id, v.version FROM inputs i JOIN versions v ON v.id = i.input_id
+    let read: Option<(i64, i64)> = tx.opt(
+        "SELECT v.id, v.version FROM inputs i JOIN versions v ON v.id = i.input_id
              WHERE i.version_id = ?1 AND i.via = 'read' AND v.file_id = ?2
              ORDER BY v.id DESC LIMIT 1",
-        )?
-        .query_row(params![s.id, dst], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+        p![s.id, dst],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     let Some((read_id, read_number)) = read else {
         return Ok(None);
     };
@@ -509,22 +523,19 @@ pub(super) fn lost_update_by_rename(
         return Ok(None);
     }
     let same_process: bool = tx
-        .prepare_cached(
+        .opt_value(
             "SELECT a.tgid = b.tgid AND a.start_time = b.start_time
              FROM versions x JOIN processes a ON a.id = x.process,
                   versions y JOIN processes b ON b.id = y.process
              WHERE x.id = ?1 AND y.id = ?2",
+            p![s.id, h.id],
         )?
-        .query_row(params![s.id, h.id], |r| r.get(0))
-        .optional()?
         .unwrap_or(false);
     if same_process {
         return Ok(None);
     }
     let hash_of = |id: i64| -> Result<String> {
-        Ok(tx
-            .prepare_cached("SELECT blake3 FROM versions WHERE id = ?1")?
-            .query_row([id], |r| r.get(0))?)
+        Ok(tx.value("SELECT blake3 FROM versions WHERE id = ?1", p![id])?)
     };
     let hash = hash_of(s.id)?;
     if hash == hash_of(read_id)? {
@@ -546,16 +557,14 @@ pub(super) fn lost_update_by_rename(
 /// names from the root (`nodes`), so that a name that is not UTF-8 is found in a database
 /// written by an older scratchfs too; `None` when no live file is there (or it is a
 /// directory).
-pub fn live_lineage(conn: &Connection, path: &str) -> rusqlite::Result<Option<i64>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT ino, file_id FROM nodes WHERE parent = ?1 AND name = ?2")?;
+pub fn live_lineage(conn: &dyn Conn, path: &str) -> Result<Option<i64>> {
     let (mut ino, mut file) = (1i64, None);
     for name in crate::store::paths::decode(path).split(|&b| b == b'/') {
-        let Some((i, f)) = stmt
-            .query_row(params![ino, name], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
-            })
-            .optional()?
+        let Some((i, f)) = conn.opt(
+            "SELECT ino, file_id FROM nodes WHERE parent = ?1 AND name = ?2",
+            p![ino, name],
+            |r| Ok((r.get::<i64>(0)?, r.get::<Option<i64>>(1)?)),
+        )?
         else {
             return Ok(None);
         };
@@ -565,36 +574,42 @@ pub fn live_lineage(conn: &Connection, path: &str) -> rusqlite::Result<Option<i6
 }
 
 /// The inputs of version `id`, oldest read first (issue 13).
-pub fn inputs_of(conn: &Connection, id: i64) -> Result<Vec<InputInfo>> {
-    let mut stmt = conn.prepare_cached(
+pub fn inputs_of(conn: &dyn Conn, id: i64) -> Result<Vec<InputInfo>> {
+    conn.all(
         "SELECT i.input_id, v.path, v.version, v.writer, i.via, i.read_ns
          FROM inputs i LEFT JOIN versions v ON v.id = i.input_id
          WHERE i.version_id = ?1 ORDER BY i.read_ns, i.input_id",
-    )?;
-    let rows = stmt.query_map([id], |r| {
-        Ok(InputInfo {
-            version_id: r.get(0)?,
-            path: r.get(1)?,
-            version: r.get(2)?,
-            writer: r.get(3)?,
-            via: r.get(4)?,
-            read_ns: r.get(5)?,
-        })
-    })?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        p![id],
+        |r| {
+            Ok(InputInfo {
+                version_id: r.get(0)?,
+                path: r.get(1)?,
+                version: r.get(2)?,
+                writer: r.get(3)?,
+                via: r.get(4)?,
+                read_ns: r.get(5)?,
+            })
+        },
+    )
 }
 
+/// Records that version `?1` was made from version `?2` (`via` `?3`: `read` or `rename`,
+/// at `?4`), replacing an earlier record of the same pair.
+pub(crate) const UPSERT_INPUT: &str = "INSERT INTO inputs(version_id, input_id, via, read_ns)
+     VALUES (?1, ?2, ?3, ?4)
+     ON CONFLICT(version_id, input_id) DO UPDATE SET via = excluded.via, read_ns = excluded.read_ns";
+
 /// Records `inputs` as what version `version_id` was made from (issue 13): `via` 'read'.
-pub(super) fn insert_inputs(tx: &Connection, version_id: i64, inputs: &[Input]) -> Result<()> {
+pub(crate) fn insert_inputs(tx: &dyn Conn, version_id: i64, inputs: &[Input]) -> Result<()> {
     if inputs.is_empty() {
         return Ok(());
     }
-    let mut stmt = tx.prepare_cached(
-        "INSERT OR REPLACE INTO inputs(version_id, input_id, via, read_ns) VALUES (?1, ?2, 'read', ?3)",
-    )?;
     for i in inputs {
         if i.version_id != version_id {
-            stmt.execute(params![version_id, i.version_id, i.read_ns])?;
+            tx.exec(
+                UPSERT_INPUT,
+                p![version_id, i.version_id, "read", i.read_ns],
+            )?;
         }
     }
     Ok(())
@@ -604,7 +619,7 @@ pub(super) fn insert_inputs(tx: &Connection, version_id: i64, inputs: &[Input]) 
 /// version and per-key provenance, or the lost-update refusal (`ESTALE`), or nothing when
 /// the bytes are those of the current version. `req.caller` and `req.durable` are not
 /// used (the caller resolved `caller` and owns the transaction).
-pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) -> Result<Applied> {
+pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) -> Result<Applied> {
     let CommitRequest {
         ino,
         path,
@@ -621,9 +636,11 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
         origin,
     } = req;
     let file_id: i64 = tx
-        .prepare_cached("SELECT file_id FROM nodes WHERE ino = ?1")?
-        .query_row([ino as i64], |r| r.get::<_, Option<i64>>(0))
-        .optional()?
+        .opt(
+            "SELECT file_id FROM nodes WHERE ino = ?1",
+            p![ino as i64],
+            |r| r.get::<Option<i64>>(0),
+        )?
         .flatten()
         .ok_or_else(|| {
             Error::new(
@@ -676,9 +693,10 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
     // was changed before the log was applied would find other rows (never zeros instead).
     // The current version's content is never collected, so appends skip the query.
     if base_limit > 0 && base.stream != EMPTY_STREAM && base != head.content {
-        let present: bool = tx
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM streams WHERE id = ?1)")?
-            .query_row([base.stream], |r| r.get(0))?;
+        let present: bool = tx.value(
+            "SELECT EXISTS (SELECT 1 FROM streams WHERE id = ?1)",
+            p![base.stream],
+        )?;
         if !present {
             return Err(Error::new(
                 libc::ENOENT,
@@ -797,9 +815,10 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
     let hash = hasher.finalize();
     if !stale && !first && content.len == head.content.len {
         // The same bytes again: nothing changed, so no version (SPEC §4).
-        let same: bool = tx
-            .prepare_cached("SELECT blake3 = ?2 FROM versions WHERE id = ?1")?
-            .query_row(params![head.id, hash.as_str()], |r| r.get(0))?;
+        let same: bool = tx.value(
+            "SELECT blake3 = ?2 FROM versions WHERE id = ?1",
+            p![head.id, hash.as_str()],
+        )?;
         if same {
             return Ok(Applied::Unchanged(Committed {
                 file_id,
@@ -811,13 +830,10 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
     if stale {
         // The version the writer worked from: what its handle opened, or what the process
         // had read before it opened (issue 13).
-        let base: Option<i64> = tx
-            .query_row(
-                "SELECT version FROM versions WHERE id = ?1",
-                [expect_head.unwrap_or_default()],
-                |r| r.get(0),
-            )
-            .optional()?;
+        let base: Option<i64> = tx.opt_value(
+            "SELECT version FROM versions WHERE id = ?1",
+            p![expect_head.unwrap_or_default()],
+        )?;
         let base = base.map_or_else(|| "?".to_string(), |n| n.to_string());
         let reason = if first {
             format!(
@@ -855,20 +871,20 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
     )?;
     insert_inputs(tx, version.id, inputs)?;
     if let Some(o) = origin {
-        tx.prepare_cached(
-            "INSERT OR REPLACE INTO origins(version_id, source, source_id, source_version_id,
+        tx.exec(
+            "INSERT INTO origins(version_id, source, source_id, source_version_id,
                  path, version, writer)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )?
-        .execute(params![
-            version.id,
-            o.source,
-            o.source_id,
-            o.source_version_id,
-            o.path,
-            o.version,
-            o.writer
-        ])?;
+            p![
+                version.id,
+                &o.source,
+                &o.source_id,
+                o.source_version_id,
+                &o.path,
+                o.version,
+                &o.writer
+            ],
+        )?;
     }
     update_fields(
         tx,
@@ -900,14 +916,324 @@ pub(super) fn commit_in(tx: &Connection, req: CommitRequest<'_>, caller: &Proc) 
     // The node row is not rewritten: its mtime and ctime follow the current version
     // (see `node_from_row`), except for an explicit mtime, which a write unpins.
     if set_mtime {
-        tx.prepare_cached(
+        tx.exec(
             "UPDATE nodes SET mtime_ns = ?1, mtime_pinned = 0 WHERE ino = ?2 AND mtime_pinned = 1",
-        )?
-        .execute(params![time_ns, ino as i64])?;
+            p![time_ns, ino as i64],
+        )?;
     }
     Ok(Applied::Committed(Committed {
         file_id,
         version,
         hasher,
     }))
+}
+
+/// The rows of a rename (SPEC §4, [`crate::store::Store::rename`]), inside the caller's
+/// transaction, by `caller`. `Ok(Err(ESTALE))`: a lost update refused, whose refusal the
+/// caller commits before returning the error; `Err`: roll back.
+pub(crate) fn rename_in(
+    tx: &dyn Conn,
+    req: RenameRequest<'_>,
+    caller: &Proc,
+) -> Result<Result<(Option<i64>, Option<VersionInfo>)>> {
+    let t = req.time_ns;
+    if req.lost_update_check
+        && req.kind == Kind::File
+        && let (Some(src), Some((_, Some(dst)))) = (req.file_id, req.replaced)
+        && src != dst
+        && let Some((reason, content, hash)) = lost_update_by_rename(tx, src, dst, req.new_path)?
+    {
+        // The kernel tries a rename that failed with ESTALE once more (its lookups
+        // revalidated): the same refusal a moment ago by the same process is on record.
+        let again: bool = tx.value(
+            "SELECT EXISTS (SELECT 1 FROM events WHERE op = 'rejected' AND path = ?1
+                     AND process = ?2 AND blake3 = ?3 AND errno = ?4 AND time_ns > ?5)",
+            p![
+                req.new_path,
+                caller.id,
+                &hash,
+                libc::ESTALE,
+                t - 1_000_000_000
+            ],
+        )?;
+        if !again {
+            insert_event(
+                tx,
+                "rejected",
+                req.new_path,
+                None,
+                Some(dst),
+                None,
+                Some(libc::ESTALE),
+                Some(&reason),
+                Some((content, hash.as_str())),
+                caller,
+                t,
+            )?;
+        }
+        return Ok(Err(Error::new(libc::ESTALE, reason)));
+    }
+    tx.exec(
+        "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1
+         WHERE ino = (SELECT parent FROM nodes WHERE ino = ?2)",
+        p![t, req.ino as i64],
+    )?;
+    touch_dir(tx, req.new_parent, t)?;
+    if let Some((old_ino, old_fid)) = req.replaced {
+        tx.exec(
+            "UPDATE nodes SET parent = NULL, unlinked_ns = ?1, file_id = NULL WHERE ino = ?2",
+            p![t, old_ino as i64],
+        )?;
+        crate::store::sql::checkpoint::log_node(tx, old_ino, None, t)?;
+        if old_fid.is_none() {
+            insert_event(
+                tx,
+                "rmdir",
+                req.new_path,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                caller,
+                t,
+            )?;
+        }
+    }
+    // The lineage the moving file lands in: the replaced file's, or the file's
+    // deleted last at the new path (a path's history is continuous, issue 11), or its
+    // own.
+    let target_fid = match (req.kind, req.replaced) {
+        (Kind::File, Some((_, Some(fid)))) => Some(fid),
+        (Kind::File, _) => match deleted_lineage_at(tx, req.new_path)? {
+            Some(fid) if req.file_id.is_some() && req.file_id != Some(fid) => {
+                tx.exec("UPDATE files SET deleted_ns = NULL WHERE id = ?1", p![fid])?;
+                Some(fid)
+            }
+            _ => req.file_id,
+        },
+        (Kind::Dir, _) => None,
+    };
+    // The moving file's place in the namespace log: on another lineage, the versions
+    // there so far are not its own.
+    let floor = match target_fid {
+        Some(fid) if Some(fid) != req.file_id => Some(head_of(tx, fid)?.map_or(0, |v| v.id)),
+        _ => None,
+    };
+    tx.exec(
+        "UPDATE nodes SET parent = ?1, name = ?2, ctime_ns = ?3, file_id = COALESCE(?4, file_id)
+         WHERE ino = ?5",
+        p![
+            req.new_parent as i64,
+            req.new_name,
+            t,
+            target_fid,
+            req.ino as i64
+        ],
+    )?;
+    if let Some(fid) = target_fid {
+        tx.exec(
+            "UPDATE files SET path = ?1 WHERE id = ?2",
+            p![req.new_path, fid],
+        )?;
+    }
+    for (fid, p) in &req.moved_files {
+        tx.exec("UPDATE files SET path = ?1 WHERE id = ?2", p![p, fid])?;
+    }
+    let mut version = None;
+    let content = match req.file_id {
+        Some(src) => live_head(tx, src)?.0.map(|v| v.content),
+        None => None,
+    };
+    if target_fid != req.file_id
+        && content.is_none()
+        && let (Some(src), Some(fid)) = (req.file_id, target_fid)
+    {
+        // A file with no version yet lands on another lineage: that lineage's versions
+        // are not its content, so the move is a create there.
+        tx.exec(
+            "UPDATE files SET deleted_ns = ?1, merged_into = ?3 WHERE id = ?2",
+            p![t, src, fid],
+        )?;
+        let before = head_of(tx, fid)?.map(|v| v.id);
+        insert_event(
+            tx,
+            "create",
+            req.new_path,
+            None,
+            Some(fid),
+            before,
+            None,
+            None,
+            None,
+            caller,
+            t,
+        )?;
+    }
+    if let (Some(fid), Some(content)) = (target_fid, content) {
+        let before = live_head(tx, fid)?.0.map(|v| v.content);
+        if req.file_id != Some(fid) {
+            // The source lineage ends here; its history stays under its old path.
+            if let Some(src) = req.file_id {
+                tx.exec(
+                    "UPDATE files SET deleted_ns = ?1, merged_into = ?3 WHERE id = ?2",
+                    p![t, src, fid],
+                )?;
+            }
+        }
+        // The content renamed is the source's current version, whose hash is known.
+        let hash: Option<String> = match req.file_id {
+            Some(src) => tx.opt_value(
+                "SELECT blake3 FROM versions WHERE file_id = ?1 ORDER BY version DESC LIMIT 1",
+                p![src],
+            )?,
+            None => None,
+        };
+        let hash = match hash {
+            Some(h) => h,
+            None => digest_of(tx, content)?,
+        };
+        // What the content was renamed from (`why` follows it to its writer).
+        let from = match req.file_id {
+            Some(src) => live_head(tx, src)?.0.map(|v| v.id),
+            None => None,
+        };
+        let v = insert_version(tx, fid, req.new_path, "rename", content, &hash, caller, t)?;
+        if let Some(from) = from {
+            tx.exec(UPSERT_INPUT, p![v.id, from, "rename", t])?;
+        }
+        update_fields(tx, fid, req.new_path, before, content, v.id)?;
+        version = Some(v);
+    }
+    insert_event(
+        tx,
+        "rename",
+        req.old_path,
+        Some(req.new_path),
+        target_fid,
+        version.as_ref().map(|v| v.id),
+        None,
+        None,
+        None,
+        caller,
+        t,
+    )?;
+    crate::store::sql::checkpoint::log_node(tx, req.ino, floor, t)?;
+    crate::failpoint::hit("rename");
+    Ok(Ok((target_fid, version)))
+}
+
+/// The rows of a `chmod`/`chown`/`utimensat` ([`crate::store::Store::set_attrs`]),
+/// inside the caller's transaction.
+pub(crate) fn set_attrs_in(
+    tx: &dyn Conn,
+    ino: u64,
+    a: Attrs,
+    mtime_pinned: bool,
+    path: &str,
+    caller: &Proc,
+) -> Result<()> {
+    tx.exec("UPDATE nodes SET mode = ?1, uid = ?2, gid = ?3, atime_ns = ?4, mtime_ns = ?5, ctime_ns = ?6,
+             mtime_pinned = ?7
+         WHERE ino = ?8", p![
+        a.mode,
+        a.uid,
+        a.gid,
+        a.atime_ns,
+        a.mtime_ns,
+        a.ctime_ns,
+        mtime_pinned,
+        ino as i64
+    ])?;
+    insert_event(
+        tx, "setattr", path, None, None, None, None, None, None, caller, a.ctime_ns,
+    )?;
+    crate::store::sql::checkpoint::log_node(tx, ino, None, a.ctime_ns)?;
+    Ok(())
+}
+
+/// The rows of a refusal ([`crate::store::Store::reject`]), inside the caller's
+/// transaction: the refused content (kept: SPEC §6, nothing is lost) and its event.
+pub(crate) fn reject_in(
+    tx: &dyn Conn,
+    path: &str,
+    errno: i32,
+    reason: &str,
+    caller: &Proc,
+    content: Option<&[u8]>,
+) -> Result<()> {
+    // The refused content is kept (SPEC §6: nothing is lost, not even a refused write).
+    let stored = match content {
+        Some(bytes) => {
+            let stream = new_stream(tx)?;
+            let hash = write_bytes(tx, stream, bytes)?;
+            Some((
+                ContentRef {
+                    stream,
+                    len: bytes.len() as u64,
+                },
+                hash,
+            ))
+        }
+        None => None,
+    };
+    insert_event(
+        tx,
+        "rejected",
+        path,
+        None,
+        None,
+        None,
+        Some(errno),
+        Some(reason),
+        stored.as_ref().map(|(c, h)| (*c, h.as_str())),
+        caller,
+        now_ns(),
+    )?;
+    Ok(())
+}
+
+/// Stores the rules text as a new row of `rules` when it differs from the last one
+/// ([`crate::store::Store::record_rules`]).
+pub(crate) fn record_rules_in(tx: &dyn Conn, text: &str, caller: &Proc) -> Result<()> {
+    let hash = blake3::hash(text.as_bytes()).to_hex().to_string();
+    let last: Option<String> =
+        tx.opt_value("SELECT blake3 FROM rules ORDER BY id DESC LIMIT 1", p![])?;
+    if last.as_deref() != Some(hash.as_str()) {
+        tx.exec(
+            "INSERT INTO rules(version, text, blake3, writer, process, time_ns)
+             VALUES ((SELECT COUNT(*) + 1 FROM rules), ?1, ?2, ?3, ?4, ?5)",
+            p![text, &hash, &caller.writer, caller.id, now_ns()],
+        )?;
+    }
+    Ok(())
+}
+
+/// Keeps `caller`'s read of version `version_id` (number `version`) of lineage `file_id`
+/// at `time_ns` as the lineage's last read ([`crate::store::Store::note_read`]).
+pub(crate) fn note_read_in(
+    tx: &dyn Conn,
+    file_id: i64,
+    version_id: i64,
+    version: i64,
+    caller: &Proc,
+    time_ns: i64,
+) -> Result<()> {
+    tx.exec(
+        "INSERT INTO reads(file_id, version_id, version, writer, process, time_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT(file_id) DO UPDATE SET version_id = excluded.version_id,
+             version = excluded.version, writer = excluded.writer,
+             process = excluded.process, time_ns = excluded.time_ns",
+        p![
+            file_id,
+            version_id,
+            version,
+            &caller.writer,
+            caller.id,
+            time_ns
+        ],
+    )?;
+    Ok(())
 }

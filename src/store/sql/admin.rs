@@ -1,17 +1,44 @@
 //! Transactions that erase history: gc (forgetting versions) and redact (removing a
 //! secret from every version that holds it); the latest such events for MANIFEST.
 
-use super::*;
+use super::now_ns;
+use crate::error::{Error, Result};
+use crate::identity::Caller;
+use crate::p;
+use crate::store::sql::Dialect;
+use crate::store::sql::content::*;
+use crate::store::sql::write::*;
+use crate::store::sql::{Conn, ConnExt};
+use crate::store::{ContentRef, GcReport, GcRequest, RedactReport, RefusalInfo};
 
 /// After a stream was cut back to its longest reference (`temp.gc_streams`): a stream whose
 /// kept content ends in a hole gets its one-byte zero extent at its last byte again, so
 /// that its last extent still ends at its longest version (docs/schema.md, "Content
 /// model"; an append must never extend a stream a longer version still reads as zeros).
-const END_MARKERS: &str = "INSERT INTO extents(stream, offset, len, blob, blob_off, data)
-     SELECT s.stream, s.len - 1, 1, NULL, 0, x'00'
+const END_MARKERS: &str = r#"INSERT INTO extents(stream, "offset", len, blob, blob_off, data)
+     SELECT s.stream, s.len - 1, 1, NULL, 0, ?1
      FROM (SELECT stream, MAX(len) AS len FROM gc_streams GROUP BY stream) s
      WHERE s.len > 0 AND s.stream != 0
-       AND COALESCE((SELECT MAX(e.offset + e.len) FROM extents e WHERE e.stream = s.stream), 0) < s.len;";
+       AND COALESCE((SELECT MAX(e."offset" + e.len) FROM extents e WHERE e.stream = s.stream), 0) < s.len"#;
+
+/// (Re)creates the temporary table `name` of this connection with `definition` (the
+/// column list in parentheses, or `AS SELECT ...`): a connection that lives on keeps an
+/// earlier run's (a committed gc keeps them, a rolled back dry run does not).
+fn temp_table(tx: &dyn Conn, name: &str, definition: &str) -> Result<()> {
+    let schema = match tx.dialect() {
+        Dialect::Sqlite => "temp",
+        Dialect::Postgres => "pg_temp",
+    };
+    tx.batch(&format!(
+        "DROP TABLE IF EXISTS {schema}.{name}; CREATE TEMP TABLE {name} {definition}"
+    ))
+}
+
+/// Marks the end of each stream cut back by a sweep ([`END_MARKERS`]).
+fn end_markers(tx: &dyn Conn) -> Result<()> {
+    tx.exec(END_MARKERS, p![&[0u8][..]])?;
+    Ok(())
+}
 
 /// Forgets old versions and the content only they held (see `scratchfs gc`). Never: the
 /// current version of any file, the versions `shown` (ids: those MANIFEST's `restorable:`
@@ -21,74 +48,62 @@ const END_MARKERS: &str = "INSERT INTO extents(stream, offset, len, blob, blob_o
 /// read).
 /// The report is also stored as `meta.last_gc` (JSON), and a run that is not a dry run is
 /// an event (op `gc`) by `caller`, whose reason says what it forgot (issue 9: every gc
-/// run is on record).
-pub fn gc(
-    conn: &mut Connection,
+/// run is on record). Runs inside the caller's transaction, which commits it (or rolls a
+/// dry run back and then stores the report with [`note_gc`]).
+pub(crate) fn gc_in(
+    tx: &dyn Conn,
     req: &GcRequest,
     shown: &[i64],
     protected: &[(i64, u64)],
     caller: &Caller,
 ) -> Result<GcReport> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    // The daemon's writer connection lives on: a previous gc's temporary tables are still
-    // there (a committed gc keeps them, a rolled back dry run does not).
-    tx.execute_batch(
-        "DROP TABLE IF EXISTS temp.gc_keep;
-         DROP TABLE IF EXISTS temp.gc_drop;
-         DROP TABLE IF EXISTS temp.gc_streams;
-         CREATE TEMP TABLE gc_keep(id INTEGER PRIMARY KEY);
-         CREATE TEMP TABLE gc_drop(id INTEGER PRIMARY KEY);",
-    )?;
+    temp_table(tx, "gc_keep", "(id BIGINT PRIMARY KEY)")?;
+    temp_table(tx, "gc_drop", "(id BIGINT PRIMARY KEY)")?;
     // Protected versions.
-    tx.execute(
-        "INSERT OR IGNORE INTO gc_keep
+    tx.exec("INSERT INTO gc_keep
          SELECT id FROM versions v WHERE version = (SELECT MAX(version) FROM versions w WHERE w.file_id = v.file_id)
-         UNION SELECT version_id FROM fields",
-        [],
-    )?;
+         UNION SELECT version_id FROM fields", p![])?;
     for id in shown {
-        tx.execute("INSERT OR IGNORE INTO gc_keep(id) VALUES (?1)", [id])?;
+        tx.exec(
+            "INSERT INTO gc_keep(id) VALUES (?1) ON CONFLICT DO NOTHING",
+            p![id],
+        )?;
     }
     // Each checkpoint's content (issue 14): what every file held at it.
-    super::checkpoint::gc_keep_checkpoints(&tx)?;
-    tx.execute(
-        "INSERT OR IGNORE INTO gc_drop
+    crate::store::sql::checkpoint::gc_keep_checkpoints(tx)?;
+    tx.exec("INSERT INTO gc_drop
          SELECT v.id FROM versions v
          WHERE v.id NOT IN (SELECT id FROM gc_keep)
-           AND ((?1 IS NOT NULL AND (SELECT COUNT(*) FROM versions w WHERE w.file_id = v.file_id AND w.version > v.version) >= ?1)
-             OR (?2 IS NOT NULL AND v.time_ns < ?2))",
-        params![req.keep_last.map(|n| n as i64), req.before_ns],
-    )
+           AND ((CAST(?1 AS BIGINT) IS NOT NULL AND (SELECT COUNT(*) FROM versions w WHERE w.file_id = v.file_id AND w.version > v.version) >= ?1)
+             OR (CAST(?2 AS BIGINT) IS NOT NULL AND v.time_ns < ?2))", p![req.keep_last.map(|n| n as i64), req.before_ns])
     ?;
-    let versions: i64 = tx.query_row("SELECT COUNT(*) FROM gc_drop", [], |r| r.get(0))?;
+    let versions: i64 = tx.value("SELECT COUNT(*) FROM gc_drop", p![])?;
     // What the tree at a past time can no longer show (issue 14).
-    tx.execute(
-        "INSERT OR IGNORE INTO forgotten(version_id, file_id, version, time_ns)
-         SELECT id, file_id, version, time_ns FROM versions WHERE id IN (SELECT id FROM gc_drop)",
-        [],
+    tx.exec(
+        "INSERT INTO forgotten(version_id, file_id, version, time_ns)
+         SELECT id, file_id, version, time_ns FROM versions WHERE id IN (SELECT id FROM gc_drop)
+         ON CONFLICT DO NOTHING",
+        p![],
     )?;
-    tx.execute(
+    tx.exec(
         "DELETE FROM versions WHERE id IN (SELECT id FROM gc_drop)",
-        [],
+        p![],
     )?;
     // What a forgotten version was made from goes with it; a kept version's input that
     // gc forgot stays named by its id (`why` says "forgotten by gc").
-    tx.execute(
+    tx.exec(
         "DELETE FROM inputs WHERE version_id IN (SELECT id FROM gc_drop)",
-        [],
+        p![],
     )?;
-    let blob_bytes = sweep_content(&tx, protected)?;
+    let blob_bytes = sweep_content(tx, protected)?;
     let report = GcReport {
         versions: versions as u64,
         blob_bytes: blob_bytes as u64,
         dry_run: req.dry_run,
     };
-    tx.execute(
-        "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_gc', ?1)",
-        [serde_json::to_string(&report).unwrap_or_default()],
-    )?;
+    tx.exec("INSERT INTO meta(key, value) VALUES ('last_gc', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value", p![&serde_json::to_string(&report).unwrap_or_default()])?;
     let proc_ = Proc {
-        id: process_id(&tx, caller)?,
+        id: process_id(tx, caller)?,
         pid: caller.pid,
         writer: caller.writer.clone(),
     };
@@ -100,7 +115,7 @@ pub fn gc(
         selected.push(format!("before_ns {t}"));
     }
     insert_event(
-        &tx,
+        tx,
         "gc",
         "",
         None,
@@ -119,17 +134,17 @@ pub fn gc(
         &proc_,
         now_ns(),
     )?;
-    if req.dry_run {
-        tx.rollback()?;
-        conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_gc', ?1)",
-            [serde_json::to_string(&report).unwrap_or_default()],
-        )?;
-    } else {
-        crate::failpoint::hit("gc");
-        tx.commit()?;
-    }
     Ok(report)
+}
+
+/// Stores `report` as `meta.last_gc` (after a dry run, whose transaction was rolled back).
+pub(crate) fn note_gc(conn: &dyn Conn, report: &GcReport) -> Result<()> {
+    conn.exec(
+        "INSERT INTO meta(key, value) VALUES ('last_gc', ?1)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        p![&serde_json::to_string(report).unwrap_or_default()],
+    )?;
+    Ok(())
 }
 
 /// Redacts version `number` of file `file_id` (SPEC §10 `redact`): every well-known
@@ -141,25 +156,24 @@ pub fn gc(
 /// records who did it and `why`. `EINVAL` when the version holds no secret, `ENOENT`
 /// when there is no such version. The caller then rewrites the file (VACUUM) and empties
 /// the WAL and the redo log ([`Sqlite::redact`]).
-pub(super) fn redact_in(
-    conn: &mut Connection,
+/// Runs inside the caller's transaction.
+pub(crate) fn redact_in(
+    tx: &dyn Conn,
     file_id: i64,
     number: i64,
     path: &str,
     why: &str,
     caller: &Proc,
 ) -> Result<RedactReport> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (stream, size): (i64, i64) = tx
-        .query_row(
+        .opt(
             "SELECT stream, size FROM versions WHERE file_id = ?1 AND version = ?2",
-            params![file_id, number],
+            p![file_id, number],
             |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?
+        )?
         .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}@{number}: no such version")))?;
     let content = read_all(
-        &tx,
+        tx,
         ContentRef {
             stream,
             len: size as u64,
@@ -178,21 +192,22 @@ pub(super) fn redact_in(
     // Every version of the file and every refusal at its path holding one of them.
     let mut targets: Vec<(&str, i64, i64, i64)> = Vec::new();
     {
-        let mut stmt = tx.prepare(
+        let rows = tx.all(
             "SELECT 'versions', id, stream, size FROM versions WHERE file_id = ?1
              UNION ALL SELECT 'events', id, stream, size FROM events
                  WHERE path = ?2 AND stream IS NOT NULL",
+            p![file_id, path],
+            |r| {
+                Ok((
+                    r.get::<String>(0)?,
+                    r.get::<i64>(1)?,
+                    r.get::<i64>(2)?,
+                    r.get::<i64>(3)?,
+                ))
+            },
         )?;
-        let rows = stmt.query_map(params![file_id, path], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, i64>(3)?,
-            ))
-        })?;
         for row in rows {
-            let (table, id, stream, size) = row?;
+            let (table, id, stream, size) = row;
             let table = if table == "versions" {
                 "versions"
             } else {
@@ -210,7 +225,7 @@ pub(super) fn redact_in(
         std::collections::HashMap::new();
     for (table, id, stream, size) in targets {
         let bytes = read_all(
-            &tx,
+            tx,
             ContentRef {
                 stream,
                 len: size as u64,
@@ -224,16 +239,16 @@ pub(super) fn redact_in(
         let (new_stream, new_size, hash) = match redacted_streams.get(&key) {
             Some(v) => v.clone(),
             None => {
-                let new_stream = new_stream(&tx)?;
-                let hash = write_bytes(&tx, new_stream, &clean)?;
+                let new_stream = new_stream(tx)?;
+                let hash = write_bytes(tx, new_stream, &clean)?;
                 let v = (new_stream, clean.len() as i64, hash);
                 redacted_streams.insert(key, v.clone());
                 v
             }
         };
-        tx.execute(
+        tx.exec(
             &format!("UPDATE {table} SET stream = ?1, size = ?2, blake3 = ?3 WHERE id = ?4"),
-            params![new_stream, new_size, hash, id],
+            p![new_stream, new_size, &hash, id],
         )?;
         if table == "versions" {
             report.versions += 1;
@@ -242,21 +257,16 @@ pub(super) fn redact_in(
         }
     }
     // Content no longer referenced goes, as in gc.
-    tx.execute_batch(
-        "DROP TABLE IF EXISTS temp.gc_streams;
-         CREATE TEMP TABLE gc_streams AS
-             SELECT stream, MAX(size) AS len FROM (
-                 SELECT stream, size FROM versions
-                 UNION ALL SELECT stream, size FROM events WHERE stream IS NOT NULL)
-             GROUP BY stream;
-         DELETE FROM extents WHERE NOT EXISTS
-             (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents.offset < s.len);
+    temp_table(tx, "gc_streams", STREAM_LENGTHS)?;
+    tx.batch(
+        r#"DELETE FROM extents WHERE NOT EXISTS
+             (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents."offset" < s.len);
          DELETE FROM streams WHERE id NOT IN (SELECT stream FROM gc_streams) AND id != 0;
-         DELETE FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL);",
+         DELETE FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL);"#,
     )?;
-    tx.execute_batch(END_MARKERS)?;
+    end_markers(tx)?;
     insert_event(
-        &tx,
+        tx,
         "redact",
         path,
         None,
@@ -273,31 +283,39 @@ pub(super) fn redact_in(
         caller,
         now_ns(),
     )?;
-    tx.commit()?;
     Ok(report)
 }
 
+/// The longest reference of each stream (by a version or a refusal), as a temporary
+/// table's definition.
+const STREAM_LENGTHS: &str = "AS
+     SELECT stream, MAX(size) AS len FROM (
+         SELECT stream, size FROM versions
+         UNION ALL SELECT stream, size FROM events WHERE stream IS NOT NULL) refs
+     GROUP BY stream";
+
 /// The latest `limit` events matching `filter` (an SQL condition on `events`; constant
 /// text, never user input): reason, writer and time, newest first, and how many match.
-pub(super) fn events_of(
-    conn: &Connection,
+pub(crate) fn events_of(
+    conn: &dyn Conn,
     filter: &str,
     limit: usize,
 ) -> Result<(Vec<RefusalInfo>, u64)> {
-    let count: i64 = conn
-        .prepare_cached(&format!("SELECT COUNT(*) FROM events WHERE {filter}"))?
-        .query_row([], |r| r.get(0))?;
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT reason, writer, time_ns FROM events WHERE {filter} ORDER BY id DESC LIMIT ?1"
-    ))?;
-    let rows = stmt.query_map([limit as i64], |r| {
-        Ok(RefusalInfo {
-            reason: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-            writer: r.get(1)?,
-            time_ns: r.get(2)?,
-        })
-    })?;
-    Ok((rows.collect::<rusqlite::Result<Vec<_>>>()?, count as u64))
+    let count: i64 = conn.value(&format!("SELECT COUNT(*) FROM events WHERE {filter}"), p![])?;
+    let rows = conn.all(
+        &format!(
+            "SELECT reason, writer, time_ns FROM events WHERE {filter} ORDER BY id DESC LIMIT ?1"
+        ),
+        p![limit as i64],
+        |r| {
+            Ok(RefusalInfo {
+                reason: r.get::<Option<String>>(0)?.unwrap_or_default(),
+                writer: r.get(1)?,
+                time_ns: r.get(2)?,
+            })
+        },
+    )?;
+    Ok((rows, count as u64))
 }
 
 /// Drops the content nothing refers to any more, inside `tx`: the bytes of each stream
@@ -305,40 +323,29 @@ pub(super) fn events_of(
 /// `(stream, len)`: content open handles still read), unreferenced streams, and the
 /// blobs no extent uses. Returns the bytes of blob content dropped. Used by gc, and by a
 /// fork for what it left out.
-pub(super) fn sweep_content(tx: &Connection, protected: &[(i64, u64)]) -> Result<i64> {
-    tx.execute_batch("DROP TABLE IF EXISTS temp.gc_streams;")?;
+pub(crate) fn sweep_content(tx: &dyn Conn, protected: &[(i64, u64)]) -> Result<i64> {
     // Content: the bytes of each stream still referenced (by a version or a refusal) end
     // at the longest reference; the rest of the stream, and unreferenced streams, go.
-    tx.execute_batch(
-        "CREATE TEMP TABLE gc_streams AS
-             SELECT stream, MAX(size) AS len FROM (
-                 SELECT stream, size FROM versions
-                 UNION ALL SELECT stream, size FROM events WHERE stream IS NOT NULL)
-             GROUP BY stream;",
-    )?;
+    temp_table(tx, "gc_streams", STREAM_LENGTHS)?;
     // Content that open handles of the mount still read stays too.
     for &(stream, len) in protected {
-        tx.execute(
+        tx.exec(
             "INSERT INTO gc_streams(stream, len) VALUES (?1, ?2)",
-            params![stream, len as i64],
+            p![stream, len as i64],
         )?;
     }
-    tx.execute_batch(
-        "DELETE FROM extents WHERE NOT EXISTS
-             (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents.offset < s.len);
-         DELETE FROM streams WHERE id NOT IN (SELECT stream FROM gc_streams);",
+    tx.batch(
+        r#"DELETE FROM extents WHERE NOT EXISTS
+             (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents."offset" < s.len);
+         DELETE FROM streams WHERE id NOT IN (SELECT stream FROM gc_streams);"#,
     )?;
-    tx.execute_batch(END_MARKERS)?;
+    end_markers(tx)?;
     let blob_bytes: i64 = tx
-        .query_row(
-            "SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)",
-            [],
-            |r| r.get(0),
-        )
+        .value("SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)", p![])
         ?;
-    tx.execute(
+    tx.exec(
         "DELETE FROM blobs WHERE id NOT IN (SELECT blob FROM extents WHERE blob IS NOT NULL)",
-        [],
+        p![],
     )?;
     Ok(blob_bytes)
 }

@@ -1,0 +1,296 @@
+//! The read side of the store (issue 15): every question the views, the MCP tools and the
+//! CLI ask of a scratchpad's history, as queries both backends run. [`crate::store::History`]
+//! is implemented once, over these, for any backend that hands out a reading connection.
+
+use crate::error::Result;
+use crate::p;
+use crate::store::sql::admin::events_of;
+use crate::store::sql::checkpoint;
+use crate::store::sql::write::{inputs_of, node_from_row, version_from_row};
+use crate::store::sql::{Conn, ConnExt};
+use crate::store::{
+    ContentRef, FieldInfo, InputInfo, LastRead, Lineage, LineageOwner, NodeRecord, RefusalInfo,
+    RestorableInfo, VersionInfo, VersionMeta,
+};
+
+pub(crate) fn version_meta(conn: &dyn Conn, id: i64) -> Result<VersionMeta> {
+    Ok(conn.one(
+        "SELECT v.writer, v.blake3, p.step, v.time_ns FROM versions v
+             JOIN processes p ON p.id = v.process WHERE v.id = ?1",
+        p![id],
+        |r| {
+            Ok(VersionMeta {
+                writer: r.get(0)?,
+                blake3: r.get(1)?,
+                step: r.get(2)?,
+                time_ns: r.get(3)?,
+            })
+        },
+    )?)
+}
+
+pub(crate) fn lineages(conn: &dyn Conn, prefix: &str) -> Result<Vec<Lineage>> {
+    // Paths below `prefix`: from "prefix/" up to (not including) "prefix0" ('0' follows '/').
+    let (lo, hi) = if prefix.is_empty() {
+        (String::new(), "\u{10FFFF}".to_string())
+    } else {
+        (format!("{prefix}/"), format!("{prefix}0"))
+    };
+    let rows = conn.all(
+        "SELECT id, path, deleted_ns, merged_into IS NOT NULL FROM files
+         WHERE path = ?1 OR (path >= ?2 AND path < ?3) ORDER BY path, id",
+        p![prefix, &lo, &hi],
+        |r| {
+            Ok(Lineage {
+                file_id: r.get(0)?,
+                path: r.get(1)?,
+                deleted_ns: r.get(2)?,
+                merged: r.get(3)?,
+            })
+        },
+    )?;
+    Ok(rows)
+}
+
+pub(crate) fn versions(conn: &dyn Conn, file_id: i64) -> Result<Vec<VersionInfo>> {
+    let rows = conn.all(
+        "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE file_id = ?1
+         ORDER BY version",
+        p![file_id],
+        version_from_row,
+    )?;
+    Ok(rows)
+}
+
+pub(crate) fn lineage_owner(conn: &dyn Conn, file_id: i64) -> Result<Option<LineageOwner>> {
+    Ok(conn.opt(
+        "WITH RECURSIVE chain(id, depth) AS (
+                 SELECT CAST(?1 AS BIGINT), CAST(0 AS BIGINT)
+                 UNION ALL
+                 SELECT f.merged_into, c.depth + 1 FROM files f JOIN chain c ON f.id = c.id
+                 WHERE f.merged_into IS NOT NULL AND c.depth < 64
+             )
+             SELECT n.ino, n.parent IS NOT NULL, n.mode, n.uid, n.gid
+             FROM chain c JOIN nodes n ON n.file_id = c.id
+             ORDER BY c.depth, n.parent IS NOT NULL DESC, n.unlinked_ns DESC, n.ino DESC
+             LIMIT 1",
+        p![file_id],
+        |r| {
+            Ok(LineageOwner {
+                ino: r.get::<i64>(0)? as u64,
+                linked: r.get(1)?,
+                mode: r.get(2)?,
+                uid: r.get(3)?,
+                gid: r.get(4)?,
+            })
+        },
+    )?)
+}
+
+pub(crate) fn inputs(conn: &dyn Conn, id: i64) -> Result<Vec<InputInfo>> {
+    inputs_of(conn, id)
+}
+
+pub(crate) fn why(
+    conn: &dyn Conn,
+    path: &str,
+    key: Option<&str>,
+    depth: usize,
+) -> Result<crate::lineage::why::Why> {
+    crate::lineage::why::why(conn, path, key, depth)
+}
+
+pub(crate) fn ground_sources(conn: &dyn Conn) -> Result<crate::lineage::sources::Sources> {
+    crate::lineage::sources::sources(conn)
+}
+
+pub(crate) fn version_lineage(conn: &dyn Conn, id: i64) -> Result<i64> {
+    Ok(conn.value("SELECT file_id FROM versions WHERE id = ?1", p![id])?)
+}
+
+pub(crate) fn version(conn: &dyn Conn, id: i64) -> Result<VersionInfo> {
+    Ok(conn.one(
+        "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE id = ?1",
+        p![id],
+        version_from_row,
+    )?)
+}
+
+pub(crate) fn deletion(conn: &dyn Conn, file_id: i64) -> Result<Option<(String, i64)>> {
+    Ok(conn.opt(
+        "SELECT writer, time_ns FROM events WHERE file_id = ?1 AND op = 'unlink'
+             ORDER BY id DESC LIMIT 1",
+        p![file_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?)
+}
+
+pub(crate) fn fields(conn: &dyn Conn, file_id: i64) -> Result<Vec<FieldInfo>> {
+    let rows = conn.all(
+        "SELECT f.key, v.version, v.writer, p.step, v.time_ns FROM fields f
+         JOIN versions v ON v.id = f.version_id JOIN processes p ON p.id = v.process
+         WHERE f.file_id = ?1",
+        p![file_id],
+        |r| {
+            Ok(FieldInfo {
+                key: r.get(0)?,
+                version: r.get(1)?,
+                writer: r.get(2)?,
+                step: r.get(3)?,
+                time_ns: r.get(4)?,
+            })
+        },
+    )?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(r);
+    }
+    Ok(out)
+}
+
+pub(crate) fn checkpoints(conn: &dyn Conn) -> Result<Vec<crate::checkpoint::Checkpoint>> {
+    checkpoint::list(conn)
+}
+
+pub(crate) fn origin(conn: &dyn Conn, id: i64) -> Result<Option<crate::store::Origin>> {
+    Ok(conn.opt(
+        "SELECT source, source_id, source_version_id, path, version, writer FROM origins
+             WHERE version_id = ?1",
+        p![id],
+        |r| {
+            Ok(crate::store::Origin {
+                source: r.get(0)?,
+                source_id: r.get(1)?,
+                source_version_id: r.get(2)?,
+                path: r.get(3)?,
+                version: r.get(4)?,
+                writer: r.get(5)?,
+            })
+        },
+    )?)
+}
+
+pub(crate) fn checkpoint_named(
+    conn: &dyn Conn,
+    name: &str,
+) -> Result<Option<crate::checkpoint::Checkpoint>> {
+    match checkpoint::by_name(conn, name) {
+        Ok(c) => Ok(Some(c)),
+        Err(e) if e.errno == libc::ENOENT => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+pub(crate) fn checkpoint_point(
+    conn: &dyn Conn,
+    id: i64,
+) -> Result<Option<crate::checkpoint::Point>> {
+    Ok(conn.opt(
+        "SELECT tree_seq, version_seq, time_ns, event_seq FROM checkpoints WHERE id = ?1",
+        p![id],
+        |r| {
+            Ok(crate::checkpoint::Point {
+                tree_seq: r.get(0)?,
+                version_seq: r.get(1)?,
+                event_seq: r.get(3)?,
+                time_ns: r.get(2)?,
+            })
+        },
+    )?)
+}
+
+pub(crate) fn point_at(conn: &dyn Conn, time_ns: i64) -> Result<crate::checkpoint::Point> {
+    checkpoint::point_at_time(conn, time_ns)
+}
+
+pub(crate) fn snapshot(
+    conn: &dyn Conn,
+    point: crate::checkpoint::Point,
+) -> Result<crate::checkpoint::Snapshot> {
+    let rows = checkpoint::snapshot_rows(conn, point)?;
+    Ok(crate::checkpoint::Snapshot::from_nodes(rows))
+}
+
+pub(crate) fn restorable(conn: &dyn Conn, limit: usize) -> Result<Vec<RestorableInfo>> {
+    let rows = conn.all(
+        "SELECT e.op, e.path, e.writer, e.time_ns, v.version, v.size, v.id,
+                (SELECT COUNT(*) FROM files f WHERE f.path = e.path AND f.deleted_ns IS NULL)
+         FROM events e JOIN versions v ON v.id = e.version_id
+         WHERE e.op IN ('unlink', 'shrink')
+           AND NOT (e.op = 'unlink' AND v.size = 0)
+         ORDER BY e.id DESC LIMIT ?1",
+        p![limit as i64],
+        |r| {
+            Ok(RestorableInfo {
+                deleted: r.get::<String>(0)? == "unlink",
+                path: r.get(1)?,
+                writer: r.get(2)?,
+                time_ns: r.get(3)?,
+                version: r.get(4)?,
+                size: r.get::<i64>(5)? as u64,
+                version_id: r.get(6)?,
+                live: r.get::<i64>(7)? > 0,
+            })
+        },
+    )?;
+    Ok(rows)
+}
+
+pub(crate) fn erasures(conn: &dyn Conn, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
+    events_of(conn, "op IN ('gc', 'redact')", limit)
+}
+
+pub(crate) fn refusals(conn: &dyn Conn, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
+    events_of(conn, "op = 'rejected'", limit)
+}
+
+pub(crate) fn read(
+    conn: &dyn Conn,
+    content: ContentRef,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<usize> {
+    crate::store::sql::content::read_at(conn, content, offset, buf)
+}
+
+/// Every live node, parents before children, with its current version, its writer's
+/// step and its last read ([`crate::store::Store::load`]).
+pub(crate) fn load(conn: &dyn Conn) -> Result<Vec<NodeRecord>> {
+    let rows = conn.all(
+        "WITH RECURSIVE tree(ino, depth) AS (
+            SELECT CAST(1 AS BIGINT), CAST(0 AS BIGINT)
+            UNION ALL
+            SELECT n.ino, t.depth + 1 FROM nodes n JOIN tree t ON n.parent = t.ino
+         )
+         SELECT n.ino, n.parent, n.name, n.kind, n.mode, n.uid, n.gid, n.atime_ns, n.mtime_ns,
+                n.ctime_ns, n.file_id, v.id, v.version, v.stream, v.size, v.time_ns,
+                n.mtime_pinned, v.writer, p.step, r.version, r.writer, r.time_ns
+         FROM tree t JOIN nodes n ON n.ino = t.ino
+         LEFT JOIN versions v ON v.file_id = n.file_id
+             AND v.version = (SELECT MAX(version) FROM versions WHERE file_id = n.file_id)
+             -- A re-created file without a commit yet has no version of its own.
+             AND v.id > COALESCE((SELECT MAX(version_id) FROM events
+                                  WHERE file_id = n.file_id AND op = 'create'), 0)
+         LEFT JOIN processes p ON p.id = v.process
+         LEFT JOIN reads r ON r.file_id = n.file_id
+         ORDER BY t.depth, n.ino",
+        p![],
+        |r| {
+            let mut n = node_from_row(r)?;
+            n.step = r.get(18)?;
+            if let Some(version) = r.get::<Option<i64>>(19)? {
+                n.last_read = Some(LastRead {
+                    version,
+                    writer: r.get::<String>(20)?.into(),
+                    time_ns: r.get(21)?,
+                });
+            }
+            Ok(n)
+        },
+    )?;
+    let mut out = Vec::new();
+    for r in rows {
+        out.push(r);
+    }
+    Ok(out)
+}
