@@ -12,7 +12,7 @@ use fuser::{Config, MountOption, SessionACL};
 
 use crate::fs::Fs;
 use crate::fuse::{Adapter, spawn_notifier};
-use crate::store::{Sqlite, Store};
+use crate::store::{History, Sqlite, Store};
 
 /// What a mount needs.
 #[derive(Debug, Clone)]
@@ -331,6 +331,16 @@ fn prepare_past(spec: &MountSpec, at: &str) -> Result<(Arc<Fs>, Config), Failure
 
 /// Validates the spec, opens (or creates) the store and builds the core.
 pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
+    if let Some(url) = spec
+        .db
+        .to_str()
+        .filter(|d| crate::store::postgres::is_url(d))
+    {
+        if spec.at.is_some() {
+            return Err("mount --at: not yet for a PostgreSQL database (docs/deploy.md)".into());
+        }
+        return prepare_postgres(spec, url);
+    }
     if let Some(at) = &spec.at {
         return prepare_past(spec, at);
     }
@@ -422,6 +432,77 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
                 .map_err(|e| format!("database {}: {e}", db.display()))?;
         }
     }
+    Ok((fs, config))
+}
+
+/// A mount of a scratchpad in PostgreSQL (issue 15, docs/deploy.md): no file lock, since
+/// several daemons (on several hosts) mount one database at once; each listens for the
+/// changes the others commit and refreshes its tree, views and the kernel's caches
+/// ([`crate::store::postgres::notify`]). Large writes spill to a private temporary
+/// directory of the daemon's.
+fn prepare_postgres(spec: &MountSpec, url: &str) -> Result<(Arc<Fs>, Config), Failure> {
+    use crate::store::postgres::{Postgres, display_name, notify};
+    check_mountpoint(&spec.mountpoint)?;
+    let name = display_name(url);
+    let (store, fresh) =
+        Postgres::open(url, spec.owner).map_err(|e| format!("database {name}: {e}"))?;
+    let spill = tempfile::Builder::new()
+        .prefix("scratchfs-spill-")
+        .tempdir()
+        .map_err(|e| format!("a spill directory for large writes: {e}"))?
+        .keep();
+    let daemon = store.daemon().to_string();
+    let store: Arc<dyn Store> = Arc::new(store);
+    let mut fs = Fs::new(store.clone(), spill)
+        .map_err(|e| format!("database {name}: {e}"))?
+        .with_views_listed(spec.list_views)
+        .with_manifest_budget(spec.manifest_tokens);
+    if fresh {
+        fs.seed(DEFAULT_LAYOUT, spec.owner)
+            .map_err(|e| format!("database {name}: {e}"))?;
+    }
+    let caller = crate::identity::Caller::internal("scratchfs");
+    if let Some(path) = &spec.rules {
+        let (text, rules) = crate::rules::load(path)?;
+        store
+            .record_rules(&text, &caller)
+            .map_err(|e| format!("database {name}: {e}"))?;
+        fs = fs.with_rules(crate::rules::enforce::Compiled::new(rules));
+    }
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(spec.fsname.clone().unwrap_or_else(|| name.clone())),
+        MountOption::Subtype("scratchfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::RW,
+    ];
+    if spec.allow_other {
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(
+        std::env::var("SCRATCHFS_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(4),
+    );
+    config.clone_fd = true;
+    let fs = Arc::new(fs);
+    Fs::start_live_appends(&fs).map_err(|e| format!("live-append thread: {e}"))?;
+    let weak = Arc::downgrade(&fs);
+    notify::listen(url.to_string(), daemon, move |changes| {
+        let Some(fs) = weak.upgrade() else {
+            return false;
+        };
+        log::debug!("changes by other daemons: {changes:?}");
+        if let Err(e) = fs.refresh() {
+            log::warn!("refreshing after other daemons' changes: {e}");
+        }
+        true
+    })
+    .map_err(|e| format!("listener thread: {e}"))?;
     Ok((fs, config))
 }
 

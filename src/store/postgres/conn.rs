@@ -99,6 +99,12 @@ impl PgConn {
         self.client.borrow_mut()
     }
 
+    /// Whether the connection is closed (the server went away, or the network to it):
+    /// the store then connects again. `false` while the client is borrowed.
+    pub fn client_closed(&self) -> bool {
+        self.client.try_borrow().is_ok_and(|c| c.is_closed())
+    }
+
     /// The client for one call, or `EIO` if [`PgConn::client`]'s borrow is still held.
     fn use_client(&self) -> Result<RefMut<'_, Client>> {
         self.client.try_borrow_mut().map_err(|_| {

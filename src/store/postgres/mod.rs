@@ -9,8 +9,11 @@
 //! `PGSSLMODE`) is refused with a message saying so ([`PgConn::connect`]).
 
 mod conn;
+pub mod notify;
+mod store;
 
 pub use conn::{PgConn, pg_error};
+pub use store::{Postgres, display_name, is_url};
 
 /// The PostgreSQL schema: the translation of src/store/schema.sql, created with
 /// `CREATE ... IF NOT EXISTS` and `CREATE OR REPLACE VIEW`, so running it again changes

@@ -1,0 +1,516 @@
+//! The [`Postgres`] store: a scratchpad in a PostgreSQL database, for mounts on several
+//! hosts (issue 15). Every change is one PostgreSQL transaction that runs the shared store
+//! code (src/store/sql) and is committed before the change is answered: acknowledged =
+//! committed (no redo log). After each commit the daemon sends `NOTIFY scratchfs` with
+//! what changed, so the other daemons drop what they cached ([`super::notify`]).
+//!
+//! Concurrency between daemons: a commit first locks its lineage's `files` row (`FOR
+//! UPDATE`), so commits to one file are serialized across daemons, its version numbers
+//! stay gap-free and ordered, and the lost-update check sees the real head; two creates of
+//! one name meet the unique index `nodes_by_name` (the loser gets `EEXIST`); a lost
+//! connection (PostgreSQL restarted, the network down) fails the change with `EIO` and the
+//! next change connects again, without a remount.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::PgConn;
+use crate::error::{Error, Result};
+use crate::identity::Caller;
+use crate::p;
+use crate::store::sql::write::{
+    Applied, Proc, commit_in, create_in, note_read_in, process_id, process_key, record_rules_in,
+    reject_in, rename_in, set_attrs_in, unlink_in,
+};
+use crate::store::sql::{Conn, ConnExt, admin, checkpoint, now_ns};
+use crate::store::{
+    Attrs, CommitRequest, Committed, GcReport, GcRequest, Kind, NodeRecord, Reading, RedactReport,
+    RenameRequest, Store, VersionInfo,
+};
+use crate::sync::Mutex;
+
+/// Reading connections per store (besides the writer).
+const READERS: usize = 2;
+
+/// An advisory lock key (`SCRF` in ASCII) that serializes schema creation between
+/// daemons opening one fresh database at once.
+const SCHEMA_LOCK: i64 = 0x5343_5246;
+
+/// Schema version written to `meta.schema_version` (as SQLite's).
+const SCHEMA_VERSION: &str = "1";
+
+/// A connection slot: `None` until connected, and again after the connection was lost.
+type Slot = Mutex<Option<PgConn>>;
+
+/// The PostgreSQL implementation of [`Store`].
+pub struct Postgres {
+    /// The URL as given (never printed: it may hold a password).
+    url: String,
+    /// Where the database is, for messages: host, port and database name.
+    name: String,
+    writer: Slot,
+    readers: Vec<Slot>,
+    next_reader: AtomicUsize,
+    /// `processes` row ids by caller facts (rows are never deleted).
+    processes: Mutex<HashMap<Caller, i64>>,
+    /// Opened to read the past (`mount --at`): every change is refused with `EROFS`.
+    frozen: bool,
+    /// This store's name in notifications (random per open), so its listener can tell
+    /// its own changes from other daemons'.
+    daemon: String,
+}
+
+/// Whether `db` names a PostgreSQL database (`postgres://` or `postgresql://`).
+pub fn is_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
+/// `host:port/dbname` of a URL, without user or password, for messages.
+pub fn display_name(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
+    format!("postgres://{rest}")
+}
+
+impl Postgres {
+    /// Connects to the database `url` names (libpq's URL and environment variables,
+    /// [`PgConn::connect`]), creates the schema when it is not there (several daemons at
+    /// once take turns: an advisory lock), and gives a new scratchpad its root directory
+    /// owned by `owner` (uid, gid). Returns the store and whether the scratchpad is new.
+    /// Errors: `ECONNREFUSED` and the like when the server cannot be reached, `EACCES`
+    /// when it refuses the login or the role may not create the tables, else `EIO`.
+    pub fn open(url: &str, owner: (u32, u32)) -> Result<(Postgres, bool)> {
+        let name = display_name(url);
+        let conn = PgConn::connect(url)?;
+        let fresh = conn
+            .transaction(|c| {
+                c.exec("SELECT pg_advisory_xact_lock(?1)", p![SCHEMA_LOCK])?;
+                c.batch(super::SCHEMA)?;
+                let fresh = c.value::<i64>("SELECT COUNT(*) FROM nodes", p![])? == 0;
+                if fresh {
+                    let now = now_ns();
+                    c.exec(
+                        "INSERT INTO nodes(ino, parent, name, kind, mode, uid, gid, atime_ns,
+                             mtime_ns, ctime_ns)
+                         VALUES (1, NULL, ?1, 'dir', 493, ?2, ?3, ?4, ?4, ?4)",
+                        p![&b""[..], owner.0, owner.1, now],
+                    )?;
+                    c.exec(
+                        "INSERT INTO meta(key, value) VALUES ('schema_version', ?1)
+                         ON CONFLICT(key) DO NOTHING",
+                        p![SCHEMA_VERSION],
+                    )?;
+                }
+                c.exec(
+                    "INSERT INTO meta(key, value) VALUES ('scratchpad_id', ?1)
+                     ON CONFLICT(key) DO NOTHING",
+                    p![&crate::store::sql::new_scratchpad_id(&name)],
+                )?;
+                Ok(fresh)
+            })
+            .map_err(|e| Error::new(e.errno, format!("opening {name}: {}", e.reason)))?;
+        checkpoint::seed_tree_log(&conn)
+            .map_err(|e| Error::new(e.errno, format!("opening {name}: {}", e.reason)))?;
+        Ok((Self::with_writer(url, name, Some(conn), false), fresh))
+    }
+
+    /// Opens the database to read only (`mount --at`, issue 14): nothing is created or
+    /// written; every change is refused with `EROFS`. `ENOENT` when it holds no
+    /// scratchpad.
+    pub fn open_frozen(url: &str) -> Result<Postgres> {
+        let name = display_name(url);
+        let conn = PgConn::connect(url)?;
+        let has: bool = conn.value(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.tables
+                            WHERE table_schema = current_schema() AND table_name = 'nodes')",
+            p![],
+        )?;
+        if !has {
+            return Err(Error::new(
+                libc::ENOENT,
+                format!("{name}: holds no scratchpad (no table nodes)"),
+            ));
+        }
+        Ok(Self::with_writer(url, name, None, true))
+    }
+
+    fn with_writer(url: &str, name: String, writer: Option<PgConn>, frozen: bool) -> Postgres {
+        Postgres {
+            url: url.to_string(),
+            name,
+            writer: Mutex::new(writer),
+            readers: (0..READERS).map(|_| Mutex::new(None)).collect(),
+            next_reader: AtomicUsize::new(0),
+            processes: Mutex::new(HashMap::new()),
+            frozen,
+            daemon: crate::store::sql::new_scratchpad_id(&format!("daemon {}", std::process::id()))
+                [..16]
+                .to_string(),
+        }
+    }
+
+    /// Where the database is (`postgres://host:port/db`, without credentials).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The URL the store was opened with (it may hold a password: never print it).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// This store's name in the notifications it sends ([`super::notify`]).
+    pub fn daemon(&self) -> &str {
+        &self.daemon
+    }
+
+    /// Sends what `what` touched to the other daemons, inside the open transaction (so it
+    /// is delivered at its commit, and never for a change rolled back).
+    fn notify(&self, tx: &dyn Conn, what: Touched) -> Result<()> {
+        if let Some(payload) = what.payload(&self.daemon) {
+            tx.exec(
+                "SELECT pg_notify(?1, ?2)",
+                p![super::notify::CHANNEL, &payload],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A `meta` value.
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.reading(|c| c.opt_value("SELECT value FROM meta WHERE key = ?1", p![key]))
+    }
+
+    /// Sets a `meta` row.
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.in_slot(&self.writer, |c| {
+            c.exec(
+                "INSERT INTO meta(key, value) VALUES (?1, ?2)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                p![key, value],
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// Runs `f` on the connection of `slot`, connecting first when it has none (never
+    /// connected, or lost); a failure that lost the connection empties the slot, so the
+    /// next call connects again (a restarted server is back without a remount).
+    fn in_slot<T>(&self, slot: &Slot, f: impl FnOnce(&PgConn) -> Result<T>) -> Result<T> {
+        let mut g = slot.lock();
+        if g.as_ref().is_none_or(|c| c.client_closed()) {
+            *g = Some(PgConn::connect(&self.url)?);
+        }
+        let conn = g.as_ref().expect("connected above");
+        let out = f(conn);
+        if let Err(e) = &out {
+            if e.errno == libc::EIO {
+                // The daemon's log says what the caller only sees as EIO.
+                log::error!("{}: {e}", self.name);
+            }
+            if conn.client_closed() {
+                *g = None;
+            }
+        }
+        out
+    }
+
+    /// The `processes` row of `c` (inserted on first use, outside any transaction).
+    fn process(&self, conn: &PgConn, c: &Caller) -> Result<Proc> {
+        let key = process_key(c);
+        let cached = self.processes.lock().get(&key).copied();
+        let id = match cached {
+            Some(id) => id,
+            None => {
+                let id = process_id(conn, c)?;
+                let mut cache = self.processes.lock();
+                if cache.len() >= 4096 {
+                    cache.clear();
+                }
+                cache.insert(key, id);
+                id
+            }
+        };
+        Ok(Proc {
+            id,
+            pid: c.pid,
+            writer: c.writer.clone(),
+        })
+    }
+
+    /// Runs `f` in one transaction on the writer connection, by `caller`: committed when
+    /// `f` returns `Ok(Ok(_))` or `Ok(Err(_))` (a refusal on record, whose error is then
+    /// returned), rolled back when it returns `Err`. `EROFS` on a store of the past.
+    fn change<T>(
+        &self,
+        caller: &Caller,
+        what: super::notify::Change,
+        f: impl FnOnce(&dyn Conn, &Proc) -> Result<Result<T>>,
+    ) -> Result<T> {
+        if self.frozen {
+            return Err(frozen_refusal());
+        }
+        self.in_slot(&self.writer, |conn| {
+            let proc_ = self.process(conn, caller)?;
+            conn.transaction(|tx| {
+                let out = f(tx, &proc_)?;
+                self.notify(tx, what)?;
+                Ok(out)
+            })
+        })?
+    }
+}
+
+/// The refusal of a change to a store opened to read the past.
+fn frozen_refusal() -> Error {
+    Error::new(
+        libc::EROFS,
+        "this scratchpad is mounted as it was in the past: read-only",
+    )
+}
+
+impl Reading for Postgres {
+    fn reading<T>(&self, f: impl FnOnce(&dyn Conn) -> Result<T>) -> Result<T> {
+        for slot in &self.readers {
+            if let Some(g) = slot.try_lock() {
+                drop(g);
+                return self.in_slot(slot, |c| f(c));
+            }
+        }
+        let i = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+        self.in_slot(&self.readers[i], |c| f(c))
+    }
+}
+
+use super::notify::Change as Touched;
+
+impl Store for Postgres {
+    fn load(&self) -> Result<Vec<NodeRecord>> {
+        self.reading(crate::store::sql::read::load)
+    }
+
+    fn create(
+        &self,
+        parent: u64,
+        name: &[u8],
+        path: &str,
+        kind: Kind,
+        attrs: Attrs,
+        caller: &Caller,
+    ) -> Result<NodeRecord> {
+        self.change(caller, Touched::Tree, |tx, proc_| {
+            create_in(tx, parent, name, path, kind, attrs, proc_).map(Ok)
+        })
+    }
+
+    fn commit(&self, req: CommitRequest<'_>) -> Result<Committed> {
+        if self.frozen {
+            return Err(frozen_refusal());
+        }
+        let ino = req.ino;
+        let caller = req.caller.clone();
+        self.in_slot(&self.writer, |conn| {
+            let proc_ = self.process(conn, &caller)?;
+            conn.batch("BEGIN")?;
+            let applied = (|| {
+                // Commits to one lineage take turns across daemons (module docs).
+                conn.exec(
+                    "SELECT id FROM files WHERE id = (SELECT file_id FROM nodes WHERE ino = ?1)
+                     FOR UPDATE",
+                    p![ino],
+                )?;
+                let applied = commit_in(conn, req, &proc_)?;
+                if let Applied::Committed(c) = &applied {
+                    self.notify(
+                        conn,
+                        Touched::File {
+                            ino,
+                            file_id: c.file_id,
+                        },
+                    )?;
+                }
+                Ok(applied)
+            })();
+            let end = match &applied {
+                Ok(Applied::Committed(_)) | Ok(Applied::Stale(_)) => "COMMIT",
+                _ => "ROLLBACK",
+            };
+            if let Err(e) = conn.batch(end) {
+                let _ = conn.batch("ROLLBACK");
+                return Err(e);
+            }
+            applied
+        })
+        .and_then(|out| match out {
+            Applied::Committed(c) | Applied::Unchanged(c) => Ok(c),
+            Applied::Stale(e) => Err(e),
+            Applied::Node(_) | Applied::Unlinked | Applied::Noted => {
+                Err(Error::new(libc::EIO, "store: a commit did something else"))
+            }
+        })
+    }
+
+    fn set_attrs(
+        &self,
+        ino: u64,
+        attrs: Attrs,
+        mtime_pinned: bool,
+        path: &str,
+        caller: &Caller,
+    ) -> Result<()> {
+        self.change(caller, Touched::Tree, |tx, proc_| {
+            set_attrs_in(tx, ino, attrs, mtime_pinned, path, proc_).map(Ok)
+        })
+    }
+
+    fn unlink(
+        &self,
+        ino: u64,
+        file_id: Option<i64>,
+        path: &str,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<()> {
+        self.change(caller, Touched::Tree, |tx, proc_| {
+            // Gone already (another host unlinked it): as the kernel would say.
+            let linked: bool = tx.value(
+                "SELECT EXISTS (SELECT 1 FROM nodes WHERE ino = ?1 AND parent IS NOT NULL)",
+                p![ino],
+            )?;
+            if !linked {
+                return Err(Error::not_found(path));
+            }
+            unlink_in(tx, ino, file_id, path, proc_, time_ns).map(Ok)
+        })
+    }
+
+    fn reject(
+        &self,
+        path: &str,
+        errno: i32,
+        reason: &str,
+        caller: &Caller,
+        content: Option<&[u8]>,
+    ) -> Result<()> {
+        self.change(caller, Touched::Events, |tx, proc_| {
+            reject_in(tx, path, errno, reason, proc_, content).map(Ok)
+        })
+    }
+
+    fn record_rules(&self, text: &str, caller: &Caller) -> Result<()> {
+        self.change(caller, Touched::Rules, |tx, proc_| {
+            record_rules_in(tx, text, proc_).map(Ok)
+        })
+    }
+
+    fn sync(&self) -> Result<()> {
+        // Every change was committed before it was answered.
+        Ok(())
+    }
+
+    fn sync_to_disk(&self) -> Result<()> {
+        // A PostgreSQL commit is durable when it returns (synchronous_commit).
+        Ok(())
+    }
+
+    fn redact(
+        &self,
+        file_id: i64,
+        number: i64,
+        path: &str,
+        why: &str,
+        caller: &Caller,
+    ) -> Result<RedactReport> {
+        let report = self.change(caller, Touched::Tree, |tx, proc_| {
+            admin::redact_in(tx, file_id, number, path, why, proc_).map(Ok)
+        })?;
+        // Frees the old rows' space for reuse (docs/deploy.md: what stays in
+        // PostgreSQL's files, WAL and backups until they are rewritten).
+        self.in_slot(&self.writer, |c| {
+            c.batch("VACUUM extents, blobs, versions, events")
+        })?;
+        Ok(report)
+    }
+
+    fn gc(
+        &self,
+        req: &GcRequest,
+        shown: &[i64],
+        protected: &[(i64, u64)],
+        caller: &Caller,
+    ) -> Result<GcReport> {
+        if self.frozen {
+            return Err(frozen_refusal());
+        }
+        let report = self.in_slot(&self.writer, |conn| {
+            conn.batch("BEGIN")?;
+            let out = admin::gc_in(conn, req, shown, protected, caller)
+                .and_then(|r| self.notify(conn, Touched::Tree).map(|_| r));
+            match (&out, req.dry_run) {
+                (Ok(_), false) => conn.batch("COMMIT")?,
+                _ => conn.batch("ROLLBACK")?,
+            }
+            let report = out?;
+            if req.dry_run {
+                admin::note_gc(conn, &report)?;
+            }
+            Ok(report)
+        })?;
+        Ok(report)
+    }
+
+    fn rename(&self, req: RenameRequest<'_>) -> Result<(Option<i64>, Option<VersionInfo>)> {
+        let caller = req.caller.clone();
+        self.change(&caller, Touched::Tree, |tx, proc_| {
+            rename_in(tx, req, proc_)
+        })
+    }
+
+    fn note_read(
+        &self,
+        file_id: i64,
+        version_id: i64,
+        version: i64,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<()> {
+        self.change(caller, Touched::Reads, |tx, proc_| {
+            note_read_in(tx, file_id, version_id, version, proc_, time_ns).map(Ok)
+        })
+    }
+
+    fn checkpoint(
+        &self,
+        name: &str,
+        note: Option<&str>,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::Checkpoint> {
+        self.change(caller, Touched::Events, |tx, proc_| {
+            checkpoint::take(tx, name, note, false, proc_, time_ns).map(Ok)
+        })
+    }
+
+    fn drop_checkpoint(
+        &self,
+        name: &str,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::Checkpoint> {
+        self.change(caller, Touched::Events, |tx, proc_| {
+            checkpoint::drop_named(tx, name, proc_, time_ns).map(Ok)
+        })
+    }
+
+    fn rollback(
+        &self,
+        name: &str,
+        caller: &Caller,
+        time_ns: i64,
+    ) -> Result<crate::checkpoint::RollbackReport> {
+        self.change(caller, Touched::Tree, |tx, proc_| {
+            checkpoint::rollback_named(tx, name, proc_, time_ns).map(Ok)
+        })
+    }
+}
