@@ -24,6 +24,104 @@ pub struct Mount {
     env: Vec<(String, String)>,
     /// A small tmpfs holding the database ([`Mount::with_db_on_tmpfs`]), unmounted on drop.
     disk: Option<PathBuf>,
+    /// Another mount owns the database ([`Mount::on_db`]): not dropped with this one.
+    keep_db: bool,
+}
+
+/// Whether the integration tests run against PostgreSQL: `SCRATCHFS_TEST_BACKEND` is
+/// `postgres` (scripts/test's second pass); else (unset or `sqlite`) the embedded SQLite.
+/// Any other value fails the test, saying so.
+pub fn on_postgres() -> bool {
+    match std::env::var("SCRATCHFS_TEST_BACKEND").as_deref() {
+        Err(_) | Ok("") | Ok("sqlite") => false,
+        Ok("postgres") => true,
+        Ok(other) => panic!("SCRATCHFS_TEST_BACKEND={other}: use sqlite or postgres"),
+    }
+}
+
+/// The PostgreSQL server of the tests (`SCRATCHFS_PG_URL`, from `scripts/pg start`): a
+/// test that needs it and has none fails, saying how to get one.
+pub fn pg_url() -> String {
+    std::env::var("SCRATCHFS_PG_URL").unwrap_or_else(|_| {
+        panic!(
+            "SCRATCHFS_PG_URL is not set: this test needs a PostgreSQL server. Run \
+             `scripts/pg start` (as root), then `export SCRATCHFS_PG_URL=$(scripts/pg url)`"
+        )
+    })
+}
+
+/// A new, empty PostgreSQL database on the tests' server; returns its URL. Dropped by
+/// [`drop_pg_database`] (a [`Mount`] does it when dropped).
+pub fn new_pg_database() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let base = pg_url();
+    let name = format!(
+        "t_{}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    );
+    let mut c = postgres::Client::connect(&base, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at SCRATCHFS_PG_URL: {e}"));
+    c.batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap_or_else(|e| panic!("cannot create a test database on PostgreSQL: {e:?}"));
+    let (server, _) = base.rsplit_once('/').expect("a URL with a database name");
+    format!("{server}/{name}")
+}
+
+/// Runs `query` on the PostgreSQL database `url` and prints its rows as the sqlite3 shell
+/// does: one line per row, columns joined by `|`, NULL empty, booleans 1 and 0, bytes as
+/// (lossy) text. SQLite's `CAST(x AS BLOB)` is read as `CAST(x AS BYTEA)`.
+pub fn pg_query(url: &str, query: &str) -> String {
+    use postgres::types::Type;
+    let query = query.replace(" AS BLOB)", " AS BYTEA)");
+    let mut c = postgres::Client::connect(url, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL: {e}"));
+    let rows = c
+        .query(query.as_str(), &[])
+        .unwrap_or_else(|e| panic!("{query}: {e:?}"));
+    let mut out = Vec::new();
+    for r in rows {
+        let cols: Vec<String> = (0..r.len())
+            .map(|i| {
+                let t = r.columns()[i].type_().clone();
+                let text = if t == Type::BOOL {
+                    r.get::<_, Option<bool>>(i)
+                        .map(|b| if b { "1" } else { "0" }.to_string())
+                } else if t == Type::INT8 {
+                    r.get::<_, Option<i64>>(i).map(|v| v.to_string())
+                } else if t == Type::INT4 {
+                    r.get::<_, Option<i32>>(i).map(|v| v.to_string())
+                } else if t == Type::INT2 {
+                    r.get::<_, Option<i16>>(i).map(|v| v.to_string())
+                } else if t == Type::BYTEA {
+                    r.get::<_, Option<Vec<u8>>>(i)
+                        .map(|v| String::from_utf8_lossy(&v).into_owned())
+                } else if t == Type::FLOAT8 {
+                    r.get::<_, Option<f64>>(i).map(|v| v.to_string())
+                } else {
+                    r.get::<_, Option<String>>(i)
+                };
+                text.unwrap_or_default()
+            })
+            .collect();
+        out.push(cols.join("|"));
+    }
+    out.join("\n")
+}
+
+/// Drops a database [`new_pg_database`] made (its connections closed first).
+pub fn drop_pg_database(url: &str) {
+    let Some((_, name)) = url.rsplit_once('/') else {
+        return;
+    };
+    if let Ok(mut c) = postgres::Client::connect(&pg_url(), postgres::NoTls) {
+        let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+    }
 }
 
 fn mounted(mnt: &Path) -> bool {
@@ -52,7 +150,11 @@ impl Mount {
             .unwrap();
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
-        let db = dir.path().join("scratch.db");
+        let db = if on_postgres() {
+            PathBuf::from(new_pg_database())
+        } else {
+            dir.path().join("scratch.db")
+        };
         let mut m = Mount {
             dir,
             mnt,
@@ -61,6 +163,31 @@ impl Mount {
             extra: extra.iter().map(|s| s.to_string()).collect(),
             env: Vec::new(),
             disk: None,
+            keep_db: false,
+        };
+        m.start();
+        m
+    }
+
+    /// Mounts the scratchpad in database `db` (a path or a `postgres://` URL) on a fresh
+    /// mountpoint of its own: a second daemon of a PostgreSQL scratchpad (issue 15). The
+    /// database is not dropped when this mount is.
+    pub fn on_db(db: &str) -> Mount {
+        let dir = tempfile::Builder::new()
+            .prefix("scratchfs-test-")
+            .tempdir()
+            .unwrap();
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let mut m = Mount {
+            dir,
+            mnt,
+            db: PathBuf::from(db),
+            child: None,
+            extra: Vec::new(),
+            env: Vec::new(),
+            disk: None,
+            keep_db: true,
         };
         m.start();
         m
@@ -69,6 +196,10 @@ impl Mount {
     /// Mounts a fresh scratchpad whose database lives on a tmpfs of `size` (as `mount -o
     /// size=`, e.g. "4m"), so a test can fill it (SPEC §6 "database full").
     pub fn with_db_on_tmpfs(size: &str) -> Mount {
+        assert!(
+            !on_postgres(),
+            "this test fills the disk of an SQLite database: it runs in the SQLite pass only"
+        );
         let dir = tempfile::Builder::new()
             .prefix("scratchfs-test-")
             .tempdir()
@@ -95,6 +226,7 @@ impl Mount {
             extra: Vec::new(),
             env: Vec::new(),
             disk: Some(disk),
+            keep_db: false,
         };
         m.start();
         m
@@ -200,15 +332,20 @@ impl Mount {
         {
             let _ = d.sync_all();
         }
-        let o = Command::new("sqlite3")
-            .arg("-batch")
-            .arg(&self.db)
-            .arg(query)
-            .output()
-            .expect("run sqlite3 (apt-get install sqlite3)");
+        if on_postgres() {
+            return pg_query(self.db.to_str().expect("a URL"), query);
+        }
+        let o = {
+            Command::new("sqlite3")
+                .arg("-batch")
+                .arg(&self.db)
+                .arg(query)
+                .output()
+                .expect("run sqlite3 (apt-get install sqlite3)")
+        };
         assert!(
             o.status.success(),
-            "sqlite3 failed: {}",
+            "{query}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
         String::from_utf8_lossy(&o.stdout).trim_end().to_string()
@@ -319,6 +456,13 @@ impl Drop for Mount {
         }
         if let Some(disk) = &self.disk {
             let _ = Command::new("umount").arg("-l").arg(disk).status();
+        }
+        if let Some(url) = self
+            .db
+            .to_str()
+            .filter(|d| !self.keep_db && d.starts_with("postgres://"))
+        {
+            drop_pg_database(url);
         }
     }
 }

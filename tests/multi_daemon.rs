@@ -1,0 +1,316 @@
+//! Several daemons, one scratchpad (issue 15): mounts of one PostgreSQL database on
+//! different mountpoints, standing in for different hosts. Needs `SCRATCHFS_PG_URL`
+//! (`scripts/pg start`); without it every test fails saying so. Nothing here waits a fixed
+//! time: each check polls for what it expects until a generous deadline.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Mount;
+
+/// A database of the tests' PostgreSQL server, dropped at the end of the test.
+struct Db(String);
+
+impl Db {
+    fn new() -> Db {
+        Db(common::new_pg_database())
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        common::drop_pg_database(&self.0);
+    }
+}
+
+/// Polls `f` until it returns `Some`, for at most 30 s (a loaded machine), then fails
+/// naming `what`.
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "within 30 s: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_commit_on_one_daemon_is_seen_on_the_others() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    let c = Mount::on_db(&db.0);
+    for round in 0..5 {
+        let text = format!("round {round} from a\n");
+        std::fs::write(a.path("notes.md"), &text).unwrap();
+        for m in [&b, &c] {
+            // Content and size, through the kernel: no stale page or attribute cache.
+            wait_for("the other daemons read the new content", || {
+                (std::fs::read_to_string(m.path("notes.md")).ok()? == text).then_some(())
+            });
+            assert_eq!(
+                std::fs::metadata(m.path("notes.md")).unwrap().len(),
+                text.len() as u64
+            );
+        }
+    }
+    // MANIFEST, .history and the outline on another daemon.
+    let manifest = std::fs::read_to_string(b.path("MANIFEST")).unwrap();
+    assert!(manifest.contains("notes.md"), "{manifest}");
+    let versions: Vec<String> = std::fs::read_dir(c.path(".history/notes.md"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(versions.len(), 5, "{versions:?}");
+    std::fs::write(b.path("plan.md"), "# Goal\nship\n# Steps\none\n").unwrap();
+    let outline = wait_for("the outline of b's file on a", || {
+        let o = std::fs::read_to_string(a.path("plan.md.outline")).ok()?;
+        o.contains("Steps").then_some(o)
+    });
+    assert!(outline.contains("Goal"), "{outline}");
+    // A directory, a rename and a delete by one daemon show on the others.
+    std::fs::create_dir(c.path("d")).unwrap();
+    std::fs::rename(c.path("notes.md"), c.path("d/notes.md")).unwrap();
+    std::fs::remove_file(c.path("plan.md")).unwrap();
+    for m in [&a, &b] {
+        wait_for("the rename and the delete on the others", || {
+            (m.path("d/notes.md").exists()
+                && !m.path("notes.md").exists()
+                && !m.path("plan.md").exists())
+            .then_some(())
+        });
+    }
+}
+
+#[test]
+fn a_lost_update_across_daemons_is_estale() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    std::fs::write(a.path("state.json"), "{\"n\": 1}\n").unwrap();
+    wait_for("b sees version 1", || {
+        (std::fs::read_to_string(b.path("state.json")).ok()? == "{\"n\": 1}\n").then_some(())
+    });
+    // a's writer opens version 1; b commits version 2; a's commit at close is refused.
+    let out = a.sh_ok(&format!(
+        r#"python3 - <<'PYEOF'
+import errno, os
+f = os.open("state.json", os.O_RDWR)
+os.read(f, 100)
+with open("{}/state.json", "w") as g:
+    g.write('{{"n": 2}}\n')
+os.lseek(f, 0, 0)
+os.write(f, b'{{"n": 3}}\n')
+try:
+    os.close(f)
+    print("closed")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+PYEOF"#,
+        b.mnt.display()
+    ));
+    assert_eq!(out.trim(), "ESTALE");
+    // b's version stands, on both; a's refused content is on record.
+    for m in [&a, &b] {
+        wait_for("b's version on both", || {
+            (std::fs::read_to_string(m.path("state.json")).ok()? == "{\"n\": 2}\n").then_some(())
+        });
+    }
+    let refused = common::pg_query(
+        &db.0,
+        "SELECT COUNT(*) FROM events WHERE op = 'rejected' AND errno = 116 AND path = 'state.json'",
+    );
+    assert_eq!(refused, "1");
+    // Gap-free numbers (b's `open(..., "w")` truncates, then writes: two versions), and
+    // none of them is a's refused content.
+    let numbers = common::pg_query(
+        &db.0,
+        "SELECT version FROM versions WHERE path = 'state.json' ORDER BY id",
+    );
+    let n: Vec<i64> = numbers.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(n, (1..=n.len() as i64).collect::<Vec<_>>(), "{numbers}");
+    let refused_hash = blake3::hash(b"{\"n\": 3}\n").to_hex().to_string();
+    let as_version = common::pg_query(
+        &db.0,
+        &format!("SELECT COUNT(*) FROM versions WHERE blake3 = '{refused_hash}'"),
+    );
+    assert_eq!(as_version, "0", "a's refused content is no version");
+    let as_refusal = common::pg_query(
+        &db.0,
+        &format!("SELECT COUNT(*) FROM events WHERE op = 'rejected' AND blake3 = '{refused_hash}'"),
+    );
+    assert_eq!(as_refusal, "1", "a's refused content is on record");
+}
+
+#[test]
+fn appends_from_four_daemons_lose_no_line() {
+    let db = Db::new();
+    let mounts: Vec<Mount> = (0..4).map(|_| Mount::on_db(&db.0)).collect();
+    std::fs::write(mounts[0].path("log.txt"), "").unwrap();
+    for m in &mounts[1..] {
+        wait_for("log.txt everywhere", || {
+            m.path("log.txt").exists().then_some(())
+        });
+    }
+    // 4 daemons x 2 writers x 500 lines, each line its own open, append and close.
+    let writers: Vec<_> = mounts
+        .iter()
+        .enumerate()
+        .flat_map(|(d, m)| {
+            (0..2).map(move |w| {
+                std::process::Command::new("bash")
+                    .arg("-c")
+                    .arg(format!(
+                        "for i in $(seq 1 500); do echo \"d{d} w{w} $i\" >> log.txt || exit 1; done"
+                    ))
+                    .current_dir(&m.mnt)
+                    .spawn()
+                    .unwrap()
+            })
+        })
+        .collect();
+    for mut w in writers {
+        assert!(w.wait().unwrap().success(), "a writer failed");
+    }
+    let mut expected: Vec<String> = (0..4)
+        .flat_map(|d| (0..2).flat_map(move |w| (1..=500).map(move |i| format!("d{d} w{w} {i}"))))
+        .collect();
+    expected.sort();
+    for m in &mounts {
+        let text = wait_for("4000 lines on every daemon", || {
+            let t = std::fs::read_to_string(m.path("log.txt")).ok()?;
+            (t.lines().count() >= 4000).then_some(t)
+        });
+        let mut got: Vec<String> = text.lines().map(str::to_string).collect();
+        // Each writer's lines stay in its order.
+        for d in 0..4 {
+            for w in 0..2 {
+                let prefix = format!("d{d} w{w} ");
+                let mine: Vec<u32> = got
+                    .iter()
+                    .filter_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+                    .collect();
+                assert_eq!(mine, (1..=500).collect::<Vec<u32>>(), "{prefix}");
+            }
+        }
+        got.sort();
+        assert_eq!(got, expected, "every line once, none lost");
+    }
+    // Version numbers gap-free and ordered.
+    let gaps = common::pg_query(
+        &db.0,
+        "SELECT COUNT(*), MIN(version), MAX(version) FROM versions WHERE path = 'log.txt'",
+    );
+    let f: Vec<i64> = gaps.split('|').map(|x| x.parse().unwrap()).collect();
+    assert_eq!(f[0], f[2], "versions {gaps}");
+    assert_eq!(f[1], 1);
+}
+
+#[test]
+fn one_name_created_from_two_daemons_at_once_has_one_winner() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    let script = |m: &Mount| {
+        std::process::Command::new("python3")
+            .arg("-c")
+            .arg(
+                r#"
+import errno, os
+won = 0
+for i in range(100):
+    try:
+        os.close(os.open("n%d" % i, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        won += 1
+    except OSError as e:
+        assert e.errno == errno.EEXIST, e
+print(won)
+"#,
+            )
+            .current_dir(&m.mnt)
+            .spawn()
+            .unwrap()
+    };
+    let (pa, pb) = (script(&a), script(&b));
+    let (oa, ob) = (
+        pa.wait_with_output().unwrap(),
+        pb.wait_with_output().unwrap(),
+    );
+    assert!(oa.status.success() && ob.status.success());
+    let nodes = common::pg_query(
+        &db.0,
+        "SELECT COUNT(*), COUNT(DISTINCT name) FROM nodes
+         WHERE parent = 1 AND get_byte(name, 0) = 110",
+    );
+    assert_eq!(nodes, "100|100", "one node per name");
+    for m in [&a, &b] {
+        wait_for("100 files on both", || {
+            let n = std::fs::read_dir(&m.mnt)
+                .ok()?
+                .filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.file_name().to_string_lossy().starts_with('n'))
+                })
+                .count();
+            (n == 100).then_some(())
+        });
+    }
+}
+
+#[test]
+fn a_killed_daemon_loses_nothing_and_the_others_go_on() {
+    let db = Db::new();
+    let mut a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    for i in 0..20 {
+        std::fs::write(a.path(&format!("f{i}")), format!("acknowledged {i}\n")).unwrap();
+    }
+    a.kill9();
+    for i in 0..20 {
+        let got = wait_for("a's files on b", || {
+            std::fs::read_to_string(b.path(&format!("f{i}"))).ok()
+        });
+        assert_eq!(got, format!("acknowledged {i}\n"));
+    }
+    std::fs::write(b.path("after"), "b goes on\n").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(b.path("after")).unwrap(),
+        "b goes on\n"
+    );
+}
+
+#[test]
+fn lost_connections_fail_with_eio_then_recover_without_a_remount() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    std::fs::write(a.path("before"), "kept\n").unwrap();
+    // Every connection to this database is cut, as a restart of PostgreSQL would.
+    let name = db.0.rsplit('/').next().unwrap().to_string();
+    let cut = || {
+        common::pg_query(
+            &common::pg_url(),
+            &format!(
+                "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+                 WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+            ),
+        )
+    };
+    assert_ne!(cut(), "0", "the daemon had connections to cut");
+    // The first write on the cut connection fails with EIO, or succeeds when the
+    // connection was found closed first; then writes work again, without a remount.
+    let first = std::fs::write(a.path("during"), "x\n");
+    if let Err(e) = &first {
+        assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    }
+    wait_for("writes work again", || {
+        std::fs::write(a.path("after"), "back\n").ok()
+    });
+    assert_eq!(std::fs::read_to_string(a.path("before")).unwrap(), "kept\n");
+    assert_eq!(std::fs::read_to_string(a.path("after")).unwrap(), "back\n");
+    // Another daemon started now sees everything acknowledged.
+    let b = Mount::on_db(&db.0);
+    assert_eq!(std::fs::read_to_string(b.path("after")).unwrap(), "back\n");
+}
