@@ -393,28 +393,10 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
             .record_rules("", &crate::identity::Caller::internal("scratchfs"))
             .map_err(|e| format!("database {}: {e}", db.display()))?;
     }
-    let mut config = Config::default();
-    config.mount_options = vec![
-        MountOption::FSName(spec.fsname.clone().unwrap_or_else(|| default_fsname(&db))),
-        MountOption::Subtype("scratchfs".into()),
-        MountOption::DefaultPermissions,
-        MountOption::NoDev,
-        MountOption::NoSuid,
-        MountOption::RW,
-    ];
-    if spec.allow_other {
-        config.acl = SessionACL::All;
-    }
-    // Worker threads serving /dev/fuse (each with its own cloned fd).
-    // `SCRATCHFS_THREADS` overrides the default of 4.
-    config.n_threads = Some(
-        std::env::var("SCRATCHFS_THREADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or(4),
+    let config = live_config(
+        spec,
+        spec.fsname.clone().unwrap_or_else(|| default_fsname(&db)),
     );
-    config.clone_fd = true;
     let fs = Arc::new(fs);
     Fs::start_live_appends(&fs).map_err(|e| format!("live-append thread: {e}"))?;
     // `scratchfs mcp` runs its calls here while the database is mounted (issue 12). A
@@ -433,6 +415,53 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
         }
     }
     Ok((fs, config))
+}
+
+/// The FUSE configuration of a live (read-write) mount named `fsname`: worker threads
+/// serving /dev/fuse, each with its own cloned fd (`SCRATCHFS_THREADS` overrides the
+/// default of 4).
+fn live_config(spec: &MountSpec, fsname: String) -> Config {
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(fsname),
+        MountOption::Subtype("scratchfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::RW,
+    ];
+    if spec.allow_other {
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(
+        std::env::var("SCRATCHFS_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(4),
+    );
+    config.clone_fd = true;
+    config
+}
+
+/// The writer rules the database holds (the text recorded last), compiled; `None` when it
+/// holds none or an empty text (the defaults). A text that does not parse is an error
+/// naming its first problem (never silently the defaults).
+fn stored_rules(store: &dyn Store) -> Result<Option<crate::rules::enforce::Compiled>, Failure> {
+    let Some(text) = store.rules_text().map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let rules = crate::rules::Rules::parse(&text).map_err(|problems| {
+        let first = problems
+            .first()
+            .map(|p| format!("line {}, column {}: {}", p.line, p.column, p.message))
+            .unwrap_or_default();
+        format!("the stored rules do not parse: {first}")
+    })?;
+    Ok(Some(crate::rules::enforce::Compiled::new(rules)))
 }
 
 /// A mount of a scratchpad in PostgreSQL (issue 15, docs/deploy.md): no file lock, since
@@ -461,6 +490,8 @@ fn prepare_postgres(spec: &MountSpec, url: &str) -> Result<(Arc<Fs>, Config), Fa
         fs.seed(DEFAULT_LAYOUT, spec.owner)
             .map_err(|e| format!("database {name}: {e}"))?;
     }
+    // The rules are the database's: a rules file given here becomes them (and reaches
+    // the other daemons); without one, this daemon enforces the ones stored.
     let caller = crate::identity::Caller::internal("scratchfs");
     if let Some(path) = &spec.rules {
         let (text, rules) = crate::rules::load(path)?;
@@ -468,27 +499,12 @@ fn prepare_postgres(spec: &MountSpec, url: &str) -> Result<(Arc<Fs>, Config), Fa
             .record_rules(&text, &caller)
             .map_err(|e| format!("database {name}: {e}"))?;
         fs = fs.with_rules(crate::rules::enforce::Compiled::new(rules));
+    } else if let Some(rules) =
+        stored_rules(&*store).map_err(|e| format!("database {name}: {e}"))?
+    {
+        fs = fs.with_rules(rules);
     }
-    let mut config = Config::default();
-    config.mount_options = vec![
-        MountOption::FSName(spec.fsname.clone().unwrap_or_else(|| name.clone())),
-        MountOption::Subtype("scratchfs".into()),
-        MountOption::DefaultPermissions,
-        MountOption::NoDev,
-        MountOption::NoSuid,
-        MountOption::RW,
-    ];
-    if spec.allow_other {
-        config.acl = SessionACL::All;
-    }
-    config.n_threads = Some(
-        std::env::var("SCRATCHFS_THREADS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or(4),
-    );
-    config.clone_fd = true;
+    let config = live_config(spec, spec.fsname.clone().unwrap_or_else(|| name.clone()));
     let fs = Arc::new(fs);
     Fs::start_live_appends(&fs).map_err(|e| format!("live-append thread: {e}"))?;
     let weak = Arc::downgrade(&fs);
@@ -497,6 +513,17 @@ fn prepare_postgres(spec: &MountSpec, url: &str) -> Result<(Arc<Fs>, Config), Fa
             return false;
         };
         log::debug!("changes by other daemons: {changes:?}");
+        if changes
+            .iter()
+            .any(|c| matches!(c, notify::Change::Rules | notify::Change::Tree))
+        {
+            // Another daemon recorded rules (or this one was not listening): enforce
+            // what the database holds. Rules that do not parse keep the ones in force.
+            match stored_rules(&**fs.store()) {
+                Ok(rules) => fs.gate().rules.set(rules),
+                Err(e) => log::error!("the rules in the database: {e} (the rules in force stay)"),
+            }
+        }
         if let Err(e) = fs.refresh() {
             log::warn!("refreshing after other daemons' changes: {e}");
         }

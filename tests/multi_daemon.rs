@@ -314,3 +314,46 @@ fn lost_connections_fail_with_eio_then_recover_without_a_remount() {
     let b = Mount::on_db(&db.0);
     assert_eq!(std::fs::read_to_string(b.path("after")).unwrap(), "back\n");
 }
+
+#[test]
+fn the_rules_are_the_databases_and_a_change_reaches_every_daemon() {
+    let db = Db::new();
+    let dir = tempfile::tempdir().unwrap();
+    let strict = dir.path().join("strict.json");
+    std::fs::write(
+        &strict,
+        r#"{"writers": {"tool": {"env": "tool"}},
+            "paths": [{"path": "facts/**", "writers": ["tool"]},
+                      {"path": "**", "writers": ["*"]}]}"#,
+    )
+    .unwrap();
+    let open = dir.path().join("open.json");
+    std::fs::write(&open, r#"{"paths": [{"path": "**", "writers": ["*"]}]}"#).unwrap();
+    let mut a = Mount::on_db(&db.0);
+    a.unmount();
+    a.restart_with(&["--rules", strict.to_str().unwrap()]);
+    a.sh_ok("mkdir facts && SCRATCHFS_WRITER=tool bash -c 'echo 42 > facts/n'");
+    // b was started without rules: it enforces the database's.
+    let b = Mount::on_db(&db.0);
+    let o = b.sh("echo 41 > facts/n");
+    assert!(
+        !o.status.success(),
+        "b let an untagged writer write facts/n"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(b.path("facts/n")).unwrap(), "42\n");
+    // A daemon started with other rules records them: b enforces them from then on.
+    let mut c = Mount::on_db(&db.0);
+    c.unmount();
+    c.restart_with(&["--rules", open.to_str().unwrap()]);
+    wait_for("b enforces the new rules", || {
+        b.sh("echo 43 > facts/n").status.success().then_some(())
+    });
+    wait_for("a reads b's write", || {
+        (std::fs::read_to_string(a.path("facts/n")).ok()? == "43\n").then_some(())
+    });
+}

@@ -128,7 +128,7 @@ fn stored_rules(db: &Path) -> Result<Option<String>, Failure> {
 /// gid, user, exe, comm) this process satisfies: naming a writer defined by uid 0 does not
 /// give uid 0's rights.
 fn check_writer(fs: &crate::fs::Fs, writer: Option<&str>, ctx: Ctx) -> Result<(), Failure> {
-    let Some(rules) = &fs.gate().rules else {
+    let Some(rules) = fs.gate().rules.load() else {
         return Ok(());
     };
     let Some(w) = writer else { return Ok(()) };

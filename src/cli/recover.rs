@@ -43,7 +43,7 @@ pub fn recover(db: &Path, accept_loss: bool, json: bool) -> Result<(), Failure> 
     }
     let caller = cli_caller();
     let gate = Gate {
-        rules: None,
+        rules: Default::default(),
         admins: vec![0, db_owner(db)?],
         read_only: false,
     };

@@ -72,7 +72,7 @@ fn offline(db: &Path, req: &RedactRequest) -> Result<(), Failure> {
     let (store, _) = Sqlite::open(db, me).map_err(|e| e.reason)?;
     let caller = cli_caller();
     let gate = Gate {
-        rules: None,
+        rules: Default::default(),
         admins: vec![0, db_owner(db)?],
         read_only: false,
     };

@@ -44,7 +44,8 @@ impl Fs {
             let append_only = self
                 .gate
                 .rules
-                .as_ref()
+                .load()
+                .as_deref()
                 .and_then(|r| r.rule_for(&path))
                 .is_some_and(|r| r.mode == crate::rules::Mode::AppendOnly);
             let (current, restored) = if append_only || self.gate.needs_content(&path) {

@@ -273,11 +273,35 @@ impl Change<'_> {
 /// mounted is refused another (`EDQUOT`).
 pub const MAX_CHECKPOINTS: usize = 1000;
 
+/// The writer rules a gate enforces now: read with [`Rules::load`] (a snapshot that one
+/// operation uses throughout), replaced whole with [`Rules::set`].
+#[derive(Debug, Default)]
+pub struct Rules(crate::sync::RwLock<Option<std::sync::Arc<Compiled>>>);
+
+impl Rules {
+    /// The rules now (`None`: the defaults).
+    pub fn load(&self) -> Option<std::sync::Arc<Compiled>> {
+        self.0.read().clone()
+    }
+
+    /// Enforces `rules` from now on (`None`: the defaults).
+    pub fn set(&self, rules: Option<Compiled>) {
+        *self.0.write() = rules.map(std::sync::Arc::new);
+    }
+
+    /// Whether there are rules (not the defaults).
+    pub fn is_some(&self) -> bool {
+        self.0.read().is_some()
+    }
+}
+
 /// The gate: the rules a mount (or a CLI command) runs with, and who may erase history.
 #[derive(Debug)]
 pub struct Gate {
-    /// The writer rules (SPEC §5); `None`: the defaults, anyone may change anything.
-    pub rules: Option<Compiled>,
+    /// The writer rules (SPEC §5); none: the defaults, anyone may change anything.
+    /// Swappable while mounted: several daemons of one PostgreSQL database enforce the
+    /// rules it stores, and a change of them reaches every daemon (issue 15).
+    pub rules: Rules,
     /// uids that may erase history (gc, redact) and roll back: root and the user who
     /// mounted.
     pub admins: Vec<u32>,
@@ -315,7 +339,7 @@ impl Gate {
     pub fn new() -> Gate {
         let me = unsafe { libc::geteuid() };
         Gate {
-            rules: None,
+            rules: Rules::default(),
             admins: if me == 0 { vec![0] } else { vec![0, me] },
             read_only: false,
         }
@@ -324,13 +348,17 @@ impl Gate {
     /// Whether a commit, truncation or restore of `path` needs the file's content
     /// (a rule with a `format`, `max_bytes`, `deny_secrets` or `fields`).
     pub fn needs_content(&self, path: &str) -> bool {
-        self.rules.as_ref().is_some_and(|r| r.checks_content(path))
+        self.rules
+            .load()
+            .as_deref()
+            .is_some_and(|r| r.checks_content(path))
     }
 
     /// Whether `path`'s rule has per-key `fields` (commits need the current content).
     pub fn has_fields(&self, path: &str) -> bool {
         self.rules
-            .as_ref()
+            .load()
+            .as_deref()
             .and_then(|r| r.rule_for(path))
             .is_some_and(|r| r.fields.is_some())
     }
@@ -339,7 +367,8 @@ impl Gate {
     /// `jsonl` format, or `fields`) rather than on its new bytes ([`Content::Appended`]).
     pub fn append_needs_whole(&self, path: &str) -> bool {
         self.rules
-            .as_ref()
+            .load()
+            .as_deref()
             .and_then(|r| r.rule_for(path))
             .is_some_and(|r| {
                 r.fields.is_some() || matches!(r.format, Some(Format::Json | Format::Jsonl))
@@ -350,13 +379,17 @@ impl Gate {
     /// content written so far ([`Change::Write`] `whole`): `json` paths, so that a syntax
     /// error, or a complete object breaking `fields`, is refused at `write`.
     pub fn write_needs_whole(&self, path: &str) -> bool {
-        self.rules.as_ref().is_some_and(|r| r.is_json(path))
+        self.rules
+            .load()
+            .as_deref()
+            .is_some_and(|r| r.is_json(path))
     }
 
     /// Whether `path` is `write-once`.
     pub fn is_write_once(&self, path: &str) -> bool {
         self.rules
-            .as_ref()
+            .load()
+            .as_deref()
             .and_then(|r| r.rule_for(path))
             .is_some_and(|r| r.mode == Mode::WriteOnce)
     }
@@ -364,7 +397,8 @@ impl Gate {
     /// Whether writes to `path` are searched for secrets (`deny_secrets`).
     pub fn checks_secrets(&self, path: &str) -> bool {
         self.rules
-            .as_ref()
+            .load()
+            .as_deref()
             .and_then(|r| r.rule_for(path))
             .is_some_and(|r| r.deny_secrets)
     }
@@ -447,9 +481,9 @@ impl Gate {
         }
         if let Change::Checkpoint { name, .. } = change {
             // Root and the user who mounted (the harness) may always.
-            let take = self
-                .rules
-                .as_ref()
+            let rules = self.rules.load();
+            let take = rules
+                .as_deref()
                 .and_then(|r| r.rules.checkpoints.take.as_ref())
                 .filter(|_| !self.admins.contains(&caller.uid));
             return match take {
@@ -470,7 +504,7 @@ impl Gate {
         }
         if let Change::Rollback { name } = change {
             let allowed = self.admins.contains(&caller.uid)
-                || self.rules.as_ref().is_some_and(|r| {
+                || self.rules.load().as_deref().is_some_and(|r| {
                     r.rules
                         .checkpoints
                         .rollback
@@ -529,7 +563,9 @@ impl Gate {
         {
             return Err(wal_index_refusal(path));
         }
-        let Some(r) = &self.rules else { return Ok(()) };
+        let Some(r) = self.rules.load() else {
+            return Ok(());
+        };
         let w = caller.writer.as_str();
         let einval = |reason: String| Error::new(libc::EINVAL, reason);
         match *change {
@@ -820,7 +856,8 @@ impl Gate {
     /// An `append-only` path (SPEC §5): a change at byte `at` before the committed end
     /// `end` is refused with `EPERM`.
     fn append_only(&self, path: &str, writer: &str, at: u64, end: u64) -> Result<()> {
-        let Some(rule) = self.rules.as_ref().and_then(|r| r.rule_for(path)) else {
+        let rules = self.rules.load();
+        let Some(rule) = rules.as_deref().and_then(|r| r.rule_for(path)) else {
             return Ok(());
         };
         if rule.mode != Mode::AppendOnly || at >= end {
@@ -838,7 +875,8 @@ impl Gate {
     /// A name under a `deny_secrets` rule must not hold a secret either: names are
     /// stored (and shown) everywhere and cannot be redacted (`EINVAL`).
     fn name_secret(&self, path: &str, writer: &str) -> Result<()> {
-        let Some(rule) = self.rules.as_ref().and_then(|r| r.rule_for(path)) else {
+        let rules = self.rules.load();
+        let Some(rule) = rules.as_deref().and_then(|r| r.rule_for(path)) else {
             return Ok(());
         };
         match secret_in(path.as_bytes()) {
@@ -862,7 +900,9 @@ impl Gate {
         content: Option<&[u8]>,
         what: &str,
     ) -> Result<()> {
-        let Some(r) = &self.rules else { return Ok(()) };
+        let Some(r) = self.rules.load() else {
+            return Ok(());
+        };
         let Some(rule) = r.rule_for(path) else {
             return Ok(());
         };
@@ -903,7 +943,8 @@ impl Gate {
         window_at: u64,
         window: &[u8],
     ) -> Result<()> {
-        let Some(rule) = self.rules.as_ref().and_then(|r| r.rule_for(path)) else {
+        let rules = self.rules.load();
+        let Some(rule) = rules.as_deref().and_then(|r| r.rule_for(path)) else {
             return Ok(());
         };
         let einval = |what: String| {
@@ -1054,11 +1095,17 @@ impl Fs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_rules(r: Option<Compiled>) -> super::Rules {
+        let rules = super::Rules::default();
+        rules.set(r);
+        rules
+    }
     use crate::rules::Rules;
 
     fn gate(rules: &str) -> Gate {
         Gate {
-            rules: Some(Compiled::new(Rules::parse(rules).unwrap())),
+            rules: with_rules(Some(Compiled::new(Rules::parse(rules).unwrap()))),
             admins: vec![0, 500],
             read_only: false,
         }
@@ -1215,7 +1262,7 @@ mod tests {
         assert!(g.check(&who("anonymous", 500), &back).is_ok());
         // Without rules: anyone takes a checkpoint, only they roll back.
         let open = Gate {
-            rules: None,
+            rules: Default::default(),
             admins: vec![0, 500],
             read_only: false,
         };
@@ -1287,7 +1334,7 @@ mod tests {
     fn erasing_history_is_for_root_and_the_mounting_user() {
         for rules in [Some(RULES), None] {
             let g = Gate {
-                rules: rules.map(|r| Compiled::new(Rules::parse(r).unwrap())),
+                rules: with_rules(rules.map(|r| Compiled::new(Rules::parse(r).unwrap()))),
                 admins: vec![0, 500],
                 read_only: false,
             };

@@ -381,7 +381,7 @@ impl Fs {
             return c;
         }
         let c = self.resolver.resolve(ctx.pid, ctx.uid, ctx.gid);
-        match &self.gate.rules {
+        match self.gate.rules.load().as_deref() {
             // With writer rules, the writer is the first whose matchers all match.
             Some(r) => {
                 let comm =
@@ -424,7 +424,7 @@ impl Fs {
                 .trim_end()
                 .to_string()
         };
-        c.writer = match (&remote.writer, &self.gate.rules) {
+        c.writer = match (&remote.writer, self.gate.rules.load().as_deref()) {
             (Some(w), Some(r)) => match r.rules.process_matches(w, &c, &comm()) {
                 Some(true) => w.clone(),
                 Some(false) => {
@@ -521,7 +521,7 @@ impl Fs {
 
     /// Whether the rule of the file at `ino` says `"on_conflict": "overwrite"`.
     fn overwrites(&self, ino: u64) -> bool {
-        if self.gate.rules.is_none() {
+        if !self.gate.rules.is_some() {
             return false;
         }
         let path = self.tree.read().path(ino);
@@ -530,7 +530,7 @@ impl Fs {
 
     /// Whether the rule of `path` says `"on_conflict": "overwrite"`.
     fn overwrites_path(&self, path: &str) -> bool {
-        let Some(r) = &self.gate.rules else {
+        let Some(r) = self.gate.rules.load() else {
             return false;
         };
         r.rule_for(path)
@@ -538,8 +538,8 @@ impl Fs {
     }
 
     /// Mounts with these writer rules (they replace the defaults of SPEC §3).
-    pub fn with_rules(mut self, rules: crate::rules::enforce::Compiled) -> Self {
-        self.gate.rules = Some(rules);
+    pub fn with_rules(self, rules: crate::rules::enforce::Compiled) -> Self {
+        self.gate.rules.set(Some(rules));
         self
     }
 

@@ -195,7 +195,8 @@ impl Fs {
         }
         self.gate
             .rules
-            .as_ref()
+            .load()
+            .as_deref()
             .and_then(|r| r.rules.manifest_tokens)
             .map(|t| t as usize)
             .unwrap_or(manifest::DEFAULT_BUDGET_TOKENS)
@@ -209,7 +210,8 @@ impl Fs {
             || self
                 .gate
                 .rules
-                .as_ref()
+                .load()
+                .as_deref()
                 .is_some_and(|r| r.is_ephemeral(path))
     }
 
@@ -247,7 +249,7 @@ impl Fs {
 
     /// "who may write" lines of MANIFEST: one per path rule that restricts something.
     fn rules_summary(&self) -> Vec<String> {
-        let Some(r) = &self.gate.rules else {
+        let Some(r) = self.gate.rules.load() else {
             return vec!["anyone may write any file (no writer rules)".into()];
         };
         r.summary()
@@ -455,7 +457,12 @@ impl Fs {
     /// MANIFEST's rows (`slot`; made by a walk when `None`) brought up to date with the
     /// changes since they last were.
     fn rows_now<'s>(&self, slot: &'s mut Option<Rows>) -> Result<&'s mut Rows> {
-        let globs = self.gate.rules.as_ref().is_some_and(|r| r.has_ephemeral());
+        let globs = self
+            .gate
+            .rules
+            .load()
+            .as_deref()
+            .is_some_and(|r| r.has_ephemeral());
         // Taken before the tree is read: a change made meanwhile is in the next set (its
         // inodes are added after the tree changed, and bump the generation after that).
         let touched = std::mem::take(&mut *self.views.touched.lock());
@@ -531,7 +538,8 @@ impl Fs {
         refusals: (Vec<Refusal>, u64),
         erasures: (Vec<Refusal>, u64),
     ) -> Result<String> {
-        let rules = self.gate.rules.as_ref();
+        let rules_now = self.gate.rules.load();
+        let rules = rules_now.as_deref();
         let mut current = slot.take();
         let rows = self.rows_now(&mut current)?;
         let caps = |path: &str| {
@@ -581,7 +589,8 @@ impl Fs {
                 && self
                     .gate
                     .rules
-                    .as_ref()
+                    .load()
+                    .as_deref()
                     .is_some_and(|r| r.is_ephemeral(&tree.path(ino))));
         if temporary {
             return Ok(Seen::Temporary);
@@ -602,7 +611,8 @@ impl Fs {
     /// MANIFEST's rows from one pass over the inodes, reading the name and the start of
     /// the content only of files whose [`ViewMemo`] does not know them yet.
     fn walk_rows(&self, globs: bool) -> Result<Rows> {
-        let rules = self.gate.rules.as_ref();
+        let rules_now = self.gate.rules.load();
+        let rules = rules_now.as_deref();
         let mut attempt = 0;
         loop {
             attempt += 1;

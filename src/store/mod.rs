@@ -581,6 +581,9 @@ pub trait History: Send + Sync {
     /// stored (gc may have forgotten it), newest first; a deletion of an empty file is no
     /// such thing. Fewer than `limit`: there are no more.
     fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>>;
+    /// The text of the writer rules recorded last (SPEC §5), if any; `""` when the last
+    /// mount had none.
+    fn rules_text(&self) -> Result<Option<String>>;
 }
 
 /// A backend's reading connection: one that sees every change acknowledged so far.
@@ -652,6 +655,9 @@ impl<R: Reading> History for R {
     }
     fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>> {
         self.reading(|c| sql::read::restorable(c, limit))
+    }
+    fn rules_text(&self) -> Result<Option<String>> {
+        self.reading(sql::read::rules_text)
     }
 }
 

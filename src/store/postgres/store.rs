@@ -11,7 +11,6 @@
 //! connection (PostgreSQL restarted, the network down) fails the change with `EIO` and the
 //! next change connects again, without a remount.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::PgConn;
@@ -19,8 +18,8 @@ use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::p;
 use crate::store::sql::write::{
-    Applied, Proc, commit_in, create_in, note_read_in, process_id, process_key, record_rules_in,
-    reject_in, rename_in, set_attrs_in, unlink_in,
+    Applied, Proc, Processes, commit_in, create_in, note_read_in, record_rules_in, reject_in,
+    rename_in, set_attrs_in, unlink_in,
 };
 use crate::store::sql::{Conn, ConnExt, admin, checkpoint, now_ns};
 use crate::store::{
@@ -51,8 +50,8 @@ pub struct Postgres {
     writer: Slot,
     readers: Vec<Slot>,
     next_reader: AtomicUsize,
-    /// `processes` row ids by caller facts (rows are never deleted).
-    processes: Mutex<HashMap<Caller, i64>>,
+    /// `processes` row ids by caller facts.
+    processes: Processes,
     /// Opened to read the past (`mount --at`): every change is refused with `EROFS`.
     frozen: bool,
     /// This store's name in notifications (random per open), so its listener can tell
@@ -142,7 +141,7 @@ impl Postgres {
             writer: Mutex::new(writer),
             readers: (0..READERS).map(|_| Mutex::new(None)).collect(),
             next_reader: AtomicUsize::new(0),
-            processes: Mutex::new(HashMap::new()),
+            processes: Processes::default(),
             frozen,
             daemon: crate::store::sql::new_scratchpad_id(&format!("daemon {}", std::process::id()))
                 [..16]
@@ -218,25 +217,7 @@ impl Postgres {
 
     /// The `processes` row of `c` (inserted on first use, outside any transaction).
     fn process(&self, conn: &PgConn, c: &Caller) -> Result<Proc> {
-        let key = process_key(c);
-        let cached = self.processes.lock().get(&key).copied();
-        let id = match cached {
-            Some(id) => id,
-            None => {
-                let id = process_id(conn, c)?;
-                let mut cache = self.processes.lock();
-                if cache.len() >= 4096 {
-                    cache.clear();
-                }
-                cache.insert(key, id);
-                id
-            }
-        };
-        Ok(Proc {
-            id,
-            pid: c.pid,
-            writer: c.writer.clone(),
-        })
+        self.processes.of(conn, c)
     }
 
     /// Runs `f` in one transaction on the writer connection, by `caller`: committed when
@@ -462,7 +443,16 @@ impl Store for Postgres {
 
     fn rename(&self, req: RenameRequest<'_>) -> Result<(Option<i64>, Option<VersionInfo>)> {
         let caller = req.caller.clone();
+        let (ino, old_path) = (req.ino, req.old_path.to_string());
         self.change(&caller, Touched::Tree, |tx, proc_| {
+            // Removed by another host meanwhile: as the kernel would say.
+            let linked: bool = tx.value(
+                "SELECT EXISTS (SELECT 1 FROM nodes WHERE ino = ?1 AND parent IS NOT NULL)",
+                p![ino],
+            )?;
+            if !linked {
+                return Err(Error::not_found(&old_path));
+            }
             rename_in(tx, req, proc_)
         })
     }

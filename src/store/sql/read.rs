@@ -294,3 +294,8 @@ pub(crate) fn load(conn: &dyn Conn) -> Result<Vec<NodeRecord>> {
     }
     Ok(out)
 }
+
+/// The text of the rules recorded last (`rules`), if any (`""`: a mount without rules).
+pub(crate) fn rules_text(conn: &dyn Conn) -> Result<Option<String>> {
+    conn.opt_value("SELECT text FROM rules ORDER BY id DESC LIMIT 1", p![])
+}

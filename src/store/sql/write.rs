@@ -213,6 +213,41 @@ pub(crate) struct Proc {
     pub(crate) writer: String,
 }
 
+/// `processes` row ids by caller facts, so that a change does not look its process up
+/// each time (rows are never deleted, so ids stay valid; at most 4096 kept).
+#[derive(Default)]
+pub(crate) struct Processes(crate::sync::Mutex<std::collections::HashMap<Caller, i64>>);
+
+impl Processes {
+    /// Forgets every id (a rolled-back batch may have inserted rows that are gone).
+    pub(crate) fn clear(&self) {
+        self.0.lock().clear();
+    }
+
+    /// The `processes` row of `c` through `conn` (inserted when new).
+    pub(crate) fn of(&self, conn: &dyn Conn, c: &Caller) -> Result<Proc> {
+        let key = process_key(c);
+        let cached = self.0.lock().get(&key).copied();
+        let id = match cached {
+            Some(id) => id,
+            None => {
+                let id = process_id(conn, c)?;
+                let mut cache = self.0.lock();
+                if cache.len() >= 4096 {
+                    cache.clear();
+                }
+                cache.insert(key, id);
+                id
+            }
+        };
+        Ok(Proc {
+            id,
+            pid: c.pid,
+            writer: c.writer.clone(),
+        })
+    }
+}
+
 /// The facts that identify a `processes` row (a caller without its request pid).
 pub(crate) fn process_key(c: &Caller) -> Caller {
     Caller {

@@ -97,28 +97,6 @@ impl Conn for $t {
 
 delegate!(
     rusqlite::Transaction<'_>,
+    rusqlite::Savepoint<'_>,
     crate::sync::MutexGuard<'_, rusqlite::Connection>
 );
-
-impl Conn for rusqlite::Savepoint<'_> {
-    fn each(
-        &self,
-        sql: &str,
-        params: &[Param<'_>],
-        f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
-    ) -> Result<()> {
-        (**self).each(sql, params, f)
-    }
-
-    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
-        (**self).exec(sql, params)
-    }
-
-    fn batch(&self, sql: &str) -> Result<()> {
-        (**self).batch(sql)
-    }
-
-    fn dialect(&self) -> Dialect {
-        Dialect::Sqlite
-    }
-}

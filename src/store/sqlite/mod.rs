@@ -7,7 +7,6 @@
 //! and blobs), `write.rs` (the rows and transactions of create, commit and unlink),
 //! `admin.rs` (gc and redact).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -177,8 +176,8 @@ pub struct RedoLoss {
 pub struct Sqlite {
     path: PathBuf,
     writer: Mutex<Connection>,
-    /// `processes` row ids by caller facts (rows are never deleted, so ids stay valid).
-    processes: Mutex<HashMap<Caller, i64>>,
+    /// `processes` row ids by caller facts.
+    processes: Processes,
     /// Wakes the fold thread when a batch opens.
     kick: Mutex<Option<std::sync::mpsc::Sender<()>>>,
     /// The redo log; locked after `writer`.
@@ -303,7 +302,7 @@ impl Sqlite {
         let store = Sqlite {
             path: path.to_path_buf(),
             writer: Mutex::new(conn),
-            processes: Mutex::new(HashMap::new()),
+            processes: Processes::default(),
             kick: Mutex::new(None),
             redo: Mutex::new(Redo {
                 log,
@@ -346,7 +345,7 @@ impl Sqlite {
         Ok(Sqlite {
             path: path.to_path_buf(),
             writer: Mutex::new(writer),
-            processes: Mutex::new(HashMap::new()),
+            processes: Processes::default(),
             kick: Mutex::new(None),
             redo: Mutex::new(Redo {
                 log: RedoLog::detached()?,
@@ -488,7 +487,7 @@ impl Sqlite {
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
-        self.processes.lock().clear();
+        self.processes.clear();
         redo.lost = true;
         // Readers go to the writer, which rebuilds the batch before reading.
         self.batched.store(true, Ordering::SeqCst);
@@ -500,7 +499,7 @@ impl Sqlite {
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
-        self.processes.lock().clear();
+        self.processes.clear();
         conn.execute_batch("BEGIN IMMEDIATE")?;
         self.batched.store(true, Ordering::SeqCst);
         if let Err(e) = self.replay(conn, redo) {
@@ -803,25 +802,7 @@ impl Sqlite {
 
     /// The `processes` row for `c`, inserted (in its own transaction) on first use.
     fn process(&self, conn: &Connection, c: &Caller) -> Result<Proc> {
-        let key = process_key(c);
-        let cached = self.processes.lock().get(&key).copied();
-        let id = match cached {
-            Some(id) => id,
-            None => {
-                let id = process_id(conn, c)?;
-                let mut cache = self.processes.lock();
-                if cache.len() >= 4096 {
-                    cache.clear();
-                }
-                cache.insert(key, id);
-                id
-            }
-        };
-        Ok(Proc {
-            id,
-            pid: c.pid,
-            writer: c.writer.clone(),
-        })
+        self.processes.of(conn, c)
     }
 
     /// A connection to read with: the writer while it holds changes SQLite has not
