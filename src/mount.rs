@@ -562,8 +562,14 @@ pub fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
 }
 
 /// Takes the database's `flock` if no mount holds it (no waiting): `Err` means mounted.
+///
+/// A PostgreSQL database takes no file lock (several daemons and commands use it at once;
+/// the database serializes them): `Ok` at once, with a handle of `/dev/null`.
 pub fn lock_database_now(db: &Path) -> Result<std::fs::File, Failure> {
     use std::os::fd::AsRawFd;
+    if crate::cli::postgres_url(db).is_some() {
+        return std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"));
+    }
     let f = std::fs::File::open(db).map_err(|e| crate::store::cannot_open(db, &e).reason)?;
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(format!("database {}: mounted", db.display()));

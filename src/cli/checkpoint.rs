@@ -47,9 +47,7 @@ fn offline_or_mounted<T>(
     offline: impl FnOnce(&crate::fs::Fs) -> crate::error::Result<T>,
     through: impl FnOnce(&Path) -> Result<T, Failure>,
 ) -> Result<T, Failure> {
-    if let Err(e) = std::fs::metadata(db) {
-        return Err(crate::store::cannot_open(db, &e).reason);
-    }
+    super::check_db(db)?;
     match crate::mount::lock_database_now(db) {
         Ok(lock) => {
             let fs = super::offline_fs(db)?.with_admins(&[db_owner(db)?]);

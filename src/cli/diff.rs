@@ -7,6 +7,7 @@
 //! that is not text) is a one-line failure, exit status 1, pointing at `scratchfs show`
 //! and `cmp`.
 
+use crate::store::sql::Conn;
 use std::ffi::OsStr;
 use std::io::Write;
 use std::path::Path;
@@ -121,12 +122,7 @@ impl<W: Write> Write for JsonString<W> {
 /// The content of `v` (at most [`DIFF_MAX`] bytes) as text, or the failure saying it is
 /// not text or has more than [`DIFF_MAX_LINES`] lines (`label` names it, `hint` says what
 /// to do instead).
-fn text(
-    conn: &rusqlite::Connection,
-    v: &VersionRow,
-    label: &str,
-    hint: &str,
-) -> Result<String, Failure> {
+fn text(conn: &dyn Conn, v: &VersionRow, label: &str, hint: &str) -> Result<String, Failure> {
     let mut bytes = Vec::with_capacity(v.size as usize);
     super::each_chunk(conn, v.content(), |chunk| {
         bytes.extend_from_slice(chunk);

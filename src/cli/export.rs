@@ -6,6 +6,8 @@
 //! empty, `.` or `..` component, a NUL byte, or an absolute one, is skipped with a warning
 //! (SPEC §2; a crafted database cannot write elsewhere).
 
+use crate::p;
+use crate::store::sql::{Conn, ConnExt};
 use std::ffi::OsStr;
 use std::io::IsTerminal;
 use std::os::unix::ffi::OsStrExt;
@@ -42,13 +44,9 @@ fn safe(path: &str) -> Option<PathBuf> {
 /// begins (a database made before issue 14): each file's last version by then, unless it
 /// was deleted by then (an unlink event, or its lineage ended by being renamed over
 /// another). Directories only as the files' paths make them.
-fn rows_from_versions(
-    conn: &rusqlite::Connection,
-    at: i64,
-) -> Result<Vec<(String, i64, i64, i64)>, Failure> {
-    let mut stmt = conn
-        .prepare(
-            "SELECT v.path, v.stream, v.size, v.time_ns FROM versions v
+fn rows_from_versions(conn: &dyn Conn, at: i64) -> Result<Vec<(String, i64, i64, i64)>, Failure> {
+    conn.all(
+        "SELECT v.path, v.stream, v.size, v.time_ns FROM versions v
              JOIN files f ON f.id = v.file_id
              WHERE v.time_ns <= ?1
                AND v.version = (SELECT MAX(version) FROM versions w
@@ -57,14 +55,10 @@ fn rows_from_versions(
                                AND e.op = 'unlink' AND e.time_ns <= ?1 AND e.time_ns >= v.time_ns)
                AND NOT (f.merged_into IS NOT NULL AND f.deleted_ns <= ?1)
              ORDER BY v.path",
-        )
-        .map_err(|e| e.to_string())?;
-    let rows = stmt
-        .query_map([at], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .map_err(|e| e.to_string())?
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    Ok(rows)
+        p![at],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Exports the tree at `at_ns` (ns since the epoch, [`super::time::parse_ns`]; default:
@@ -87,9 +81,8 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
     // directories and files with no version yet included, a file whose version then gc
     // forgot left out with a warning. A time before the log begins (a database made
     // before it) falls back to what versions and events say.
-    let frozen = crate::store::Sqlite::open_frozen(db).map_err(|e| e.reason)?;
+    let frozen = super::open_history(db)?;
     let (rows, dirs, forgotten) = {
-        use crate::store::History;
         match frozen.point_at(at) {
             Ok(point) => {
                 let snap = frozen.snapshot(point).map_err(|e| e.reason)?;

@@ -1,21 +1,21 @@
 //! `scratchfs fsck`: re-hashes every stored byte with blake3 and checks the invariants of
 //! docs/schema.md. Prints one line per fault; any fault is exit status 1.
 
+use crate::p;
+use crate::store::sql::ConnExt;
 use std::io::IsTerminal;
 use std::path::Path;
 
-use super::{Failure, open};
+use super::Failure;
 use crate::store::ContentRef;
 use crate::views::quote_stored;
 
 /// Runs every check; `Ok` only when no fault was found.
 pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
-    let conn = open(db)?;
+    let conn = super::open(db)?;
     let mut faults: Vec<String> = Vec::new();
-    let q = |sql: &str| -> Result<i64, Failure> {
-        conn.query_row(sql, [], |r| r.get(0))
-            .map_err(|e| e.to_string())
-    };
+    let q =
+        |sql: &str| -> Result<i64, Failure> { conn.value(sql, p![]).map_err(|e| e.to_string()) };
     let total = q("SELECT (SELECT COUNT(*) FROM blobs) + (SELECT COUNT(*) FROM versions)")?;
     let bar = if std::io::stderr().is_terminal() {
         indicatif::ProgressBar::new(total as u64)
@@ -24,20 +24,19 @@ pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
     };
     // 1. Every blob's bytes hash to its name.
     {
-        let mut stmt = conn
-            .prepare("SELECT id, hash, size, data FROM blobs")
+        // One blob (at most 64 KiB, `CHUNK`) in memory at a time, whichever the backend.
+        let ids: Vec<i64> = conn
+            .all("SELECT id FROM blobs ORDER BY id", p![], |r| r.get(0))
             .map_err(|e| e.to_string())?;
-        let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
-        while let Some(r) = rows.next().map_err(|e| e.to_string())? {
-            let id: i64 = r.get(0).map_err(|e| e.to_string())?;
-            let hash: Vec<u8> = r.get(1).map_err(|e| e.to_string())?;
-            let size: i64 = r.get(2).map_err(|e| e.to_string())?;
-            // A blob is at most 64 KiB (`CHUNK`); its bytes are borrowed from the row.
-            let data = r
-                .get_ref(3)
-                .and_then(|v| Ok(v.as_blob()?))
+        for id in ids {
+            let (hash, size, data): (Vec<u8>, i64, Vec<u8>) = conn
+                .one(
+                    "SELECT hash, size, data FROM blobs WHERE id = ?1",
+                    p![id],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
                 .map_err(|e| e.to_string())?;
-            if blake3::hash(data).as_bytes().as_slice() != hash.as_slice() {
+            if blake3::hash(&data).as_bytes().as_slice() != hash.as_slice() {
                 faults.push(format!("blob {id}: content does not match its blake3"));
             }
             if data.len() as i64 != size {
@@ -58,8 +57,8 @@ pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
             "inline extents whose bytes are missing or of the wrong length",
         ),
         (
-            "SELECT COUNT(*) FROM extents a JOIN extents b ON a.stream = b.stream
-             AND b.offset > a.offset AND b.offset < a.offset + a.len",
+            r#"SELECT COUNT(*) FROM extents a JOIN extents b ON a.stream = b.stream
+             AND b."offset" > a."offset" AND b."offset" < a."offset" + a.len"#,
             "overlapping extents",
         ),
         (
@@ -89,9 +88,9 @@ pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
             "SELECT COUNT(*) FROM nodes n
              LEFT JOIN tree_log t ON t.id = (SELECT MAX(id) FROM tree_log WHERE ino = n.ino)
              WHERE (n.parent IS NOT NULL OR n.ino = 1)
-               AND (t.id IS NULL OR t.parent IS NOT COALESCE(n.parent, 0) OR t.name != n.name
-                    OR t.mode != n.mode OR t.uid != n.uid OR t.gid != n.gid
-                    OR t.file_id IS NOT n.file_id)",
+               AND (t.id IS NULL OR t.parent IS DISTINCT FROM COALESCE(n.parent, 0)
+                    OR t.name != n.name OR t.mode != n.mode OR t.uid != n.uid
+                    OR t.gid != n.gid OR t.file_id IS DISTINCT FROM n.file_id)",
             "live nodes whose state the namespace log does not end with",
         ),
         (
@@ -114,18 +113,24 @@ pub fn fsck(db: &Path, json: bool) -> Result<(), Failure> {
     // 3. Every version's bytes hash to its recorded blake3, read in chunks (memory stays
     // bounded whatever the size), one row at a time.
     {
-        let mut stmt = conn
-            .prepare("SELECT id, path, version, stream, size, blake3 FROM versions ORDER BY id")
+        type Row = (i64, String, i64, i64, i64, String);
+        let rows: Vec<Row> = conn
+            .all(
+                "SELECT id, path, version, stream, size, blake3 FROM versions ORDER BY id",
+                p![],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                },
+            )
             .map_err(|e| e.to_string())?;
-        let mut rows = stmt.query([]).map_err(|e| e.to_string())?;
-        while let Some(r) = rows.next().map_err(|e| e.to_string())? {
-            let get = |e: rusqlite::Error| e.to_string();
-            let id: i64 = r.get(0).map_err(get)?;
-            let path: String = r.get(1).map_err(get)?;
-            let version: i64 = r.get(2).map_err(get)?;
-            let stream: i64 = r.get(3).map_err(get)?;
-            let size: i64 = r.get(4).map_err(get)?;
-            let hash: String = r.get(5).map_err(get)?;
+        for (id, path, version, stream, size, hash) in rows {
             let path = quote_stored(&path);
             let content = ContentRef {
                 stream,

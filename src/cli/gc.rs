@@ -83,7 +83,7 @@ pub fn gc(
         && let Some(before) = before_ns
     {
         // A TIME is accepted whatever it selects; say so when it selects nothing.
-        let conn = crate::store::open_read_only(db).map_err(|e| e.reason)?;
+        let conn = super::open(db)?;
         if let Some(first) = super::time::first_version_ns(&conn)?
             && before <= first
         {
@@ -176,6 +176,10 @@ pub(crate) fn cli_caller() -> Caller {
 /// The uid the database file belongs to (the user who mounts it).
 pub(crate) fn db_owner(db: &Path) -> Result<u32, Failure> {
     use std::os::unix::fs::MetadataExt;
+    if super::postgres_url(db).is_some() {
+        // Whoever holds the role's credentials (docs/deploy.md: the role decides).
+        return Ok(unsafe { libc::geteuid() });
+    }
     std::fs::metadata(db)
         .map(|m| m.uid())
         .map_err(|e| format!("{}: {e}", db.display()))

@@ -4,6 +4,8 @@
 //! as JSON strings, a path that is not UTF-8 with its exact bytes in `path_hex`
 //! ([`super::json_name`]).
 
+use crate::p;
+use crate::store::sql::{Conn, ConnExt};
 use std::ffi::OsStr;
 use std::path::Path;
 
@@ -60,53 +62,55 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
     let path = path.map(|p| super::arg(p).trim_start_matches('/').to_string());
     let lossy = path.as_deref().and_then(paths::lossy);
     // A database no scratchfs since issue 12 has opened has no transport and client.
-    let via = match conn.query_row(
-        "SELECT COUNT(*) FROM pragma_table_info('version_log') WHERE name = 'transport'",
-        [],
-        |r| r.get::<_, i64>(0),
-    ) {
-        Ok(n) if n > 0 => "transport, client, client_version",
-        _ => "NULL, NULL, NULL",
+    let via = match conn.dialect() {
+        crate::store::sql::Dialect::Postgres => "transport, client, client_version",
+        crate::store::sql::Dialect::Sqlite => match conn.value::<i64>(
+            "SELECT COUNT(*) FROM pragma_table_info('version_log') WHERE name = 'transport'",
+            p![],
+        ) {
+            Ok(n) if n > 0 => "transport, client, client_version",
+            _ => "NULL, NULL, NULL",
+        },
     };
-    let mut stmt = conn
-        .prepare(&format!(
-            "SELECT time_ns, 'version', op, path, NULL, version, size, writer, step, tgid, exe,
+    let rows = conn
+        .all(
+            &format!(
+                "SELECT time_ns, 'version', op, path, NULL, version, size, writer, step, tgid, exe,
                     NULL, NULL, {via}, id
-             FROM version_log WHERE NOT ?2 AND (?1 IS NULL OR path IN (?1, ?3))
+             FROM version_log WHERE ?2 = 0 AND (CAST(?1 AS TEXT) IS NULL OR path IN (?1, ?3))
              UNION ALL
              SELECT time_ns, 'event', op, path, new_path, NULL, size, writer, step, tgid, exe,
                     errno, reason, {via}, NULL
-             FROM event_log WHERE (NOT ?2 OR op = 'rejected')
-                 AND (?1 IS NULL OR path IN (?1, ?3) OR new_path IN (?1, ?3))
+             FROM event_log WHERE (?2 = 0 OR op = 'rejected')
+                 AND (CAST(?1 AS TEXT) IS NULL OR path IN (?1, ?3) OR new_path IN (?1, ?3))
              ORDER BY 1"
-        ))
+            ),
+            p![&path, rejected, &lossy],
+            |r| {
+                Ok(Entry {
+                    time_ns: r.get(0)?,
+                    kind: r.get(1)?,
+                    op: r.get(2)?,
+                    path: r.get(3)?,
+                    new_path: r.get(4)?,
+                    version: r.get(5)?,
+                    size: r.get(6)?,
+                    writer: r.get(7)?,
+                    step: r.get(8)?,
+                    tgid: r.get(9)?,
+                    exe: r.get(10)?,
+                    errno: r.get(11)?,
+                    reason: r.get(12)?,
+                    transport: r.get(13)?,
+                    client: r.get(14)?,
+                    client_version: r.get(15)?,
+                    inputs: None,
+                    id: r.get(16)?,
+                })
+            },
+        )
         .map_err(|e| e.to_string())?;
-    let rows = stmt
-        .query_map(rusqlite::params![path, rejected, lossy], |r| {
-            Ok(Entry {
-                time_ns: r.get(0)?,
-                kind: r.get(1)?,
-                op: r.get(2)?,
-                path: r.get(3)?,
-                new_path: r.get(4)?,
-                version: r.get(5)?,
-                size: r.get(6)?,
-                writer: r.get(7)?,
-                step: r.get(8)?,
-                tgid: r.get(9)?,
-                exe: r.get(10)?,
-                errno: r.get(11)?,
-                reason: r.get(12)?,
-                transport: r.get(13)?,
-                client: r.get(14)?,
-                client_version: r.get(15)?,
-                inputs: None,
-                id: r.get(16)?,
-            })
-        })
-        .map_err(|e| e.to_string())?;
-    for e in rows {
-        let mut e = e.map_err(|e| e.to_string())?;
+    for mut e in rows {
         if json {
             if let Some(id) = e.id {
                 e.inputs = Some(super::inputs_json(&conn, id));

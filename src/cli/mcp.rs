@@ -4,6 +4,8 @@
 //! core; otherwise this process opens the database (holding its lock, as a mount does)
 //! with `--rules`, or the rules of its last mount.
 
+use crate::p;
+use crate::store::sql::ConnExt;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -113,13 +115,13 @@ pub fn serve(
 
 /// The text of the rules the database was last mounted with, unless empty (the defaults).
 fn stored_rules(db: &Path) -> Result<Option<String>, Failure> {
-    use rusqlite::OptionalExtension;
     let conn = crate::store::open_read_only(db).map_err(|e| e.reason)?;
     let text: Option<String> = conn
-        .query_row("SELECT text FROM rules ORDER BY id DESC LIMIT 1", [], |r| {
-            r.get(0)
-        })
-        .optional()
+        .opt(
+            "SELECT text FROM rules ORDER BY id DESC LIMIT 1",
+            p![],
+            |r| r.get(0),
+        )
         .map_err(|e| format!("{}: {e}", db.display()))?;
     Ok(text.filter(|t| !t.trim().is_empty()))
 }

@@ -29,7 +29,9 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use crate::p;
+use crate::store::postgres::PgConn;
+use crate::store::sql::{Conn, ConnExt};
 
 use crate::store::{ContentRef, paths};
 use crate::views::{quote_path, quote_stored};
@@ -80,11 +82,29 @@ impl VersionRow {
 
 /// A `meta` value of the database (e.g. `mountpoint`, `last_gc`).
 pub fn meta(db: &Path, key: &str) -> Result<Option<String>, Failure> {
-    crate::store::open_read_only(db)
-        .map_err(|e| e.reason)?
-        .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-        .optional()
+    let conn: Box<dyn Conn> = match postgres_url(db) {
+        Some(url) => Box::new(PgConn::connect(url).map_err(|e| e.reason)?),
+        None => Box::new(crate::store::open_read_only(db).map_err(|e| e.reason)?),
+    };
+    conn.opt_value("SELECT value FROM meta WHERE key = ?1", p![key])
         .map_err(|e| e.to_string())
+}
+
+/// Refuses a database that is not there: an SQLite file that cannot be looked at (the
+/// OS's reason); a PostgreSQL URL is checked when connecting.
+pub fn check_db(db: &Path) -> Result<(), Failure> {
+    if postgres_url(db).is_none()
+        && let Err(e) = std::fs::metadata(db)
+    {
+        return Err(crate::store::cannot_open(db, &e).reason);
+    }
+    Ok(())
+}
+
+/// The URL `db` is, when it names a PostgreSQL database (`postgres://`, `postgresql://`;
+/// docs/deploy.md).
+pub fn postgres_url(db: &Path) -> Option<&str> {
+    db.to_str().filter(|d| crate::store::postgres::is_url(d))
 }
 
 /// The mountpoint where the database is mounted now, if it is.
@@ -122,7 +142,31 @@ const REDO_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// a killed daemon is applied, as the next mount would. If another process holds the
 /// database lock (a mount starting, another command applying the log), this waits for it
 /// up to `REDO_LOCK_WAIT` (10 s), then reads what SQLite has, with a warning on stderr.
-pub fn open(db: &Path) -> Result<Connection, Failure> {
+pub fn open(db: &Path) -> Result<Box<dyn Conn>, Failure> {
+    if let Some(url) = postgres_url(db) {
+        // Every acknowledged change is committed there already.
+        return Ok(Box::new(PgConn::connect(url).map_err(|e| e.reason)?));
+    }
+    Ok(Box::new(open_sqlite(db)?))
+}
+
+/// The read side of the database `db` ([`crate::store::History`]), opened to read only
+/// (no lock taken, nothing written): SQLite's after [`open`] made every acknowledged
+/// change visible in it, PostgreSQL's at once.
+pub fn open_history(db: &Path) -> Result<Box<dyn crate::store::History>, Failure> {
+    if let Some(url) = postgres_url(db) {
+        return Ok(Box::new(
+            crate::store::postgres::Postgres::open_frozen(url).map_err(|e| e.reason)?,
+        ));
+    }
+    drop(open_sqlite(db)?);
+    Ok(Box::new(
+        crate::store::Sqlite::open_frozen(db).map_err(|e| e.reason)?,
+    ))
+}
+
+/// [`open`] for an SQLite database: the connection itself (fsck, fork).
+pub fn open_sqlite(db: &Path) -> Result<rusqlite::Connection, Failure> {
     let start = std::time::Instant::now();
     loop {
         let asked = live_mountpoint(db)?
@@ -158,7 +202,7 @@ pub fn arg(a: &OsStr) -> String {
 
 /// The lineage of the live file at `path` (stored form), found by the exact bytes of its
 /// names in `nodes`.
-fn live_file_id(conn: &Connection, path: &str) -> Result<Option<i64>, Failure> {
+fn live_file_id(conn: &dyn Conn, path: &str) -> Result<Option<i64>, Failure> {
     crate::store::live_lineage(conn, path).map_err(|e| e.to_string())
 }
 
@@ -166,7 +210,7 @@ fn live_file_id(conn: &Connection, path: &str) -> Result<Option<i64>, Failure> {
 /// (deleted). The live file is found by the exact bytes of its names; a deleted one by
 /// its stored path, and for a name that is not UTF-8 also as a database written by an
 /// older scratchfs stored it (each such byte as U+FFFD; two such names can share it).
-pub fn file_id(conn: &Connection, path: &str) -> Result<i64, Failure> {
+pub fn file_id(conn: &dyn Conn, path: &str) -> Result<i64, Failure> {
     let path = path.trim_start_matches('/');
     if let Some(id) = live_file_id(conn, path)? {
         return Ok(id);
@@ -174,12 +218,7 @@ pub fn file_id(conn: &Connection, path: &str) -> Result<i64, Failure> {
     let lossy = paths::lossy(path);
     for p in std::iter::once(path).chain(lossy.as_deref()) {
         let found = conn
-            .query_row(
-                "SELECT id FROM files WHERE path = ?1 ORDER BY deleted_ns IS NOT NULL, deleted_ns DESC, id DESC LIMIT 1",
-                [p],
-                |r| r.get(0),
-            )
-            .optional()
+            .opt_value("SELECT id FROM files WHERE path = ?1 ORDER BY deleted_ns IS NOT NULL, deleted_ns DESC, id DESC LIMIT 1", p![p])
             .map_err(|e| e.to_string())?;
         if let Some(id) = found {
             return Ok(id);
@@ -214,7 +253,7 @@ pub fn json_paths(o: &mut serde_json::Value, keys: &[&str]) {
 }
 
 /// `v` as one JSON object, its path lossless ([`json_paths`]), with its `inputs`.
-fn version_json(conn: &Connection, v: &VersionRow) -> Result<serde_json::Value, Failure> {
+fn version_json(conn: &dyn Conn, v: &VersionRow) -> Result<serde_json::Value, Failure> {
     let mut o = serde_json::to_value(v).map_err(|e| e.to_string())?;
     json_paths(&mut o, &["path"]);
     o["inputs"] = inputs_json(conn, v.id);
@@ -223,25 +262,22 @@ fn version_json(conn: &Connection, v: &VersionRow) -> Result<serde_json::Value, 
 
 /// The inputs of version `id` as JSON ([`crate::lineage::inputs_json`]); none in a
 /// database no scratchfs since issue 13 has mounted.
-pub fn inputs_json(conn: &Connection, id: i64) -> serde_json::Value {
+pub fn inputs_json(conn: &dyn Conn, id: i64) -> serde_json::Value {
     crate::lineage::inputs_json(&crate::store::inputs_of(conn, id).unwrap_or_default())
 }
 
 /// Every version of a lineage, oldest first.
-pub fn versions(conn: &Connection, file_id: i64) -> Result<Vec<VersionRow>, Failure> {
-    let mut stmt = conn
-        .prepare(
-            "SELECT version, path, op, size, blake3, writer, step, tgid, exe, time_ns, stream, id
-             FROM version_log WHERE file_id = ?1 ORDER BY version",
-        )
-        .map_err(|e| e.to_string())?;
-    let rows = stmt
-        .query_map(params![file_id], |r| {
+pub fn versions(conn: &dyn Conn, file_id: i64) -> Result<Vec<VersionRow>, Failure> {
+    conn.all(
+        "SELECT version, path, op, size, blake3, writer, step, tgid, exe, time_ns, stream, id
+         FROM version_log WHERE file_id = ?1 ORDER BY version",
+        p![file_id],
+        |r| {
             Ok(VersionRow {
                 version: r.get(0)?,
                 path: r.get(1)?,
                 op: r.get(2)?,
-                size: r.get::<_, i64>(3)? as u64,
+                size: r.get::<i64>(3)? as u64,
                 blake3: r.get(4)?,
                 writer: r.get(5)?,
                 step: r.get(6)?,
@@ -251,10 +287,9 @@ pub fn versions(conn: &Connection, file_id: i64) -> Result<Vec<VersionRow>, Fail
                 stream: r.get(10)?,
                 id: r.get(11)?,
             })
-        })
-        .map_err(|e| e.to_string())?;
-    rows.collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())
+        },
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// `PATH[@N]` (stored form) → the path and the version (`None`: current). N is digits;
@@ -273,7 +308,7 @@ pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
 }
 
 /// The version `spec` (`PATH[@N]`, stored form) names.
-pub fn version_of(conn: &Connection, spec: &str) -> Result<VersionRow, Failure> {
+pub fn version_of(conn: &dyn Conn, spec: &str) -> Result<VersionRow, Failure> {
     let (path, n) = parse_spec(spec)?;
     // `x@3` with no file `x`: a file named `x@3`, if there is one (live or deleted).
     let (path, n) = match (n, file_id(conn, &path)) {
@@ -362,7 +397,7 @@ pub fn show(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
 /// [`crate::store::READ_CHUNK`] bytes (1 MiB: the most of it ever held); returns the
 /// byte count. A store failure is its reason; `f`'s failure is returned as it is.
 pub fn each_chunk(
-    conn: &Connection,
+    conn: &dyn Conn,
     content: ContentRef,
     mut f: impl FnMut(&[u8]) -> Result<(), Failure>,
 ) -> Result<u64, Failure> {
@@ -381,7 +416,7 @@ pub fn each_chunk(
 /// Writes the bytes of `content` to `out` in chunks ([`each_chunk`]); `what` names `out`
 /// in a write failure (`stdout: Broken pipe`). Returns the byte count.
 pub fn copy_content(
-    conn: &Connection,
+    conn: &dyn Conn,
     content: ContentRef,
     out: &mut dyn std::io::Write,
     what: &str,
@@ -397,7 +432,7 @@ pub fn copy_content(
 /// content); `Ok(false)` at the first chunk holding a byte that is not (`f` has then seen
 /// only the text before that chunk).
 pub fn utf8_pieces(
-    conn: &Connection,
+    conn: &dyn Conn,
     content: ContentRef,
     mut f: impl FnMut(&str) -> Result<(), Failure>,
 ) -> Result<bool, Failure> {
@@ -448,20 +483,26 @@ pub(crate) fn offline_fs(db: &Path) -> Result<crate::fs::Fs, Failure> {
 /// default layout, as a first mount's does).
 pub(crate) fn offline_fs_fresh(db: &Path) -> Result<(crate::fs::Fs, bool), Failure> {
     let me = unsafe { (libc::getuid(), libc::getgid()) };
-    let (store, fresh) = crate::store::Sqlite::open(db, me).map_err(|e| e.reason)?;
-    let store: std::sync::Arc<dyn crate::store::Store> = std::sync::Arc::new(store);
-    let dir = db
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| ".".into());
-    let mut fs = crate::fs::Fs::new(store, dir).map_err(|e| e.to_string())?;
-    let text: Option<String> = crate::store::open_read_only(db)
-        .map_err(|e| e.reason)?
-        .query_row("SELECT text FROM rules ORDER BY id DESC LIMIT 1", [], |r| {
-            r.get(0)
-        })
-        .optional()
+    let (store, fresh, dir): (std::sync::Arc<dyn crate::store::Store>, bool, _) =
+        match postgres_url(db) {
+            Some(url) => {
+                let (store, fresh) =
+                    crate::store::postgres::Postgres::open(url, me).map_err(|e| e.reason)?;
+                (std::sync::Arc::new(store), fresh, std::env::temp_dir())
+            }
+            None => {
+                let (store, fresh) = crate::store::Sqlite::open(db, me).map_err(|e| e.reason)?;
+                let dir = db
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| ".".into());
+                (std::sync::Arc::new(store), fresh, dir)
+            }
+        };
+    let text = store
+        .rules_text()
         .map_err(|e| format!("{}: {e}", db.display()))?;
+    let mut fs = crate::fs::Fs::new(store, dir).map_err(|e| e.to_string())?;
     if let Some(text) = text
         && !text.trim().is_empty()
     {

@@ -6,7 +6,8 @@
 //! event (op `redact`) with who and why. While mounted, the daemon does it (through the
 //! attribute `user.scratchfs.redact` on the mount's root); otherwise this process.
 
-use crate::store::History;
+use crate::p;
+use crate::store::sql::ConnExt;
 use std::ffi::OsStr;
 use std::path::Path;
 
@@ -23,9 +24,7 @@ pub fn redact(db: &Path, spec: &OsStr, why: &str, json: bool) -> Result<(), Fail
     let (path, n) = parse_spec(&spec)?;
     let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_stored(&spec)))?;
     let path = path.trim_start_matches('/').to_string();
-    if let Err(e) = std::fs::metadata(db) {
-        return Err(crate::store::cannot_open(db, &e).reason);
-    }
+    super::check_db(db)?;
     let req = RedactRequest {
         path: path.clone(),
         version: n,
@@ -69,7 +68,14 @@ pub fn redact(db: &Path, spec: &OsStr, why: &str, json: bool) -> Result<(), Fail
 
 fn offline(db: &Path, req: &RedactRequest) -> Result<(), Failure> {
     let me = unsafe { (libc::geteuid(), libc::getegid()) };
-    let (store, _) = Sqlite::open(db, me).map_err(|e| e.reason)?;
+    let store: Box<dyn Store> = match super::postgres_url(db) {
+        Some(url) => Box::new(
+            crate::store::postgres::Postgres::open(url, me)
+                .map_err(|e| e.reason)?
+                .0,
+        ),
+        None => Box::new(Sqlite::open(db, me).map_err(|e| e.reason)?.0),
+    };
     let caller = cli_caller();
     let gate = Gate {
         rules: Default::default(),
@@ -101,13 +107,10 @@ fn offline(db: &Path, req: &RedactRequest) -> Result<(), Failure> {
 
 /// The reason of the newest `redact` event (what it redacted).
 fn last_redact(db: &Path) -> Result<Option<String>, Failure> {
-    use rusqlite::OptionalExtension;
-    let conn = crate::store::open_read_only(db).map_err(|e| e.reason)?;
-    conn.query_row(
+    let conn = super::open(db)?;
+    conn.opt_value::<String>(
         "SELECT reason FROM events WHERE op = 'redact' ORDER BY id DESC LIMIT 1",
-        [],
-        |r| r.get::<_, String>(0),
+        p![],
     )
-    .optional()
     .map_err(|e| format!("{}: {e}", db.display()))
 }

@@ -19,9 +19,7 @@ pub fn restore(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
     let (path, n) = parse_spec(&spec)?;
     let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_stored(&spec)))?;
     let path = path.trim_start_matches('/').to_string();
-    if let Err(e) = std::fs::metadata(db) {
-        return Err(crate::store::cannot_open(db, &e).reason);
-    }
+    super::check_db(db)?;
     let lock = match crate::mount::lock_database_now(db) {
         Ok(lock) => lock,
         Err(_) => match super::live_mountpoint(db)? {

@@ -21,6 +21,8 @@
 //! compact ISO 8601 (`20261201`, which older versions read as nanoseconds), week or
 //! ordinal dates, a bare number, relative times (`yesterday`), leading or trailing blanks.
 
+use crate::p;
+use crate::store::sql::{Conn, ConnExt};
 use std::sync::OnceLock;
 
 use jiff::Timestamp;
@@ -149,8 +151,8 @@ pub fn utc_exact(ns: i64) -> String {
 
 /// The commit time of the database's first version (ns), `None` if it has none: what a
 /// TIME before it selects is nothing, which the commands say in a note.
-pub fn first_version_ns(conn: &rusqlite::Connection) -> Result<Option<i64>, super::Failure> {
-    conn.query_row("SELECT MIN(time_ns) FROM versions", [], |r| r.get(0))
+pub fn first_version_ns(conn: &dyn Conn) -> Result<Option<i64>, super::Failure> {
+    conn.value("SELECT MIN(time_ns) FROM versions", p![])
         .map_err(|e| e.to_string())
 }
 

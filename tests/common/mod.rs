@@ -81,32 +81,46 @@ pub fn pg_query(url: &str, query: &str) -> String {
     let query = query.replace(" AS BLOB)", " AS BYTEA)");
     let mut c = postgres::Client::connect(url, postgres::NoTls)
         .unwrap_or_else(|e| panic!("cannot reach PostgreSQL: {e}"));
-    let rows = c
-        .query(query.as_str(), &[])
+    // The column types from the statement; the values as PostgreSQL prints them (numeric
+    // sums included), then booleans as 1/0 and bytes as text.
+    let types: Vec<Type> = if query
+        .trim_start()
+        .to_ascii_uppercase()
+        .starts_with("SELECT")
+    {
+        c.prepare(&query)
+            .unwrap_or_else(|e| panic!("{query}: {e:?}"))
+            .columns()
+            .iter()
+            .map(|col| col.type_().clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let messages = c
+        .simple_query(&query)
         .unwrap_or_else(|e| panic!("{query}: {e:?}"));
     let mut out = Vec::new();
-    for r in rows {
+    for m in messages {
+        let postgres::SimpleQueryMessage::Row(r) = m else {
+            continue;
+        };
         let cols: Vec<String> = (0..r.len())
             .map(|i| {
-                let t = r.columns()[i].type_().clone();
-                let text = if t == Type::BOOL {
-                    r.get::<_, Option<bool>>(i)
-                        .map(|b| if b { "1" } else { "0" }.to_string())
-                } else if t == Type::INT8 {
-                    r.get::<_, Option<i64>>(i).map(|v| v.to_string())
-                } else if t == Type::INT4 {
-                    r.get::<_, Option<i32>>(i).map(|v| v.to_string())
-                } else if t == Type::INT2 {
-                    r.get::<_, Option<i16>>(i).map(|v| v.to_string())
-                } else if t == Type::BYTEA {
-                    r.get::<_, Option<Vec<u8>>>(i)
-                        .map(|v| String::from_utf8_lossy(&v).into_owned())
-                } else if t == Type::FLOAT8 {
-                    r.get::<_, Option<f64>>(i).map(|v| v.to_string())
-                } else {
-                    r.get::<_, Option<String>>(i)
+                let Some(v) = r.get(i) else {
+                    return String::new();
                 };
-                text.unwrap_or_default()
+                match types.get(i) {
+                    Some(t) if *t == Type::BOOL => (if v == "t" { "1" } else { "0" }).to_string(),
+                    Some(t) if *t == Type::BYTEA => {
+                        let hex = v.trim_start_matches("\\x");
+                        let bytes: Vec<u8> = (0..hex.len() / 2)
+                            .map(|k| u8::from_str_radix(&hex[2 * k..2 * k + 2], 16).unwrap())
+                            .collect();
+                        String::from_utf8_lossy(&bytes).into_owned()
+                    }
+                    _ => v.to_string(),
+                }
             })
             .collect();
         out.push(cols.join("|"));

@@ -355,3 +355,27 @@ pub trait ConnExt: Conn {
 }
 
 impl<C: Conn + ?Sized> ConnExt for C {}
+
+/// A boxed connection (a command's, of either backend) is a connection.
+impl<C: Conn + ?Sized> Conn for Box<C> {
+    fn each(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
+    ) -> Result<()> {
+        (**self).each(sql, params, f)
+    }
+
+    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
+        (**self).exec(sql, params)
+    }
+
+    fn batch(&self, sql: &str) -> Result<()> {
+        (**self).batch(sql)
+    }
+
+    fn dialect(&self) -> Dialect {
+        (**self).dialect()
+    }
+}
