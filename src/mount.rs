@@ -233,7 +233,17 @@ pub fn unmount(mountpoint: &Path) -> Result<(), Failure> {
 /// Checks where the database may live for a mount at `mp` (canonical): not on a FUSE
 /// filesystem and not under the mountpoint (FUSE-TRAPS §16). Creates its directory;
 /// returns the database's absolute path and its directory's canonical path.
+///
+/// A PostgreSQL URL is refused here (`mount --at`, `--background`, and the commands that
+/// take only an SQLite file so far: docs/deploy.md), before anything is created.
 pub fn check_database(db: &Path, mp: &Path) -> Result<(PathBuf, PathBuf), Failure> {
+    if let Some(url) = crate::cli::postgres_url(db) {
+        return Err(format!(
+            "{}: this takes only an SQLite database file so far (docs/deploy.md says what \
+             works on PostgreSQL)",
+            crate::store::postgres::display_name(url)
+        ));
+    }
     let db = absolute(db)?;
     let db_dir = db
         .parent()

@@ -40,6 +40,8 @@ pub fn fork(
     tree_only: bool,
     json: bool,
 ) -> Result<(), Failure> {
+    super::sqlite_only(src, "fork")?;
+    super::sqlite_only(dst, "fork")?;
     let src = crate::mount::absolute(src)?;
     let dst = crate::mount::absolute(dst)?;
     // Nothing there, not even a link or a file a database would take as its own (its
@@ -249,6 +251,8 @@ fn side(n: &crate::checkpoint::SnapNode) -> Side {
 /// `scratchfs compare --db A --with B [--json]`: the files added in B, removed from it
 /// and changed, with versions and writers on both sides.
 pub fn compare(a: &Path, b: &Path, json: bool) -> Result<(), Failure> {
+    super::sqlite_only(a, "compare")?;
+    super::sqlite_only(b, "compare")?;
     let (_sa, ta) = tree_now(a)?;
     let (_sb, tb) = tree_now(b)?;
     let (fa, fb) = (ta.files(), tb.files());
@@ -362,6 +366,8 @@ pub struct AdoptRequest {
 /// version of the same path in A (op `adopt`), through A's gate, its provenance naming B
 /// and the version there.
 pub fn adopt(a: &Path, b: &Path, paths: &[std::ffi::OsString], json: bool) -> Result<(), Failure> {
+    super::sqlite_only(a, "adopt")?;
+    super::sqlite_only(b, "adopt")?;
     let b = crate::mount::absolute(b)?;
     // B's acknowledged changes made visible (it may be mounted), and each path a file there.
     let (_, theirs) = tree_now(&b)?;

@@ -24,6 +24,7 @@ pub fn serve(
     if config.writer.as_deref().is_some_and(str::is_empty) {
         return Err("--writer: an empty name".into());
     }
+    super::sqlite_only(db, "mcp")?;
     let db = crate::mount::absolute(db)?;
     // A file that is not a scratchfs database is left as it is; a missing one is made,
     // with the default layout, as a first mount makes it.

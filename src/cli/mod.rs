@@ -101,6 +101,18 @@ pub fn check_db(db: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Refuses a PostgreSQL URL for `what`, a command that takes only an SQLite file so far
+/// (docs/deploy.md), before anything is created where the URL would be a path.
+pub fn sqlite_only(db: &Path, what: &str) -> Result<(), Failure> {
+    match postgres_url(db) {
+        Some(url) => Err(format!(
+            "{what}: {}: takes only an SQLite database file so far (docs/deploy.md)",
+            crate::store::postgres::display_name(url)
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The URL `db` is, when it names a PostgreSQL database (`postgres://`, `postgresql://`;
 /// docs/deploy.md).
 pub fn postgres_url(db: &Path) -> Option<&str> {

@@ -15,6 +15,7 @@ use crate::store::{RedoLog, Sqlite};
 
 /// Runs the command; `json` prints one object.
 pub fn recover(db: &Path, accept_loss: bool, json: bool) -> Result<(), Failure> {
+    super::sqlite_only(db, "recover")?;
     let _lock = crate::mount::lock_database_now(db).map_err(|e| {
         if e.ends_with(": mounted") {
             format!("recover: {e} (unmount it first)")

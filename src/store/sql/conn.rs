@@ -12,7 +12,7 @@
 //! - `CAST(SUM(x) AS BIGINT)`: PostgreSQL sums integers as `numeric`.
 //!
 //! Errors are the store's [`Error`]: each backend turns its own failures into an errno
-//! (SPEC §6: `EIO`, `ENOSPC`, `EBUSY`, `EROFS`, `EEXIST` for a unique-key conflict).
+//! (SPEC §6: `EIO`, `ENOSPC`, `EBUSY`, `EROFS`; on PostgreSQL `EEXIST` for a unique-key conflict).
 
 use crate::error::{Error, Result};
 
