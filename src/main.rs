@@ -579,6 +579,10 @@ fn say(msg: &str) {
 fn background_mount(spec: &MountSpec) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
+    // A PostgreSQL URL (docs/deploy.md): not in the background yet (where its log would go
+    // is not decided); never taken as a path (it would become a file named after the URL,
+    // its password included).
+    scratchfs::cli::sqlite_only(&spec.db, "mount --background")?;
     let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
     let db = mount::absolute(&spec.db)?;
     // Refuse a live mount (or clear a dead one) before starting: the mount that then
