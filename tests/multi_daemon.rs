@@ -357,3 +357,62 @@ fn the_rules_are_the_databases_and_a_change_reaches_every_daemon() {
         (std::fs::read_to_string(a.path("facts/n")).ok()? == "43\n").then_some(())
     });
 }
+
+#[test]
+fn commands_that_take_only_a_file_refuse_a_url_and_create_nothing() {
+    // No server needed: the refusal comes before any connection. The password must never
+    // be printed, and nothing may appear where the URL would be a relative path.
+    let url = "postgres://scratchfs:s3cret-pw@127.0.0.1:1/nowhere";
+    let cwd = tempfile::tempdir().unwrap();
+    let mnt = cwd.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mnt = mnt.to_str().unwrap();
+    // A command that wrongly mounts is unmounted, even when an assertion fails.
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .args(["-l", &self.0])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+    let _unmount = Unmount(mnt.to_string());
+    let other = cwd.path().join("other.db");
+    let other = other.to_str().unwrap();
+    for args in [
+        vec!["mount", mnt, "--db", url, "--background"],
+        vec!["mount", mnt, "--db", url, "--at", "c1"],
+        vec!["fork", "--db", url, "--to", other],
+        vec!["compare", "--db", url, "--with", other],
+        vec!["adopt", "--db", other, "--from", url, "x"],
+        vec!["recover", "--db", url],
+        vec!["mcp", "--db", url],
+    ] {
+        let o = std::process::Command::new(common::BIN)
+            .args(&args)
+            .current_dir(cwd.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(err.contains("docs/deploy.md"), "{args:?}: {err}");
+        assert!(
+            !err.contains("s3cret"),
+            "{args:?} printed the password: {err}"
+        );
+        let left: Vec<_> = std::fs::read_dir(cwd.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != "mnt")
+            .collect();
+        assert!(left.is_empty(), "{args:?} created {left:?}");
+        assert!(
+            !std::fs::read_to_string("/proc/self/mountinfo")
+                .unwrap()
+                .contains(mnt),
+            "{args:?} mounted"
+        );
+    }
+}
