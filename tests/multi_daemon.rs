@@ -416,3 +416,44 @@ fn commands_that_take_only_a_file_refuse_a_url_and_create_nothing() {
         );
     }
 }
+
+#[test]
+fn a_name_renamed_or_removed_on_one_daemon_is_stale_on_the_other() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    for i in 0..20 {
+        let f = format!("q{i}");
+        std::fs::write(a.path(&f), "x\n").unwrap();
+        wait_for("b knows the name", || b.path(&f).exists().then_some(()));
+        // The same file renamed on both daemons at once: one wins, the other gets ENOENT.
+        let ta = {
+            let (from, to) = (a.path(&f), a.path(&format!("{f}A")));
+            std::thread::spawn(move || std::fs::rename(from, to))
+        };
+        let rb = std::fs::rename(b.path(&f), b.path(&format!("{f}B")));
+        let ra = ta.join().unwrap();
+        assert!(ra.is_ok() != rb.is_ok(), "round {i}: {ra:?} {rb:?}");
+        let loser = if ra.is_ok() { &rb } else { &ra };
+        assert_eq!(
+            loser.as_ref().unwrap_err().raw_os_error(),
+            Some(libc::ENOENT),
+            "round {i}"
+        );
+        let names = common::pg_query(
+            &db.0,
+            &format!(
+                "SELECT COUNT(*) FROM nodes WHERE parent = 1 AND name IN ('{f}A'::bytea, '{f}B'::bytea)"
+            ),
+        );
+        assert_eq!(names, "1", "round {i}: exactly one name");
+    }
+    // Removed on one, renamed on the other: the rename of the stale name fails.
+    std::fs::write(a.path("u"), "y\n").unwrap();
+    wait_for("b knows u", || b.path("u").exists().then_some(()));
+    std::fs::remove_file(a.path("u")).unwrap();
+    let r = std::fs::rename(b.path("u"), b.path("uB"));
+    if r.is_ok() {
+        panic!("a removed file was renamed back to life on b");
+    }
+}

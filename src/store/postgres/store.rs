@@ -18,8 +18,8 @@ use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::p;
 use crate::store::sql::write::{
-    Applied, Proc, Processes, commit_in, create_in, note_read_in, record_rules_in, reject_in,
-    rename_in, set_attrs_in, unlink_in,
+    Applied, Proc, Processes, commit_in, create_in, ino_at, note_read_in, record_rules_in,
+    reject_in, rename_in, set_attrs_in, unlink_in,
 };
 use crate::store::sql::{Conn, ConnExt, admin, checkpoint, now_ns};
 use crate::store::{
@@ -354,12 +354,12 @@ impl Store for Postgres {
         time_ns: i64,
     ) -> Result<()> {
         self.change(caller, Touched::Tree, |tx, proc_| {
-            // Gone already (another host unlinked it): as the kernel would say.
-            let linked: bool = tx.value(
-                "SELECT EXISTS (SELECT 1 FROM nodes WHERE ino = ?1 AND parent IS NOT NULL)",
-                p![ino],
-            )?;
-            if !linked {
+            // Gone or moved already (another host unlinked or renamed it): the name this
+            // daemon saw is stale, as the kernel would say.
+            // Renames and unlinks of one node take turns across daemons, and each
+            // checks the name after the one before it committed.
+            tx.exec("SELECT ino FROM nodes WHERE ino = ?1 FOR UPDATE", p![ino])?;
+            if ino_at(tx, path)? != Some(ino) {
                 return Err(Error::not_found(path));
             }
             unlink_in(tx, ino, file_id, path, proc_, time_ns).map(Ok)
@@ -445,12 +445,12 @@ impl Store for Postgres {
         let caller = req.caller.clone();
         let (ino, old_path) = (req.ino, req.old_path.to_string());
         self.change(&caller, Touched::Tree, |tx, proc_| {
-            // Removed by another host meanwhile: as the kernel would say.
-            let linked: bool = tx.value(
-                "SELECT EXISTS (SELECT 1 FROM nodes WHERE ino = ?1 AND parent IS NOT NULL)",
-                p![ino],
-            )?;
-            if !linked {
+            // Removed or moved by another host meanwhile: the name this daemon saw is
+            // stale, as the kernel would say.
+            // Renames and unlinks of one node take turns across daemons, and each
+            // checks the name after the one before it committed.
+            tx.exec("SELECT ino FROM nodes WHERE ino = ?1 FOR UPDATE", p![ino])?;
+            if ino_at(tx, &old_path)? != Some(ino) {
                 return Err(Error::not_found(&old_path));
             }
             rename_in(tx, req, proc_)

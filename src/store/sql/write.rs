@@ -608,6 +608,25 @@ pub fn live_lineage(conn: &dyn Conn, path: &str) -> Result<Option<i64>> {
     Ok(file)
 }
 
+/// The live node at `path` (stored form), found by the exact bytes of its names from the
+/// root; `None` when no live node is there.
+pub(crate) fn ino_at(conn: &dyn Conn, path: &str) -> Result<Option<u64>> {
+    let mut ino = 1i64;
+    for name in crate::store::paths::decode(path)
+        .split(|&b| b == b'/')
+        .filter(|n| !n.is_empty())
+    {
+        match conn.opt_value::<i64>(
+            "SELECT ino FROM nodes WHERE parent = ?1 AND name = ?2",
+            p![ino, name],
+        )? {
+            Some(i) => ino = i,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(ino as u64))
+}
+
 /// The inputs of version `id`, oldest read first (issue 13).
 pub fn inputs_of(conn: &dyn Conn, id: i64) -> Result<Vec<InputInfo>> {
     conn.all(
