@@ -575,50 +575,57 @@ fn say(msg: &str) {
 
 /// Re-runs this binary in the foreground as a detached daemon and waits until its mount
 /// answers (or the daemon fails, whose message is then printed). The daemon's log goes
-/// to `<db>.log`.
+/// to `<db>.log`, or for a PostgreSQL database to [`mount::daemon_log_path`].
 fn background_mount(spec: &MountSpec) -> Result<(), String> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
-    // A PostgreSQL URL (docs/deploy.md): not in the background yet (where its log would go
-    // is not decided); never taken as a path (it would become a file named after the URL,
-    // its password included).
-    scratchfs::cli::sqlite_only(&spec.db, "mount --background")?;
     let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
-    let db = mount::absolute(&spec.db)?;
     // Refuse a live mount (or clear a dead one) before starting: the mount that then
     // appears at the mountpoint can only be the daemon's.
     let mp = mount::check_mountpoint(&spec.mountpoint)?;
-    // Nothing is created next to a database that may not be used (inside a mount, say).
-    mount::check_database(&db, &mp)?;
-    // Nor next to a file that is not a scratchfs database.
-    scratchfs::store::probe(&db).map_err(|e| e.reason)?;
-    // Nor next to one the daemon could not open for writing (created empty if missing, as
-    // the daemon's lock does): the message names the database, not its log.
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&db)
-        .map_err(|e| scratchfs::store::cannot_open(&db, &e).reason)?;
+    let (db, log_path) = match scratchfs::cli::postgres_url(&spec.db) {
+        // A PostgreSQL URL is passed on as it is, never taken as a path; the log goes to
+        // the user's runtime directory, named after the mountpoint (docs/deploy.md).
+        Some(_) => (spec.db.clone(), mount::daemon_log_path(&mp)?),
+        None => {
+            let db = mount::absolute(&spec.db)?;
+            // Nothing is created next to a database that may not be used (inside a
+            // mount, say).
+            mount::check_database(&db, &mp)?;
+            // Nor next to a file that is not a scratchfs database.
+            scratchfs::store::probe(&db).map_err(|e| e.reason)?;
+            // Nor next to one the daemon could not open for writing (created empty if
+            // missing, as the daemon's lock does): the message names the database, not
+            // its log.
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&db)
+                .map_err(|e| scratchfs::store::cannot_open(&db, &e).reason)?;
+            let log_path = PathBuf::from(format!("{}.log", db.display()));
+            (db, log_path)
+        }
+    };
     // The rules' problems on this terminal, not only in the daemon's log; errors refuse
     // the mount before anything starts.
     if let Some(rules) = &spec.rules {
         scratchfs::rules::load(rules)?;
     }
-    let log_path = PathBuf::from(format!("{}.log", db.display()));
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .open(&log_path)
-        .map_err(|e| {
-            format!(
+        .map_err(|e| match scratchfs::cli::postgres_url(&db) {
+            Some(_) => format!("the daemon's log {}: {e}", log_path.display()),
+            None => format!(
                 "cannot open database {}: its log {}: {e}",
                 db.display(),
                 log_path.display()
-            )
+            ),
         })?;
     let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
     // The daemon reports why it stopped on this pipe too: its stderr is the log file,

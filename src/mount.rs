@@ -477,33 +477,51 @@ fn stored_rules(store: &dyn Store) -> Result<Option<crate::rules::enforce::Compi
 /// A mount of a scratchpad in PostgreSQL (issue 15, docs/deploy.md): no file lock, since
 /// several daemons (on several hosts) mount one database at once; each listens for the
 /// changes the others commit and refreshes its tree, views and the kernel's caches
-/// ([`crate::store::postgres::notify`]). Large writes spill to a private temporary
-/// directory of the daemon's.
+/// ([`crate::store::postgres::notify`]).
 fn prepare_postgres(spec: &MountSpec, url: &str) -> Result<(Arc<Fs>, Config), Failure> {
-    use crate::store::postgres::{Postgres, display_name, notify};
     check_mountpoint(&spec.mountpoint)?;
+    let fs = open_postgres(url, spec.owner, spec.rules.as_deref(), |fs| {
+        fs.with_views_listed(spec.list_views)
+            .with_manifest_budget(spec.manifest_tokens)
+    })?;
+    let name = crate::store::postgres::display_name(url);
+    let config = live_config(spec, spec.fsname.clone().unwrap_or(name));
+    Ok((fs, config))
+}
+
+/// The filesystem core of a scratchpad in PostgreSQL, as one more daemon on it (a mount's,
+/// or `scratchfs mcp`'s): the store opened (schema and default layout made on first use,
+/// owned by `owner`), the rules (`rules` recorded as the database's, which reaches the
+/// other daemons; else the ones stored), the live appends' thread, and a listener that
+/// refreshes this core when other daemons commit. Large writes spill to a private
+/// temporary directory, removed with the core. `tune` sets options before it is shared.
+pub fn open_postgres(
+    url: &str,
+    owner: (u32, u32),
+    rules: Option<&Path>,
+    tune: impl FnOnce(Fs) -> Fs,
+) -> Result<Arc<Fs>, Failure> {
+    use crate::store::postgres::{Postgres, display_name, notify};
     let name = display_name(url);
-    let (store, fresh) =
-        Postgres::open(url, spec.owner).map_err(|e| format!("database {name}: {e}"))?;
+    let (store, fresh) = Postgres::open(url, owner).map_err(|e| format!("database {name}: {e}"))?;
     let spill = tempfile::Builder::new()
         .prefix("scratchfs-spill-")
         .tempdir()
-        .map_err(|e| format!("a spill directory for large writes: {e}"))?
-        .keep();
+        .map_err(|e| format!("a spill directory for large writes: {e}"))?;
     let daemon = store.daemon().to_string();
     let store: Arc<dyn Store> = Arc::new(store);
-    let mut fs = Fs::new(store.clone(), spill)
+    let mut fs = Fs::new(store.clone(), spill.path().to_path_buf())
         .map_err(|e| format!("database {name}: {e}"))?
-        .with_views_listed(spec.list_views)
-        .with_manifest_budget(spec.manifest_tokens);
+        .owning_spill_dir(spill);
+    fs = tune(fs);
     if fresh {
-        fs.seed(DEFAULT_LAYOUT, spec.owner)
+        fs.seed(DEFAULT_LAYOUT, owner)
             .map_err(|e| format!("database {name}: {e}"))?;
     }
     // The rules are the database's: a rules file given here becomes them (and reaches
     // the other daemons); without one, this daemon enforces the ones stored.
     let caller = crate::identity::Caller::internal("scratchfs");
-    if let Some(path) = &spec.rules {
+    if let Some(path) = rules {
         let (text, rules) = crate::rules::load(path)?;
         store
             .record_rules(&text, &caller)
@@ -514,7 +532,6 @@ fn prepare_postgres(spec: &MountSpec, url: &str) -> Result<(Arc<Fs>, Config), Fa
     {
         fs = fs.with_rules(rules);
     }
-    let config = live_config(spec, spec.fsname.clone().unwrap_or_else(|| name.clone()));
     let fs = Arc::new(fs);
     Fs::start_live_appends(&fs).map_err(|e| format!("live-append thread: {e}"))?;
     let weak = Arc::downgrade(&fs);
@@ -534,13 +551,42 @@ fn prepare_postgres(spec: &MountSpec, url: &str) -> Result<(Arc<Fs>, Config), Fa
                 Err(e) => log::error!("the rules in the database: {e} (the rules in force stay)"),
             }
         }
-        if let Err(e) = fs.refresh() {
+        // A new version of a file reloads that file; a change of the tree (or rules, or
+        // a lost connection) the whole inode table.
+        let whole = changes
+            .iter()
+            .any(|c| matches!(c, notify::Change::Rules | notify::Change::Tree));
+        let refreshed = if whole {
+            fs.refresh()
+        } else {
+            let mut done = std::collections::HashSet::new();
+            changes.iter().try_for_each(|c| match *c {
+                notify::Change::File { ino, .. } if done.insert(ino) => fs.refresh_file(ino),
+                notify::Change::Events => {
+                    fs.refresh_events();
+                    Ok(())
+                }
+                _ => Ok(()),
+            })
+        };
+        if let Err(e) = refreshed {
             log::warn!("refreshing after other daemons' changes: {e}");
         }
         true
     })
     .map_err(|e| format!("listener thread: {e}"))?;
-    Ok((fs, config))
+    Ok(fs)
+}
+
+/// The log of a daemon that `mount --background` starts on a PostgreSQL database (which
+/// has no file to put `<db>.log` beside): `mount-<blake3 of the mountpoint, 16 hex>.log`
+/// in the user's runtime directory ([`crate::mcp::socket::runtime_dir`]), appended to by
+/// every mount there.
+pub fn daemon_log_path(mountpoint: &Path) -> Result<PathBuf, Failure> {
+    let dir =
+        crate::mcp::socket::runtime_dir().map_err(|e| format!("the daemon's log: {}", e.reason))?;
+    let hash = blake3::hash(mountpoint.as_os_str().as_encoded_bytes()).to_hex();
+    Ok(dir.join(format!("mount-{}.log", &hash[..16])))
 }
 
 /// Takes an exclusive `flock(2)` on the database file, so that a second mount of the same

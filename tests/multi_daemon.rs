@@ -380,14 +380,15 @@ fn commands_that_take_only_a_file_refuse_a_url_and_create_nothing() {
     let _unmount = Unmount(mnt.to_string());
     let other = cwd.path().join("other.db");
     let other = other.to_str().unwrap();
-    for args in [
-        vec!["mount", mnt, "--db", url, "--background"],
-        vec!["mount", mnt, "--db", url, "--at", "c1"],
-        vec!["fork", "--db", url, "--to", other],
-        vec!["compare", "--db", url, "--with", other],
-        vec!["adopt", "--db", other, "--from", url, "x"],
-        vec!["recover", "--db", url],
-        vec!["mcp", "--db", url],
+    // mount --background and mcp take a URL: with no server there, they fail connecting.
+    for (args, file_only) in [
+        (vec!["mount", mnt, "--db", url, "--background"], false),
+        (vec!["mcp", "--db", url], false),
+        (vec!["mount", mnt, "--db", url, "--at", "c1"], true),
+        (vec!["fork", "--db", url, "--to", other], true),
+        (vec!["compare", "--db", url, "--with", other], true),
+        (vec!["adopt", "--db", other, "--from", url, "x"], true),
+        (vec!["recover", "--db", url], true),
     ] {
         let o = std::process::Command::new(common::BIN)
             .args(&args)
@@ -397,7 +398,14 @@ fn commands_that_take_only_a_file_refuse_a_url_and_create_nothing() {
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success(), "{args:?} succeeded");
-        assert!(err.contains("docs/deploy.md"), "{args:?}: {err}");
+        if file_only {
+            assert!(err.contains("docs/deploy.md"), "{args:?}: {err}");
+        } else {
+            assert!(
+                err.contains("127.0.0.1:1/nowhere") && err.contains("onnect"),
+                "{args:?}: {err}"
+            );
+        }
         assert!(
             !err.contains("s3cret"),
             "{args:?} printed the password: {err}"
@@ -456,4 +464,145 @@ fn a_name_renamed_or_removed_on_one_daemon_is_stale_on_the_other() {
     if r.is_ok() {
         panic!("a removed file was renamed back to life on b");
     }
+}
+
+#[test]
+fn mount_background_takes_a_url_and_logs_in_the_runtime_directory() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("bg");
+    std::fs::create_dir(&mnt).unwrap();
+    // The daemon's log: XDG_RUNTIME_DIR/scratchfs-<euid>/mount-<16 hex of the mountpoint>.log.
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let o = std::process::Command::new(common::BIN)
+        .args([
+            "mount",
+            mnt.to_str().unwrap(),
+            "--db",
+            &db.0,
+            "--background",
+        ])
+        .env("XDG_RUNTIME_DIR", &run)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "mount --background: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let guard = Unmount(mnt.clone());
+    std::fs::write(mnt.join("from-bg.md"), "background daemon\n").unwrap();
+    wait_for(
+        "the other daemon reads what the background one committed",
+        || {
+            (std::fs::read_to_string(a.path("from-bg.md")).ok()? == "background daemon\n")
+                .then_some(())
+        },
+    );
+    let logs: Vec<_> =
+        std::fs::read_dir(run.join(format!("scratchfs-{}", unsafe { libc::geteuid() })))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("mount-") && n.ends_with(".log"))
+            .collect();
+    assert_eq!(logs.len(), 1, "one log in the runtime directory: {logs:?}");
+    let o = std::process::Command::new(common::BIN)
+        .args(["unmount", mnt.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    drop(guard);
+    // A second background mount on a mountpoint in use is refused before it starts.
+    let o = std::process::Command::new(common::BIN)
+        .args([
+            "mount",
+            a.mnt.to_str().unwrap(),
+            "--db",
+            &db.0,
+            "--background",
+        ])
+        .env("XDG_RUNTIME_DIR", &run)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "mounted over a live mount");
+}
+
+#[test]
+fn mcp_on_a_url_is_one_more_daemon() {
+    const PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python3");
+    const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");
+    assert!(
+        std::path::Path::new(PYTHON).exists(),
+        "{PYTHON} is missing: run scripts/deps (it makes the virtual environment and installs mcp)"
+    );
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    std::fs::write(a.path("plan.md"), "# Plan\n\nfrom the mount\n").unwrap();
+    let session = |calls: serde_json::Value| -> serde_json::Value {
+        let mut child = std::process::Command::new(PYTHON)
+            .args([
+                CLIENT,
+                "pg-test",
+                "stdio",
+                common::BIN,
+                "mcp",
+                "--db",
+                &db.0,
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(calls.to_string().as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "MCP client failed:\n{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let report = session(serde_json::json!([
+        {"tool": "read", "args": {"path": "plan.md"}},
+        {"tool": "write", "args": {"path": "notes/mcp.md", "content": "# From MCP\n"}},
+    ]));
+    let results = &report["results"];
+    assert_eq!(results[0]["is_error"], false, "{report}");
+    assert!(
+        results[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("from the mount"),
+        "{report}"
+    );
+    assert_eq!(results[1]["is_error"], false, "{report}");
+    wait_for("the mount reads what the MCP server committed", || {
+        (std::fs::read_to_string(a.path("notes/mcp.md")).ok()? == "# From MCP\n").then_some(())
+    });
+    // On record as an MCP call, in the one database.
+    let transport = common::pg_query(
+        &db.0,
+        "SELECT p.transport FROM versions v JOIN processes p ON p.id = v.process
+         WHERE v.path = 'notes/mcp.md'",
+    );
+    assert_eq!(transport, "mcp");
 }

@@ -2,7 +2,9 @@
 //! (issue 12): serves the scratchpad over MCP. While the database is mounted, each call
 //! runs in the mount's daemon (its socket, `meta.mcp_socket`), so both sides see one
 //! core; otherwise this process opens the database (holding its lock, as a mount does)
-//! with `--rules`, or the rules of its last mount.
+//! with `--rules`, or the rules of its last mount. On PostgreSQL (`--db postgres://..`)
+//! it is always one more daemon on the database: its own core, refreshed by the others'
+//! notifications, under the database's rules (`--rules` records new ones).
 
 use crate::p;
 use crate::store::sql::ConnExt;
@@ -24,7 +26,19 @@ pub fn serve(
     if config.writer.as_deref().is_some_and(str::is_empty) {
         return Err("--writer: an empty name".into());
     }
-    super::sqlite_only(db, "mcp")?;
+    if let Some(url) = super::postgres_url(db) {
+        // On PostgreSQL this process is one more daemon on the database (docs/deploy.md):
+        // its calls commit there as a mount's do, and it refreshes on the others' changes;
+        // `--rules` become the database's rules, as a mount's do.
+        let ctx = Ctx {
+            pid: std::process::id(),
+            uid: unsafe { libc::geteuid() },
+            gid: unsafe { libc::getegid() },
+        };
+        let fs = crate::mount::open_postgres(url, (ctx.uid, ctx.gid), rules, |fs| fs)?;
+        check_writer(&fs, config.writer.as_deref(), ctx)?;
+        return run_server(Arc::new(Backend::Local(fs, ctx)), config, listen);
+    }
     let db = crate::mount::absolute(db)?;
     // A file that is not a scratchfs database is left as it is; a missing one is made,
     // with the default layout, as a first mount makes it.
@@ -91,13 +105,25 @@ pub fn serve(
             }
         }
     };
-    let backend = Arc::new(backend);
+    run_server(Arc::new(backend), config, listen)
+}
+
+/// Serves `backend` over stdio, or streamable HTTP at `listen`, until the client leaves.
+fn run_server(
+    backend: Arc<Backend>,
+    config: Config,
+    listen: Option<SocketAddr>,
+) -> Result<(), Failure> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| format!("tokio runtime: {e}"))?;
-    runtime.block_on(async move {
+    // The last reference to the core is dropped here, after the runtime: a PostgreSQL
+    // store's client blocks on a runtime of its own when dropped, which may not happen on
+    // one of this runtime's threads.
+    let keep = backend.clone();
+    let served = runtime.block_on(async move {
         match listen {
             None => {
                 use rmcp::ServiceExt;
@@ -111,7 +137,10 @@ pub fn serve(
             }
             Some(addr) => http(backend, config, addr).await,
         }
-    })
+    });
+    drop(runtime);
+    drop(keep);
+    served
 }
 
 /// The text of the rules the database was last mounted with, unless empty (the defaults).

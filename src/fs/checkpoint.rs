@@ -154,6 +154,56 @@ impl Fs {
         Ok(())
     }
 
+    /// Brings one file to the version another daemon committed to it (a `file`
+    /// notification, PostgreSQL): its record is read from the store and, when it is still
+    /// the node this core has at that place and its head is newer than the one here, takes
+    /// its place; the kernel's cached attributes and pages of it and the views that show it
+    /// are dropped. A head never moves back (a local commit may have landed since the store
+    /// was read). Anything else (the node moved, went, or is unknown here) falls back to
+    /// [`Fs::refresh`]. Errors: the store's.
+    pub fn refresh_file(&self, ino: u64) -> Result<()> {
+        let Some(r) = self.store.node(ino)? else {
+            return self.refresh();
+        };
+        {
+            let mut tree = self.tree.write();
+            let Some(n) = tree.nodes.get_mut(&ino) else {
+                drop(tree);
+                return self.refresh();
+            };
+            if n.orphan || n.parent != r.parent || *n.name != *r.name || n.file_id != r.file_id {
+                drop(tree);
+                return self.refresh();
+            }
+            let newer = match (&n.head, &r.head) {
+                (Some(here), Some(there)) => there.id > here.id,
+                (None, Some(_)) => true,
+                _ => false,
+            };
+            if !newer {
+                return Ok(());
+            }
+            n.head = r.head;
+            n.step = r.step;
+            n.cached_version = 0;
+            n.mtime_pinned = r.mtime_pinned;
+            n.attrs = r.attrs;
+        }
+        if let Some(file_id) = r.file_id {
+            self.hashers.lock().remove(&file_id);
+        }
+        self.views.changed(&[ino]);
+        self.invalidate(Invalidation::Attr(ino));
+        self.invalidate(Invalidation::Data(ino));
+        Ok(())
+    }
+
+    /// Another daemon recorded events only (a refusal, a checkpoint): the views that list
+    /// them (MANIFEST) render afresh.
+    pub fn refresh_events(&self) {
+        self.views.changed(&[]);
+    }
+
     /// Brings the inode table to the store's tree after a change made in the store as a
     /// whole (a rollback, or another daemon's changes): nodes no longer live become orphans (still open or known to the
     /// kernel) or go; nodes that moved, came back, or changed content, owner or mode take

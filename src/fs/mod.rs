@@ -281,6 +281,8 @@ pub struct Fs {
     /// A mount of the past (issue 14): the files whose content then gc forgot (opening
     /// one: `ENODATA`). Empty otherwise.
     forgotten: std::collections::HashSet<u64>,
+    /// A spill directory of this core's own ([`Fs::owning_spill_dir`]), removed with it.
+    _spill_owned: Option<tempfile::TempDir>,
 }
 
 /// Longest an open waits for a handle that owes an `O_TRUNC` truncation or a create's
@@ -344,7 +346,17 @@ impl Fs {
             reads: crate::lineage::ReadLog::default(),
             step_now: std::sync::atomic::AtomicI64::new(step_now),
             forgotten: Default::default(),
+            _spill_owned: None,
         })
+    }
+
+    /// Makes `dir` (the spill directory this core was made with) this core's own: it is
+    /// removed, with what is left in it, when the core is dropped (a PostgreSQL mount's
+    /// private spill directory, which has no database directory to live in).
+    pub fn owning_spill_dir(mut self, dir: tempfile::TempDir) -> Fs {
+        debug_assert_eq!(dir.path(), self.spill_dir);
+        self._spill_owned = Some(dir);
+        self
     }
 
     /// Installs the function that asks the kernel to drop cached state.

@@ -48,16 +48,50 @@ pub struct Request {
     pub read_only: bool,
 }
 
-/// Where the daemon of database `db` (its canonical path) listens.
-pub fn socket_path(db: &Path) -> PathBuf {
+/// The user's private runtime directory of scratchfs: `$XDG_RUNTIME_DIR/scratchfs-<euid>`
+/// (else under the temporary directory), where daemons put their MCP sockets and a
+/// PostgreSQL mount's log. Not created here ([`runtime_dir`] does).
+fn runtime_base() -> PathBuf {
     let base = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|p| p.is_dir())
         .unwrap_or_else(std::env::temp_dir);
     let euid = unsafe { libc::geteuid() };
-    let hash = blake3::hash(db.as_os_str().as_encoded_bytes()).to_hex();
     base.join(format!("scratchfs-{euid}"))
-        .join(format!("{}.sock", &hash[..16]))
+}
+
+/// [`runtime_base`], created if missing (mode 0755) and checked to be a directory of this
+/// user's, not a link: another user must not choose where a daemon listens or logs
+/// (`EPERM` otherwise; the creation's own errno).
+pub fn runtime_dir() -> Result<PathBuf> {
+    let dir = runtime_base();
+    let io = |e: std::io::Error| {
+        Error::new(
+            e.raw_os_error().unwrap_or(libc::EIO),
+            format!("directory {}: {e}", dir.display()),
+        )
+    };
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(e)),
+    }
+    let meta = std::fs::symlink_metadata(&dir).map_err(io)?;
+    use std::os::unix::fs::MetadataExt;
+    if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
+        return Err(Error::new(
+            libc::EPERM,
+            format!("directory {}: not a directory of ours", dir.display()),
+        ));
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(io)?;
+    Ok(dir)
+}
+
+/// Where the daemon of database `db` (its canonical path) listens.
+pub fn socket_path(db: &Path) -> PathBuf {
+    let hash = blake3::hash(db.as_os_str().as_encoded_bytes()).to_hex();
+    runtime_base().join(format!("{}.sock", &hash[..16]))
 }
 
 /// Runs a tool call for the caller `ctx` as `remote`: the one path both the in-process
@@ -97,6 +131,7 @@ pub fn run_call(fs: &Fs, ctx: Ctx, req: &Request) -> Outcome {
 /// exits ([`remove`]).
 pub fn listen(fs: Arc<Fs>, db: &Path, owner: u32, allow_other: bool) -> Result<PathBuf> {
     let path = socket_path(db);
+    runtime_dir().map_err(|e| Error::new(e.errno, format!("MCP socket {}", e.reason)))?;
     let dir = path.parent().expect("the socket has a directory");
     let io = |what: &str, e: std::io::Error| {
         Error::new(
@@ -104,25 +139,6 @@ pub fn listen(fs: Arc<Fs>, db: &Path, owner: u32, allow_other: bool) -> Result<P
             format!("MCP socket {what} {}: {e}", dir.display()),
         )
     };
-    match std::fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io("directory", e)),
-    }
-    // Ours, a directory, not a link: another user must not choose where we listen.
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| io("directory", e))?;
-    use std::os::unix::fs::MetadataExt;
-    if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
-        return Err(Error::new(
-            libc::EPERM,
-            format!(
-                "MCP socket directory {}: not a directory of ours",
-                dir.display()
-            ),
-        ));
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
-        .map_err(|e| io("directory", e))?;
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path).map_err(|e| io("bind in", e))?;
     let mode = if allow_other { 0o666 } else { 0o600 };

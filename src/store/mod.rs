@@ -536,6 +536,9 @@ pub trait History: Send + Sync {
     fn lineages(&self, prefix: &str) -> Result<Vec<Lineage>>;
     /// Every version of a lineage, oldest first.
     fn versions(&self, file_id: i64) -> Result<Vec<VersionInfo>>;
+    /// Node `ino` with its current version, as [`Store::load`] gives each (`None`: not in
+    /// the store's tree).
+    fn node(&self, ino: u64) -> Result<Option<NodeRecord>>;
     /// The inode that last carried lineage `file_id` (the live one first, else the one
     /// unlinked last; for a lineage that ended by being renamed over another file, that of
     /// the lineage it continues): its number, whether it is still linked, its stored mode,
@@ -604,6 +607,9 @@ impl<R: Reading> History for R {
     }
     fn versions(&self, file_id: i64) -> Result<Vec<VersionInfo>> {
         self.reading(|c| sql::read::versions(c, file_id))
+    }
+    fn node(&self, ino: u64) -> Result<Option<NodeRecord>> {
+        self.reading(|c| sql::read::load_node(c, ino))
     }
     fn lineage_owner(&self, file_id: i64) -> Result<Option<LineageOwner>> {
         self.reading(|c| sql::read::lineage_owner(c, file_id))

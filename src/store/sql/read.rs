@@ -253,46 +253,64 @@ pub(crate) fn read(
     crate::store::sql::content::read_at(conn, content, offset, buf)
 }
 
-/// Every live node, parents before children, with its current version, its writer's
-/// step and its last read ([`crate::store::Store::load`]).
-pub(crate) fn load(conn: &dyn Conn) -> Result<Vec<NodeRecord>> {
-    let rows = conn.all(
-        "WITH RECURSIVE tree(ino, depth) AS (
-            SELECT CAST(1 AS BIGINT), CAST(0 AS BIGINT)
-            UNION ALL
-            SELECT n.ino, t.depth + 1 FROM nodes n JOIN tree t ON n.parent = t.ino
-         )
-         SELECT n.ino, n.parent, n.name, n.kind, n.mode, n.uid, n.gid, n.atime_ns, n.mtime_ns,
-                n.ctime_ns, n.file_id, v.id, v.version, v.stream, v.size, v.time_ns,
-                n.mtime_pinned, v.writer, p.step, r.version, r.writer, r.time_ns
-         FROM tree t JOIN nodes n ON n.ino = t.ino
-         LEFT JOIN versions v ON v.file_id = n.file_id
+/// The columns of a node record with its current version, its writer's step and its last
+/// read, over `nodes n` (joined by the caller's `FROM`), for [`node_with_head`].
+const NODE_WITH_HEAD: &str = "SELECT n.ino, n.parent, n.name, n.kind, n.mode, n.uid, n.gid,
+                n.atime_ns, n.mtime_ns, n.ctime_ns, n.file_id, v.id, v.version, v.stream,
+                v.size, v.time_ns, n.mtime_pinned, v.writer, p.step, r.version, r.writer,
+                r.time_ns";
+
+/// The joins that go with [`NODE_WITH_HEAD`]: the current version (a re-created file
+/// without a commit yet has no version of its own), its process, the last read.
+const NODE_HEAD_JOINS: &str = "LEFT JOIN versions v ON v.file_id = n.file_id
              AND v.version = (SELECT MAX(version) FROM versions WHERE file_id = n.file_id)
-             -- A re-created file without a commit yet has no version of its own.
              AND v.id > COALESCE((SELECT MAX(version_id) FROM events
                                   WHERE file_id = n.file_id AND op = 'create'), 0)
          LEFT JOIN processes p ON p.id = v.process
-         LEFT JOIN reads r ON r.file_id = n.file_id
-         ORDER BY t.depth, n.ino",
-        p![],
-        |r| {
-            let mut n = node_from_row(r)?;
-            n.step = r.get(18)?;
-            if let Some(version) = r.get::<Option<i64>>(19)? {
-                n.last_read = Some(LastRead {
-                    version,
-                    writer: r.get::<String>(20)?.into(),
-                    time_ns: r.get(21)?,
-                });
-            }
-            Ok(n)
-        },
-    )?;
-    let mut out = Vec::new();
-    for r in rows {
-        out.push(r);
+         LEFT JOIN reads r ON r.file_id = n.file_id";
+
+/// A row of [`NODE_WITH_HEAD`].
+fn node_with_head(r: &dyn crate::store::sql::Row) -> Result<NodeRecord> {
+    let mut n = node_from_row(r)?;
+    n.step = r.get(18)?;
+    if let Some(version) = r.get::<Option<i64>>(19)? {
+        n.last_read = Some(LastRead {
+            version,
+            writer: r.get::<String>(20)?.into(),
+            time_ns: r.get(21)?,
+        });
     }
-    Ok(out)
+    Ok(n)
+}
+
+/// Every live node, parents before children, with its current version, its writer's
+/// step and its last read ([`crate::store::Store::load`]).
+pub(crate) fn load(conn: &dyn Conn) -> Result<Vec<NodeRecord>> {
+    conn.all(
+        &format!(
+            "WITH RECURSIVE tree(ino, depth) AS (
+                SELECT CAST(1 AS BIGINT), CAST(0 AS BIGINT)
+                UNION ALL
+                SELECT n.ino, t.depth + 1 FROM nodes n JOIN tree t ON n.parent = t.ino
+             )
+             {NODE_WITH_HEAD}
+             FROM tree t JOIN nodes n ON n.ino = t.ino
+             {NODE_HEAD_JOINS}
+             ORDER BY t.depth, n.ino"
+        ),
+        p![],
+        node_with_head,
+    )
+}
+
+/// Node `ino` as [`load`] gives it, if it is in the store's tree (`nodes`): what a
+/// daemon reloads of one file another daemon committed to ([`crate::fs::Fs::refresh_file`]).
+pub(crate) fn load_node(conn: &dyn Conn, ino: u64) -> Result<Option<NodeRecord>> {
+    conn.opt(
+        &format!("{NODE_WITH_HEAD} FROM nodes n {NODE_HEAD_JOINS} WHERE n.ino = ?1"),
+        p![ino],
+        node_with_head,
+    )
 }
 
 /// The text of the rules recorded last (`rules`), if any (`""`: a mount without rules).
