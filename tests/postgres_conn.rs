@@ -160,13 +160,15 @@ fn the_shared_sql_runs_on_postgresql() {
     assert_eq!(e.errno, libc::EEXIST, "{e}");
     assert!(e.reason.contains("23505"), "{e}");
     // ON CONFLICT, as the shared SQL writes `INSERT OR IGNORE`.
+    c.exec(
+        "INSERT INTO blobs(hash, size, data) VALUES (?1, ?2, ?3) ON CONFLICT (hash) DO NOTHING",
+        p![hash, 1, &b"x"[..]],
+    )
+    .unwrap();
     assert_eq!(
-        c.exec(
-            "INSERT INTO blobs(hash, size, data) VALUES (?1, ?2, ?3) ON CONFLICT (hash) DO NOTHING",
-            p![hash, 1, &b"x"[..]],
-        )
-        .unwrap(),
-        0
+        c.value::<i64>("SELECT COUNT(*) FROM blobs WHERE hash = ?1", p![hash])
+            .unwrap(),
+        1
     );
 
     // Extents: "offset", NULL blob or NULL data, a visitor that stops, one that queries.
@@ -472,4 +474,77 @@ fn a_refused_login_is_eacces() {
         Ok(_) => eprintln!("the server let postgres in: login refusal not checked"),
         Err(e) => assert_eq!(e.errno, libc::EACCES, "{e}"),
     }
+}
+
+#[test]
+fn statements_of_a_transaction_are_pipelined_in_order_and_fail_it_whole() {
+    let (pg, _guard) = fresh();
+    let c = &pg;
+    // Queued statements run before the query that sends them, in order.
+    c.batch("BEGIN").unwrap();
+    c.exec(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)",
+        p!["p1", "a"],
+    )
+    .unwrap();
+    c.exec("UPDATE meta SET value = ?1 WHERE key = ?2", p!["b", "p1"])
+        .unwrap();
+    let v: String = c
+        .value("SELECT value FROM meta WHERE key = ?1", p!["p1"])
+        .unwrap();
+    assert_eq!(v, "b");
+    c.batch("COMMIT").unwrap();
+    // A queued statement that fails: the next call that sends it is the error, naming
+    // it, and nothing of the transaction stays.
+    c.batch("BEGIN").unwrap();
+    c.exec(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)",
+        p!["p2", "x"],
+    )
+    .unwrap();
+    c.exec(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)",
+        p!["p1", "dup"],
+    )
+    .unwrap();
+    let e = c.batch("COMMIT").unwrap_err();
+    assert_eq!(e.errno, libc::EEXIST, "{e}");
+    assert!(e.reason.contains("INSERT INTO meta"), "{e}");
+    let _ = c.batch("ROLLBACK");
+    let n: i64 = c
+        .value("SELECT COUNT(*) FROM meta WHERE key = ?1", p!["p2"])
+        .unwrap();
+    assert_eq!(n, 0, "a failed transaction left a row");
+    // The same failure before a query: the query's call is the error.
+    c.batch("BEGIN").unwrap();
+    c.exec(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)",
+        p!["p1", "dup"],
+    )
+    .unwrap();
+    let e = c
+        .value::<i64>("SELECT COUNT(*) FROM meta", p![])
+        .unwrap_err();
+    assert_eq!(e.errno, libc::EEXIST, "{e}");
+    c.batch("ROLLBACK").unwrap();
+    // ROLLBACK drops what was never sent; the connection is clean after it.
+    c.batch("BEGIN").unwrap();
+    c.exec(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)",
+        p!["p3", "never"],
+    )
+    .unwrap();
+    c.batch("ROLLBACK").unwrap();
+    let n: i64 = c
+        .value("SELECT COUNT(*) FROM meta WHERE key = ?1", p!["p3"])
+        .unwrap();
+    assert_eq!(n, 0);
+    // Outside a transaction a statement is sent at once: its error is its own call's.
+    let e = c
+        .exec(
+            "INSERT INTO meta(key, value) VALUES (?1, ?2)",
+            p!["p1", "dup"],
+        )
+        .unwrap_err();
+    assert_eq!(e.errno, libc::EEXIST, "{e}");
 }

@@ -1,34 +1,61 @@
-//! [`Conn`] over a PostgreSQL connection ([`PgConn`], the synchronous `postgres` client):
-//! the shared SQL's `?N` placeholders rewritten to `$N`, each statement prepared once per
-//! connection and cached by its original text; parameters adapted to the type PostgreSQL
-//! inferred for their placeholder ([`PgParam`]); column values read by their column's type;
-//! failures turned into errnos by SQLSTATE ([`pg_error`]).
+//! [`Conn`] over a PostgreSQL connection ([`PgConn`], the asynchronous `tokio-postgres`
+//! client driven by a runtime of its own): the shared SQL's `?N` placeholders rewritten
+//! to `$N`, each statement prepared once per connection and cached by its original text;
+//! parameters adapted to the type PostgreSQL inferred for their placeholder ([`PgParam`]);
+//! column values read by their column's type; failures turned into errnos by SQLSTATE
+//! ([`pg_error`]).
 //!
-//! Transactions: the store opens them with `BEGIN` / `COMMIT` through [`Conn::batch`] (the
-//! client's own `Transaction` borrows the client mutably, which a shared `&PgConn` cannot
-//! lend); every statement runs in whatever transaction is open on the connection.
+//! Transactions: the store opens them with `BEGIN` / `COMMIT` through [`Conn::batch`].
+//! Pipelining (the protocol's, as tokio-postgres does it): inside a transaction, `BEGIN`
+//! and each [`Conn::exec`] (no rows) are not sent at once but queued, and go out together
+//! with the next statement whose result is needed (a query, `COMMIT`), in order, in one
+//! round trip; their results are checked then, the first failure being that call's error
+//! (the transaction is then aborted, so nothing after it takes effect). `ROLLBACK` drops
+//! what was never sent. A change of a few statements thus costs a few round trips, not
+//! one per statement (issue 15's create and append targets). Outside a transaction every
+//! statement is sent at once.
 
-use std::cell::{RefCell, RefMut};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::error::Error as StdError;
+use std::future::Future;
+use std::pin::Pin;
 use std::str::FromStr;
 
 use bytes::BytesMut;
-use postgres::config::{Host, SslMode};
-use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
-use postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
+use tokio_postgres::{Client, Config, NoTls, Statement};
 
 use crate::error::{Error, Result};
 use crate::store::sql::{Conn, Dialect, Flow, Param, Row, Value};
 
 /// One PostgreSQL connection as the shared store code uses it.
 ///
-/// Not `Sync` (the client and the statement cache are in `RefCell`s): the store holds
-/// each connection behind its own mutex. It is `Send`.
+/// Not `Sync` (the statement cache and the queue are in `RefCell`s): the store holds each
+/// connection behind its own mutex. It is `Send`. Never use it from a thread that runs a
+/// tokio runtime (its calls block on a runtime of their own).
 pub struct PgConn {
-    client: RefCell<Client>,
+    /// Drives the connection: a current-thread runtime, running only inside this
+    /// connection's calls.
+    runtime: tokio::runtime::Runtime,
+    client: Client,
     /// Prepared statements by their text as the shared code wrote it (with `?N`).
     statements: RefCell<HashMap<String, Statement>>,
+    /// Statements to send with the next one whose result is needed (module docs).
+    queued: RefCell<Vec<Queued>>,
+    /// A transaction is open (`BEGIN` queued or sent, no `COMMIT`/`ROLLBACK` since).
+    in_transaction: Cell<bool>,
+    /// Its `BEGIN` went to the server.
+    begun: Cell<bool>,
+}
+
+/// A statement waiting to be sent.
+enum Queued {
+    /// `BEGIN`.
+    Begin,
+    /// A statement without rows, its text as the shared code wrote it (for messages).
+    Exec(Statement, Vec<OwnedParam>, String),
 }
 
 // The store moves connections between threads (each behind a mutex).
@@ -41,6 +68,7 @@ impl std::fmt::Debug for PgConn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgConn")
             .field("statements", &self.statements.borrow().len())
+            .field("queued", &self.queued.borrow().len())
             .finish_non_exhaustive()
     }
 }
@@ -64,52 +92,83 @@ impl PgConn {
     /// be reached (e.g. `ECONNREFUSED`), `EACCES` when it refuses the login, else `EIO`.
     pub fn connect(url: &str) -> Result<PgConn> {
         let config = config_from(url, |k| std::env::var(k).ok())?;
-        let client = config.connect(NoTls).map_err(|e| {
-            let err = pg_error(&e);
-            // Not "lost": it never was connected.
-            let errno = match io_source(&e) {
-                Some(io) => io.raw_os_error().unwrap_or(libc::EIO),
-                None => err.errno,
-            };
-            Error::new(
-                errno,
-                format!(
-                    "cannot connect to PostgreSQL at {}: {}",
-                    target(&config),
-                    describe(&e)
-                ),
-            )
-        })?;
-        Ok(PgConn::new(client))
-    }
-
-    /// Wraps a connected client.
-    pub fn new(client: Client) -> PgConn {
-        PgConn {
-            client: RefCell::new(client),
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::store(format!("a runtime for the PostgreSQL client: {e}")))?;
+        let (client, connection) = runtime
+            .block_on(config.connect(NoTls))
+            .map_err(|e| not_connected(&config, &e))?;
+        runtime.spawn(connection);
+        // Prepared statements keep one generic plan: the store's statements are short
+        // index lookups whose plan does not depend on the values, and planning each
+        // execution afresh (the server's default for a statement's first runs, and for
+        // any whose generic plan looks costlier) costs more than running it.
+        runtime
+            .block_on(client.batch_execute("SET plan_cache_mode = force_generic_plan"))
+            .map_err(|e| not_connected(&config, &e))?;
+        Ok(PgConn {
+            runtime,
+            client,
             statements: RefCell::new(HashMap::new()),
-        }
-    }
-
-    /// The client itself, for what [`Conn`] does not cover (LISTEN/NOTIFY). Panics if a
-    /// statement of this connection is running (never, from another thread: `PgConn` is
-    /// not `Sync`); release it before running statements through [`Conn`], which
-    /// otherwise fail with `EIO` ("in use").
-    pub fn client(&self) -> RefMut<'_, Client> {
-        self.client.borrow_mut()
+            queued: RefCell::new(Vec::new()),
+            in_transaction: Cell::new(false),
+            begun: Cell::new(false),
+        })
     }
 
     /// Whether the connection is closed (the server went away, or the network to it):
-    /// the store then connects again. `false` while the client is borrowed.
+    /// the store then connects again.
     pub fn client_closed(&self) -> bool {
-        self.client.try_borrow().is_ok_and(|c| c.is_closed())
+        self.client.is_closed()
     }
 
-    /// The client for one call, or `EIO` if [`PgConn::client`]'s borrow is still held.
-    fn use_client(&self) -> Result<RefMut<'_, Client>> {
-        self.client.try_borrow_mut().map_err(|_| {
-            Error::store("the PostgreSQL connection is in use (PgConn::client is still held)")
-        })
+    /// Runs `last` after what is queued, all sent at once (pipelined), and returns its
+    /// result; the first queued statement that failed is the error instead.
+    fn run<T>(
+        &self,
+        last: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    ) -> Result<T> {
+        let queued = std::mem::take(&mut *self.queued.borrow_mut());
+        if queued.is_empty() {
+            return self.runtime.block_on(last).map_err(|e| pg_error(&e));
+        }
+        let client = &self.client;
+        type Sent<'a> = Pin<Box<dyn Future<Output = Result<()>> + 'a>>;
+        let sent: Vec<Sent<'_>> = queued
+            .iter()
+            .map(|q| -> Sent<'_> {
+                match q {
+                    Queued::Begin => Box::pin(async move {
+                        client
+                            .batch_execute("BEGIN")
+                            .await
+                            .map_err(|e| pg_error(&e))
+                    }),
+                    Queued::Exec(stmt, params, sql) => Box::pin(async move {
+                        let refs: Vec<&(dyn ToSql + Sync)> =
+                            params.iter().map(|p| p as _).collect();
+                        client.execute(stmt, &refs).await.map(|_| ()).map_err(|e| {
+                            let mut err = pg_error(&e);
+                            err.reason
+                                .push_str(&format!(" (in `{}`)", one_line(sql, 160)));
+                            err
+                        })
+                    }),
+                }
+            })
+            .collect();
+        if queued.iter().any(|q| matches!(q, Queued::Begin)) {
+            self.begun.set(true);
+        }
+        let (earlier, last) = self.runtime.block_on(futures_util::future::join(
+            futures_util::future::join_all(sent),
+            last,
+        ));
+        for r in earlier {
+            r?;
+        }
+        last.map_err(|e| pg_error(&e))
     }
 
     /// The prepared statement for `sql` (with `?N` placeholders), from the cache or
@@ -120,8 +179,7 @@ impl PgConn {
             return Ok(s.clone());
         }
         let text = rewrite_placeholders(sql);
-        let stmt = self.use_client()?.prepare(&text).map_err(|e| {
-            let mut err = pg_error(&e);
+        let stmt = self.run(self.client.prepare(&text)).map_err(|mut err| {
             err.reason
                 .push_str(&format!(" (preparing `{}`)", one_line(sql, 160)));
             err
@@ -131,6 +189,72 @@ impl PgConn {
             .insert(sql.to_owned(), stmt.clone());
         Ok(stmt)
     }
+}
+
+impl PgConn {
+    /// Opens a transaction with `sql` as its first statement, both in one round trip
+    /// (simple-query text: `sql` takes no parameters, so only values this crate made may
+    /// be spelled into it, never a name or a text from outside). The store's lock of a
+    /// lineage row opens a commit this way.
+    pub fn begin_with(&self, sql: &str) -> Result<()> {
+        if self.in_transaction.get() {
+            return Err(Error::store("begin_with: a transaction is already open"));
+        }
+        self.in_transaction.set(true);
+        self.begun.set(true);
+        self.run(self.client.batch_execute(&format!("BEGIN; {sql}")))
+            .inspect_err(|_| {
+                self.in_transaction.set(false);
+                self.begun.set(false);
+            })
+    }
+
+    /// Sends what is queued, then `sql` and `COMMIT` in one round trip (simple-query
+    /// text, as [`PgConn::begin_with`]): a change's notification goes this way. Its error
+    /// is the first failure; the transaction is then not committed.
+    pub fn commit_with(&self, sql: &str) -> Result<()> {
+        self.end(&format!("{sql}; COMMIT"))
+    }
+
+    /// Sends what is queued and then `sql`, which ends the transaction when it succeeds;
+    /// after a failure the transaction counts as open, so that `ROLLBACK` is sent (the
+    /// server may still be in it: a statement before the `COMMIT` failed).
+    fn end(&self, sql: &str) -> Result<()> {
+        self.begun.set(true);
+        let out = self.run(self.client.batch_execute(sql));
+        if out.is_ok() {
+            self.in_transaction.set(false);
+            self.begun.set(false);
+        }
+        out
+    }
+}
+
+/// The error of a connection that could not be made.
+fn not_connected(config: &Config, e: &tokio_postgres::Error) -> Error {
+    let err = pg_error(e);
+    // Not "lost": it never was connected.
+    let errno = match io_source(e) {
+        Some(io) => io.raw_os_error().unwrap_or(libc::EIO),
+        None => err.errno,
+    };
+    Error::new(
+        errno,
+        format!(
+            "cannot connect to PostgreSQL at {}: {}",
+            target(config),
+            describe(e)
+        ),
+    )
+}
+
+/// A blocking connection for what [`Conn`] does not cover: LISTEN and its notifications
+/// ([`super::notify`]). Same URL, environment and errors as [`PgConn::connect`].
+pub fn connect_listener(url: &str) -> Result<postgres::Client> {
+    let config = config_from(url, |k| std::env::var(k).ok())?;
+    postgres::Config::from(config.clone())
+        .connect(NoTls)
+        .map_err(|e| not_connected(&config, &e))
 }
 
 impl Conn for PgConn {
@@ -143,9 +267,9 @@ impl Conn for PgConn {
         let stmt = self.statement(sql)?;
         let params: Vec<PgParam<'_>> = params.iter().copied().map(PgParam).collect();
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
-        // All rows first, then the visitor: the client is free again while it runs, so
-        // the visitor may run statements of its own on this connection.
-        let rows = self.use_client()?.query(&stmt, &refs)?;
+        // All rows first, then the visitor: it may run statements of its own on this
+        // connection.
+        let rows = self.run(self.client.query(&stmt, &refs))?;
         for r in &rows {
             if f(r)? == Flow::Stop {
                 break;
@@ -154,21 +278,92 @@ impl Conn for PgConn {
         Ok(())
     }
 
-    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
+    /// In a transaction, queued: sent with the next statement whose result is needed
+    /// (module docs), which then reports its failure.
+    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<()> {
         let stmt = self.statement(sql)?;
+        if self.in_transaction.get() {
+            let owned = params.iter().map(OwnedParam::from).collect();
+            self.queued
+                .borrow_mut()
+                .push(Queued::Exec(stmt, owned, sql.to_owned()));
+            return Ok(());
+        }
         let params: Vec<PgParam<'_>> = params.iter().copied().map(PgParam).collect();
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
-        Ok(self.use_client()?.execute(&stmt, &refs)?)
+        self.run(self.client.execute(&stmt, &refs)).map(|_| ())
     }
 
+    /// `BEGIN` is queued; `ROLLBACK` drops what was never sent (and is not sent when the
+    /// transaction never was); anything else is sent with what is queued.
     fn batch(&self, sql: &str) -> Result<()> {
-        self.use_client()?.batch_execute(sql)?;
-        Ok(())
+        let word = sql.trim().trim_end_matches(';').trim().to_ascii_uppercase();
+        match word.as_str() {
+            "BEGIN" if !self.in_transaction.get() => {
+                self.in_transaction.set(true);
+                self.begun.set(false);
+                self.queued.borrow_mut().push(Queued::Begin);
+                Ok(())
+            }
+            "ROLLBACK" => {
+                self.queued.borrow_mut().clear();
+                self.in_transaction.set(false);
+                if self.begun.replace(false) {
+                    self.run(self.client.batch_execute(sql))
+                } else {
+                    Ok(())
+                }
+            }
+            "COMMIT" => self.end(sql),
+            _ => self.run(self.client.batch_execute(sql)),
+        }
     }
 
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
     }
+}
+
+/// A parameter kept until its statement is sent ([`Queued`]).
+#[derive(Debug, Clone)]
+enum OwnedParam {
+    Null,
+    Int(i64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl From<&Param<'_>> for OwnedParam {
+    fn from(p: &Param<'_>) -> Self {
+        match *p {
+            Param::Null => OwnedParam::Null,
+            Param::Int(i) => OwnedParam::Int(i),
+            Param::Text(s) => OwnedParam::Text(s.to_owned()),
+            Param::Blob(b) => OwnedParam::Blob(b.to_vec()),
+        }
+    }
+}
+
+impl ToSql for OwnedParam {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn StdError + Sync + Send>> {
+        PgParam(match self {
+            OwnedParam::Null => Param::Null,
+            OwnedParam::Int(i) => Param::Int(*i),
+            OwnedParam::Text(s) => Param::Text(s),
+            OwnedParam::Blob(b) => Param::Blob(b),
+        })
+        .to_sql(ty, out)
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
 }
 
 /// `sql` with each `?N` outside string literals, quoted identifiers and comments turned
@@ -325,7 +520,7 @@ impl<'a> FromSql<'a> for Raw<'a> {
 /// so that a statement selecting it fails on its first run, not only once it returns a
 /// value: `NUMERIC` (what `SUM` over a BIGINT gives) with a message saying to CAST the
 /// sum to BIGINT, others naming the type.
-impl Row for postgres::Row {
+impl Row for tokio_postgres::Row {
     fn value(&self, i: usize) -> Result<Value<'_>> {
         let Some(col) = self.columns().get(i) else {
             return Err(Error::store(format!(
@@ -388,7 +583,7 @@ impl Row for postgres::Row {
 ///   closed connection or an I/O error → `EIO`, the reason saying the connection to
 ///   PostgreSQL was lost;
 /// - anything else → `EIO`, "store: " and the server's message.
-pub fn pg_error(e: &postgres::Error) -> Error {
+pub fn pg_error(e: &tokio_postgres::Error) -> Error {
     let lost = || {
         Error::new(
             libc::EIO,
@@ -419,21 +614,21 @@ pub fn pg_error(e: &postgres::Error) -> Error {
     Error::new(errno, format!("store: {}{note}", describe(e)))
 }
 
-impl From<postgres::Error> for Error {
-    fn from(e: postgres::Error) -> Self {
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Self {
         pg_error(&e)
     }
 }
 
 /// The I/O error under `e`, if it is one (a broken or refused socket).
-fn io_source(e: &postgres::Error) -> Option<&std::io::Error> {
+fn io_source(e: &tokio_postgres::Error) -> Option<&std::io::Error> {
     e.source()?.downcast_ref::<std::io::Error>()
 }
 
 /// One line saying what failed: the server's message, SQLSTATE, detail and hint for a
 /// server error; else the client's message and its cause (the client's `Display` alone
 /// says only "db error" or "error serializing parameter 1").
-fn describe(e: &postgres::Error) -> String {
+fn describe(e: &tokio_postgres::Error) -> String {
     let s = match e.as_db_error() {
         Some(db) => {
             let mut s = format!("{} (SQLSTATE {})", db.message(), db.code().code());

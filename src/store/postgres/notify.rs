@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use postgres::fallible_iterator::FallibleIterator;
 
-use super::PgConn;
 use crate::error::Result;
 
 /// The channel every scratchfs daemon of a database listens on.
@@ -100,8 +99,7 @@ pub fn listen(
 
 /// One connection's worth of [`listen`]: `Ok` when `on` asked to stop.
 fn listen_once(url: &str, daemon: &str, on: &impl Fn(&[Change]) -> bool) -> Result<()> {
-    let conn = PgConn::connect(url)?;
-    let mut client = conn.client();
+    let mut client = super::conn::connect_listener(url)?;
     client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
     // What happened while not listening.
     if !on(&[Change::Tree]) {

@@ -176,6 +176,32 @@ impl Postgres {
         Ok(())
     }
 
+    /// The `SELECT pg_notify(..)` that tells the other daemons what `what` touched, as
+    /// text for [`PgConn::commit_with`] (the payload is this crate's: a hex daemon name,
+    /// a word and numbers; quoted all the same). `None` for what they need not hear of.
+    fn notify_sql(&self, what: Touched) -> Option<String> {
+        what.payload(&self.daemon).map(|payload| {
+            format!(
+                "SELECT pg_notify('{}', '{}')",
+                super::notify::CHANNEL,
+                payload.replace('\'', "''")
+            )
+        })
+    }
+
+    /// Commits the open transaction on `conn`, with the notification of `what` in the
+    /// same round trip; rolls back when that fails (its error returned).
+    fn commit_notifying(&self, conn: &PgConn, what: Touched) -> Result<()> {
+        let end = match self.notify_sql(what) {
+            Some(sql) => conn.commit_with(&sql),
+            None => conn.batch("COMMIT"),
+        };
+        if end.is_err() {
+            let _ = conn.batch("ROLLBACK");
+        }
+        end
+    }
+
     /// A `meta` value.
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
         self.reading(|c| c.opt_value("SELECT value FROM meta WHERE key = ?1", p![key]))
@@ -234,11 +260,17 @@ impl Postgres {
         }
         self.in_slot(&self.writer, |conn| {
             let proc_ = self.process(conn, caller)?;
-            conn.transaction(|tx| {
-                let out = f(tx, &proc_)?;
-                self.notify(tx, what)?;
-                Ok(out)
-            })
+            conn.batch("BEGIN")?;
+            match f(conn, &proc_) {
+                Ok(out) => {
+                    self.commit_notifying(conn, what)?;
+                    Ok(out)
+                }
+                Err(e) => {
+                    let _ = conn.batch("ROLLBACK");
+                    Err(e)
+                }
+            }
         })?
     }
 }
@@ -293,33 +325,25 @@ impl Store for Postgres {
         let caller = req.caller.clone();
         self.in_slot(&self.writer, |conn| {
             let proc_ = self.process(conn, &caller)?;
-            conn.batch("BEGIN")?;
-            let applied = (|| {
-                // Commits to one lineage take turns across daemons (module docs).
-                conn.exec(
-                    "SELECT id FROM files WHERE id = (SELECT file_id FROM nodes WHERE ino = ?1)
-                     FOR UPDATE",
-                    p![ino],
-                )?;
-                let applied = commit_in(conn, req, &proc_)?;
-                if let Applied::Committed(c) = &applied {
-                    self.notify(
-                        conn,
-                        Touched::File {
-                            ino,
-                            file_id: c.file_id,
-                        },
-                    )?;
-                }
-                Ok(applied)
-            })();
-            let end = match &applied {
-                Ok(Applied::Committed(_)) | Ok(Applied::Stale(_)) => "COMMIT",
-                _ => "ROLLBACK",
-            };
-            if let Err(e) = conn.batch(end) {
-                let _ = conn.batch("ROLLBACK");
-                return Err(e);
+            // Commits to one lineage take turns across daemons (module docs): the lock
+            // opens the transaction, in the same round trip.
+            conn.begin_with(&format!(
+                "SELECT id FROM files WHERE id = (SELECT file_id FROM nodes WHERE ino = {ino})
+                 FOR UPDATE"
+            ))?;
+            let applied = commit_in(conn, req, &proc_);
+            match &applied {
+                Ok(Applied::Committed(c)) => self.commit_notifying(
+                    conn,
+                    Touched::File {
+                        ino,
+                        file_id: c.file_id,
+                    },
+                )?,
+                // A lost update is on record (its content kept): committed, nothing new
+                // for the other daemons but the refusal.
+                Ok(Applied::Stale(_)) => self.commit_notifying(conn, Touched::Events)?,
+                _ => conn.batch("ROLLBACK")?,
             }
             applied
         })

@@ -250,8 +250,12 @@ pub trait Conn {
         params: &[Param<'_>],
         f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
     ) -> Result<()>;
-    /// Runs `sql` (no rows); returns the number of rows it changed.
-    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64>;
+    /// Runs `sql` (no rows). Inside a transaction a backend may send it later, with the
+    /// next statement whose result is needed (PostgreSQL pipelines so): its failure is
+    /// then that statement's error, or `COMMIT`'s, and the transaction does not commit.
+    /// (No row count: a statement whose effect must be checked says so with `RETURNING`
+    /// through [`Conn::each`].)
+    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<()>;
     /// Runs several statements without parameters (no caching): DDL, temporary tables.
     fn batch(&self, sql: &str) -> Result<()>;
     /// Which database this is (for the few statements the two spell differently).
@@ -367,7 +371,7 @@ impl<C: Conn + ?Sized> Conn for Box<C> {
         (**self).each(sql, params, f)
     }
 
-    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
+    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<()> {
         (**self).exec(sql, params)
     }
 

@@ -86,26 +86,33 @@ pub(crate) fn head_of(tx: &dyn Conn, file_id: i64) -> Result<Option<VersionInfo>
     )?)
 }
 
-/// The last version of lineage `file_id` before the file now on it was created: the
-/// deleted file's last version when a create continued the lineage (its `create` event's
-/// `version_id`), `None` for a lineage that began with the file.
-pub(crate) fn birth_of(tx: &dyn Conn, file_id: i64) -> Result<Option<i64>> {
-    Ok(tx.one(
-        "SELECT MAX(version_id) FROM events WHERE file_id = ?1 AND op = 'create'",
-        p![file_id],
-        |r| r.get::<Option<i64>>(0),
-    )?)
-}
-
 /// The current version of the file on lineage `file_id`: the lineage's head, unless
 /// that is older than the file (a re-created file that has not committed yet: `None`,
-/// its content is empty). Returns (the file's head, the lineage's head).
+/// its content is empty). The file's birth is its `create` event's `version_id`: the
+/// deleted file's last version when a create continued the lineage. Returns (the file's
+/// head, the lineage's head).
 pub(crate) fn live_head(
     tx: &dyn Conn,
     file_id: i64,
 ) -> Result<(Option<VersionInfo>, Option<VersionInfo>)> {
-    let head = head_of(tx, file_id)?;
-    let live = match (&head, birth_of(tx, file_id)?) {
+    // One statement for both (a commit's round trips to a server count): the lineage's
+    // head, if any, and the birth of the file now on it.
+    let (head, born) = tx.one(
+        "SELECT v.id, v.version, v.stream, v.size, v.time_ns, v.writer,
+                (SELECT MAX(version_id) FROM events WHERE file_id = ?1 AND op = 'create')
+         FROM (SELECT 1 AS one) o
+         LEFT JOIN versions v ON v.id = (SELECT id FROM versions WHERE file_id = ?1
+                                         ORDER BY version DESC LIMIT 1)",
+        p![file_id],
+        |r| {
+            let head = match r.get::<Option<i64>>(0)? {
+                Some(_) => Some(version_from_row(r)?),
+                None => None,
+            };
+            Ok((head, r.get::<Option<i64>>(6)?))
+        },
+    )?;
+    let live = match (&head, born) {
         (Some(h), Some(born)) if h.id <= born => None,
         _ => head.clone(),
     };

@@ -52,10 +52,10 @@ impl Conn for rusqlite::Connection {
         Ok(())
     }
 
-    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
-        Ok(self
-            .prepare_cached(sql)?
-            .execute(rusqlite::params_from_iter(params.iter()))? as u64)
+    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<()> {
+        self.prepare_cached(sql)?
+            .execute(rusqlite::params_from_iter(params.iter()))?;
+        Ok(())
     }
 
     fn batch(&self, sql: &str) -> Result<()> {
@@ -80,7 +80,7 @@ impl Conn for $t {
         (**self).each(sql, params, f)
     }
 
-    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
+    fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<()> {
         (**self).exec(sql, params)
     }
 
