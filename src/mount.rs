@@ -73,6 +73,24 @@ pub fn mounted_at(mp: &Path) -> Option<String> {
         .next_back()
 }
 
+/// The mountpoint of a FUSE mount of this host whose source (its `fsname`) is `source`
+/// exactly, the first in `/proc/self/mountinfo`, found without touching any mount: how a
+/// command finds a mount of a PostgreSQL database here (a mount's default fsname is the
+/// database's [`crate::store::postgres::display_name`]). `None` when there is none.
+pub fn mounted_from(source: &str) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|l| {
+        let mut after = l.split(" - ").nth(1)?.split(' ');
+        let (fstype, src) = (after.next()?, after.next()?);
+        if !(fstype.starts_with("fuse") && unescape_mountinfo(src) == source.as_bytes()) {
+            return None;
+        }
+        let mp = unescape_mountinfo(l.split(' ').nth(4)?);
+        Some(PathBuf::from(std::ffi::OsString::from_vec(mp)))
+    })
+}
+
 /// A path as /proc/self/mountinfo writes it, decoded: space, tab, newline and backslash
 /// are written as `\ooo` octal escapes (the kernel's `mangle`).
 fn unescape_mountinfo(field: &str) -> Vec<u8> {
@@ -595,6 +613,10 @@ pub fn daemon_log_path(mountpoint: &Path) -> Result<PathBuf, Failure> {
 pub fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
+    // Never a file named after a URL (docs/deploy.md: PostgreSQL takes no file lock).
+    if crate::cli::postgres_url(db).is_some() {
+        return std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"));
+    }
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -620,10 +642,20 @@ pub fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
 /// Takes the database's `flock` if no mount holds it (no waiting): `Err` means mounted.
 ///
 /// A PostgreSQL database takes no file lock (several daemons and commands use it at once;
-/// the database serializes them): `Ok` at once, with a handle of `/dev/null`.
+/// the database serializes them): `Err` when a mount of this host serves it (see
+/// [`crate::cli::live_mountpoint`]), else `Ok` with a handle of `/dev/null`.
 pub fn lock_database_now(db: &Path) -> Result<std::fs::File, Failure> {
     use std::os::fd::AsRawFd;
-    if crate::cli::postgres_url(db).is_some() {
+    if let Some(url) = crate::cli::postgres_url(db) {
+        // A mount of this host on it: the command goes through it (as it would through
+        // the mount holding an SQLite file's lock), so that its change is seen there at
+        // once and the mount's open handles are known to it.
+        if let Some(m) = crate::cli::live_mountpoint(db)? {
+            return Err(format!(
+                "database {}: mounted at {m}",
+                crate::store::postgres::display_name(url)
+            ));
+        }
         return std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"));
     }
     let f = std::fs::File::open(db).map_err(|e| crate::store::cannot_open(db, &e).reason)?;

@@ -606,3 +606,69 @@ fn mcp_on_a_url_is_one_more_daemon() {
     );
     assert_eq!(transport, "mcp");
 }
+
+#[test]
+fn open_without_o_excl_mkdir_p_and_rename_over_a_name_made_elsewhere_succeed() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    for i in 0..20 {
+        // open(O_CREAT|O_WRONLY) of one new name on both daemons at once: both open it
+        // (the loser of the store's race opens the file the winner made).
+        let f = format!("shared{i}.log");
+        let (pa, pb) = (a.path(&f), b.path(&f));
+        let open = |p: std::path::PathBuf| {
+            std::thread::spawn(move || {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .mode(0o644)
+                    .open(&p)
+                    .map(|_| ())
+            })
+        };
+        let (ta, tb) = (open(pa), open(pb));
+        let (ra, rb) = (ta.join().unwrap(), tb.join().unwrap());
+        assert!(ra.is_ok() && rb.is_ok(), "round {i}: {ra:?} {rb:?}");
+        // mkdir -p of one tree on both daemons at once: both succeed.
+        let tree = format!("d{i}/e/f");
+        let mk = |m: &Mount| {
+            let p = m.path(&tree);
+            std::thread::spawn(move || std::fs::create_dir_all(p))
+        };
+        let (ta, tb) = (mk(&a), mk(&b));
+        let (ra, rb) = (ta.join().unwrap(), tb.join().unwrap());
+        assert!(
+            ra.is_ok() && rb.is_ok(),
+            "round {i}: mkdir -p: {ra:?} {rb:?}"
+        );
+        // A rename onto a name the other daemon has just made: it replaces it.
+        let target = format!("state{i}.json");
+        std::fs::write(b.path("tmp.json"), format!("{{\"round\": {i}}}\n")).unwrap();
+        std::fs::write(a.path(&target), "{\"from\": \"a\"}\n").unwrap();
+        let r = std::fs::rename(b.path("tmp.json"), b.path(&target));
+        assert!(
+            r.is_ok(),
+            "round {i}: rename over a name made elsewhere: {r:?}"
+        );
+    }
+    for i in 0..20 {
+        for (what, name) in [
+            ("file", format!("shared{i}.log")),
+            ("dir", format!("d{i}")),
+            ("renamed", format!("state{i}.json")),
+        ] {
+            let n = common::pg_query(
+                &db.0,
+                &format!("SELECT COUNT(*) FROM nodes WHERE parent = 1 AND name = '{name}'::bytea"),
+            );
+            assert_eq!(n, "1", "{what} {name}: one node");
+        }
+        wait_for("a sees b's rename", || {
+            (std::fs::read_to_string(a.path(&format!("state{i}.json"))).ok()?
+                == format!("{{\"round\": {i}}}\n"))
+            .then_some(())
+        });
+    }
+}

@@ -119,8 +119,17 @@ pub fn postgres_url(db: &Path) -> Option<&str> {
     db.to_str().filter(|d| crate::store::postgres::is_url(d))
 }
 
-/// The mountpoint where the database is mounted now, if it is.
+/// The mountpoint where the database is mounted now, if it is. A PostgreSQL database may
+/// be mounted on many hosts: this is a mount of this host whose source is the database's
+/// default fsname ([`crate::mount::mounted_from`]; a mount given another `--fsname` is
+/// not found).
 pub fn live_mountpoint(db: &Path) -> Result<Option<String>, Failure> {
+    if let Some(url) = postgres_url(db) {
+        return Ok(
+            crate::mount::mounted_from(&crate::store::postgres::display_name(url))
+                .map(|m| m.to_string_lossy().into_owned()),
+        );
+    }
     Ok(meta(db, "mountpoint")?.filter(|m| crate::mount::fuse_mounted_at(Path::new(m))))
 }
 

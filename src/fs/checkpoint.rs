@@ -118,9 +118,9 @@ impl Fs {
     pub fn rollback(&self, name: &str, ctx: Ctx) -> Result<RollbackReport> {
         let caller = self.caller(ctx);
         self.admit(&caller, &Change::Rollback { name }, || None)?;
-        let _gc = self.gc_guard.write();
-        let _ns = self.ns_guard.write();
         let (report, invalidations, touched) = {
+            let _gc = self.gc_guard.write();
+            let _ns = self.ns_guard.write();
             let mut tree = self.tree.write();
             let report = self.store.rollback(name, &caller, super::tree::now_ns())?;
             let (inv, touched) = self.reload(&mut tree)?;
@@ -128,9 +128,13 @@ impl Fs {
         };
         self.hashers.lock().clear();
         self.views.changed(&touched);
+        // With no lock held, and not waited for: a rollback runs inside the request that
+        // asked for it (an attribute set on the mount's root, which the kernel holds).
+        super::NO_WAIT.with(|c| c.set(true));
         for inv in invalidations {
             self.invalidate(inv);
         }
+        super::NO_WAIT.with(|c| c.set(false));
         Ok(report)
     }
 
@@ -140,18 +144,30 @@ impl Fs {
     /// rename or unlink runs meanwhile. The digest states cached for appends are dropped
     /// (their versions may no longer be the heads).
     pub fn refresh(&self) -> Result<()> {
-        let _gc = self.gc_guard.write();
-        let _ns = self.ns_guard.write();
         let (invalidations, touched) = {
+            let _gc = self.gc_guard.write();
+            let _ns = self.ns_guard.write();
             let mut tree = self.tree.write();
             self.reload(&mut tree)?
         };
         self.hashers.lock().clear();
         self.views.changed(&touched);
+        // With no lock held (FUSE-TRAPS): the kernel may be waiting, in a request on a
+        // directory it holds locked, for a lock this refresh held.
         for inv in invalidations {
             self.invalidate(inv);
         }
         Ok(())
+    }
+
+    /// [`Fs::refresh`] from inside a request (a create or rename that found a name only
+    /// the store knew): the kernel's caches are told, without waiting for it to act (it
+    /// may hold the directory of this very request locked).
+    pub(super) fn refresh_in_request(&self) -> Result<()> {
+        super::NO_WAIT.with(|c| c.set(true));
+        let out = self.refresh();
+        super::NO_WAIT.with(|c| c.set(false));
+        out
     }
 
     /// Brings one file to the version another daemon committed to it (a `file`

@@ -166,6 +166,19 @@ pub enum Invalidation {
 /// Called (with no lock held) to have the kernel drop cached state; returns once sent.
 pub type Invalidator = Box<dyn Fn(Invalidation) + Send + Sync>;
 
+thread_local! {
+    /// Set while this thread refreshes inside a request ([`Fs::refresh_in_request`]).
+    static NO_WAIT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether an invalidator may wait for the kernel to act on what this thread sends now:
+/// not inside a request whose directory the kernel holds locked (a create, a rename),
+/// where an entry's invalidation waits for that very lock (FUSE-TRAPS: notify from a
+/// dedicated thread, never wait inside a related handler).
+pub fn invalidations_may_wait() -> bool {
+    !NO_WAIT.with(|c| c.get())
+}
+
 /// The supplementary group ids of process `pid` (`Groups:` in proc(5) `status`); none
 /// when unreadable.
 fn supplementary_groups(pid: u32) -> Vec<u32> {

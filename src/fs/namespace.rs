@@ -120,9 +120,21 @@ impl Fs {
             wal_index,
         };
         self.admit(caller, &change, || None)?;
-        let rec = self
-            .store
-            .create(parent, name, &path, kind, attrs, caller)?;
+        let rec = match self.store.create(parent, name, &path, kind, attrs, caller) {
+            Ok(rec) => rec,
+            Err(e) if e.errno == libc::EEXIST => {
+                // The store has the name and this core did not: another daemon made it
+                // (PostgreSQL). It becomes visible here before the EEXIST is returned, so
+                // that what the caller does next (mkdir -p's stat, an open without
+                // O_EXCL) finds it.
+                drop(tree);
+                if let Err(r) = self.refresh_in_request() {
+                    log::warn!("refreshing after {path} was made elsewhere: {r}");
+                }
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
         let ino = rec.ino;
         let mut node = Node::from_record(rec);
         node.nlookup = 1;
@@ -148,7 +160,7 @@ impl Fs {
         flags: i32,
         ctx: Ctx,
     ) -> Result<(Attr, u64, OpenFlags)> {
-        let attr = self.make(
+        let made = self.make(
             parent,
             name,
             Kind::File,
@@ -156,8 +168,65 @@ impl Fs {
             umask,
             ctx,
             &self.caller(ctx),
-        )?;
+        );
+        let attr = match made {
+            // open(2) without O_EXCL opens the file that is there: another daemon of the
+            // same database made the name meanwhile (PostgreSQL, docs/SEMANTICS.md), or
+            // the kernel's negative entry was stale.
+            Err(e) if e.errno == libc::EEXIST && flags & libc::O_EXCL == 0 => {
+                return self.open_existing(parent, name, flags, ctx, e);
+            }
+            made => made?,
+        };
         match self.open_inner(attr.ino, flags, ctx, false) {
+            Ok((fh, of)) => Ok((attr, fh, of)),
+            Err(e) => {
+                self.forget(attr.ino, 1);
+                Err(e)
+            }
+        }
+    }
+
+    /// The rest of a `create` without `O_EXCL` whose name exists (`exists`, the error
+    /// that said so): the file there is looked up (the tree refreshed from the store first
+    /// when this core does not know the name yet) and opened as `open(2)` would, with the
+    /// access checks the kernel makes for an open (`EACCES`), `EISDIR` for a directory.
+    /// The reply counts one kernel reference, as a create's entry does.
+    fn open_existing(
+        &self,
+        parent: u64,
+        name: &[u8],
+        flags: i32,
+        ctx: Ctx,
+        exists: Error,
+    ) -> Result<(Attr, u64, OpenFlags)> {
+        let known = self.tree.read().child(parent, name)?.is_some();
+        if !known {
+            self.refresh_in_request()?;
+        }
+        let attr = match self.lookup(parent, name) {
+            Ok(a) => a,
+            Err(_) => return Err(exists),
+        };
+        let out = (|| {
+            if attr.kind == Kind::Dir {
+                return Err(Error::new(
+                    libc::EISDIR,
+                    format!("{}: is a directory", self.tree.read().path(attr.ino)),
+                ));
+            }
+            let acc = flags & libc::O_ACCMODE;
+            let mut mask = 0;
+            if acc == libc::O_RDONLY || acc == libc::O_RDWR {
+                mask |= libc::R_OK;
+            }
+            if acc == libc::O_WRONLY || acc == libc::O_RDWR || flags & libc::O_TRUNC != 0 {
+                mask |= libc::W_OK;
+            }
+            self.access(attr.ino, mask, ctx)?;
+            self.open_inner(attr.ino, flags, ctx, true)
+        })();
+        match out {
             Ok((fh, of)) => Ok((attr, fh, of)),
             Err(e) => {
                 self.forget(attr.ino, 1);
@@ -246,6 +315,28 @@ impl Fs {
     /// `RENAME_EXCHANGE` and others get `EINVAL`. Replacing a file gives the target path a
     /// new version (op `rename`) on the target's lineage.
     pub fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        new_parent: u64,
+        new_name: &[u8],
+        flags: u32,
+        ctx: Ctx,
+    ) -> Result<()> {
+        match self.rename_once(parent, name, new_parent, new_name, flags, ctx) {
+            // Without RENAME_NOREPLACE only the store says EEXIST: another daemon of the
+            // same database made the target name meanwhile (PostgreSQL). Once this core
+            // knows it, the rename replaces it, as rename(2) does.
+            Err(e) if e.errno == libc::EEXIST && flags & libc::RENAME_NOREPLACE == 0 => {
+                self.refresh_in_request()?;
+                self.rename_once(parent, name, new_parent, new_name, flags, ctx)
+            }
+            out => out,
+        }
+    }
+
+    /// [`Fs::rename`], once.
+    fn rename_once(
         &self,
         parent: u64,
         name: &[u8],

@@ -133,16 +133,18 @@ impl Fs {
         path: &[u8],
         key: &str,
     ) -> Option<&'a Lineage> {
-        let live = {
-            let tree = self.tree.read();
-            let mut ino = Some(ROOT);
-            for name in path.split(|&b| b == b'/') {
-                ino = ino.and_then(|i| tree.child(i, name).ok().flatten());
-            }
-            ino.and_then(|i| tree.get(i).ok().and_then(|n| n.file_id))
-        };
+        let live = self
+            .live_ino_at(path)
+            .and_then(|i| self.tree.read().get(i).ok().and_then(|n| n.file_id));
         live.and_then(|fid| lineages.iter().find(|l| l.file_id == fid))
             .or_else(|| chosen(lineages, key))
+    }
+
+    /// The inode at `path` (a path's exact bytes, `/`-separated) in the live tree.
+    fn live_ino_at(&self, path: &[u8]) -> Option<u64> {
+        let tree = self.tree.read();
+        path.split(|&b| b == b'/')
+            .try_fold(ROOT, |at, name| tree.child(at, name).ok().flatten())
     }
 
     fn dir_path(&self, id: u64) -> Result<Vec<u8>> {
@@ -217,6 +219,14 @@ impl Fs {
             View::ArchiveDir(id) => (self.dir_path(id)?, true),
             _ => return Err(Error::new(libc::ENOTDIR, "not a directory")),
         };
+        // A file's own history: a change its handles owe (a create or an O_TRUNC closed
+        // without a write, committed at the release that follows close(2)) is waited for
+        // as an open waits for it, so `exec 3>f; exec 3>&-; ls .history/f` lists it.
+        if !archive && !exact.is_empty() {
+            if let Some(ino) = self.live_ino_at(&exact) {
+                self.settle_owed(ino);
+            }
+        }
         let (prefix, mut lineages) = self.lineages_at(&exact)?;
         if archive {
             lineages.retain(|l| l.deleted_ns.is_some() && !l.merged);

@@ -44,8 +44,9 @@ pub fn spawn_notifier(notifier: fuser::Notifier) -> Invalidator {
     let tx = std::sync::Mutex::new(tx);
     Box::new(move |inv| {
         // A data invalidation may wait on pages under writeback, which may wait for the
-        // very request being answered (a write from mmap): it is sent, never waited for.
-        let wait = !matches!(inv, Invalidation::Data(_));
+        // very request being answered (a write from mmap): it is sent, never waited for;
+        // nor is anything sent from inside a request that holds its directory locked.
+        let wait = !matches!(inv, Invalidation::Data(_)) && crate::fs::invalidations_may_wait();
         let (done_tx, done_rx) = mpsc::sync_channel(1);
         let sent = tx
             .lock()
