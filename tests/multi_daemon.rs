@@ -298,10 +298,34 @@ fn lost_connections_fail_with_eio_then_recover_without_a_remount() {
             ),
         )
     };
+    // The server processes of the daemon's connections, to see them gone.
+    let backends = || {
+        common::pg_query(
+            &common::pg_url(),
+            &format!(
+                "SELECT COALESCE(string_agg(pid::text, ',' ORDER BY pid), '') FROM pg_stat_activity
+                 WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+            ),
+        )
+    };
+    let before = backends();
     assert_ne!(cut(), "0", "the daemon had connections to cut");
-    // The first write on the cut connection fails with EIO, or succeeds when the
-    // connection was found closed first; then writes work again, without a remount.
-    let first = std::fs::write(a.path("during"), "x\n");
+    // Once those processes are gone (their sockets closed), a write finds its connection
+    // closed before sending anything and connects again: it succeeds, without a remount.
+    wait_for("the cut connections' server processes exit", || {
+        let now = backends();
+        let now: Vec<&str> = now.split(',').collect();
+        before
+            .split(',')
+            .all(|pid| !now.contains(&pid))
+            .then_some(())
+    });
+    std::fs::write(a.path("during"), "x\n")
+        .expect("a write after the server closed idle connections");
+    // Cut again, and write at once: EIO (the connection was cut as the change went) or
+    // success; then writes work again.
+    cut();
+    let first = std::fs::write(a.path("during2"), "x\n");
     if let Err(e) = &first {
         assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
     }

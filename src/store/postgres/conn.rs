@@ -118,8 +118,17 @@ impl PgConn {
     }
 
     /// Whether the connection is closed (the server went away, or the network to it):
-    /// the store then connects again.
+    /// the store then connects again. The connection is first given a moment to read
+    /// what arrived while it was idle, so that one the server closed meanwhile (a restart,
+    /// `pg_terminate_backend`) is found closed before a change is sent on it, rather than
+    /// failing that change with `EIO`.
     pub fn client_closed(&self) -> bool {
+        if !self.client.is_closed() {
+            self.runtime.block_on(async {
+                tokio::task::yield_now().await;
+                tokio::task::yield_now().await;
+            });
+        }
         self.client.is_closed()
     }
 
