@@ -696,3 +696,43 @@ fn open_without_o_excl_mkdir_p_and_rename_over_a_name_made_elsewhere_succeed() {
         });
     }
 }
+
+#[test]
+fn a_checkpoint_waits_for_the_changes_in_flight_on_every_daemon() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    std::fs::write(a.path("f"), "one\n").unwrap();
+    // A change in flight on another daemon: its transaction holds the change lock shared,
+    // as every change's does, and has taken a version id it has not committed.
+    let mut other = postgres::Client::connect(&db.0, postgres::NoTls).unwrap();
+    let mut tx = other.transaction().unwrap();
+    tx.batch_execute(&format!(
+        "SELECT pg_advisory_xact_lock_shared({})",
+        scratchfs::store::postgres::CHANGE_LOCK
+    ))
+    .unwrap();
+    let mnt = a.mnt.clone();
+    let taking = std::thread::spawn(move || {
+        std::process::Command::new("setfattr")
+            .args(["-n", "user.scratchfs.checkpoint", "-v", "c1"])
+            .arg(&mnt)
+            .output()
+            .unwrap()
+    });
+    // The checkpoint waits for it (its exclusive request is queued behind the shared lock).
+    wait_for("the checkpoint waits for the change lock", || {
+        (common::pg_query(
+            &db.0,
+            "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+        ) != "0")
+            .then_some(())
+    });
+    assert!(!taking.is_finished(), "the checkpoint did not wait");
+    tx.commit().unwrap();
+    let o = taking.join().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        common::pg_query(&db.0, "SELECT COUNT(*) FROM checkpoints WHERE name = 'c1'"),
+        "1"
+    );
+}

@@ -14,6 +14,9 @@
 //! what was never sent. A change of a few statements thus costs a few round trips, not
 //! one per statement (issue 15's create and append targets). Outside a transaction every
 //! statement is sent at once.
+//!
+//! Every transaction opened here holds the advisory lock [`CHANGE_LOCK`] shared, which a
+//! checkpoint takes exclusively ([`PgConn::begin_exclusive`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -29,6 +32,14 @@ use tokio_postgres::{Client, Config, NoTls, Statement};
 
 use crate::error::{Error, Result};
 use crate::store::sql::{Conn, Dialect, Flow, Param, Row, Value};
+
+/// The advisory lock every scratchfs transaction on a database holds (module docs): shared
+/// by every change, exclusive for a checkpoint or a rollback ([`PgConn::begin_exclusive`]).
+/// The key spells "scratchf".
+pub const CHANGE_LOCK: i64 = 0x7363_7261_7463_6866;
+
+/// How every transaction of this crate opens: `BEGIN` and the change lock, shared.
+const BEGIN_SHARED: &str = "BEGIN; SELECT pg_advisory_xact_lock_shared(8314615099946133606)";
 
 /// One PostgreSQL connection as the shared store code uses it.
 ///
@@ -150,7 +161,7 @@ impl PgConn {
                 match q {
                     Queued::Begin => Box::pin(async move {
                         client
-                            .batch_execute("BEGIN")
+                            .batch_execute(BEGIN_SHARED)
                             .await
                             .map_err(|e| pg_error(&e))
                     }),
@@ -209,13 +220,33 @@ impl PgConn {
         if self.in_transaction.get() {
             return Err(Error::store("begin_with: a transaction is already open"));
         }
+        self.begin_as(&format!("{BEGIN_SHARED}; {sql}"))
+    }
+
+    /// Opens a transaction holding the change lock exclusively, at once: it waits for
+    /// every change of every daemon in flight to commit and holds the next ones back until
+    /// it ends. A checkpoint takes one, so that its point (the highest ids) has every
+    /// change below it committed: an identity value is taken at insert, and a change that
+    /// took one before the checkpoint could otherwise commit after it.
+    pub fn begin_exclusive(&self) -> Result<()> {
+        if self.in_transaction.get() {
+            return Err(Error::store(
+                "begin_exclusive: a transaction is already open",
+            ));
+        }
+        self.begin_as(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({CHANGE_LOCK})"
+        ))
+    }
+
+    /// Sends `sql`, which opens a transaction, now.
+    fn begin_as(&self, sql: &str) -> Result<()> {
         self.in_transaction.set(true);
         self.begun.set(true);
-        self.run(self.client.batch_execute(&format!("BEGIN; {sql}")))
-            .inspect_err(|_| {
-                self.in_transaction.set(false);
-                self.begun.set(false);
-            })
+        self.run(self.client.batch_execute(sql)).inspect_err(|_| {
+            self.in_transaction.set(false);
+            self.begun.set(false);
+        })
     }
 
     /// Sends what is queued, then `sql` and `COMMIT` in one round trip (simple-query
@@ -870,6 +901,11 @@ mod tests {
         let e =
             config_from("postgres:///d", env_of(&[("PGHOST", "h"), ("PGPORT", "x")])).unwrap_err();
         assert_eq!(e.errno, libc::EINVAL);
+    }
+
+    #[test]
+    fn transactions_take_the_change_lock_a_checkpoint_takes() {
+        assert!(BEGIN_SHARED.ends_with(&format!("pg_advisory_xact_lock_shared({CHANGE_LOCK})")));
     }
 
     #[test]

@@ -255,12 +255,34 @@ impl Postgres {
         what: super::notify::Change,
         f: impl FnOnce(&dyn Conn, &Proc) -> Result<Result<T>>,
     ) -> Result<T> {
+        self.change_as(caller, what, |conn| conn.batch("BEGIN"), f)
+    }
+
+    /// [`Postgres::change`] in a transaction that holds the change lock exclusively
+    /// ([`PgConn::begin_exclusive`]): a checkpoint's point, a rollback's.
+    fn change_exclusive<T>(
+        &self,
+        caller: &Caller,
+        what: super::notify::Change,
+        f: impl FnOnce(&dyn Conn, &Proc) -> Result<Result<T>>,
+    ) -> Result<T> {
+        self.change_as(caller, what, PgConn::begin_exclusive, f)
+    }
+
+    /// A change whose transaction `begin` opens.
+    fn change_as<T>(
+        &self,
+        caller: &Caller,
+        what: super::notify::Change,
+        begin: impl FnOnce(&PgConn) -> Result<()>,
+        f: impl FnOnce(&dyn Conn, &Proc) -> Result<Result<T>>,
+    ) -> Result<T> {
         if self.frozen {
             return Err(frozen_refusal());
         }
         self.in_slot(&self.writer, |conn| {
             let proc_ = self.process(conn, caller)?;
-            conn.batch("BEGIN")?;
+            begin(conn)?;
             match f(conn, &proc_) {
                 Ok(out) => {
                     self.commit_notifying(conn, what)?;
@@ -501,7 +523,7 @@ impl Store for Postgres {
         caller: &Caller,
         time_ns: i64,
     ) -> Result<crate::checkpoint::Checkpoint> {
-        self.change(caller, Touched::Events, |tx, proc_| {
+        self.change_exclusive(caller, Touched::Events, |tx, proc_| {
             checkpoint::take(tx, name, note, false, proc_, time_ns).map(Ok)
         })
     }
@@ -523,7 +545,7 @@ impl Store for Postgres {
         caller: &Caller,
         time_ns: i64,
     ) -> Result<crate::checkpoint::RollbackReport> {
-        self.change(caller, Touched::Tree, |tx, proc_| {
+        self.change_exclusive(caller, Touched::Tree, |tx, proc_| {
             checkpoint::rollback_named(tx, name, proc_, time_ns).map(Ok)
         })
     }
