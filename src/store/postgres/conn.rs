@@ -63,7 +63,7 @@ pub struct PgConn {
 
 /// A statement waiting to be sent.
 enum Queued {
-    /// `BEGIN`.
+    /// `BEGIN` with the change lock, shared ([`BEGIN_SHARED`]).
     Begin,
     /// A statement without rows, its text as the shared code wrote it (for messages).
     Exec(Statement, Vec<OwnedParam>, String),
@@ -112,9 +112,11 @@ impl PgConn {
             .map_err(|e| not_connected(&config, &e))?;
         runtime.spawn(connection);
         // Prepared statements keep one generic plan: the store's statements are short
-        // index lookups whose plan does not depend on the values, and planning each
-        // execution afresh (the server's default for a statement's first runs, and for
-        // any whose generic plan looks costlier) costs more than running it.
+        // index lookups whose plan does not depend on the values, so planning each
+        // execution afresh (the server's default for a statement's first five runs, and
+        // for any whose generic plan looks costlier) is work the server need not do (no
+        // difference in the bench's wall times on the reference machine, whose noise is
+        // larger).
         runtime
             .block_on(client.batch_execute("SET plan_cache_mode = force_generic_plan"))
             .map_err(|e| not_connected(&config, &e))?;
