@@ -642,11 +642,15 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
         )
     };
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("mount")
-        .arg(&mp)
-        .arg("--db")
-        .arg(&db)
-        .arg("--owner")
+    cmd.arg("mount").arg(&mp);
+    if scratchfs::cli::postgres_url(&db).is_some() {
+        // In the environment, not the command line: a URL may hold a password, and any
+        // user may read a process's arguments (ps), while its environment is its owner's.
+        cmd.env("SCRATCHFS_DB", &db);
+    } else {
+        cmd.arg("--db").arg(&db);
+    }
+    cmd.arg("--owner")
         .arg(format!("{}:{}", spec.owner.0, spec.owner.1))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

@@ -526,6 +526,12 @@ pub fn open_postgres(
         .prefix("scratchfs-spill-")
         .tempdir()
         .map_err(|e| format!("a spill directory for large writes: {e}"))?;
+    // The daemon's own: what is being written is nobody else's to read.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(spill.path(), std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("a spill directory for large writes: {e}"))?;
+    }
     let daemon = store.daemon().to_string();
     let store: Arc<dyn Store> = Arc::new(store);
     let mut fs = Fs::new(store.clone(), spill.path().to_path_buf())

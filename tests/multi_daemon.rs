@@ -541,6 +541,22 @@ fn mount_background_takes_a_url_and_logs_in_the_runtime_directory() {
             .filter(|n| n.starts_with("mount-") && n.ends_with(".log"))
             .collect();
     assert_eq!(logs.len(), 1, "one log in the runtime directory: {logs:?}");
+    // The daemon's command line (which any user may read) does not hold the URL, which
+    // may hold a password: it is in the daemon's environment.
+    let pids = std::process::Command::new("pgrep")
+        .args(["-f", &format!("mount {}", mnt.display())])
+        .output()
+        .unwrap();
+    let pids = String::from_utf8_lossy(&pids.stdout).into_owned();
+    assert!(!pids.trim().is_empty(), "the daemon is not found");
+    for pid in pids.split_whitespace() {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&cmdline).contains("postgres"),
+            "the URL is on the daemon's command line: {}",
+            String::from_utf8_lossy(&cmdline)
+        );
+    }
     let o = std::process::Command::new(common::BIN)
         .args(["unmount", mnt.to_str().unwrap()])
         .output()
@@ -735,4 +751,78 @@ fn a_checkpoint_waits_for_the_changes_in_flight_on_every_daemon() {
         common::pg_query(&db.0, "SELECT COUNT(*) FROM checkpoints WHERE name = 'c1'"),
         "1"
     );
+}
+
+#[test]
+fn a_version_gc_swept_under_a_reader_on_another_daemon_is_eio_not_zeros() {
+    use std::os::unix::fs::FileExt;
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    let body = |n: u8| -> Vec<u8> {
+        (0..2_000_000u32)
+            .map(|i| b'a' + ((i as u8) ^ n) % 26)
+            .collect()
+    };
+    std::fs::write(a.path("big.txt"), body(1)).unwrap();
+    std::fs::write(a.path("big.txt"), body(2)).unwrap();
+    wait_for("b has version 2", || {
+        (std::fs::read(b.path("big.txt")).ok()? == body(2)).then_some(())
+    });
+    // b's reader holds version 2; a third version makes it old; gc keeps only the last,
+    // through a's mount (the first of this host's), which does not know b's handle.
+    let reader = std::fs::File::open(b.path("big.txt")).unwrap();
+    let mut first = [0u8; 16];
+    reader.read_exact_at(&mut first, 0).unwrap();
+    std::fs::write(a.path("big.txt"), body(3)).unwrap();
+    let (code, out, err) = {
+        let o = std::process::Command::new(common::BIN)
+            .args(["gc", "--db", &db.0, "--keep-last", "1"])
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(0), "gc: {out}{err}");
+    // Far from what the kernel may have read ahead: an error, never zeros for content.
+    let mut buf = vec![0u8; 4096];
+    match reader.read_exact_at(&mut buf, 1_500_000) {
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}"),
+        Ok(()) => assert_eq!(
+            &buf[..],
+            &body(2)[1_500_000..1_504_096],
+            "the swept version read as other bytes"
+        ),
+    }
+}
+
+#[test]
+fn a_file_lock_held_elsewhere_fails_a_commit_with_eagain_after_lock_timeout() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    std::fs::write(a.path("held.txt"), "one\n").unwrap();
+    // A session that is not a daemon holds the file's lineage row (anyone with the URL).
+    let mut other = postgres::Client::connect(&db.0, postgres::NoTls).unwrap();
+    let mut tx = other.transaction().unwrap();
+    tx.batch_execute("SELECT id FROM files WHERE path = 'held.txt' FOR UPDATE")
+        .unwrap();
+    // The commit waits for the row at most lock_timeout (30 s), then fails: EAGAIN.
+    let r = {
+        use std::io::Write;
+        let mut f = std::fs::File::create(a.path("held.txt")).unwrap();
+        f.write_all(b"two\n").unwrap();
+        // The commit's error, which a plain close would drop (fsync commits too).
+        f.sync_all()
+    };
+    let e = r.expect_err("a commit went through a held lock");
+    assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{e}");
+    tx.rollback().unwrap();
+    // Once the row is free, writes go through again.
+    std::fs::write(a.path("held.txt"), "three\n").unwrap();
+    wait_for("the last write is the content", || {
+        (std::fs::read_to_string(a.path("held.txt")).ok()? == "three\n").then_some(())
+    });
 }

@@ -173,12 +173,20 @@ pub(crate) fn cli_caller() -> Caller {
     Caller::internal(&writer)
 }
 
-/// The uid the database file belongs to (the user who mounts it).
+/// The uid the database file belongs to (the user who mounts it). A PostgreSQL database
+/// has no file: its scratchpad's owner is the owner of its root directory (the user the
+/// first mount made it for), so that a command run there without a mount of this host
+/// lets root and that user erase or roll back, as the mount would, not whoever holds the
+/// URL (the database role is a second boundary, docs/deploy.md).
 pub(crate) fn db_owner(db: &Path) -> Result<u32, Failure> {
     use std::os::unix::fs::MetadataExt;
     if super::postgres_url(db).is_some() {
-        // Whoever holds the role's credentials (docs/deploy.md: the role decides).
-        return Ok(unsafe { libc::geteuid() });
+        use crate::store::sql::ConnExt;
+        let conn = super::open(db)?;
+        let uid: i64 = conn
+            .value("SELECT uid FROM nodes WHERE ino = 1", crate::p![])
+            .map_err(|e| e.to_string())?;
+        return u32::try_from(uid).map_err(|_| format!("the root directory's owner {uid}"));
     }
     std::fs::metadata(db)
         .map(|m| m.uid())

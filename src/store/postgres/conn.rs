@@ -117,8 +117,18 @@ impl PgConn {
         // for any whose generic plan looks costlier) is work the server need not do (no
         // difference in the bench's wall times on the reference machine, whose noise is
         // larger).
+        //
+        // A lock waited for longer than `lock_timeout` (30 s) fails the change (EAGAIN):
+        // another daemon's commit of the same file, or a session holding its row, cannot
+        // hold this daemon's changes back for long. A session of ours idle inside a
+        // transaction for 10 s (a daemon stopped mid-change: SIGSTOP, a frozen host) is
+        // ended by the server, which frees the rows it locked for the other daemons; our
+        // transactions never sit idle that long.
         runtime
-            .block_on(client.batch_execute("SET plan_cache_mode = force_generic_plan"))
+            .block_on(client.batch_execute(
+                "SET plan_cache_mode = force_generic_plan; SET lock_timeout = '30s'; \
+                 SET idle_in_transaction_session_timeout = '10s'",
+            ))
             .map_err(|e| not_connected(&config, &e))?;
         Ok(PgConn {
             runtime,
@@ -617,6 +627,7 @@ impl Row for tokio_postgres::Row {
 /// - `23505` unique_violation → `EEXIST` (the shared code's unique-key conflict);
 /// - `40001` serialization_failure, `40P01` deadlock_detected → `EAGAIN`: the
 ///   transaction lost to a concurrent one and may be retried from its start;
+/// - `55P03` lock_not_available (a lock waited for longer than `lock_timeout`) → `EAGAIN`;
 /// - `53100` disk_full → `ENOSPC`;
 /// - `25006` read_only_sql_transaction → `EROFS` (a read-only standby, say);
 /// - `42501` insufficient_privilege, `28000` invalid_authorization_specification,
@@ -646,6 +657,10 @@ pub fn pg_error(e: &tokio_postgres::Error) -> Error {
         "40001" | "40P01" => (
             libc::EAGAIN,
             " (a concurrent transaction conflicted with this one: retry the transaction)",
+        ),
+        "55P03" => (
+            libc::EAGAIN,
+            " (another daemon or session held the lock longer than lock_timeout, 30 s)",
         ),
         "53100" => (libc::ENOSPC, ""),
         "25006" => (libc::EROFS, ""),

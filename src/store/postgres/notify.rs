@@ -79,8 +79,9 @@ pub fn listen(
     std::thread::Builder::new()
         .name("scratchfs-listen".into())
         .spawn(move || {
-            let mut backoff = Duration::from_millis(50);
+            let mut backoff = Duration::ZERO;
             loop {
+                let started = std::time::Instant::now();
                 match listen_once(&url, &daemon, &on) {
                     Ok(()) => return,
                     Err(e) => {
@@ -88,8 +89,17 @@ pub fn listen(
                         if !on(&[Change::Tree]) {
                             return;
                         }
+                        // A connection that had been up is made again at once (a restart
+                        // of the server, a connection cut): the changes made meanwhile
+                        // are read by the refresh that follows LISTEN. Failures to connect
+                        // back off, up to 2 s.
+                        if started.elapsed() > Duration::from_secs(1) {
+                            backoff = Duration::ZERO;
+                        }
                         std::thread::sleep(backoff);
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                        backoff = (backoff * 2)
+                            .max(Duration::from_millis(50))
+                            .min(Duration::from_secs(2));
                     }
                 }
             }

@@ -225,7 +225,9 @@ impl Postgres {
     fn in_slot<T>(&self, slot: &Slot, f: impl FnOnce(&PgConn) -> Result<T>) -> Result<T> {
         let mut g = slot.lock();
         if g.as_ref().is_none_or(|c| c.client_closed()) {
-            *g = Some(PgConn::connect(&self.url)?);
+            // To the filesystem a server it cannot reach is an I/O error (docs/deploy.md),
+            // whatever the socket said; the reason keeps it.
+            *g = Some(PgConn::connect(&self.url).map_err(|e| Error::new(libc::EIO, e.reason))?);
         }
         let conn = g.as_ref().expect("connected above");
         let out = f(conn);

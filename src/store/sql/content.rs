@@ -80,6 +80,7 @@ pub fn read_at(conn: &dyn Conn, content: ContentRef, offset: u64, buf: &mut [u8]
     )?;
     let from = first.unwrap_or(0);
     let mut covered = offset;
+    let mut hole = false;
     conn.each(
         r#"SELECT e."offset", e.len, e.blob_off, COALESCE(e.data, b.data) FROM extents e
            LEFT JOIN blobs b ON b.id = e.blob
@@ -96,6 +97,7 @@ pub fn read_at(conn: &dyn Conn, content: ContentRef, offset: u64, buf: &mut [u8]
                 return Ok(Flow::Next);
             }
             if lo > covered {
+                hole = true;
                 buf[(covered - offset) as usize..(lo - offset) as usize].fill(0);
             }
             let src = (b_off + lo - e_off) as usize..(b_off + hi - e_off) as usize;
@@ -108,7 +110,25 @@ pub fn read_at(conn: &dyn Conn, content: ContentRef, offset: u64, buf: &mut [u8]
         },
     )?;
     if covered < end {
+        hole = true;
         buf[(covered - offset) as usize..(end - offset) as usize].fill(0);
+    }
+    // A hole reads as zeros (a sparse file), unless the stream itself is gone: gc swept
+    // the content of a version a handle still reads (on PostgreSQL, one open on another
+    // daemon than the one gc ran in). That is an error, never zeros in its place. (On
+    // SQLite gc runs in the daemon, which keeps what its handles read.)
+    if hole
+        && content.stream != EMPTY_STREAM
+        && conn.dialect() == crate::store::sql::Dialect::Postgres
+        && !conn.value::<bool>(
+            "SELECT EXISTS (SELECT 1 FROM streams WHERE id = ?1)",
+            p![content.stream],
+        )?
+    {
+        return Err(Error::new(
+            libc::EIO,
+            "store: the content of this version was swept by gc while it was open",
+        ));
     }
     Ok((end - offset) as usize)
 }
