@@ -251,11 +251,14 @@ impl PgConn {
         ))
     }
 
-    /// Sends `sql`, which opens a transaction, now.
+    /// Sends `sql`, which opens a transaction, now. When a statement after its `BEGIN`
+    /// fails (a lock not had within `lock_timeout`), the server's transaction stays open
+    /// and aborted: it is rolled back here, so that the connection takes the next change.
     fn begin_as(&self, sql: &str) -> Result<()> {
         self.in_transaction.set(true);
         self.begun.set(true);
         self.run(self.client.batch_execute(sql)).inspect_err(|_| {
+            let _ = self.runtime.block_on(self.client.batch_execute("ROLLBACK"));
             self.in_transaction.set(false);
             self.begun.set(false);
         })
