@@ -10,51 +10,14 @@ use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-const PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python3");
-const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");
 const SPEC_RULES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/spec-rules.json");
-
-/// Runs `calls` through the Python SDK against `target` (`["stdio", CMD...]` or
-/// `["http", URL]`) as client `name`; the client's JSON report.
-fn session(name: &str, target: &[&str], calls: Value) -> Value {
-    assert!(
-        Path::new(PYTHON).exists(),
-        "{PYTHON} is missing: run scripts/deps (it makes the virtual environment and installs mcp)"
-    );
-    let mut child = Command::new(PYTHON)
-        .arg(CLIENT)
-        .arg(name)
-        .args(target)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the virtual environment's python3");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(calls.to_string().as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
-    assert!(
-        o.status.success(),
-        "MCP client failed (is the mcp package in .venv? scripts/deps installs it):\n{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}", String::from_utf8_lossy(&o.stdout));
-    })
-}
 
 /// `scratchfs mcp ARGS` over stdio.
 fn stdio(db: &Path, args: &[&str], name: &str, calls: Value) -> Value {
     let db = db.to_str().unwrap();
     let mut target = vec!["stdio", BIN, "mcp", "--db", db];
     target.extend_from_slice(args);
-    session(name, &target, calls)
+    mcp_session(name, &target, calls)
 }
 
 fn result(report: &Value, i: usize) -> (bool, String) {
@@ -464,7 +427,7 @@ fn streamable_http() {
         .filter(|u| u.starts_with("http://"))
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
-    let r = session(
+    let r = mcp_session(
         "http-client",
         &["http", &url],
         json!([
@@ -499,7 +462,7 @@ fn credit_scenario_half_mcp_half_mount() {
     // get_order, through MCP (the calls run in the mount's daemon).
     let state_path = m.path("state.json").to_str().unwrap().to_string();
     let new_path = m.path("orders/O-9.md").to_str().unwrap().to_string();
-    let r = session(
+    let r = mcp_session(
         "order-tool",
         &["stdio", BIN, "mcp", "--db", &db, "--writer", "get_order"],
         json!([
@@ -534,7 +497,7 @@ fn credit_scenario_half_mcp_half_mount() {
     );
     // compute_credit, through the mount.
     m.sh_ok("SCRATCHFS_WRITER=compute_credit SCRATCHFS_STEP=5 python3 -c \"import json; d = json.load(open('state.json')); d['credit_cents'] = 18000; open('state.json', 'w').write(json.dumps(d))\"");
-    let r = session(
+    let r = mcp_session(
         "order-tool",
         &["stdio", BIN, "mcp", "--db", &db, "--writer", "get_order"],
         json!([ { "tool": "read", "args": { "path": "state.json" } } ]),
@@ -776,7 +739,7 @@ fn a_database_from_before_mcp_gets_the_columns_when_mounted() {
     assert!(out.contains("create   old.md"), "{out}");
     m.start();
     let db = m.db.to_str().unwrap().to_string();
-    let r = session(
+    let r = mcp_session(
         "after-migration",
         &["stdio", BIN, "mcp", "--db", &db],
         json!([ { "tool": "append", "args": { "path": "old.md", "content": "new\n" } } ]),

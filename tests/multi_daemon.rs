@@ -580,46 +580,15 @@ fn mount_background_takes_a_url_and_logs_in_the_runtime_directory() {
 
 #[test]
 fn mcp_on_a_url_is_one_more_daemon() {
-    const PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python3");
-    const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");
-    assert!(
-        std::path::Path::new(PYTHON).exists(),
-        "{PYTHON} is missing: run scripts/deps (it makes the virtual environment and installs mcp)"
-    );
     let db = Db::new();
     let a = Mount::on_db(&db.0);
     std::fs::write(a.path("plan.md"), "# Plan\n\nfrom the mount\n").unwrap();
-    let session = |calls: serde_json::Value| -> serde_json::Value {
-        let mut child = std::process::Command::new(PYTHON)
-            .args([
-                CLIENT,
-                "pg-test",
-                "stdio",
-                common::BIN,
-                "mcp",
-                "--db",
-                &db.0,
-            ])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(calls.to_string().as_bytes())
-            .unwrap();
-        let o = child.wait_with_output().unwrap();
-        assert!(
-            o.status.success(),
-            "MCP client failed:\n{}\n{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        serde_json::from_slice(&o.stdout).unwrap()
+    let session = |calls: serde_json::Value| {
+        common::mcp_session(
+            "pg-test",
+            &["stdio", common::BIN, "mcp", "--db", &db.0],
+            calls,
+        )
     };
     let report = session(serde_json::json!([
         {"tool": "read", "args": {"path": "plan.md"}},

@@ -517,3 +517,43 @@ pub fn read(p: impl AsRef<Path>) -> String {
     let p = p.as_ref();
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
 }
+
+/// The virtual environment's python3 (scripts/deps) with the official MCP Python SDK.
+pub const MCP_PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python3");
+/// The MCP client the tests drive (tests/mcp_client.py).
+pub const MCP_CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_client.py");
+
+/// Runs `calls` through the Python SDK against `target` (`["stdio", CMD...]` or
+/// `["http", URL]`) as client `name`; the client's JSON report.
+pub fn mcp_session(name: &str, target: &[&str], calls: serde_json::Value) -> serde_json::Value {
+    assert!(
+        Path::new(MCP_PYTHON).exists(),
+        "{MCP_PYTHON} is missing: run scripts/deps (it makes the virtual environment and installs mcp)"
+    );
+    let mut child = Command::new(MCP_PYTHON)
+        .arg(MCP_CLIENT)
+        .arg(name)
+        .args(target)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the virtual environment's python3");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(calls.to_string().as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "MCP client failed (is the mcp package in .venv? scripts/deps installs it):\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&o.stdout));
+    })
+}
