@@ -12,7 +12,7 @@ use fuser::{Config, MountOption, SessionACL};
 
 use crate::fs::Fs;
 use crate::fuse::{Adapter, spawn_notifier};
-use crate::store::{History, Sqlite, Store};
+use crate::store::{Sqlite, Store};
 
 /// What a mount needs.
 #[derive(Debug, Clone)]
@@ -310,37 +310,50 @@ fn default_fsname(db: &Path) -> String {
 }
 
 /// A mount of the past (`mount --at NAME|TIME`, issue 14): the database is opened to
-/// read only ([`Sqlite::open_frozen`]: no lock, no redo log, no meta written), so a live
-/// mount of it keeps working; the kernel mount is read-only and the core's gate refuses
-/// every change with `EROFS` (its MCP socket is not started). A database the live mount
-/// holds changes of that SQLite does not have yet is asked to write them first (`fsync` of
-/// its mountpoint), so a time a moment ago shows them.
+/// read only ([`Sqlite::open_frozen`], [`crate::store::postgres::Postgres::open_frozen`]:
+/// no lock, no redo log, nothing written), so a live mount of it keeps working; the kernel
+/// mount is read-only and the core's gate refuses every change with `EROFS` (its MCP
+/// socket is not started). An SQLite database whose live mount holds changes SQLite does
+/// not have yet is asked to write them first (`fsync` of its mountpoint), so a time a
+/// moment ago shows them; on PostgreSQL every acknowledged change is committed already.
 fn prepare_past(spec: &MountSpec, at: &str) -> Result<(Arc<Fs>, Config), Failure> {
     let mp = check_mountpoint(&spec.mountpoint)?;
-    let (db, db_dir) = check_database(&spec.db, &mp)?;
-    crate::store::open_read_only(&db).map_err(|e| e.reason)?;
-    drop(crate::cli::open(&db)?);
-    let store = Sqlite::open_frozen(&db).map_err(|e| format!("database {}: {e}", db.display()))?;
-    let (point, label) = crate::checkpoint::resolve_at(&store, at)
-        .map_err(|e| format!("database {}: {}", db.display(), e.reason))?;
+    let (store, db_dir, shown): (Arc<dyn Store>, PathBuf, String) =
+        match crate::cli::postgres_url(&spec.db) {
+            Some(url) => {
+                let name = crate::store::postgres::display_name(url);
+                let store = crate::store::postgres::Postgres::open_frozen(url)
+                    .map_err(|e| format!("database {name}: {e}"))?;
+                // Nothing is written to a past: no spill, the directory is never used.
+                (Arc::new(store), std::env::temp_dir(), name)
+            }
+            None => {
+                let (db, db_dir) = check_database(&spec.db, &mp)?;
+                crate::store::open_read_only(&db).map_err(|e| e.reason)?;
+                drop(crate::cli::open(&db)?);
+                let store = Sqlite::open_frozen(&db)
+                    .map_err(|e| format!("database {}: {e}", db.display()))?;
+                (Arc::new(store), db_dir, db.display().to_string())
+            }
+        };
+    let (point, label) = crate::checkpoint::resolve_at(&*store, at)
+        .map_err(|e| format!("database {shown}: {}", e.reason))?;
     let snap = store
         .snapshot(point)
-        .map_err(|e| format!("database {}: {e}", db.display()))?;
+        .map_err(|e| format!("database {shown}: {e}"))?;
     log::info!(
-        "{}: mounting {} as it was at {label}, read-only",
-        mp.display(),
-        db.display()
+        "{}: mounting {shown} as it was at {label}, read-only",
+        mp.display()
     );
-    let store: Arc<dyn Store> = Arc::new(store);
     let fs = Fs::of_past(store, &snap, db_dir)
-        .map_err(|e| format!("database {}: {e}", db.display()))?
+        .map_err(|e| format!("database {shown}: {e}"))?
         .with_views_listed(spec.list_views)
         .with_manifest_budget(spec.manifest_tokens);
     let mut config = Config::default();
     let name = spec
         .fsname
         .clone()
-        .unwrap_or_else(|| default_fsname(&PathBuf::from(format!("{}@{at}", db.display()))));
+        .unwrap_or_else(|| default_fsname(&PathBuf::from(format!("{shown}@{at}"))));
     config.mount_options = vec![
         MountOption::FSName(name),
         MountOption::Subtype("scratchfs".into()),
@@ -363,10 +376,8 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
         .db
         .to_str()
         .filter(|d| crate::store::postgres::is_url(d))
+        && spec.at.is_none()
     {
-        if spec.at.is_some() {
-            return Err("mount --at: not yet for a PostgreSQL database (docs/deploy.md)".into());
-        }
         return prepare_postgres(spec, url);
     }
     if let Some(at) = &spec.at {

@@ -88,6 +88,39 @@ impl Drop for Other {
     }
 }
 
+/// A new database for a fork (`name` in the test's directory, or on PostgreSQL an empty
+/// database of the tests' server when `postgres`), dropped with the value.
+struct NewDb(std::path::PathBuf);
+
+impl NewDb {
+    fn at(m: &Mount, name: &str, postgres: bool) -> NewDb {
+        if postgres {
+            NewDb(new_pg_database().into())
+        } else {
+            NewDb(m.dir.path().join(name))
+        }
+    }
+    fn arg(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for NewDb {
+    fn drop(&mut self) {
+        if self.arg().starts_with("postgres") {
+            drop_pg_database(self.arg());
+        }
+    }
+}
+
+/// A database as provenance names it: a PostgreSQL URL without its user (and password).
+fn named(db: &str) -> String {
+    match db.split_once('@') {
+        Some((_, rest)) if db.starts_with("postgres") => format!("postgres://{rest}"),
+        _ => db.to_string(),
+    }
+}
+
 fn ok(r: (i32, String, String)) -> String {
     assert_eq!(r.0, 0, "stdout: {}\nstderr: {}", r.1, r.2);
     r.1
@@ -367,12 +400,15 @@ fn a_mount_of_the_past_is_read_only_beside_the_live_one() {
         drop(guard);
         m.sh_ok("echo reset > plan.md");
     }
-    // The live mount's MCP socket survived the past mount's unmount.
-    assert!(
-        !m.sql("SELECT value FROM meta WHERE key = 'mcp_socket'")
-            .trim()
-            .is_empty()
-    );
+    // The live mount's MCP socket survived the past mount's unmount (a PostgreSQL mount
+    // has none).
+    if !on_postgres() {
+        assert!(
+            !m.sql("SELECT value FROM meta WHERE key = 'mcp_socket'")
+                .trim()
+                .is_empty()
+        );
+    }
 }
 
 /// Item 6: gc never forgets a version a checkpoint needs; `--drop-checkpoint` releases
@@ -411,19 +447,16 @@ fn two_attempts_in_forks_and_one_adopted() {
          setfattr -n user.scratchfs.checkpoint -v start .",
     );
     let dir = m.dir.path();
-    let (fa, fb) = (dir.join("a.db"), dir.join("b.db"));
+    // On PostgreSQL the forks are databases of the same server.
+    let (da, db_b) = (
+        NewDb::at(&m, "a.db", on_postgres()),
+        NewDb::at(&m, "b.db", on_postgres()),
+    );
+    let (fa, fb) = (&da.0, &db_b.0);
     let db = m.db.to_str().unwrap();
     ok(cli(
         &m,
-        &[
-            "fork",
-            "--db",
-            db,
-            "--to",
-            fa.to_str().unwrap(),
-            "--at",
-            "start",
-        ],
+        &["fork", "--db", db, "--to", da.arg(), "--at", "start"],
     ));
     ok(cli(
         &m,
@@ -432,7 +465,7 @@ fn two_attempts_in_forks_and_one_adopted() {
             "--db",
             db,
             "--to",
-            fb.to_str().unwrap(),
+            db_b.arg(),
             "--at",
             "start",
             "--tree-only",
@@ -440,13 +473,13 @@ fn two_attempts_in_forks_and_one_adopted() {
     ));
     m.sh_ok("echo 'main moved on' >> plan.md");
     for (f, script) in [
-        (&fa, "echo 'plan A' > plan.md && echo 'found by A' > a.md"),
+        (fa, "echo 'plan A' > plan.md && echo 'found by A' > a.md"),
         (
-            &fb,
+            fb,
             "echo 'plan B' > plan.md && echo '{\"total\": 100, \"approval\": \"yes\"}' > state.json",
         ),
     ] {
-        let mnt = dir.join(format!("m-{}", f.file_name().unwrap().to_string_lossy()));
+        let mnt = dir.join(format!("m-{}", if f == fa { "a" } else { "b" }));
         let guard = Other::mount(&[], f, &mnt);
         let o = std::process::Command::new("bash")
             .args(["-c", script])
@@ -475,7 +508,7 @@ fn two_attempts_in_forks_and_one_adopted() {
     assert_eq!(read(m.path("plan.md")), "plan A\n");
     let origin = m.sh_ok("getfattr --only-values -n user.scratchfs.origin plan.md");
     let o: serde_json::Value = serde_json::from_str(&origin).unwrap();
-    assert_eq!(o["source"], fa.to_str().unwrap());
+    assert_eq!(o["source"], named(da.arg()));
     assert!(o["version"].as_i64().unwrap() >= 2, "{o}");
     assert_eq!(m.versions("plan.md").last().unwrap().1, "adopt");
     // The daemon reads the other database with its own privileges: through the mount,
@@ -599,4 +632,84 @@ fn a_redo_log_of_another_user_is_not_applied() {
     std::fs::remove_file(&redo).unwrap();
     m.start();
     assert_eq!(read(m.path("plan.md")), "mine\n");
+}
+
+/// Issue 15: a fork with its history crosses backends, from this backend's scratchpad to
+/// the other's (PostgreSQL on the SQLite pass, an SQLite file on the PostgreSQL pass) and
+/// back: the history up to the point (same versions, times, writers, hashes), the
+/// checkpoint and the tree then are kept; the fork mounts and takes writes (its ids go
+/// on past the ones copied); a database that holds a scratchpad is never forked into.
+#[test]
+fn a_fork_with_its_history_crosses_backends() {
+    let m = Mount::new();
+    m.sh_ok(
+        "echo v1 > plan.md && echo v2 > plan.md && echo '{\"a\": 1}' > state.json && \
+         mkdir d && echo x > d/x && setfattr -n user.scratchfs.checkpoint -v cp . && \
+         echo v3 > plan.md && rm d/x && echo late > late.md",
+    );
+    let db = m.db.to_str().unwrap();
+    let there = NewDb::at(&m, "there.db", !on_postgres());
+    let out = ok(cli(
+        &m,
+        &["fork", "--db", db, "--to", there.arg(), "--at", "cp"],
+    ));
+    assert!(out.contains("with its history up to then"), "{out}");
+    let theirs = ok(cli(&m, &["history", "plan.md", "--db", there.arg()]));
+    let ours = ok(cli(&m, &["history", "plan.md", "--db", db]));
+    let n = theirs.lines().count();
+    assert!(n >= 3 && n < ours.lines().count(), "{theirs}\n--\n{ours}");
+    assert_eq!(
+        theirs.lines().collect::<Vec<_>>(),
+        ours.lines().take(n).collect::<Vec<_>>(),
+        "the fork's history is the source's up to the checkpoint"
+    );
+    let mnt = m.dir.path().join("m-there");
+    {
+        let _guard = Other::mount(&[], &there.0, &mnt);
+        assert_eq!(read(mnt.join("plan.md")), "v2\n");
+        assert_eq!(read(mnt.join("d/x")), "x\n");
+        assert!(!mnt.join("late.md").exists());
+        assert!(mnt.join(".checkpoints/cp/plan.md").exists());
+        let o = std::process::Command::new("bash")
+            .args([
+                "-c",
+                "echo v4 > plan.md && echo new > new.md && mkdir e && echo y > e/y",
+            ])
+            .current_dir(&mnt)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        assert_eq!(read(mnt.join("new.md")), "new\n");
+        assert_eq!(read(mnt.join("e/y")), "y\n");
+    }
+    let after = ok(cli(&m, &["history", "plan.md", "--db", there.arg()]));
+    assert_eq!(after.lines().count(), n + 1, "{after}");
+    assert!(
+        after
+            .lines()
+            .last()
+            .unwrap()
+            .trim_start()
+            .starts_with(&format!("{} ", n + 1)),
+        "{after}"
+    );
+    // And back to this backend, then compared: the same files.
+    let back = NewDb::at(&m, "back.db", on_postgres());
+    ok(cli(&m, &["fork", "--db", there.arg(), "--to", back.arg()]));
+    let cmp = ok(cli(
+        &m,
+        &["compare", "--db", there.arg(), "--with", back.arg()],
+    ));
+    assert!(cmp.starts_with("no differences"), "{cmp}");
+    // A database that holds a scratchpad is not forked into, and keeps what it held.
+    let (code, _, err) = cli(&m, &["fork", "--db", db, "--to", there.arg()]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("exists") || err.contains("holds a scratchpad"),
+        "{err}"
+    );
+    assert_eq!(
+        ok(cli(&m, &["history", "plan.md", "--db", there.arg()])),
+        after
+    );
 }

@@ -80,7 +80,7 @@ pub struct RollbackReport {
 /// else the time it parses as ([`crate::cli::time::parse_ns`]: RFC 3339, `YYYY-MM-DD`,
 /// `@SECONDS`), with how to name it in messages. `ENOENT` when it is neither, or names a
 /// time before the namespace history begins.
-pub fn resolve_at(store: &dyn crate::store::Store, at: &str) -> Result<(Point, String)> {
+pub fn resolve_at(store: &dyn crate::store::History, at: &str) -> Result<(Point, String)> {
     if let Some(cp) = store.checkpoints()?.into_iter().find(|c| c.name == at) {
         return Ok((cp.point, format!("checkpoint {}", cp.name)));
     }

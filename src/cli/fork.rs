@@ -21,34 +21,53 @@ fn me() -> Ctx {
     }
 }
 
-/// `db` opened to read (every acknowledged change made visible first: a mount's batch
-/// written, a killed daemon's redo log applied), its tree now, and its path.
-fn tree_now(db: &Path) -> Result<(Sqlite, Snapshot), Failure> {
-    drop(super::open(db)?);
-    let store = Sqlite::open_frozen(db).map_err(|e| e.reason)?;
+/// `db` opened to read ([`super::open_history`]: on SQLite every acknowledged change made
+/// visible first, a mount's batch written, a killed daemon's redo log applied) and its
+/// tree now.
+fn tree_now(db: &Path) -> Result<(Box<dyn History>, Snapshot), Failure> {
+    let store = super::open_history(db)?;
     let snap = store
         .snapshot(store.point_at(i64::MAX).map_err(|e| e.reason)?)
         .map_err(|e| e.reason)?;
     Ok((store, snap))
 }
 
-/// `scratchfs fork --db SRC --to DST [--at NAME|TIME] [--tree-only]`.
-pub fn fork(
-    src: &Path,
-    dst: &Path,
-    at: Option<&str>,
-    tree_only: bool,
-    json: bool,
-) -> Result<(), Failure> {
-    super::sqlite_only(src, "fork")?;
-    super::sqlite_only(dst, "fork")?;
-    let src = crate::mount::absolute(src)?;
-    let dst = crate::mount::absolute(dst)?;
-    // Nothing there, not even a link or a file a database would take as its own (its
-    // redo log, WAL, journal): a fork makes a new database.
-    let mut journal = dst.clone().into_os_string();
+/// A scratchpad as messages and provenance name it: a PostgreSQL URL without its
+/// credentials ([`crate::store::postgres::display_name`]), an SQLite file as given.
+fn shown(db: &Path) -> String {
+    match super::postgres_url(db) {
+        Some(url) => crate::store::postgres::display_name(url),
+        None => db.display().to_string(),
+    }
+}
+
+/// An SQLite path made absolute; a PostgreSQL URL as it is.
+fn absolute(db: &Path) -> Result<std::path::PathBuf, Failure> {
+    match super::postgres_url(db) {
+        Some(_) => Ok(db.to_path_buf()),
+        None => crate::mount::absolute(db),
+    }
+}
+
+/// Refuses a fork's destination that is not new: an SQLite path where anything is (even
+/// a link, or a file a database would take as its own: redo log, WAL, journal) or whose
+/// directory is on a FUSE filesystem; a PostgreSQL database that holds a scratchpad
+/// already (it may exist, empty: creating databases is the administrator's, docs/deploy.md).
+fn check_new(dst: &Path) -> Result<(), Failure> {
+    if let Some(url) = super::postgres_url(dst) {
+        return match crate::store::postgres::Postgres::open_frozen(url) {
+            Ok(_) => Err(format!(
+                "fork: {}: holds a scratchpad already (a fork makes a new one: give an empty \
+                 database)",
+                shown(dst)
+            )),
+            Err(e) if e.errno == libc::ENOENT => Ok(()),
+            Err(e) => Err(format!("fork: {e}")),
+        };
+    }
+    let mut journal = dst.to_path_buf().into_os_string();
     journal.push("-journal");
-    for p in crate::store::companions(&dst)
+    for p in crate::store::companions(dst)
         .into_iter()
         .chain([std::path::PathBuf::from(journal)])
     {
@@ -69,11 +88,25 @@ pub fn fork(
             dst.display()
         ));
     }
-    drop(super::open(&src)?);
-    let store = Sqlite::open_frozen(&src).map_err(|e| e.reason)?;
+    Ok(())
+}
+
+/// `scratchfs fork --db SRC --to DST [--at NAME|TIME] [--tree-only]`.
+pub fn fork(
+    src: &Path,
+    dst: &Path,
+    at: Option<&str>,
+    tree_only: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    let src = absolute(src)?;
+    let dst = absolute(dst)?;
+    check_new(&dst)?;
+    let store = tree_now(&src)?.0;
+    let store = &*store;
     let (point, label, max_cp) = match at {
         Some(at) => {
-            let (p, label) = resolve_at(&store, at).map_err(|e| e.reason)?;
+            let (p, label) = resolve_at(store, at).map_err(|e| e.reason)?;
             let cp = store
                 .checkpoints()
                 .map_err(|e| e.reason)?
@@ -105,7 +138,7 @@ pub fn fork(
         ));
     }
     let from = serde_json::json!({
-        "source": src.to_string_lossy(),
+        "source": shown(&src),
         "source_id": store.meta("scratchpad_id").map_err(|e| e.reason)?,
         "at": label,
         "point": point,
@@ -115,9 +148,11 @@ pub fn fork(
     if tree_only {
         let snap = store.snapshot(point).map_err(|e| e.reason)?;
         files = snap.files().len();
-        fork_tree(&store, &snap, &src, &dst, &from.to_string()).inspect_err(|_| {
-            for p in crate::store::companions(&dst) {
-                let _ = std::fs::remove_file(p);
+        fork_tree(store, &snap, &shown(&src), &dst, &from.to_string()).inspect_err(|_| {
+            if super::postgres_url(&dst).is_none() {
+                for p in crate::store::companions(&dst) {
+                    let _ = std::fs::remove_file(p);
+                }
             }
         })?;
     } else {
@@ -128,13 +163,13 @@ pub fn fork(
     if json {
         println!(
             "{}",
-            serde_json::json!({ "fork": dst.to_string_lossy(), "from": from, "files": files })
+            serde_json::json!({ "fork": shown(&dst), "from": from, "files": files })
         );
     } else {
         println!(
             "fork {}: {} as it was at {label} ({files} files{})",
-            dst.display(),
-            src.display(),
+            shown(&dst),
+            shown(&src),
             if tree_only {
                 ", without history"
             } else {
@@ -148,33 +183,50 @@ pub fn fork(
 /// A fork without history: a new scratchpad with one version (op `fork`) per file, each
 /// naming the version it copies (`origins`), directories as they were.
 fn fork_tree(
-    src: &Sqlite,
+    src: &dyn History,
     snap: &Snapshot,
-    src_path: &Path,
+    src_name: &str,
     dst: &Path,
     from: &str,
 ) -> Result<(), Failure> {
     let me = me();
-    {
-        // Created here, exclusively (never through a link), private from the start.
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(dst)
-            .map_err(|e| format!("fork: {}: {e}", dst.display()))?;
-    }
-    let (store, _) = Sqlite::open(dst, (me.uid, me.gid)).map_err(|e| e.reason)?;
-    store.set_meta("forked_from", from).map_err(|e| e.reason)?;
     let source_id = src.meta("scratchpad_id").map_err(|e| e.reason)?;
-    let store = std::sync::Arc::new(store);
-    let dyn_store: std::sync::Arc<dyn Store> = store.clone();
-    let dir = dst
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| ".".into());
-    let fs = crate::fs::Fs::new(dyn_store, dir).map_err(|e| e.reason)?;
+    let (store, dir): (std::sync::Arc<dyn Store>, std::path::PathBuf) =
+        match super::postgres_url(dst) {
+            Some(url) => {
+                let (store, fresh) = crate::store::postgres::Postgres::open(url, (me.uid, me.gid))
+                    .map_err(|e| format!("fork: {e}"))?;
+                if !fresh {
+                    // Another process made a scratchpad there since `check_new`.
+                    return Err(format!(
+                        "fork: {}: holds a scratchpad already",
+                        crate::store::postgres::display_name(url)
+                    ));
+                }
+                store.set_meta("forked_from", from).map_err(|e| e.reason)?;
+                (std::sync::Arc::new(store), std::env::temp_dir())
+            }
+            None => {
+                {
+                    // Created here, exclusively (never through a link), private from the start.
+                    use std::os::unix::fs::OpenOptionsExt;
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .mode(0o600)
+                        .open(dst)
+                        .map_err(|e| format!("fork: {}: {e}", dst.display()))?;
+                }
+                let (store, _) = Sqlite::open(dst, (me.uid, me.gid)).map_err(|e| e.reason)?;
+                store.set_meta("forked_from", from).map_err(|e| e.reason)?;
+                let dir = dst
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| ".".into());
+                (std::sync::Arc::new(store), dir)
+            }
+        };
+    let fs = crate::fs::Fs::new(store.clone(), dir).map_err(|e| e.reason)?;
     let mut new_ino = std::collections::HashMap::new();
     new_ino.insert(crate::checkpoint::snapshot::ROOT, crate::fs::ROOT);
     for (path, n) in snap.walk() {
@@ -192,7 +244,7 @@ fn fork_tree(
             bytes.truncate(got);
             let v = n.version.as_ref();
             let origin = crate::store::Origin {
-                source: src_path.to_string_lossy().into_owned(),
+                source: src_name.to_string(),
                 source_id: source_id.clone(),
                 source_version_id: v.map_or(0, |v| v.id),
                 path: path.clone(),
@@ -251,8 +303,6 @@ fn side(n: &crate::checkpoint::SnapNode) -> Side {
 /// `scratchfs compare --db A --with B [--json]`: the files added in B, removed from it
 /// and changed, with versions and writers on both sides.
 pub fn compare(a: &Path, b: &Path, json: bool) -> Result<(), Failure> {
-    super::sqlite_only(a, "compare")?;
-    super::sqlite_only(b, "compare")?;
     let (_sa, ta) = tree_now(a)?;
     let (_sb, tb) = tree_now(b)?;
     let (fa, fb) = (ta.files(), tb.files());
@@ -284,8 +334,8 @@ pub fn compare(a: &Path, b: &Path, json: bool) -> Result<(), Failure> {
     if diffs.is_empty() {
         println!(
             "no differences: the files of {} and {} are the same",
-            a.display(),
-            b.display()
+            shown(a),
+            shown(b)
         );
         return Ok(());
     }
@@ -316,8 +366,8 @@ pub fn compare(a: &Path, b: &Path, json: bool) -> Result<(), Failure> {
         "{} difference{} (A: {}, B: {})",
         diffs.len(),
         if diffs.len() == 1 { "" } else { "s" },
-        a.display(),
-        b.display()
+        shown(a),
+        shown(b)
     );
     Ok(())
 }
@@ -356,7 +406,7 @@ fn adopted_report(
 /// What `adopt` asks a daemon for (the value of [`crate::fs::serve::ADOPT_XATTR`]).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct AdoptRequest {
-    /// The other scratchpad's database (absolute).
+    /// The other scratchpad: an SQLite file's absolute path, or a PostgreSQL URL.
     pub from: String,
     /// The files, as stored paths.
     pub paths: Vec<String>,
@@ -366,9 +416,7 @@ pub struct AdoptRequest {
 /// version of the same path in A (op `adopt`), through A's gate, its provenance naming B
 /// and the version there.
 pub fn adopt(a: &Path, b: &Path, paths: &[std::ffi::OsString], json: bool) -> Result<(), Failure> {
-    super::sqlite_only(a, "adopt")?;
-    super::sqlite_only(b, "adopt")?;
-    let b = crate::mount::absolute(b)?;
+    let b = absolute(b)?;
     // B's acknowledged changes made visible (it may be mounted), and each path a file there.
     let (_, theirs) = tree_now(&b)?;
     let stored: Vec<String> = paths
@@ -389,17 +437,17 @@ pub fn adopt(a: &Path, b: &Path, paths: &[std::ffi::OsString], json: bool) -> Re
             return Err(format!(
                 "adopt: {}: no such file in {}",
                 quote_stored(p),
-                b.display()
+                shown(&b)
             ));
         }
     }
-    if let Err(e) = std::fs::metadata(a) {
-        return Err(crate::store::cannot_open(a, &e).reason);
-    }
+    super::check_db(a)?;
     let done = match crate::mount::lock_database_now(a) {
         Ok(lock) => {
             let fs = super::offline_fs(a)?;
-            let r = fs.adopt_from(&b, &stored, me()).map_err(|e| e.reason);
+            let r = fs
+                .adopt_from(&b.to_string_lossy(), &stored, me())
+                .map_err(|e| e.reason);
             drop(fs);
             drop(lock);
             r?
@@ -415,7 +463,7 @@ pub fn adopt(a: &Path, b: &Path, paths: &[std::ffi::OsString], json: bool) -> Re
             super::set_xattr(Path::new(&mnt), crate::fs::serve::ADOPT_XATTR, &value).map_err(
                 |e| match e.raw_os_error() {
                     Some(libc::ENOENT) => {
-                        format!("adopt: a path is no file in {}", b.display())
+                        format!("adopt: a path is no file in {}", shown(&b))
                     }
                     Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EINVAL) => format!(
                         "adopt: {e} (refused by the gate; scratchfs log --rejected says why)"
@@ -438,13 +486,13 @@ pub fn adopt(a: &Path, b: &Path, paths: &[std::ffi::OsString], json: bool) -> Re
                     quote_stored(&d.path),
                     d.from_version,
                     crate::views::one_line(&d.from_writer),
-                    b.display()
+                    shown(&b)
                 ),
                 None => println!(
                     "{}: already the same as version {} of {} (no new version)",
                     quote_stored(&d.path),
                     d.from_version,
-                    b.display()
+                    shown(&b)
                 ),
             }
         }

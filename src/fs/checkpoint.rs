@@ -433,51 +433,61 @@ impl Fs {
 
     /// [`Fs::adopt_from`] asked through the mount (`user.scratchfs.adopt`): the daemon
     /// reads `source` with its own privileges, so the gate lets only root and the user
-    /// who mounted ([`Change::AdoptFrom`], `EPERM`, recorded).
+    /// who mounted ([`Change::AdoptFrom`], `EPERM`, recorded; a URL's password never).
     pub fn adopt_through_mount(
         &self,
-        source: &std::path::Path,
+        source: &str,
         paths: &[String],
         ctx: Ctx,
     ) -> Result<Vec<Adopted>> {
         let caller = self.caller(ctx);
-        let shown = source.to_string_lossy();
+        let shown = if crate::store::postgres::is_url(source) {
+            crate::store::postgres::display_name(source)
+        } else {
+            source.to_string()
+        };
         self.admit(&caller, &Change::AdoptFrom { source: &shown }, || None)?;
         self.adopt_from(source, paths, ctx)
     }
 
     /// `scratchfs adopt --from SOURCE PATH…`: brings each file at `paths` (stored form)
-    /// of the scratchpad `source` (another database: a fork, say), as it is now, into
-    /// this one with [`Fs::adopt`]; each new version's provenance names `source` and the
-    /// version there. `source` is opened by this process: the command's own user's rights
-    /// (through the mount, [`Fs::adopt_through_mount`] lets only root and the user who
-    /// mounted); a path that is no file there: `ENOENT`. Stops at the first refusal (the
-    /// files before it are adopted).
-    pub fn adopt_from(
-        &self,
-        source: &std::path::Path,
-        paths: &[String],
-        ctx: Ctx,
-    ) -> Result<Vec<Adopted>> {
+    /// of the scratchpad `source` (another database: an SQLite file's absolute path or a
+    /// PostgreSQL URL; a fork, say), as it is now, into this one with [`Fs::adopt`]; each
+    /// new version's provenance names `source` (an SQLite file by its canonical path, a
+    /// URL without credentials) and the version there. `source` is opened by this
+    /// process: the command's own user's rights (through the mount,
+    /// [`Fs::adopt_through_mount`] lets only root and the user who mounted); a path that
+    /// is no file there: `ENOENT`; a relative path: `EINVAL`. Stops at the first refusal
+    /// (the files before it are adopted).
+    pub fn adopt_from(&self, source: &str, paths: &[String], ctx: Ctx) -> Result<Vec<Adopted>> {
         use crate::error::Error;
         use crate::store::History;
-        if !source.is_absolute() {
-            return Err(Error::new(
-                libc::EINVAL,
-                format!(
-                    "adopt: {}: give the database's absolute path",
-                    source.display()
-                ),
-            ));
-        }
-        // Provenance names the database itself, not the path it was reached by.
-        let source = &std::fs::canonicalize(source).map_err(|e| {
-            Error::new(
-                e.raw_os_error().unwrap_or(libc::ENOENT),
-                format!("adopt: {}: {e}", source.display()),
+        let (theirs, source): (Box<dyn History>, String) = if crate::store::postgres::is_url(source)
+        {
+            (
+                Box::new(crate::store::postgres::Postgres::open_frozen(source)?),
+                crate::store::postgres::display_name(source),
             )
-        })?;
-        let theirs = crate::store::Sqlite::open_frozen(source)?;
+        } else {
+            let path = std::path::Path::new(source);
+            if !path.is_absolute() {
+                return Err(Error::new(
+                    libc::EINVAL,
+                    format!("adopt: {source}: give the database's absolute path"),
+                ));
+            }
+            // Provenance names the database itself, not the path it was reached by.
+            let path = std::fs::canonicalize(path).map_err(|e| {
+                Error::new(
+                    e.raw_os_error().unwrap_or(libc::ENOENT),
+                    format!("adopt: {source}: {e}"),
+                )
+            })?;
+            (
+                Box::new(crate::store::Sqlite::open_frozen(&path)?),
+                path.to_string_lossy().into_owned(),
+            )
+        };
         let source_id = theirs.meta("scratchpad_id")?;
         let snap = theirs.snapshot(theirs.point_at(i64::MAX)?)?;
         let mut out = Vec::new();
@@ -493,7 +503,7 @@ impl Fs {
                         format!(
                             "adopt: {}: no such file in {} (at its current state)",
                             crate::views::quote_stored(p),
-                            source.display()
+                            source
                         ),
                     )
                 })?;
@@ -505,7 +515,7 @@ impl Fs {
                     (v.number, v.writer.clone(), v.id)
                 });
             let origin = crate::store::Origin {
-                source: source.to_string_lossy().into_owned(),
+                source: source.clone(),
                 source_id: source_id.clone(),
                 source_version_id: from_id,
                 path: p.to_string(),

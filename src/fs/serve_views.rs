@@ -1010,7 +1010,7 @@ impl Fs {
             let req: crate::cli::fork::AdoptRequest = serde_json::from_slice(value)
                 .map_err(|e| Error::new(libc::EINVAL, format!("adopt: {e}")))?;
             return self
-                .adopt_through_mount(std::path::Path::new(&req.from), &req.paths, ctx)
+                .adopt_through_mount(&req.from, &req.paths, ctx)
                 .map(|_| ());
         }
         if name == DROP_CHECKPOINT_XATTR.as_bytes() && ino == ROOT {

@@ -416,6 +416,12 @@ const SECRETS: &[(&str, &str)] = &[
         "a JSON Web Token",
         r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
     ),
+    (
+        // `scheme://user:password@` (RFC 3986 userinfo): a database URL on a command
+        // line (`scratchfs adopt --from postgres://u:pw@h/db`) is recorded redacted.
+        "a password in a URL",
+        r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s/?#@:]*:[^\s/?#@]+@",
+    ),
 ];
 
 fn secret_patterns() -> &'static [(&'static str, regex::bytes::Regex)] {
@@ -664,6 +670,23 @@ mod tests {
             assert!(secret_in(embedded.as_bytes()).is_some(), "{embedded}");
         }
         assert_eq!(secret_in(b"task-this-is-a-long-kebab-case-name-here"), None);
+        assert_eq!(
+            secret_in(b"--from postgres://agent:s3cret@db.internal/pad"),
+            Some("a password in a URL")
+        );
+        for plain in [
+            "postgres://agent@db.internal:5432/pad",
+            "ssh://git@github.com:22/x",
+            "http://host:8080/a?b=c@d",
+        ] {
+            assert_eq!(secret_in(plain.as_bytes()), None, "{plain}");
+        }
+        let r = redact_secrets(b"postgresql://agent:s3cret@db/pad");
+        let r = String::from_utf8_lossy(&r);
+        assert!(
+            r.starts_with("[REDACTED a password in a URL blake3:") && r.ends_with("]db/pad"),
+            "{r}"
+        );
     }
 
     #[test]

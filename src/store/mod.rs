@@ -9,6 +9,7 @@
 //! change writes a new stream whose unchanged chunks dedupe against existing blobs.
 
 pub mod digest;
+mod fork;
 pub mod paths;
 pub mod postgres;
 mod redo;
@@ -17,11 +18,12 @@ mod sqlite;
 
 use std::io;
 
+pub use fork::fork_full;
 pub use redo::{Damage, RedoLog};
 pub use sqlite::{
     APPLICATION_ID, ContentReader, Probe, READ_CHUNK, RedoLoss, Sqlite, cannot_open, companions,
-    digest_of, for_each_data, fork_full, gc as sqlite_gc, inputs_of, list_checkpoints,
-    live_lineage, make_private, open_read_only, probe, read_all, stream_end,
+    digest_of, for_each_data, gc as sqlite_gc, inputs_of, list_checkpoints, live_lineage,
+    make_private, open_read_only, probe, read_all, stream_end,
 };
 
 use crate::error::Result;
@@ -587,6 +589,9 @@ pub trait History: Send + Sync {
     /// The text of the writer rules recorded last (SPEC §5), if any; `""` when the last
     /// mount had none.
     fn rules_text(&self) -> Result<Option<String>>;
+    /// A `meta` value (`scratchpad_id`, `forked_from`, `mountpoint`, ...; docs/schema.md),
+    /// `None` when the key is not set.
+    fn meta(&self, key: &str) -> Result<Option<String>>;
 }
 
 /// A backend's reading connection: one that sees every change acknowledged so far.
@@ -664,6 +669,9 @@ impl<R: Reading> History for R {
     }
     fn rules_text(&self) -> Result<Option<String>> {
         self.reading(sql::read::rules_text)
+    }
+    fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.reading(|c| sql::read::meta(c, key))
     }
 }
 

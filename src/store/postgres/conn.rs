@@ -251,6 +251,18 @@ impl PgConn {
         ))
     }
 
+    /// Opens a read-only transaction that sees one snapshot of the database throughout
+    /// (`REPEATABLE READ`): a fork copies every table from one point in time. It takes no
+    /// change lock: changes of other daemons go on, unseen by it.
+    pub fn begin_snapshot(&self) -> Result<()> {
+        if self.in_transaction.get() {
+            return Err(Error::store(
+                "begin_snapshot: a transaction is already open",
+            ));
+        }
+        self.begin_as("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    }
+
     /// Sends `sql`, which opens a transaction, now. When a statement after its `BEGIN`
     /// fails (a lock not had within `lock_timeout`), the server's transaction stays open
     /// and aborted: it is rolled back here, so that the connection takes the next change.

@@ -1,9 +1,10 @@
 //! The PostgreSQL backend (issue 15): a store on a shared PostgreSQL server, for several
 //! machines' mounts of one scratchpad. The backend-neutral code (src/store/sql) runs on
 //! it through [`PgConn`], its [`Conn`](crate::store::sql::Conn) implementation over the
-//! synchronous `postgres` client; this folder owns only what differs from SQLite: the
-//! connection (URL, libpq environment defaults, errors as errnos), and the schema text
-//! [`SCHEMA`].
+//! `tokio-postgres` client (a current-thread runtime per connection, statements
+//! pipelined); this folder owns only what differs from SQLite: the connection (URL, libpq
+//! environment defaults, errors as errnos, the change lock), notifications between
+//! daemons ([`notify`]), and the schema text [`SCHEMA`].
 //!
 //! TLS: this build links no TLS implementation; `sslmode=require` (in the URL or
 //! `PGSSLMODE`) is refused with a message saying so ([`PgConn::connect`]).

@@ -114,6 +114,31 @@ impl Postgres {
         Ok((Self::with_writer(url, name, Some(conn), false), fresh))
     }
 
+    /// Makes a new scratchpad in the database `url` names, in one transaction: the schema,
+    /// then `fill` writes its rows (a fork with history: [`crate::store::fork_full`]).
+    /// Nothing stays when `fill` fails. `EEXIST` when the database holds a scratchpad
+    /// already (creating the database itself is the administrator's: docs/deploy.md).
+    pub fn create_with(url: &str, fill: impl FnOnce(&dyn Conn) -> Result<()>) -> Result<()> {
+        let name = display_name(url);
+        let conn = PgConn::connect(url)?;
+        conn.transaction(|c| {
+            c.exec("SELECT pg_advisory_xact_lock(?1)", p![SCHEMA_LOCK])?;
+            let has: bool = c.value(
+                "SELECT EXISTS (SELECT 1 FROM information_schema.tables
+                                WHERE table_schema = current_schema() AND table_name = 'nodes')",
+                p![],
+            )?;
+            if has {
+                return Err(Error::new(
+                    libc::EEXIST,
+                    format!("{name}: holds a scratchpad already"),
+                ));
+            }
+            c.batch(super::SCHEMA)?;
+            fill(c)
+        })
+    }
+
     /// Opens the database to read only (`mount --at`, issue 14): nothing is created or
     /// written; every change is refused with `EROFS`. `ENOENT` when it holds no
     /// scratchpad.
@@ -200,11 +225,6 @@ impl Postgres {
             let _ = conn.batch("ROLLBACK");
         }
         end
-    }
-
-    /// A `meta` value.
-    pub fn meta(&self, key: &str) -> Result<Option<String>> {
-        self.reading(|c| c.opt_value("SELECT value FROM meta WHERE key = ?1", p![key]))
     }
 
     /// Sets a `meta` row.

@@ -12,12 +12,14 @@
 //!   event, a JSON file's keys keep their own provenance.
 //! - [`checkpoint`]: the namespace log, checkpoints, the tree at a point, rollback.
 //! - [`admin`]: gc and redact.
+//! - [`fork`]: a fork with history: the rows copied, then cut back to a point.
 //! - [`read`]: the read side ([`crate::store::History`]).
 
 pub mod admin;
 pub mod checkpoint;
 mod conn;
 pub mod content;
+pub mod fork;
 pub mod read;
 pub mod write;
 

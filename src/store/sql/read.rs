@@ -317,3 +317,8 @@ pub(crate) fn load_node(conn: &dyn Conn, ino: u64) -> Result<Option<NodeRecord>>
 pub(crate) fn rules_text(conn: &dyn Conn) -> Result<Option<String>> {
     conn.opt_value("SELECT text FROM rules ORDER BY id DESC LIMIT 1", p![])
 }
+
+/// [`crate::store::History::meta`].
+pub(crate) fn meta(conn: &dyn Conn, key: &str) -> Result<Option<String>> {
+    conn.opt_value("SELECT value FROM meta WHERE key = ?1", p![key])
+}

@@ -10,12 +10,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use super::redo::{LoggedBuild, MAX_PAYLOAD, Op, Pieces, RedoLog};
 use super::{
-    Attrs, CommitRequest, Committed, ContentRef, GcReport, GcRequest, Kind, NodeRecord,
-    RedactReport, RenameRequest, Store, VersionInfo,
+    Attrs, CommitRequest, Committed, GcReport, GcRequest, Kind, NodeRecord, RedactReport,
+    RenameRequest, Store, VersionInfo,
 };
 use crate::error::{Error, Result};
 use crate::identity::Caller;
@@ -29,7 +29,7 @@ pub use checkpoint::list as list_checkpoints;
 mod conn;
 mod file;
 mod fork;
-pub use fork::fork_full;
+pub use fork::{create_with, fork_file};
 
 use admin::*;
 
@@ -748,13 +748,6 @@ impl Sqlite {
         Ok(())
     }
 
-    /// A `meta` value (`scratchpad_id`, `forked_from`, ...).
-    pub fn meta(&self, key: &str) -> Result<Option<String>> {
-        Ok(self
-            .reader()?
-            .opt_value("SELECT value FROM meta WHERE key = ?1", p![key])?)
-    }
-
     /// Path of the database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -1166,9 +1159,9 @@ impl Store for Sqlite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Build;
     use crate::store::History;
     use crate::store::sql::content::EMPTY_STREAM;
+    use crate::store::{Build, ContentRef};
 
     fn store() -> (tempfile::TempDir, Sqlite) {
         let dir = tempfile::tempdir().unwrap();
