@@ -329,8 +329,7 @@ fn prepare_past(spec: &MountSpec, at: &str) -> Result<(Arc<Fs>, Config), Failure
             }
             None => {
                 let (db, db_dir) = check_database(&spec.db, &mp)?;
-                crate::store::open_read_only(&db).map_err(|e| e.reason)?;
-                drop(crate::cli::open(&db)?);
+                drop(crate::cli::open_sqlite(&db)?);
                 let store = Sqlite::open_frozen(&db)
                     .map_err(|e| format!("database {}: {e}", db.display()))?;
                 (Arc::new(store), db_dir, db.display().to_string())

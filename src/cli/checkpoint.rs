@@ -104,8 +104,7 @@ pub fn checkpoint(db: &Path, name: &str, note: Option<&str>, json: bool) -> Resu
 
 /// The checkpoints of `db` (not dropped), oldest first, with every change acknowledged.
 fn list(db: &Path) -> Result<Vec<Checkpoint>, Failure> {
-    let conn = super::open(db)?;
-    crate::store::list_checkpoints(&conn).map_err(|e| e.reason)
+    super::open_history(db)?.checkpoints().map_err(|e| e.reason)
 }
 
 /// `scratchfs checkpoints [--json]`: name, time, writer, note; `auto` for a rollback's

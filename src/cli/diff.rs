@@ -7,12 +7,12 @@
 //! that is not text) is a one-line failure, exit status 1, pointing at `scratchfs show`
 //! and `cmp`.
 
-use crate::store::sql::Conn;
+use crate::store::History;
 use std::ffi::OsStr;
 use std::io::Write;
 use std::path::Path;
 
-use super::{Failure, VersionRow, arg, open, parse_spec, version_of};
+use super::{Failure, VersionRow, arg, open_history, parse_spec, version_of};
 use crate::views::quote_stored;
 
 /// Largest version `diff` compares, in bytes (8 MiB): both sides are held in memory.
@@ -39,14 +39,15 @@ pub fn human_size(n: u64) -> String {
 /// The `--json` object is `{"a": "PATH@A", "b": "PATH@B", "diff": TEXT}`, a label that is
 /// not UTF-8 with its bytes in `a_hex`/`b_hex` ([`super::json_name`]).
 pub fn diff(db: &Path, a: &OsStr, b: Option<&OsStr>, json: bool) -> Result<(), Failure> {
-    let conn = open(db)?;
+    let store = open_history(db)?;
+    let store = &*store;
     let a = arg(a);
-    let va = version_of(&conn, &a)?;
+    let va = version_of(store, &a)?;
     let b = match b {
         Some(b) => arg(b),
         None => parse_spec(&a)?.0,
     };
-    let vb = version_of(&conn, &b)?;
+    let vb = version_of(store, &b)?;
     let (ha, hb) = (
         format!("{}@{}", va.path, va.version),
         format!("{}@{}", vb.path, vb.version),
@@ -70,7 +71,7 @@ pub fn diff(db: &Path, a: &OsStr, b: Option<&OsStr>, json: bool) -> Result<(), F
                 ));
             }
         }
-        (text(&conn, &va, &ha, &hint)?, text(&conn, &vb, &hb, &hint)?)
+        (text(store, &va, &ha, &hint)?, text(store, &vb, &hb, &hint)?)
     };
     let d = similar::TextDiff::from_lines(&ta, &tb);
     // The text headers quote a name that could break them (`--- "a\nb@2"`), as git does.
@@ -122,9 +123,9 @@ impl<W: Write> Write for JsonString<W> {
 /// The content of `v` (at most [`DIFF_MAX`] bytes) as text, or the failure saying it is
 /// not text or has more than [`DIFF_MAX_LINES`] lines (`label` names it, `hint` says what
 /// to do instead).
-fn text(conn: &dyn Conn, v: &VersionRow, label: &str, hint: &str) -> Result<String, Failure> {
+fn text(store: &dyn History, v: &VersionRow, label: &str, hint: &str) -> Result<String, Failure> {
     let mut bytes = Vec::with_capacity(v.size as usize);
-    super::each_chunk(conn, v.content(), |chunk| {
+    super::each_chunk(store, v.content(), |chunk| {
         bytes.extend_from_slice(chunk);
         Ok(())
     })?;

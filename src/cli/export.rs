@@ -6,14 +6,12 @@
 //! empty, `.` or `..` component, a NUL byte, or an absolute one, is skipped with a warning
 //! (SPEC §2; a crafted database cannot write elsewhere).
 
-use crate::p;
-use crate::store::sql::{Conn, ConnExt};
 use std::ffi::OsStr;
 use std::io::IsTerminal;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::{Failure, open};
+use super::Failure;
 use crate::store::{ContentRef, paths};
 use crate::views::quote_stored;
 
@@ -40,33 +38,13 @@ fn safe(path: &str) -> Option<PathBuf> {
         .then_some(out)
 }
 
-/// The files at `at` as versions and events say, for a time before the namespace log
-/// begins (a database made before issue 14): each file's last version by then, unless it
-/// was deleted by then (an unlink event, or its lineage ended by being renamed over
-/// another). Directories only as the files' paths make them.
-fn rows_from_versions(conn: &dyn Conn, at: i64) -> Result<Vec<(String, i64, i64, i64)>, Failure> {
-    conn.all(
-        "SELECT v.path, v.stream, v.size, v.time_ns FROM versions v
-             JOIN files f ON f.id = v.file_id
-             WHERE v.time_ns <= ?1
-               AND v.version = (SELECT MAX(version) FROM versions w
-                                WHERE w.file_id = v.file_id AND w.time_ns <= ?1)
-               AND NOT EXISTS (SELECT 1 FROM events e WHERE e.file_id = f.id
-                               AND e.op = 'unlink' AND e.time_ns <= ?1 AND e.time_ns >= v.time_ns)
-               AND NOT (f.merged_into IS NOT NULL AND f.deleted_ns <= ?1)
-             ORDER BY v.path",
-        p![at],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )
-    .map_err(|e| e.to_string())
-}
-
 /// Exports the tree at `at_ns` (ns since the epoch, [`super::time::parse_ns`]; default:
 /// now, as any time after the last change) into `dir`, which must not exist or be empty.
 /// When nothing is exported for a given time, a note on stderr says why (before the first
 /// version, or no file then).
 pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(), Failure> {
-    let conn = open(db)?;
+    // Opened first: nothing is made for a database that cannot be read.
+    let frozen = super::open_history(db)?;
     let at = at_ns.unwrap_or(i64::MAX);
     if dir.exists()
         && std::fs::read_dir(dir)
@@ -81,7 +59,6 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
     // directories and files with no version yet included, a file whose version then gc
     // forgot left out with a warning. A time before the log begins (a database made
     // before it) falls back to what versions and events say.
-    let frozen = super::open_history(db)?;
     let (rows, dirs, forgotten) = {
         match frozen.point_at(at) {
             Ok(point) => {
@@ -103,12 +80,19 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
                 (rows, dirs, forgotten)
             }
             Err(e) if e.errno == libc::ENOENT => {
-                (rows_from_versions(&conn, at)?, Vec::new(), Vec::new())
+                // The files at `at` as versions and events say (a database made before
+                // the namespace log): directories only as the files' paths make them.
+                let rows = frozen
+                    .files_by_versions(at)
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .map(|(path, c, t)| (path, c.stream, c.len as i64, t))
+                    .collect();
+                (rows, Vec::new(), Vec::new())
             }
             Err(e) => return Err(e.reason),
         }
     };
-    drop(frozen);
     for path in &forgotten {
         eprintln!(
             "scratchfs: export: skipped {}: its version then was forgotten by gc",
@@ -188,12 +172,16 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         };
         {
             use std::os::unix::fs::FileExt;
-            crate::store::for_each_data(&conn, content, |off, bytes| {
-                f.write_all_at(bytes, off).map_err(|e| {
-                    crate::error::Error::new(e.raw_os_error().unwrap_or(libc::EIO), e.to_string())
+            frozen
+                .for_each_data(content, &mut |off, bytes| {
+                    f.write_all_at(bytes, off).map_err(|e| {
+                        crate::error::Error::new(
+                            e.raw_os_error().unwrap_or(libc::EIO),
+                            e.to_string(),
+                        )
+                    })
                 })
-            })
-            .map_err(|e| format!("{}: {}", shown(&target), e.reason))?;
+                .map_err(|e| format!("{}: {}", shown(&target), e.reason))?;
             f.set_len(content.len)
                 .map_err(|e| format!("{}: {e}", shown(&target)))?;
         }
@@ -206,7 +194,7 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
         && let Some(at) = at_ns
     {
         // Say why nothing came out: a TIME is accepted whatever it selects.
-        match super::time::first_version_ns(&conn)? {
+        match super::time::first_version_ns(&*frozen)? {
             Some(first) if at < first => eprintln!(
                 "scratchfs: note: --at {} is before the first version ({}): nothing existed then",
                 super::time::utc_exact(at),

@@ -83,8 +83,8 @@ pub fn gc(
         && let Some(before) = before_ns
     {
         // A TIME is accepted whatever it selects; say so when it selects nothing.
-        let conn = super::open(db)?;
-        if let Some(first) = super::time::first_version_ns(&conn)?
+        let store = super::open_history(db)?;
+        if let Some(first) = super::time::first_version_ns(&*store)?
             && before <= first
         {
             eprintln!(
@@ -119,8 +119,9 @@ pub fn gc(
 fn drop_checkpoint(db: &Path, name: &str, dry_run: bool) -> Result<(), Failure> {
     let q = format!("gc: checkpoint {}", crate::views::quote_path(name));
     if dry_run {
-        let conn = super::open(db)?;
-        let all = crate::store::list_checkpoints(&conn).map_err(|e| e.reason)?;
+        let all = super::open_history(db)?
+            .checkpoints()
+            .map_err(|e| e.reason)?;
         return match all.iter().any(|c| c.name == name) {
             true => Ok(()),
             false => Err(format!("{q}: no such checkpoint")),
@@ -181,12 +182,11 @@ pub(crate) fn cli_caller() -> Caller {
 pub(crate) fn db_owner(db: &Path) -> Result<u32, Failure> {
     use std::os::unix::fs::MetadataExt;
     if super::postgres_url(db).is_some() {
-        use crate::store::sql::ConnExt;
-        let conn = super::open(db)?;
-        let uid: i64 = conn
-            .value("SELECT uid FROM nodes WHERE ino = 1", crate::p![])
-            .map_err(|e| e.to_string())?;
-        return u32::try_from(uid).map_err(|_| format!("the root directory's owner {uid}"));
+        let root = super::open_history(db)?
+            .node(crate::fs::ROOT)
+            .map_err(|e| e.to_string())?
+            .ok_or("the scratchpad has no root directory")?;
+        return Ok(root.attrs.uid);
     }
     std::fs::metadata(db)
         .map(|m| m.uid())

@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::{Failure, open};
+use super::Failure;
 
 /// Reads the reply from `file` (`None` or `-`: standard input), grounds it against what
 /// the database holds now ([`crate::lineage::sources`]) and prints one line per token and
@@ -24,8 +24,9 @@ pub fn ground(db: &Path, file: Option<&Path>, json: bool) -> Result<(), Failure>
         }
     }
     let reply = String::from_utf8_lossy(&reply);
-    let conn = open(db)?;
-    let found = crate::lineage::sources::sources(&conn).map_err(|e| e.reason)?;
+    let found = super::open_history(db)?
+        .ground_sources()
+        .map_err(|e| e.reason)?;
     let findings = crate::lineage::ground::ground(&reply, &found.sources);
     let status = crate::lineage::ground::exit_status(&findings);
     if json {

@@ -6,8 +6,7 @@
 //! it is always one more daemon on the database: its own core, refreshed by the others'
 //! notifications, under the database's rules (`--rules` records new ones).
 
-use crate::p;
-use crate::store::sql::ConnExt;
+use crate::store::History;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -145,13 +144,8 @@ fn run_server(
 
 /// The text of the rules the database was last mounted with, unless empty (the defaults).
 fn stored_rules(db: &Path) -> Result<Option<String>, Failure> {
-    let conn = crate::store::open_read_only(db).map_err(|e| e.reason)?;
-    let text: Option<String> = conn
-        .opt(
-            "SELECT text FROM rules ORDER BY id DESC LIMIT 1",
-            p![],
-            |r| r.get(0),
-        )
+    let text = crate::store::Sqlite::open_frozen(db)
+        .and_then(|s| s.rules_text())
         .map_err(|e| format!("{}: {e}", db.display()))?;
     Ok(text.filter(|t| !t.trim().is_empty()))
 }

@@ -29,9 +29,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::p;
-use crate::store::postgres::PgConn;
-use crate::store::sql::{Conn, ConnExt};
+use crate::store::History;
 
 use crate::store::{ContentRef, paths};
 use crate::views::{quote_path, quote_stored};
@@ -39,55 +37,20 @@ use crate::views::{quote_path, quote_stored};
 /// A runtime failure, one line.
 pub type Failure = String;
 
-/// A version as the commands print it.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct VersionRow {
-    /// Version number within its file.
-    pub version: i64,
-    /// Path at commit time, as stored ([`crate::store::paths`]; `--json` prints it with
-    /// [`json_name`]).
-    pub path: String,
-    /// `create`, `write`, `append`, `truncate`, `rename`.
-    pub op: String,
-    /// Bytes.
-    pub size: u64,
-    /// blake3, hex.
-    pub blake3: String,
-    /// Writer name.
-    pub writer: String,
-    /// Agent step.
-    pub step: Option<i64>,
-    /// Process id and executable.
-    pub tgid: u32,
-    /// Executable.
-    pub exe: String,
-    /// Commit time, ns since the epoch.
-    pub time_ns: i64,
-    #[serde(skip)]
-    stream: i64,
-    /// `versions.id`.
-    #[serde(skip)]
-    pub id: i64,
-}
-
-impl VersionRow {
-    /// Where its bytes are.
-    pub fn content(&self) -> ContentRef {
-        ContentRef {
-            stream: self.stream,
-            len: self.size,
-        }
-    }
-}
+pub use crate::store::VersionRow;
 
 /// A `meta` value of the database (e.g. `mountpoint`, `last_gc`).
 pub fn meta(db: &Path, key: &str) -> Result<Option<String>, Failure> {
-    let conn: Box<dyn Conn> = match postgres_url(db) {
-        Some(url) => Box::new(PgConn::connect(url).map_err(|e| e.reason)?),
-        None => Box::new(crate::store::open_read_only(db).map_err(|e| e.reason)?),
-    };
-    conn.opt_value("SELECT value FROM meta WHERE key = ?1", p![key])
-        .map_err(|e| e.to_string())
+    match postgres_url(db) {
+        Some(url) => crate::store::postgres::Postgres::open_frozen(url)
+            .and_then(|s| s.meta(key))
+            .map_err(|e| e.to_string()),
+        None => {
+            // Not through `open_history`, which asks a live mount (found by this) first.
+            let conn = crate::store::open_read_only(db).map_err(|e| e.reason)?;
+            crate::store::sql::read::meta(&conn, key).map_err(|e| e.to_string())
+        }
+    }
 }
 
 /// Refuses a database that is not there: an SQLite file that cannot be looked at (the
@@ -157,22 +120,8 @@ pub fn set_xattr(file: &Path, name: &str, value: &[u8]) -> std::io::Result<()> {
 /// How long a command waits for the database lock to apply a killed daemon's redo log.
 const REDO_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Opens the database read-only, after making every change the daemon acknowledged
-/// visible in it: while the database is mounted, `fsync` of the mountpoint asks the daemon
-/// to write its batch (`fsyncdir`, docs/SEMANTICS.md); when it is not, a redo log left by
-/// a killed daemon is applied, as the next mount would. If another process holds the
-/// database lock (a mount starting, another command applying the log), this waits for it
-/// up to `REDO_LOCK_WAIT` (10 s), then reads what SQLite has, with a warning on stderr.
-pub fn open(db: &Path) -> Result<Box<dyn Conn>, Failure> {
-    if let Some(url) = postgres_url(db) {
-        // Every acknowledged change is committed there already.
-        return Ok(Box::new(PgConn::connect(url).map_err(|e| e.reason)?));
-    }
-    Ok(Box::new(open_sqlite(db)?))
-}
-
 /// The read side of the database `db` ([`crate::store::History`]), opened to read only
-/// (no lock taken, nothing written): SQLite's after [`open`] made every acknowledged
+/// (no lock taken, nothing written): SQLite's after [`open_sqlite`] made every acknowledged
 /// change visible in it, PostgreSQL's at once.
 pub fn open_history(db: &Path) -> Result<Box<dyn crate::store::History>, Failure> {
     if let Some(url) = postgres_url(db) {
@@ -186,7 +135,13 @@ pub fn open_history(db: &Path) -> Result<Box<dyn crate::store::History>, Failure
     ))
 }
 
-/// [`open`] for an SQLite database: the connection itself (fsck, fork).
+/// Opens an SQLite database read-only, after making every change the daemon
+/// acknowledged visible in it: while the database is mounted, `fsync` of the mountpoint
+/// asks the daemon to write its batch (`fsyncdir`, docs/SEMANTICS.md); when it is not, a
+/// redo log left by a killed daemon is applied, as the next mount would. If another
+/// process holds the database lock (a mount starting, another command applying the log),
+/// this waits for it up to `REDO_LOCK_WAIT` (10 s), then reads what SQLite has, with a
+/// warning on stderr. (On PostgreSQL every acknowledged change is committed already.)
 pub fn open_sqlite(db: &Path) -> Result<rusqlite::Connection, Failure> {
     let start = std::time::Instant::now();
     loop {
@@ -222,30 +177,14 @@ pub fn arg(a: &OsStr) -> String {
 }
 
 /// The lineage of the live file at `path` (stored form), found by the exact bytes of its
-/// names in `nodes`.
-fn live_file_id(conn: &dyn Conn, path: &str) -> Result<Option<i64>, Failure> {
-    crate::store::live_lineage(conn, path).map_err(|e| e.to_string())
-}
-
 /// The lineage now at `path` (stored form), or else the one most recently at `path`
-/// (deleted). The live file is found by the exact bytes of its names; a deleted one by
-/// its stored path, and for a name that is not UTF-8 also as a database written by an
-/// older scratchfs stored it (each such byte as U+FFFD; two such names can share it).
-pub fn file_id(conn: &dyn Conn, path: &str) -> Result<i64, Failure> {
+/// (deleted) ([`crate::store::History::lineage_at`]).
+pub fn file_id(store: &dyn History, path: &str) -> Result<i64, Failure> {
     let path = path.trim_start_matches('/');
-    if let Some(id) = live_file_id(conn, path)? {
-        return Ok(id);
-    }
-    let lossy = paths::lossy(path);
-    for p in std::iter::once(path).chain(lossy.as_deref()) {
-        let found = conn
-            .opt_value("SELECT id FROM files WHERE path = ?1 ORDER BY deleted_ns IS NOT NULL, deleted_ns DESC, id DESC LIMIT 1", p![p])
-            .map_err(|e| e.to_string())?;
-        if let Some(id) = found {
-            return Ok(id);
-        }
-    }
-    Err(format!("{}: no such file in the store", quote_stored(path)))
+    store
+        .lineage_at(path)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{}: no such file in the store", quote_stored(path)))
 }
 
 /// Sets `o[key]` to a name given as raw bytes, losslessly: the name as a JSON string when
@@ -274,43 +213,22 @@ pub fn json_paths(o: &mut serde_json::Value, keys: &[&str]) {
 }
 
 /// `v` as one JSON object, its path lossless ([`json_paths`]), with its `inputs`.
-fn version_json(conn: &dyn Conn, v: &VersionRow) -> Result<serde_json::Value, Failure> {
+fn version_json(store: &dyn History, v: &VersionRow) -> Result<serde_json::Value, Failure> {
     let mut o = serde_json::to_value(v).map_err(|e| e.to_string())?;
     json_paths(&mut o, &["path"]);
-    o["inputs"] = inputs_json(conn, v.id);
+    o["inputs"] = inputs_json(store, v.id);
     Ok(o)
 }
 
 /// The inputs of version `id` as JSON ([`crate::lineage::inputs_json`]); none in a
 /// database no scratchfs since issue 13 has mounted.
-pub fn inputs_json(conn: &dyn Conn, id: i64) -> serde_json::Value {
-    crate::lineage::inputs_json(&crate::store::inputs_of(conn, id).unwrap_or_default())
+pub fn inputs_json(store: &dyn History, id: i64) -> serde_json::Value {
+    crate::lineage::inputs_json(&store.inputs(id).unwrap_or_default())
 }
 
 /// Every version of a lineage, oldest first.
-pub fn versions(conn: &dyn Conn, file_id: i64) -> Result<Vec<VersionRow>, Failure> {
-    conn.all(
-        "SELECT version, path, op, size, blake3, writer, step, tgid, exe, time_ns, stream, id
-         FROM version_log WHERE file_id = ?1 ORDER BY version",
-        p![file_id],
-        |r| {
-            Ok(VersionRow {
-                version: r.get(0)?,
-                path: r.get(1)?,
-                op: r.get(2)?,
-                size: r.get::<i64>(3)? as u64,
-                blake3: r.get(4)?,
-                writer: r.get(5)?,
-                step: r.get(6)?,
-                tgid: r.get(7)?,
-                exe: r.get(8)?,
-                time_ns: r.get(9)?,
-                stream: r.get(10)?,
-                id: r.get(11)?,
-            })
-        },
-    )
-    .map_err(|e| e.to_string())
+pub fn versions(store: &dyn History, file_id: i64) -> Result<Vec<VersionRow>, Failure> {
+    store.version_rows(file_id).map_err(|e| e.to_string())
 }
 
 /// `PATH[@N]` (stored form) → the path and the version (`None`: current). N is digits;
@@ -329,17 +247,17 @@ pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
 }
 
 /// The version `spec` (`PATH[@N]`, stored form) names.
-pub fn version_of(conn: &dyn Conn, spec: &str) -> Result<VersionRow, Failure> {
+pub fn version_of(store: &dyn History, spec: &str) -> Result<VersionRow, Failure> {
     let (path, n) = parse_spec(spec)?;
     // `x@3` with no file `x`: a file named `x@3`, if there is one (live or deleted).
-    let (path, n) = match (n, file_id(conn, &path)) {
-        (Some(_), Err(e)) => match file_id(conn, spec) {
+    let (path, n) = match (n, file_id(store, &path)) {
+        (Some(_), Err(e)) => match file_id(store, spec) {
             Ok(_) => (spec.to_string(), None),
             Err(_) => return Err(e),
         },
         _ => (path, n),
     };
-    let all = versions(conn, file_id(conn, &path)?)?;
+    let all = versions(store, file_id(store, &path)?)?;
     match n {
         None => all.last().cloned(),
         Some(n) => all.iter().find(|v| v.version == n).cloned(),
@@ -350,10 +268,11 @@ pub fn version_of(conn: &dyn Conn, spec: &str) -> Result<VersionRow, Failure> {
 /// `scratchfs history PATH [--json]`: the versions of the file now (or last) at PATH,
 /// through its renames.
 pub fn history(db: &Path, path: &OsStr, json: bool) -> Result<(), Failure> {
-    let conn = open(db)?;
-    for v in versions(&conn, file_id(&conn, &arg(path))?)? {
+    let store = open_history(db)?;
+    let store = &*store;
+    for v in versions(store, file_id(store, &arg(path))?)? {
         if json {
-            println!("{}", version_json(&conn, &v)?);
+            println!("{}", version_json(store, &v)?);
         } else {
             println!(
                 "{:>4}  {}  {:<8} {:>9}  {:<14} {:<6} {}  {}  {}",
@@ -378,30 +297,31 @@ pub fn history(db: &Path, path: &OsStr, json: bool) -> Result<(), Failure> {
 /// form reads the version twice, to learn whether it is UTF-8 before writing it).
 pub fn show(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
     use std::io::Write;
-    let conn = open(db)?;
-    let v = version_of(&conn, &arg(spec))?;
+    let store = open_history(db)?;
+    let store = &*store;
+    let v = version_of(store, &arg(spec))?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
     let io = |e: std::io::Error| format!("stdout: {e}");
     if !json {
-        copy_content(&conn, v.content(), &mut out, "stdout")?;
+        copy_content(store, v.content(), &mut out, "stdout")?;
         return out.flush().map_err(io);
     }
-    let meta = version_json(&conn, &v)?.to_string();
+    let meta = version_json(store, &v)?.to_string();
     let meta = meta.strip_suffix('}').unwrap_or(&meta);
-    let utf8 = utf8_pieces(&conn, v.content(), |_| Ok(()))?;
+    let utf8 = utf8_pieces(store, v.content(), |_| Ok(()))?;
     let key = if utf8 { "content" } else { "content_hex" };
     let sep = if meta.ends_with('{') { "" } else { "," };
     write!(out, "{meta}{sep}\"{key}\":\"").map_err(io)?;
     if utf8 {
-        utf8_pieces(&conn, v.content(), |piece| {
+        utf8_pieces(store, v.content(), |piece| {
             let quoted = serde_json::to_string(piece).map_err(|e| e.to_string())?;
             out.write_all(&quoted.as_bytes()[1..quoted.len() - 1])
                 .map_err(io)
         })?;
     } else {
         let mut hex = String::new();
-        each_chunk(&conn, v.content(), |chunk| {
+        each_chunk(store, v.content(), |chunk| {
             use std::fmt::Write;
             hex.clear();
             for b in chunk {
@@ -418,18 +338,20 @@ pub fn show(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
 /// [`crate::store::READ_CHUNK`] bytes (1 MiB: the most of it ever held); returns the
 /// byte count. A store failure is its reason; `f`'s failure is returned as it is.
 pub fn each_chunk(
-    conn: &dyn Conn,
+    store: &dyn History,
     content: ContentRef,
     mut f: impl FnMut(&[u8]) -> Result<(), Failure>,
 ) -> Result<u64, Failure> {
-    use std::io::Read;
-    let mut reader = crate::store::ContentReader::new(conn, content);
     let mut buf = vec![0u8; crate::store::READ_CHUNK.min(content.len as usize)];
+    let mut at = 0u64;
     loop {
-        let n = reader.read(&mut buf).map_err(|e| e.to_string())?;
+        let n = store
+            .read(content, at, &mut buf)
+            .map_err(|e| e.to_string())?;
         if n == 0 {
-            return Ok(reader.position());
+            return Ok(at);
         }
+        at += n as u64;
         f(&buf[..n])?;
     }
 }
@@ -437,12 +359,12 @@ pub fn each_chunk(
 /// Writes the bytes of `content` to `out` in chunks ([`each_chunk`]); `what` names `out`
 /// in a write failure (`stdout: Broken pipe`). Returns the byte count.
 pub fn copy_content(
-    conn: &dyn Conn,
+    store: &dyn History,
     content: ContentRef,
     out: &mut dyn std::io::Write,
     what: &str,
 ) -> Result<u64, Failure> {
-    each_chunk(conn, content, |chunk| {
+    each_chunk(store, content, |chunk| {
         out.write_all(chunk).map_err(|e| format!("{what}: {e}"))
     })
 }
@@ -453,14 +375,14 @@ pub fn copy_content(
 /// content); `Ok(false)` at the first chunk holding a byte that is not (`f` has then seen
 /// only the text before that chunk).
 pub fn utf8_pieces(
-    conn: &dyn Conn,
+    store: &dyn History,
     content: ContentRef,
     mut f: impl FnMut(&str) -> Result<(), Failure>,
 ) -> Result<bool, Failure> {
     let mut carry: Vec<u8> = Vec::new();
     let mut ok = true;
     // A failure of `f` ends the reading; `Err("")` marks an invalid byte.
-    let r = each_chunk(conn, content, |chunk| {
+    let r = each_chunk(store, content, |chunk| {
         let joined;
         let bytes = if carry.is_empty() {
             chunk

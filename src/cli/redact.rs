@@ -6,8 +6,6 @@
 //! event (op `redact`) with who and why. While mounted, the daemon does it (through the
 //! attribute `user.scratchfs.redact` on the mount's root); otherwise this process.
 
-use crate::p;
-use crate::store::sql::ConnExt;
 use std::ffi::OsStr;
 use std::path::Path;
 
@@ -107,10 +105,7 @@ fn offline(db: &Path, req: &RedactRequest) -> Result<(), Failure> {
 
 /// The reason of the newest `redact` event (what it redacted).
 fn last_redact(db: &Path) -> Result<Option<String>, Failure> {
-    let conn = super::open(db)?;
-    conn.opt_value::<String>(
-        "SELECT reason FROM events WHERE op = 'redact' ORDER BY id DESC LIMIT 1",
-        p![],
-    )
-    .map_err(|e| format!("{}: {e}", db.display()))
+    super::open_history(db)?
+        .last_reason("redact")
+        .map_err(|e| format!("{}: {e}", db.display()))
 }

@@ -21,8 +21,6 @@
 //! compact ISO 8601 (`20261201`, which older versions read as nanoseconds), week or
 //! ordinal dates, a bare number, relative times (`yesterday`), leading or trailing blanks.
 
-use crate::p;
-use crate::store::sql::{Conn, ConnExt};
 use std::sync::OnceLock;
 
 use jiff::Timestamp;
@@ -151,9 +149,8 @@ pub fn utc_exact(ns: i64) -> String {
 
 /// The commit time of the database's first version (ns), `None` if it has none: what a
 /// TIME before it selects is nothing, which the commands say in a note.
-pub fn first_version_ns(conn: &dyn Conn) -> Result<Option<i64>, super::Failure> {
-    conn.value("SELECT MIN(time_ns) FROM versions", p![])
-        .map_err(|e| e.to_string())
+pub fn first_version_ns(store: &dyn crate::store::History) -> Result<Option<i64>, super::Failure> {
+    store.first_version_ns().map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -4,16 +4,16 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
-use super::{Failure, open};
+use super::{Failure, open_history};
 
 /// Prints the lineage of `target` (`PATH` or `PATH:KEY`, raw bytes): as an indented tree,
 /// or with `json` as one JSON object ([`crate::lineage::why::Why`]).
 pub fn why(db: &Path, target: &OsStr, depth: usize, json: bool) -> Result<(), Failure> {
-    let conn = open(db)?;
+    let store = open_history(db)?;
     let arg = super::arg(target);
     let arg = arg.trim_start_matches('/');
-    let (path, key) = crate::lineage::why::split_target(&conn, arg).map_err(|e| e.reason)?;
-    let w = crate::lineage::why::why(&conn, path, key, depth).map_err(|e| e.reason)?;
+    let (path, key) = crate::lineage::why::split_target(&*store, arg).map_err(|e| e.reason)?;
+    let w = store.why(path, key, depth).map_err(|e| e.reason)?;
     if json {
         println!("{}", serde_json::to_string(&w).map_err(|e| e.to_string())?);
     } else {

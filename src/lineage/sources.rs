@@ -1,6 +1,7 @@
 //! What `scratchfs ground` checks a reply against (issue 13): every value the scratchpad
-//! holds now, read from the database (SQL of docs/schema.md), so the command line and the
-//! daemon (the MCP tool `ground`) share it.
+//! holds now, read from the database (the store's questions,
+//! [`crate::store::sql::lineage`]), so the command line and the daemon (the MCP tool
+//! `ground`) share it through [`crate::store::History::ground_sources`].
 //!
 //! - a JSON file (an object or an array, at most [`SOURCE_FILE_MAX`]): each scalar at any
 //!   depth is a key source (dotted key, `items.0.sku`), with the version, writer and step
@@ -12,13 +13,13 @@
 //! Binary files and files over [`SOURCE_FILE_MAX`] are left out, at most
 //! [`SOURCE_BYTES_MAX`] bytes are read, and at most [`SOURCES_MAX`] sources are returned.
 
-use crate::p;
-use crate::store::sql::{Conn, ConnExt};
-use std::collections::{HashMap, HashSet};
+use crate::store::sql::Conn;
+use crate::store::sql::lineage::{field_setters, live_files};
+use std::collections::HashSet;
 
 use super::ground::Source;
 use crate::error::Result;
-use crate::store::{ContentRef, read_all};
+use crate::store::read_all;
 
 /// Largest file whose values are sources (4 MiB).
 pub const SOURCE_FILE_MAX: u64 = 4 << 20;
@@ -31,11 +32,7 @@ pub const SOURCE_BYTES_MAX: u64 = 256 << 20;
 
 /// The writers the stored rules mark `"model": true` (the rules of the last mount).
 pub fn model_writers(conn: &dyn Conn) -> Result<HashSet<String>> {
-    let text: Option<String> = conn.opt(
-        "SELECT text FROM rules ORDER BY id DESC LIMIT 1",
-        p![],
-        |r| r.get(0),
-    )?;
+    let text = crate::store::sql::read::rules_text(conn)?;
     let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
         return Ok(HashSet::new());
     };
@@ -48,58 +45,6 @@ pub fn model_writers(conn: &dyn Conn) -> Result<HashSet<String>> {
                 .collect()
         })
         .unwrap_or_default())
-}
-
-struct LiveFile {
-    file_id: i64,
-    path: String,
-    version: i64,
-    writer: String,
-    step: Option<i64>,
-    content: ContentRef,
-}
-
-fn live_files(conn: &dyn Conn) -> Result<Vec<LiveFile>> {
-    let rows = conn.all(
-        "SELECT f.id, f.path, v.version, v.writer, p.step, v.stream, v.size
-         FROM nodes n JOIN files f ON f.id = n.file_id
-         JOIN versions v ON v.file_id = n.file_id
-             AND v.version = (SELECT MAX(version) FROM versions WHERE file_id = n.file_id)
-         JOIN processes p ON p.id = v.process
-         WHERE n.parent IS NOT NULL AND n.kind = 'file' AND f.deleted_ns IS NULL
-         ORDER BY f.path",
-        p![],
-        |r| {
-            Ok(LiveFile {
-                file_id: r.get(0)?,
-                path: r.get(1)?,
-                version: r.get(2)?,
-                writer: r.get(3)?,
-                step: r.get(4)?,
-                content: ContentRef {
-                    stream: r.get(5)?,
-                    len: r.get::<i64>(6)? as u64,
-                },
-            })
-        },
-    )?;
-    Ok(rows)
-}
-
-/// Who last changed a key: version number, writer, step.
-type Setter = (i64, String, Option<i64>);
-
-/// Per top-level key of a JSON lineage: the version number, writer and step that last
-/// changed it.
-fn field_setters(conn: &dyn Conn, file_id: i64) -> Result<HashMap<String, Setter>> {
-    let rows = conn.all(
-        "SELECT f.key, v.version, v.writer, p.step FROM fields f
-         JOIN versions v ON v.id = f.version_id JOIN processes p ON p.id = v.process
-         WHERE f.file_id = ?1",
-        p![file_id],
-        |r| Ok((r.get::<String>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))),
-    )?;
-    Ok(rows.into_iter().collect())
 }
 
 /// Each scalar of `v` with its dotted key.

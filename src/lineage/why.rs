@@ -4,11 +4,12 @@
 //! recursively theirs, up to a depth. For an input that is a JSON file, the keys it held
 //! and the version that set each.
 //!
-//! Works on a read connection to the database (SQL of docs/schema.md), so the command line
-//! and the daemon (the MCP tool `why`) share it.
+//! Works on a read connection to the database, whose questions are the store's
+//! ([`crate::store::sql::lineage`]), so the command line and the daemon (the MCP tool
+//! `why`) share it through [`crate::store::History::why`].
 
-use crate::p;
-use crate::store::sql::{Conn, ConnExt};
+use crate::store::sql::Conn;
+use crate::store::sql::lineage as q;
 use std::collections::HashSet;
 
 use crate::error::{Error, Result};
@@ -49,8 +50,9 @@ pub struct VersionFacts {
     pub tgid: u32,
     /// Commit time, ns since the epoch.
     pub time_ns: i64,
+    /// Its bytes (not printed).
     #[serde(skip)]
-    content: ContentRef,
+    pub content: ContentRef,
 }
 
 /// A key of a JSON version and the version that set its value there.
@@ -95,47 +97,6 @@ pub struct Why {
     /// The version that set it (the file's current version when no key was asked), and
     /// its lineage.
     pub lineage: Node,
-}
-
-fn facts(conn: &dyn Conn, id: i64) -> Result<Option<VersionFacts>> {
-    Ok(conn.opt(
-        "SELECT v.id, v.file_id, v.path, v.version, v.op, v.writer, p.exe, p.step, p.tgid,
-                    v.time_ns, v.stream, v.size
-             FROM versions v JOIN processes p ON p.id = v.process WHERE v.id = ?1",
-        p![id],
-        |r| {
-            Ok(VersionFacts {
-                id: r.get(0)?,
-                file_id: r.get(1)?,
-                path: r.get(2)?,
-                version: r.get(3)?,
-                op: r.get(4)?,
-                writer: r.get(5)?,
-                exe: r.get(6)?,
-                step: r.get(7)?,
-                tgid: r.get(8)?,
-                time_ns: r.get(9)?,
-                content: ContentRef {
-                    stream: r.get(10)?,
-                    len: r.get::<i64>(11)? as u64,
-                },
-            })
-        },
-    )?)
-}
-
-/// The live lineage at `path` (stored form, [`crate::store::live_lineage`]) and its
-/// current version (`versions.id`).
-pub fn live_head(conn: &dyn Conn, path: &str) -> Result<Option<(i64, i64)>> {
-    let Some(file_id) = crate::store::live_lineage(conn, path)? else {
-        return Ok(None);
-    };
-    Ok(conn
-        .opt_value(
-            "SELECT id FROM versions WHERE file_id = ?1 ORDER BY version DESC LIMIT 1",
-            p![file_id],
-        )?
-        .map(|id| (file_id, id)))
 }
 
 /// The value at dotted `key` of a JSON document (`a.b`, `items.0.sku`).
@@ -200,15 +161,12 @@ fn setter(
     key: &str,
     value: &serde_json::Value,
 ) -> Result<VersionFacts> {
-    let ids: Vec<i64> = conn.all(
-        "SELECT id FROM versions WHERE file_id = ?1 AND version < ?2
-             ORDER BY version DESC LIMIT ?3",
-        p![at.file_id, at.version, SETTER_LOOKBACK as i64],
-        |r| r.get(0),
-    )?;
+    let ids = q::earlier_versions(conn, at.file_id, at.version, SETTER_LOOKBACK)?;
     let mut set_by = at.clone();
     for id in ids {
-        let Some(v) = facts(conn, id)? else { break };
+        let Some(v) = q::version_facts(conn, id)? else {
+            break;
+        };
         match docs.get(conn, &v) {
             Some(doc) if lookup(&doc, key) == Some(value) => set_by = v,
             _ => break,
@@ -272,7 +230,7 @@ fn node(
             n.truncated.push(format!("{name} (shown above)"));
             continue;
         }
-        match facts(conn, i.version_id)? {
+        match q::version_facts(conn, i.version_id)? {
             Some(f) => n
                 .inputs
                 .push(node(conn, docs, f, Some(&i), depth - 1, seen)?),
@@ -287,9 +245,9 @@ fn node(
 /// live file is at `path` or the key is not in its current version, `EINVAL` when the file
 /// is not a JSON document and a key was asked.
 pub fn why(conn: &dyn Conn, path: &str, key: Option<&str>, depth: usize) -> Result<Why> {
-    let (_, head) = live_head(conn, path)?
+    let (_, head) = q::live_head(conn, path)?
         .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no such file")))?;
-    let head = facts(conn, head)?
+    let head = q::version_facts(conn, head)?
         .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no version")))?;
     let mut seen = HashSet::new();
     let mut docs = Docs::new();
@@ -321,8 +279,11 @@ pub fn why(conn: &dyn Conn, path: &str, key: Option<&str>, depth: usize) -> Resu
 
 /// `PATH` or `PATH:KEY` of `why`: the whole argument when a live file has that path, else
 /// split at its last `:`.
-pub fn split_target<'a>(conn: &dyn Conn, arg: &'a str) -> Result<(&'a str, Option<&'a str>)> {
-    if live_head(conn, arg)?.is_some() {
+pub fn split_target<'a>(
+    store: &dyn crate::store::History,
+    arg: &'a str,
+) -> Result<(&'a str, Option<&'a str>)> {
+    if store.live_head(arg)?.is_some() {
         return Ok((arg, None));
     }
     Ok(match arg.rsplit_once(':') {

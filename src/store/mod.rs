@@ -525,6 +525,115 @@ pub trait Store: History {
     ) -> Result<crate::checkpoint::RollbackReport>;
 }
 
+/// A version as the commands print it: a row of the `version_log` view (docs/schema.md),
+/// with the stored path ([`crate::store::paths`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct VersionRow {
+    /// Version number within its file.
+    pub version: i64,
+    /// Path at commit time, as stored ([`crate::store::paths`]; `--json` prints it with
+    /// `cli::json_name`).
+    pub path: String,
+    /// `create`, `write`, `append`, `truncate`, `rename`.
+    pub op: String,
+    /// Bytes.
+    pub size: u64,
+    /// blake3, hex.
+    pub blake3: String,
+    /// Writer name.
+    pub writer: String,
+    /// Agent step.
+    pub step: Option<i64>,
+    /// Process id and executable.
+    pub tgid: u32,
+    /// Executable.
+    pub exe: String,
+    /// Commit time, ns since the epoch.
+    pub time_ns: i64,
+    /// Its stream (`versions.stream`; [`VersionRow::content`]).
+    #[serde(skip)]
+    pub stream: i64,
+    /// `versions.id`.
+    #[serde(skip)]
+    pub id: i64,
+}
+
+impl VersionRow {
+    /// Where its bytes are.
+    pub fn content(&self) -> ContentRef {
+        ContentRef {
+            stream: self.stream,
+            len: self.size,
+        }
+    }
+}
+
+/// One line of `scratchfs log`: a version or an event (`version_log` and `event_log`,
+/// docs/schema.md).
+#[derive(Debug, serde::Serialize)]
+pub struct LogEntry {
+    /// Time, ns since the epoch.
+    pub time_ns: i64,
+    /// `version` or `event`.
+    pub kind: String,
+    /// The version's or the event's op.
+    pub op: String,
+    /// Path, as stored ([`crate::store::paths`]).
+    pub path: String,
+    /// New path of a rename, as stored.
+    pub new_path: Option<String>,
+    /// Version number (versions).
+    pub version: Option<i64>,
+    /// Bytes (versions, refusals).
+    pub size: Option<i64>,
+    /// Writer.
+    pub writer: String,
+    /// Agent step.
+    pub step: Option<i64>,
+    /// Process id.
+    pub tgid: u32,
+    /// Executable.
+    pub exe: String,
+    /// errno of a refusal.
+    pub errno: Option<i32>,
+    /// One-line reason of a refusal.
+    pub reason: Option<String>,
+    /// `mcp` for a change made through the MCP server (issue 12), else none.
+    pub transport: Option<String>,
+    /// The MCP client's name.
+    pub client: Option<String>,
+    /// The MCP client's version.
+    pub client_version: Option<String>,
+    /// What the writer had read before the commit (versions only; issue 13):
+    /// [`crate::lineage::inputs_json`]; filled by the caller.
+    pub inputs: Option<serde_json::Value>,
+    /// `versions.id` of a version.
+    #[serde(skip)]
+    pub id: Option<i64>,
+}
+
+/// Which lines [`History::log`] gives.
+#[derive(Debug, Clone, Default)]
+pub struct LogFilter {
+    /// Only what concerns this stored path (as it was or became); `None`: everything.
+    pub path: Option<String>,
+    /// The same path as a database written by an older scratchfs stored it (each byte
+    /// that is not UTF-8 as U+FFFD; [`crate::store::paths::lossy`]).
+    pub lossy: Option<String>,
+    /// Only refusals.
+    pub rejected: bool,
+}
+
+/// What [`History::fsck`] found: how many blobs and versions it checked, and one line per
+/// fault (none: the store is sound).
+#[derive(Debug, Clone, Default)]
+pub struct FsckReport {
+    /// Blobs and versions checked.
+    pub checked: u64,
+    /// One line per fault.
+    pub faults: Vec<String>,
+}
+
 /// The read side of the store (issue 15): everything the views, the MCP tools and the CLI
 /// ask of a scratchpad's history. Implemented once (`sql::read`) for every backend that is
 /// [`Reading`], so no SQL lives outside the store. Errors carry an errno (`EIO` for a
@@ -592,6 +701,45 @@ pub trait History: Send + Sync {
     /// A `meta` value (`scratchpad_id`, `forked_from`, `mountpoint`, ...; docs/schema.md),
     /// `None` when the key is not set.
     fn meta(&self, key: &str) -> Result<Option<String>>;
+    /// The lineage (`files.id`) now at `path` (stored form), else the one most recently
+    /// at `path` (deleted): the live file by the exact bytes of its names, a deleted one
+    /// by its stored path, and for a name that is not UTF-8 also as a database written by
+    /// an older scratchfs stored it. `None`: no file ever had that path.
+    fn lineage_at(&self, path: &str) -> Result<Option<i64>>;
+    /// The live file at `path` (stored form) and its current version: (`files.id`,
+    /// `versions.id`); `None` when no live file there has a version.
+    fn live_head(&self, path: &str) -> Result<Option<(i64, i64)>>;
+    /// Every version of a lineage as the commands print it, oldest first.
+    fn version_rows(&self, file_id: i64) -> Result<Vec<VersionRow>>;
+    /// The log: every version and event `filter` lets through, oldest first.
+    fn log(&self, filter: &LogFilter) -> Result<Vec<LogEntry>>;
+    /// The time of the first version (ns), `None` when there is none.
+    fn first_version_ns(&self) -> Result<Option<i64>>;
+    /// The reason recorded with the newest event of op `op` (`redact`: what it redacted).
+    fn last_reason(&self, op: &str) -> Result<Option<String>>;
+    /// The files at time `at` (ns) as versions and events say, for a time before the
+    /// namespace log begins (a database made before issue 14): each file's last version
+    /// by then, unless it was deleted by then. (path as stored, content, time), by path.
+    fn files_by_versions(&self, at: i64) -> Result<Vec<(String, ContentRef, i64)>>;
+    /// Calls `f` with each stretch of data of `content` (offset, bytes), in order, holes
+    /// skipped; a stretch is at most one blob (64 KiB).
+    fn for_each_data(
+        &self,
+        content: ContentRef,
+        f: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()>;
+    /// Re-hashes every stored byte (blobs, versions) and checks the invariants of
+    /// docs/schema.md; `progress` is called with the total, then once per item checked.
+    fn fsck(&self, progress: &mut dyn FnMut(FsckProgress)) -> Result<FsckReport>;
+}
+
+/// What [`History::fsck`] tells its caller as it goes.
+#[derive(Debug, Clone, Copy)]
+pub enum FsckProgress {
+    /// How many blobs and versions there are to check.
+    Total(u64),
+    /// One more checked.
+    Checked,
 }
 
 /// A backend's reading connection: one that sees every change acknowledged so far.
@@ -672,6 +820,37 @@ impl<R: Reading> History for R {
     }
     fn meta(&self, key: &str) -> Result<Option<String>> {
         self.reading(|c| sql::read::meta(c, key))
+    }
+    fn lineage_at(&self, path: &str) -> Result<Option<i64>> {
+        self.reading(|c| sql::read::lineage_at(c, path))
+    }
+    fn live_head(&self, path: &str) -> Result<Option<(i64, i64)>> {
+        self.reading(|c| sql::lineage::live_head(c, path))
+    }
+    fn version_rows(&self, file_id: i64) -> Result<Vec<VersionRow>> {
+        self.reading(|c| sql::read::version_rows(c, file_id))
+    }
+    fn log(&self, filter: &LogFilter) -> Result<Vec<LogEntry>> {
+        self.reading(|c| sql::read::log(c, filter))
+    }
+    fn first_version_ns(&self) -> Result<Option<i64>> {
+        self.reading(sql::read::first_version_ns)
+    }
+    fn last_reason(&self, op: &str) -> Result<Option<String>> {
+        self.reading(|c| sql::read::last_reason(c, op))
+    }
+    fn files_by_versions(&self, at: i64) -> Result<Vec<(String, ContentRef, i64)>> {
+        self.reading(|c| sql::read::files_by_versions(c, at))
+    }
+    fn for_each_data(
+        &self,
+        content: ContentRef,
+        f: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.reading(|c| sql::content::for_each_data(c, content, |off, bytes| f(off, bytes)))
+    }
+    fn fsck(&self, progress: &mut dyn FnMut(FsckProgress)) -> Result<FsckReport> {
+        self.reading(|c| sql::fsck::check(c, progress))
     }
 }
 

@@ -13,6 +13,7 @@
 //! - [`checkpoint`]: the namespace log, checkpoints, the tree at a point, rollback.
 //! - [`admin`]: gc and redact.
 //! - [`fork`]: a fork with history: the rows copied, then cut back to a point.
+//! - [`fsck`]: the store's own checks; [`lineage`]: the questions `why` and `ground` ask.
 //! - [`read`]: the read side ([`crate::store::History`]).
 
 pub mod admin;
@@ -20,6 +21,8 @@ pub mod checkpoint;
 mod conn;
 pub mod content;
 pub mod fork;
+pub mod fsck;
+pub mod lineage;
 pub mod read;
 pub mod write;
 

@@ -7,10 +7,10 @@ use crate::p;
 use crate::store::sql::admin::events_of;
 use crate::store::sql::checkpoint;
 use crate::store::sql::write::{inputs_of, node_from_row, version_from_row};
-use crate::store::sql::{Conn, ConnExt};
+use crate::store::sql::{Conn, ConnExt, Dialect};
 use crate::store::{
-    ContentRef, FieldInfo, InputInfo, LastRead, Lineage, LineageOwner, NodeRecord, RefusalInfo,
-    RestorableInfo, VersionInfo, VersionMeta,
+    ContentRef, FieldInfo, InputInfo, LastRead, Lineage, LineageOwner, LogEntry, LogFilter,
+    NodeRecord, RefusalInfo, RestorableInfo, VersionInfo, VersionMeta, VersionRow,
 };
 
 pub(crate) fn version_meta(conn: &dyn Conn, id: i64) -> Result<VersionMeta> {
@@ -321,4 +321,144 @@ pub(crate) fn rules_text(conn: &dyn Conn) -> Result<Option<String>> {
 /// [`crate::store::History::meta`].
 pub(crate) fn meta(conn: &dyn Conn, key: &str) -> Result<Option<String>> {
     conn.opt_value("SELECT value FROM meta WHERE key = ?1", p![key])
+}
+
+/// [`crate::store::History::lineage_at`].
+pub(crate) fn lineage_at(conn: &dyn Conn, path: &str) -> Result<Option<i64>> {
+    let path = path.trim_start_matches('/');
+    if let Some(id) = crate::store::sql::write::live_lineage(conn, path)? {
+        return Ok(Some(id));
+    }
+    let lossy = crate::store::paths::lossy(path);
+    for p in std::iter::once(path).chain(lossy.as_deref()) {
+        let found = conn.opt_value(
+            "SELECT id FROM files WHERE path = ?1
+             ORDER BY deleted_ns IS NOT NULL, deleted_ns DESC, id DESC LIMIT 1",
+            p![p],
+        )?;
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    Ok(None)
+}
+
+/// [`crate::store::History::version_rows`].
+pub(crate) fn version_rows(conn: &dyn Conn, file_id: i64) -> Result<Vec<VersionRow>> {
+    conn.all(
+        "SELECT version, path, op, size, blake3, writer, step, tgid, exe, time_ns, stream, id
+         FROM version_log WHERE file_id = ?1 ORDER BY version",
+        p![file_id],
+        |r| {
+            Ok(VersionRow {
+                version: r.get(0)?,
+                path: r.get(1)?,
+                op: r.get(2)?,
+                size: r.get::<i64>(3)? as u64,
+                blake3: r.get(4)?,
+                writer: r.get(5)?,
+                step: r.get(6)?,
+                tgid: r.get(7)?,
+                exe: r.get(8)?,
+                time_ns: r.get(9)?,
+                stream: r.get(10)?,
+                id: r.get(11)?,
+            })
+        },
+    )
+}
+
+/// [`crate::store::History::log`].
+pub(crate) fn log(conn: &dyn Conn, filter: &LogFilter) -> Result<Vec<LogEntry>> {
+    // A database no scratchfs since issue 12 has opened has no transport and client.
+    let via = match conn.dialect() {
+        Dialect::Postgres => "transport, client, client_version",
+        Dialect::Sqlite => match conn.value::<i64>(
+            "SELECT COUNT(*) FROM pragma_table_info('version_log') WHERE name = 'transport'",
+            p![],
+        ) {
+            Ok(n) if n > 0 => "transport, client, client_version",
+            _ => "NULL, NULL, NULL",
+        },
+    };
+    conn.all(
+        &format!(
+            "SELECT time_ns, 'version', op, path, NULL, version, size, writer, step, tgid, exe,
+                    NULL, NULL, {via}, id
+             FROM version_log WHERE ?2 = 0 AND (CAST(?1 AS TEXT) IS NULL OR path IN (?1, ?3))
+             UNION ALL
+             SELECT time_ns, 'event', op, path, new_path, NULL, size, writer, step, tgid, exe,
+                    errno, reason, {via}, NULL
+             FROM event_log WHERE (?2 = 0 OR op = 'rejected')
+                 AND (CAST(?1 AS TEXT) IS NULL OR path IN (?1, ?3) OR new_path IN (?1, ?3))
+             ORDER BY 1"
+        ),
+        p![&filter.path, filter.rejected, &filter.lossy],
+        |r| {
+            Ok(LogEntry {
+                time_ns: r.get(0)?,
+                kind: r.get(1)?,
+                op: r.get(2)?,
+                path: r.get(3)?,
+                new_path: r.get(4)?,
+                version: r.get(5)?,
+                size: r.get(6)?,
+                writer: r.get(7)?,
+                step: r.get(8)?,
+                tgid: r.get(9)?,
+                exe: r.get(10)?,
+                errno: r.get(11)?,
+                reason: r.get(12)?,
+                transport: r.get(13)?,
+                client: r.get(14)?,
+                client_version: r.get(15)?,
+                inputs: None,
+                id: r.get(16)?,
+            })
+        },
+    )
+}
+
+/// [`crate::store::History::first_version_ns`].
+pub(crate) fn first_version_ns(conn: &dyn Conn) -> Result<Option<i64>> {
+    conn.value("SELECT MIN(time_ns) FROM versions", p![])
+}
+
+/// [`crate::store::History::files_by_versions`].
+pub(crate) fn files_by_versions(
+    conn: &dyn Conn,
+    at: i64,
+) -> Result<Vec<(String, ContentRef, i64)>> {
+    conn.all(
+        "SELECT v.path, v.stream, v.size, v.time_ns FROM versions v
+             JOIN files f ON f.id = v.file_id
+             WHERE v.time_ns <= ?1
+               AND v.version = (SELECT MAX(version) FROM versions w
+                                WHERE w.file_id = v.file_id AND w.time_ns <= ?1)
+               AND NOT EXISTS (SELECT 1 FROM events e WHERE e.file_id = f.id
+                               AND e.op = 'unlink' AND e.time_ns <= ?1 AND e.time_ns >= v.time_ns)
+               AND NOT (f.merged_into IS NOT NULL AND f.deleted_ns <= ?1)
+             ORDER BY v.path",
+        p![at],
+        |r| {
+            Ok((
+                r.get(0)?,
+                ContentRef {
+                    stream: r.get(1)?,
+                    len: r.get::<i64>(2)? as u64,
+                },
+                r.get(3)?,
+            ))
+        },
+    )
+}
+
+/// [`crate::store::History::last_reason`].
+pub(crate) fn last_reason(conn: &dyn Conn, op: &str) -> Result<Option<String>> {
+    Ok(conn
+        .opt_value::<Option<String>>(
+            "SELECT reason FROM events WHERE op = ?1 ORDER BY id DESC LIMIT 1",
+            p![op],
+        )?
+        .flatten())
 }
