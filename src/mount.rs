@@ -543,6 +543,7 @@ pub fn open_postgres(
             .map_err(|e| format!("a spill directory for large writes: {e}"))?;
     }
     let daemon = store.daemon().to_string();
+    let listener_pid = store.listener_pid();
     let store: Arc<dyn Store> = Arc::new(store);
     let mut fs = Fs::new(store.clone(), spill.path().to_path_buf())
         .map_err(|e| format!("database {name}: {e}"))?
@@ -569,45 +570,62 @@ pub fn open_postgres(
     let fs = Arc::new(fs);
     Fs::start_live_appends(&fs).map_err(|e| format!("live-append thread: {e}"))?;
     let weak = Arc::downgrade(&fs);
-    notify::listen(url.to_string(), daemon, move |changes| {
-        let Some(fs) = weak.upgrade() else {
-            return false;
-        };
-        log::debug!("changes by other daemons: {changes:?}");
-        if changes
-            .iter()
-            .any(|c| matches!(c, notify::Change::Rules | notify::Change::Tree))
-        {
-            // Another daemon recorded rules (or this one was not listening): enforce
-            // what the database holds. Rules that do not parse keep the ones in force.
-            match stored_rules(&**fs.store()) {
-                Ok(rules) => fs.gate().rules.set(rules),
-                Err(e) => log::error!("the rules in the database: {e} (the rules in force stay)"),
-            }
-        }
-        // A new version of a file reloads that file; a change of the tree (or rules, or
-        // a lost connection) the whole inode table.
-        let whole = changes
-            .iter()
-            .any(|c| matches!(c, notify::Change::Rules | notify::Change::Tree));
-        let refreshed = if whole {
-            fs.refresh()
-        } else {
-            let mut done = std::collections::HashSet::new();
-            changes.iter().try_for_each(|c| match *c {
-                notify::Change::File { ino, .. } if done.insert(ino) => fs.refresh_file(ino),
-                notify::Change::Events => {
-                    fs.refresh_events();
-                    Ok(())
+    let handles = Arc::downgrade(&fs);
+    let me = notify::Listener {
+        pid: listener_pid,
+        open_contents: Box::new(move || {
+            handles
+                .upgrade()
+                .map(|fs| fs.open_contents())
+                .unwrap_or_default()
+        }),
+    };
+    notify::listen(
+        url.to_string(),
+        daemon,
+        me,
+        move |changes: &[notify::Change]| {
+            let Some(fs) = weak.upgrade() else {
+                return false;
+            };
+            log::debug!("changes by other daemons: {changes:?}");
+            if changes
+                .iter()
+                .any(|c| matches!(c, notify::Change::Rules | notify::Change::Tree))
+            {
+                // Another daemon recorded rules (or this one was not listening): enforce
+                // what the database holds. Rules that do not parse keep the ones in force.
+                match stored_rules(&**fs.store()) {
+                    Ok(rules) => fs.gate().rules.set(rules),
+                    Err(e) => {
+                        log::error!("the rules in the database: {e} (the rules in force stay)")
+                    }
                 }
-                _ => Ok(()),
-            })
-        };
-        if let Err(e) = refreshed {
-            log::warn!("refreshing after other daemons' changes: {e}");
-        }
-        true
-    })
+            }
+            // A new version of a file reloads that file; a change of the tree (or rules, or
+            // a lost connection) the whole inode table.
+            let whole = changes
+                .iter()
+                .any(|c| matches!(c, notify::Change::Rules | notify::Change::Tree));
+            let refreshed = if whole {
+                fs.refresh()
+            } else {
+                let mut done = std::collections::HashSet::new();
+                changes.iter().try_for_each(|c| match *c {
+                    notify::Change::File { ino, .. } if done.insert(ino) => fs.refresh_file(ino),
+                    notify::Change::Events => {
+                        fs.refresh_events();
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                })
+            };
+            if let Err(e) = refreshed {
+                log::warn!("refreshing after other daemons' changes: {e}");
+            }
+            true
+        },
+    )
     .map_err(|e| format!("listener thread: {e}"))?;
     Ok(fs)
 }

@@ -162,8 +162,15 @@ fn through_mount(db: &Path, req: &GcRequest) -> Result<GcReport, Failure> {
     let mnt = super::live_mountpoint(db)?
         .ok_or("gc: the database is in use, but not mounted where it says")?;
     let value = serde_json::to_vec(req).map_err(|e| e.to_string())?;
-    super::set_xattr(Path::new(&mnt), crate::fs::serve::GC_XATTR, &value)
-        .map_err(|e| format!("gc: {e}"))?;
+    super::set_xattr(Path::new(&mnt), crate::fs::serve::GC_XATTR, &value).map_err(|e| {
+        match e.raw_os_error() {
+            Some(libc::EBUSY) if super::postgres_url(db).is_some() => format!(
+                "gc: {e}: another daemon of the database did not say what it has open within \
+                 30 s (the log of the daemon at {mnt} names it); nothing was deleted"
+            ),
+            _ => format!("gc: {e}"),
+        }
+    })?;
     let report = super::meta(db, "last_gc")?.ok_or("gc: the daemon left no report")?;
     serde_json::from_str(&report).map_err(|e| e.to_string())
 }

@@ -87,7 +87,28 @@ impl Fs {
             },
             || None,
         )?;
+        // What other daemons of a shared database have open is kept too, asked first
+        // (it may take a while; this daemon goes on meanwhile). A version another daemon
+        // opens after answering was live then (gc keeps those), or is read through
+        // `.history`, where a read of a swept version fails with EIO, never other bytes.
+        let elsewhere = self.store.open_elsewhere()?;
         let _restores = self.gc_guard.write();
+        let mut protected = self.open_contents();
+        protected.extend(elsewhere);
+        let shown: Vec<i64> = self
+            .restorable_shown()?
+            .iter()
+            .map(|r| r.version_id)
+            .collect();
+        let report = self.store.gc(req, &shown, &protected, &caller)?;
+        self.views.changed(&[]);
+        Ok(report)
+    }
+
+    /// The content every open handle reads, as (stream, len): a reader's version, a
+    /// writer's base. gc keeps them (`Store::gc`'s `protected`); on PostgreSQL a gc in
+    /// another daemon asks for them ([`crate::store::postgres::notify::Listener`]).
+    pub fn open_contents(&self) -> Vec<(i64, u64)> {
         let handles: Vec<Arc<Mutex<Handle>>> = self.handles.lock().values().cloned().collect();
         let mut protected = Vec::new();
         for h in handles {
@@ -97,14 +118,7 @@ impl Fs {
                 HandleKind::View(_) => {}
             }
         }
-        let shown: Vec<i64> = self
-            .restorable_shown()?
-            .iter()
-            .map(|r| r.version_id)
-            .collect();
-        let report = self.store.gc(req, &shown, &protected, &caller)?;
-        self.views.changed(&[]);
-        Ok(report)
+        protected
     }
 
     /// Redacts version `n` of the file at `path` (live, or the latest deleted file that

@@ -466,6 +466,13 @@ pub trait Store: History {
         why: &str,
         caller: &Caller,
     ) -> Result<RedactReport>;
+    /// What the other daemons of a shared database have open, as (stream, len), for a gc
+    /// to keep (issue 15): on PostgreSQL every live daemon is asked and answers, within
+    /// 30 s (`EBUSY` naming a daemon that did not; docs/deploy.md, "gc"). An SQLite file
+    /// has one daemon: none.
+    fn open_elsewhere(&self) -> Result<Vec<(i64, u64)>> {
+        Ok(Vec::new())
+    }
     /// Forgets old versions (see [`sqlite::gc`]), keeping the versions `shown` (ids,
     /// `versions.id`: those MANIFEST's `restorable:` list points at) and the `protected`
     /// `(stream, len)` bytes (content open handles still read); the run is an event (op

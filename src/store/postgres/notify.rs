@@ -33,7 +33,28 @@ pub enum Change {
     Rules,
     /// A lineage's last read (MANIFEST's `read` column): not sent to other daemons.
     Reads,
+    /// A gc asks what every daemon's open handles read; the listener answers it itself
+    /// (`gc_pins`, `gc_acks`), and never passes it on.
+    Gc {
+        /// The gc's token (`gc_pins.token`, `gc_acks.token`).
+        token: i64,
+    },
 }
+
+/// The advisory lock every daemon's listening connection holds, shared, for as long as it
+/// listens (`pg_advisory_lock_shared(KEY1, KEY2)`; in `pg_locks`: `classid` KEY1, `objid`
+/// KEY2, `objsubid` 2): a gc knows the live daemons by it, and waits for each one's answer.
+pub const DAEMONS_LOCK: (i32, i32) = (0x7363_7266, 1);
+
+/// How a daemon answers a gc: the (stream, len) its open handles read as `gc_pins` rows,
+/// then its `gc_acks` row, in one transaction on its listening connection (`$1` the
+/// token, `$2` and `$3` the streams and lengths).
+const GC_ANSWER: &str = "WITH pins AS (
+        INSERT INTO gc_pins(token, pid, stream, len)
+        SELECT $1, pg_backend_pid(), s, l FROM unnest($2::BIGINT[], $3::BIGINT[]) AS t(s, l)
+    )
+    INSERT INTO gc_acks(token, pid, time_ns) VALUES ($1, pg_backend_pid(), $4)
+    ON CONFLICT DO NOTHING";
 
 impl Change {
     /// The notification payload for a change by daemon `daemon`; `None` for what other
@@ -44,6 +65,7 @@ impl Change {
             Change::File { ino, file_id } => format!("{daemon} file {ino} {file_id}"),
             Change::Events => format!("{daemon} events"),
             Change::Rules => format!("{daemon} rules"),
+            Change::Gc { token } => format!("{daemon} gc {token}"),
             Change::Reads => return None,
         })
     }
@@ -60,20 +82,35 @@ impl Change {
             },
             "events" => Change::Events,
             "rules" => Change::Rules,
+            "gc" => Change::Gc {
+                token: w.next()?.parse().ok()?,
+            },
             _ => return None,
         };
         Some((daemon, c))
     }
 }
 
+/// What a daemon's listener needs besides its callback: where it says which PostgreSQL
+/// session it is (so that the daemon's own gc does not wait for itself), and what the
+/// daemon's open handles read (a gc's question).
+pub struct Listener {
+    /// The backend pid of the listening connection while it is up, else 0.
+    pub pid: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// The (stream, len) of every content an open handle of the daemon reads.
+    pub open_contents: Box<dyn Fn() -> Vec<(i64, u64)> + Send>,
+}
+
 /// Listens for the changes other daemons commit, on a connection of its own, in a thread
 /// named `scratchfs-listen`: each batch of notifications that arrived together (other
 /// than `daemon`'s own) is passed to `on`; after the connection is lost (and again when it
 /// is back), `on` gets `[Change::Tree]`, since notifications may have been missed. Ends
-/// when `on` returns `false`.
+/// when `on` returns `false`. While connected it holds [`DAEMONS_LOCK`] and answers
+/// every other daemon's gc with [`Listener::open_contents`] before anything else.
 pub fn listen(
     url: String,
     daemon: String,
+    me: Listener,
     on: impl Fn(&[Change]) -> bool + Send + 'static,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
@@ -82,7 +119,9 @@ pub fn listen(
             let mut backoff = Duration::ZERO;
             loop {
                 let started = std::time::Instant::now();
-                match listen_once(&url, &daemon, &on) {
+                let out = listen_once(&url, &daemon, &me, &on);
+                me.pid.store(0, std::sync::atomic::Ordering::Relaxed);
+                match out {
                     Ok(()) => return,
                     Err(e) => {
                         log::warn!("listening for other daemons' changes: {e}");
@@ -108,9 +147,23 @@ pub fn listen(
 }
 
 /// One connection's worth of [`listen`]: `Ok` when `on` asked to stop.
-fn listen_once(url: &str, daemon: &str, on: &impl Fn(&[Change]) -> bool) -> Result<()> {
+fn listen_once(
+    url: &str,
+    daemon: &str,
+    me: &Listener,
+    on: &impl Fn(&[Change]) -> bool,
+) -> Result<()> {
     let mut client = super::conn::connect_listener(url)?;
-    client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
+    client.batch_execute(&format!(
+        "LISTEN {CHANNEL}; SELECT pg_advisory_lock_shared({}, {}); \
+         SET application_name = '{}'",
+        DAEMONS_LOCK.0,
+        DAEMONS_LOCK.1,
+        application_name(daemon)
+    ))?;
+    let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[])?.get(0);
+    me.pid
+        .store(i64::from(pid), std::sync::atomic::Ordering::Relaxed);
     // What happened while not listening.
     if !on(&[Change::Tree]) {
         return Ok(());
@@ -135,14 +188,50 @@ fn listen_once(url: &str, daemon: &str, on: &impl Fn(&[Change]) -> bool) -> Resu
             client.batch_execute("SELECT 1")?;
             continue;
         }
-        let changes: Vec<Change> = batch
+        let mut changes = Vec::new();
+        for (_, c) in batch
             .iter()
             .filter_map(|m| Change::parse(m.payload()))
             .filter(|(d, _)| *d != daemon)
-            .map(|(_, c)| c)
-            .collect();
+        {
+            match c {
+                Change::Gc { token } => answer_gc(&mut client, token, me)?,
+                c => changes.push(c),
+            }
+        }
         if !changes.is_empty() && !on(&changes) {
             return Ok(());
         }
     }
+}
+
+/// Answers gc `token` with what this daemon's open handles read ([`GC_ANSWER`]).
+fn answer_gc(client: &mut postgres::Client, token: i64, me: &Listener) -> Result<()> {
+    let open = (me.open_contents)();
+    let streams: Vec<i64> = open.iter().map(|o| o.0).collect();
+    let lens: Vec<i64> = open.iter().map(|o| o.1 as i64).collect();
+    client.execute(
+        GC_ANSWER,
+        &[&token, &streams, &lens, &crate::store::sql::now_ns()],
+    )?;
+    log::debug!("gc {token}: answered with {} open contents", open.len());
+    Ok(())
+}
+
+/// The listening connection's `application_name` (as `pg_stat_activity` shows it, and a
+/// gc that waits for this daemon names it): `scratchfs HOST pid PID DAEMON`, at most 63
+/// bytes of letters, digits, `.`, `-` and spaces.
+fn application_name(daemon: &str) -> String {
+    let mut host = [0u8; 256];
+    let host = if unsafe { libc::gethostname(host.as_mut_ptr().cast(), host.len()) } == 0 {
+        let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
+        String::from_utf8_lossy(&host[..end]).into_owned()
+    } else {
+        String::new()
+    };
+    let name = format!("scratchfs {host} pid {} {daemon}", std::process::id());
+    name.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ' '))
+        .take(63)
+        .collect()
 }

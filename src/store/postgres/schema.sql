@@ -286,3 +286,21 @@ CREATE TABLE IF NOT EXISTS origins (
     version           BIGINT NOT NULL,
     writer            TEXT NOT NULL
 );
+-- gc across daemons (PostgreSQL only; docs/deploy.md, "gc"): a gc asks every daemon
+-- (NOTIFY `DAEMON gc TOKEN`) what content its open handles read; each answers from its
+-- listening connection (`pid`, the one holding the daemons' advisory lock) with one row
+-- per (stream, len) and then its ack. The rows live for one gc (removed by it, or after
+-- an hour by the next) and are never forked.
+CREATE TABLE IF NOT EXISTS gc_pins (
+    token  BIGINT NOT NULL,
+    pid    BIGINT NOT NULL,
+    stream BIGINT NOT NULL,
+    len    BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS gc_pins_by_token ON gc_pins(token);
+CREATE TABLE IF NOT EXISTS gc_acks (
+    token   BIGINT NOT NULL,
+    pid     BIGINT NOT NULL,
+    time_ns BIGINT NOT NULL,
+    PRIMARY KEY (token, pid)
+);

@@ -57,7 +57,14 @@ pub struct Postgres {
     /// This store's name in notifications (random per open), so its listener can tell
     /// its own changes from other daemons'.
     daemon: String,
+    /// The backend pid of this daemon's listening connection while it is up (0: none;
+    /// [`super::notify::Listener::pid`]): its own gc does not wait for it.
+    listener_pid: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
+
+/// How long a gc waits for every other live daemon to say what its open handles read
+/// (30 s; then `EBUSY`, naming the silent ones, and nothing is deleted).
+const GC_ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Whether `db` names a PostgreSQL database (`postgres://` or `postgresql://`).
 pub fn is_url(db: &str) -> bool {
@@ -171,7 +178,14 @@ impl Postgres {
             daemon: crate::store::sql::new_scratchpad_id(&format!("daemon {}", std::process::id()))
                 [..16]
                 .to_string(),
+            listener_pid: Default::default(),
         }
+    }
+
+    /// Where this daemon's listener says which session it is
+    /// ([`super::notify::Listener::pid`]).
+    pub fn listener_pid(&self) -> std::sync::Arc<std::sync::atomic::AtomicI64> {
+        self.listener_pid.clone()
     }
 
     /// Where the database is (`postgres://host:port/db`, without credentials).
@@ -480,6 +494,94 @@ impl Store for Postgres {
             c.batch("VACUUM extents, blobs, versions, events")
         })?;
         Ok(report)
+    }
+
+    /// What every other live daemon's open handles read, as (stream, len): asked with a
+    /// notification (`DAEMON gc TOKEN`), answered by each daemon's listener
+    /// ([`super::notify::listen`]); the live daemons are the sessions holding
+    /// [`super::notify::DAEMONS_LOCK`], this daemon's own listener left out (the caller
+    /// knows its own handles). Waits for every answer up to [`GC_ANSWER_WAIT`], on a
+    /// connection of its own (this daemon's writes go on meanwhile). `EBUSY` when a daemon
+    /// did not answer in time (a stopped process, a hung host), naming it; `EIO` when the
+    /// server cannot be reached.
+    fn open_elsewhere(&self) -> Result<Vec<(i64, u64)>> {
+        use super::notify::{CHANNEL, Change, DAEMONS_LOCK};
+        let conn = PgConn::connect(&self.url).map_err(|e| Error::new(libc::EIO, e.reason))?;
+        let token = i64::from_le_bytes(
+            blake3::hash(format!("{} {} {}", self.daemon, std::process::id(), now_ns()).as_bytes())
+                .as_bytes()[..8]
+                .try_into()
+                .expect("8 bytes"),
+        ) & i64::MAX;
+        let me = self.listener_pid.load(std::sync::atomic::Ordering::Relaxed);
+        // Old answers of gcs that stopped half-way.
+        let stale = now_ns() - 3_600_000_000_000;
+        conn.exec(
+            "DELETE FROM gc_pins WHERE token IN (SELECT token FROM gc_acks WHERE time_ns < ?1)",
+            p![stale],
+        )?;
+        conn.exec("DELETE FROM gc_acks WHERE time_ns < ?1", p![stale])?;
+        let payload = Change::Gc { token }
+            .payload(&self.daemon)
+            .expect("a gc request has a payload");
+        conn.batch(&format!("SELECT pg_notify('{CHANNEL}', '{payload}')"))?;
+        let deadline = std::time::Instant::now() + GC_ANSWER_WAIT;
+        loop {
+            let silent: Vec<(i64, String, String)> = conn.all(
+                "SELECT CAST(l.pid AS BIGINT), COALESCE(a.application_name, ''),
+                        COALESCE(host(a.client_addr), 'local')
+                 FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+                 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                   AND l.database = (SELECT oid FROM pg_database
+                                     WHERE datname = current_database())
+                   AND CAST(l.classid AS BIGINT) = ?1 AND CAST(l.objid AS BIGINT) = ?2
+                   AND CAST(l.pid AS BIGINT) <> ?3
+                   AND NOT EXISTS (SELECT 1 FROM gc_acks k WHERE k.token = ?4 AND k.pid = l.pid)
+                 ORDER BY 1",
+                p![
+                    i64::from(DAEMONS_LOCK.0),
+                    i64::from(DAEMONS_LOCK.1),
+                    me,
+                    token
+                ],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?;
+            if silent.is_empty() {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                let named: Vec<String> = silent
+                    .iter()
+                    .map(|(pid, app, host)| format!("'{app}' from {host} (backend pid {pid})"))
+                    .collect();
+                let _ = conn.exec("DELETE FROM gc_pins WHERE token = ?1", p![token]);
+                let _ = conn.exec("DELETE FROM gc_acks WHERE token = ?1", p![token]);
+                let _ = conn.value::<i64>("SELECT 1", p![]);
+                log::warn!("gc: no answer from {}", named.join(", "));
+                return Err(Error::new(
+                    libc::EBUSY,
+                    format!(
+                        "gc: {} daemon{} did not say within {} s what {} open handles read: {}; \
+                         nothing was deleted (a stopped daemon holds gc up: resume or end it)",
+                        silent.len(),
+                        if silent.len() == 1 { "" } else { "s" },
+                        GC_ANSWER_WAIT.as_secs(),
+                        if silent.len() == 1 { "its" } else { "their" },
+                        named.join(", ")
+                    ),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let pins: Vec<(i64, u64)> = conn.all(
+            "SELECT DISTINCT stream, len FROM gc_pins WHERE token = ?1",
+            p![token],
+            |r| Ok((r.get(0)?, r.get::<i64>(1)? as u64)),
+        )?;
+        conn.exec("DELETE FROM gc_pins WHERE token = ?1", p![token])?;
+        conn.exec("DELETE FROM gc_acks WHERE token = ?1", p![token])?;
+        conn.value::<i64>("SELECT 1", p![])?;
+        Ok(pins)
     }
 
     fn gc(

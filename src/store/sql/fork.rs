@@ -37,6 +37,10 @@ pub const TABLES: &[&str] = &[
     "origins",
 ];
 
+/// Tables that hold no history, only what one operation needs for a moment (PostgreSQL's
+/// gc asking the daemons what they have open, `gc_pins` and `gc_acks`): never copied.
+pub const TRANSIENT: &[&str] = &["gc_pins", "gc_acks"];
+
 /// Rows sent before the copy waits for the server (PostgreSQL queues statements without
 /// results: the queue is drained this often, and after [`FLUSH_BYTES`] of values).
 const FLUSH_ROWS: usize = 2_000;
@@ -82,6 +86,7 @@ fn columns_of(conn: &dyn Conn, table: &str) -> Result<Vec<(String, String)>> {
 /// on PostgreSQL (its client reads a statement's rows whole).
 pub fn copy_tables(src: &dyn Conn, dst: &dyn Conn) -> Result<u64> {
     let mut have = tables_of(dst)?;
+    have.retain(|t| !TRANSIENT.contains(&t.as_str()));
     have.sort();
     let mut want: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
     want.sort();
