@@ -881,3 +881,38 @@ fn a_file_lock_held_elsewhere_fails_a_commit_with_eagain_after_lock_timeout() {
     // may commit its content too, before or after: not checked here).
     write(a.path("held.txt"), "three\n").expect("a write once the row is free");
 }
+
+/// Durability on PostgreSQL mirrors SQLite's (docs/deploy.md "Durability"): a close
+/// commits asynchronously (committed and visible at once, its WAL flushed by the server
+/// moments later), an `fsync` commits synchronously: each fsync'd commit waits for a WAL
+/// flush, which the server counts (`pg_stat_wal.wal_sync`, cluster-wide: other sessions
+/// only add to it).
+#[test]
+fn an_fsync_waits_for_the_wal_to_be_flushed() {
+    use std::io::Write;
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let syncs = || -> i64 {
+        common::pg_query(&db.0, "SELECT wal_sync FROM pg_stat_wal")
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = syncs();
+    const N: i64 = 30;
+    for i in 0..N {
+        let mut f = std::fs::File::create(a.path(&format!("d{i}.txt"))).unwrap();
+        f.write_all(b"durable\n").unwrap();
+        f.sync_all().unwrap();
+    }
+    // The server publishes a backend's counts within seconds (when it is idle).
+    wait_for("the server counts a WAL flush per fsync", || {
+        (syncs() - before >= N).then_some(())
+    });
+    // And an fsync of the mountpoint (nothing to commit) flushes the WAL too.
+    let before = syncs();
+    std::fs::File::open(&a.mnt).unwrap().sync_all().unwrap();
+    wait_for("a directory's fsync flushes the WAL", || {
+        (syncs() > before).then_some(())
+    });
+}

@@ -31,7 +31,7 @@ use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
 use crate::error::{Error, Result};
-use crate::store::sql::{Conn, Dialect, Flow, Param, Row, Value};
+use crate::store::sql::{Conn, ConnExt, Dialect, Flow, IdOf, Param, Row, Value};
 
 /// The advisory lock every scratchfs transaction on a database holds (module docs): shared
 /// by every change, exclusive for a checkpoint or a rollback ([`PgConn::begin_exclusive`]).
@@ -59,7 +59,20 @@ pub struct PgConn {
     in_transaction: Cell<bool>,
     /// Its `BEGIN` went to the server.
     begun: Cell<bool>,
+    /// Ids taken from the identity sequences in advance, per [`IdOf`] (streams, files,
+    /// nodes): [`Conn::reserved_id`].
+    reserved: RefCell<[Vec<i64>; 3]>,
 }
+
+/// Makes the open transaction's `COMMIT` wait for its WAL to be flushed (and for the
+/// synchronous standbys the server's own setting asks for): an `fsync`'s commit, durable
+/// against a crash of the server or the host when it returns. Sent with the `COMMIT`.
+pub const SYNCED_COMMIT: &str = "SET LOCAL synchronous_commit = on";
+
+/// How many ids [`Conn::reserved_id`] takes from a sequence at a time (one round trip
+/// for this many inserts; the ids a connection never uses are skipped, as a rolled-back
+/// insert's are).
+const RESERVE: i64 = 32;
 
 /// A statement waiting to be sent.
 enum Queued {
@@ -124,10 +137,19 @@ impl PgConn {
         // transaction for 10 s (a daemon stopped mid-change: SIGSTOP, a frozen host) is
         // ended by the server, which frees the rows it locked for the other daemons; our
         // transactions never sit idle that long.
+        //
+        // Commits are asynchronous (`synchronous_commit = off`), as SQLite's close-only
+        // commits are (its redo log is not synced): a `COMMIT` returns once the change is
+        // committed and visible to every session, before its WAL reaches the disk, which
+        // the server's WAL writer does within 3 x `wal_writer_delay` (600 ms by default).
+        // So an acknowledged change survives the daemon's kill -9 and a restart of the
+        // server, not a crash of the server or the host in that moment; an `fsync` makes it
+        // durable ([`SYNCED_COMMIT`], docs/deploy.md "Durability").
         runtime
             .block_on(client.batch_execute(
                 "SET plan_cache_mode = force_generic_plan; SET lock_timeout = '30s'; \
-                 SET idle_in_transaction_session_timeout = '10s'",
+                 SET idle_in_transaction_session_timeout = '10s'; \
+                 SET synchronous_commit = off",
             ))
             .map_err(|e| not_connected(&config, &e))?;
         Ok(PgConn {
@@ -137,6 +159,7 @@ impl PgConn {
             queued: RefCell::new(Vec::new()),
             in_transaction: Cell::new(false),
             begun: Cell::new(false),
+            reserved: RefCell::new([Vec::new(), Vec::new(), Vec::new()]),
         })
     }
 
@@ -388,6 +411,27 @@ impl Conn for PgConn {
 
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
+    }
+
+    fn reserved_id(&self, table: IdOf) -> Result<Option<i64>> {
+        let slot = table as usize;
+        if let Some(id) = self.reserved.borrow_mut()[slot].pop() {
+            return Ok(Some(id));
+        }
+        let (t, c) = table.column();
+        let mut ids: Vec<i64> = self.all(
+            &format!(
+                "SELECT nextval(pg_get_serial_sequence('{t}', '{c}'))
+                 FROM generate_series(1, {RESERVE})"
+            ),
+            &[],
+            |r| r.get(0),
+        )?;
+        // Handed out lowest first.
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        let id = ids.pop();
+        self.reserved.borrow_mut()[slot] = ids;
+        Ok(id)
     }
 }
 

@@ -231,9 +231,18 @@ impl Postgres {
     /// Commits the open transaction on `conn`, with the notification of `what` in the
     /// same round trip; rolls back when that fails (its error returned).
     fn commit_notifying(&self, conn: &PgConn, what: Touched) -> Result<()> {
-        let end = match self.notify_sql(what) {
-            Some(sql) => conn.commit_with(&sql),
-            None => conn.batch("COMMIT"),
+        self.commit_as(conn, what, false)
+    }
+
+    /// [`Postgres::commit_notifying`], `durable` (an `fsync`'s commit): the `COMMIT` then
+    /// waits for its WAL to be flushed ([`super::SYNCED_COMMIT`]); else it is asynchronous
+    /// (the session's setting, [`PgConn::connect`]). Same round trip either way.
+    fn commit_as(&self, conn: &PgConn, what: Touched, durable: bool) -> Result<()> {
+        let end = match (self.notify_sql(what), durable) {
+            (Some(sql), false) => conn.commit_with(&sql),
+            (Some(sql), true) => conn.commit_with(&format!("{}; {sql}", super::SYNCED_COMMIT)),
+            (None, false) => conn.batch("COMMIT"),
+            (None, true) => conn.commit_with(super::SYNCED_COMMIT),
         };
         if end.is_err() {
             let _ = conn.batch("ROLLBACK");
@@ -380,6 +389,7 @@ impl Store for Postgres {
             return Err(frozen_refusal());
         }
         let ino = req.ino;
+        let durable = req.durable;
         let caller = req.caller.clone();
         self.in_slot(&self.writer, |conn| {
             let proc_ = self.process(conn, &caller)?;
@@ -391,12 +401,13 @@ impl Store for Postgres {
             ))?;
             let applied = commit_in(conn, req, &proc_);
             match &applied {
-                Ok(Applied::Committed(c)) => self.commit_notifying(
+                Ok(Applied::Committed(c)) => self.commit_as(
                     conn,
                     Touched::File {
                         ino,
                         file_id: c.file_id,
                     },
+                    durable,
                 )?,
                 // A lost update is on record (its content kept): committed, nothing new
                 // for the other daemons but the refusal.
@@ -473,8 +484,19 @@ impl Store for Postgres {
     }
 
     fn sync_to_disk(&self) -> Result<()> {
-        // A PostgreSQL commit is durable when it returns (synchronous_commit).
-        Ok(())
+        // Commits are asynchronous (`PgConn::connect`): a transaction that takes an id
+        // and commits synchronously waits for the WAL up to its commit record, which
+        // holds every commit before it (the WAL is one sequence), this daemon's and
+        // everyone's.
+        self.in_slot(&self.writer, |conn| {
+            conn.batch("BEGIN")?;
+            conn.value::<i64>("SELECT CAST(txid_current() AS BIGINT)", p![])?;
+            let end = conn.commit_with(super::SYNCED_COMMIT);
+            if end.is_err() {
+                let _ = conn.batch("ROLLBACK");
+            }
+            end
+        })
     }
 
     fn redact(

@@ -260,6 +260,38 @@ pub trait Conn {
     fn batch(&self, sql: &str) -> Result<()>;
     /// Which database this is (for the few statements the two spell differently).
     fn dialect(&self) -> Dialect;
+    /// An id for a new row of `table`, handed out in advance, so that its insert needs
+    /// no answer from the server (no `RETURNING` round trip) and is sent with the next
+    /// statement whose answer is needed. `None`: insert and read it back (SQLite, where a
+    /// statement is a function call; the default). Only for ids whose order means
+    /// nothing: streams, lineages, inodes; never versions, events or the namespace log,
+    /// whose order is commit order (checkpoints' points).
+    fn reserved_id(&self, table: IdOf) -> Result<Option<i64>> {
+        let _ = table;
+        Ok(None)
+    }
+}
+
+/// The tables whose ids [`Conn::reserved_id`] may hand out in advance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdOf {
+    /// `streams.id`.
+    Streams,
+    /// `files.id` (lineages).
+    Files,
+    /// `nodes.ino`.
+    Nodes,
+}
+
+impl IdOf {
+    /// The table and its identity column.
+    pub fn column(self) -> (&'static str, &'static str) {
+        match self {
+            IdOf::Streams => ("streams", "id"),
+            IdOf::Files => ("files", "id"),
+            IdOf::Nodes => ("nodes", "ino"),
+        }
+    }
 }
 
 /// The database behind a [`Conn`].
@@ -381,5 +413,8 @@ impl<C: Conn + ?Sized> Conn for Box<C> {
 
     fn dialect(&self) -> Dialect {
         (**self).dialect()
+    }
+    fn reserved_id(&self, table: IdOf) -> Result<Option<i64>> {
+        (**self).reserved_id(table)
     }
 }

@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::p;
 use crate::store::digest::ContentHasher;
-use crate::store::sql::{Conn, ConnExt, Flow, Row, Value};
+use crate::store::sql::{Conn, ConnExt, Flow, IdOf, Row, Value};
 use crate::store::{CHUNK, ContentRef};
 
 /// The whole content of `content`, read through `conn`: memory of its size, so only for
@@ -133,19 +133,6 @@ pub fn read_at(conn: &dyn Conn, content: ContentRef, offset: u64, buf: &mut [u8]
     Ok((end - offset) as usize)
 }
 
-/// Stores one chunk as a blob (deduplicated) and returns its id.
-pub fn put_blob(tx: &dyn Conn, data: &[u8]) -> Result<i64> {
-    let hash = blake3::hash(data);
-    let hash = hash.as_bytes().as_slice();
-    if let Some(id) = tx.opt_value("SELECT id FROM blobs WHERE hash = ?1", p![hash])? {
-        return Ok(id);
-    }
-    tx.insert(
-        "INSERT INTO blobs(hash, size, data) VALUES (?1, ?2, ?3) RETURNING id",
-        p![hash, data.len(), data],
-    )
-}
-
 /// Pieces smaller than this are stored inline in their extent, not as a blob: deduplicating
 /// them would cost more than it saves (and a small append then dirties fewer pages).
 pub const INLINE_MAX: usize = 4096;
@@ -153,8 +140,16 @@ pub const INLINE_MAX: usize = 4096;
 /// The empty stream, shared by every empty version; it never grows.
 pub const EMPTY_STREAM: i64 = 0;
 
+/// A new, empty stream's id (a row of `streams`; an id handed out in advance when the
+/// connection has one, [`Conn::reserved_id`]).
 pub fn new_stream(tx: &dyn Conn) -> Result<i64> {
-    tx.insert("INSERT INTO streams DEFAULT VALUES RETURNING id", p![])
+    match tx.reserved_id(IdOf::Streams)? {
+        Some(id) => {
+            tx.exec("INSERT INTO streams(id) VALUES (?1)", p![id])?;
+            Ok(id)
+        }
+        None => tx.insert("INSERT INTO streams DEFAULT VALUES RETURNING id", p![]),
+    }
 }
 
 /// Length of a stream: the end of its last extent (0 for a stream without extents).
@@ -240,11 +235,18 @@ fn put_extent(tx: &dyn Conn, stream: i64, at: u64, data: &[u8]) -> Result<()> {
             p![stream, at, data.len(), data],
         )?;
     } else {
-        let blob = put_blob(tx, data)?;
+        // A deduplicated blob, named by its blake3: neither statement needs the other's
+        // answer, so a server gets both without waiting (no round trip of its own).
+        let hash = blake3::hash(data);
+        let hash = hash.as_bytes().as_slice();
+        tx.exec(
+            "INSERT INTO blobs(hash, size, data) VALUES (?1, ?2, ?3) ON CONFLICT (hash) DO NOTHING",
+            p![hash, data.len(), data],
+        )?;
         tx.exec(
             r#"INSERT INTO extents(stream, "offset", len, blob, blob_off)
-               VALUES (?1, ?2, ?3, ?4, 0)"#,
-            p![stream, at, data.len(), blob],
+               VALUES (?1, ?2, ?3, (SELECT id FROM blobs WHERE hash = ?4), 0)"#,
+            p![stream, at, data.len(), hash],
         )?;
     }
     Ok(())

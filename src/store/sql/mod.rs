@@ -26,7 +26,7 @@ pub mod lineage;
 pub mod read;
 pub mod write;
 
-pub use conn::{Column, Conn, ConnExt, Dialect, Flow, Param, Row, Value};
+pub use conn::{Column, Conn, ConnExt, Dialect, Flow, IdOf, Param, Row, Value};
 
 /// Current time in ns since the Unix epoch.
 pub fn now_ns() -> i64 {

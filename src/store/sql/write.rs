@@ -7,7 +7,7 @@ use crate::p;
 use crate::store::digest::ContentHasher;
 use crate::store::sql::content::*;
 use crate::store::sql::now_ns;
-use crate::store::sql::{Conn, ConnExt, Row};
+use crate::store::sql::{Conn, ConnExt, IdOf, Row};
 use crate::store::{
     Attrs, Build, CHUNK, CommitRequest, Committed, ContentRef, Input, InputInfo, Kind, NodeRecord,
     RenameRequest, VersionInfo,
@@ -117,6 +117,57 @@ pub(crate) fn live_head(
         _ => head.clone(),
     };
     Ok((live, head))
+}
+
+/// [`live_head`] of the file on inode `ino`, found and read in one statement (a commit's
+/// round trips to a server count): `None` when the inode carries no lineage (a rename
+/// replaced it). Returns (lineage, the file's head, the lineage's head, where the
+/// lineage head's stream ends: [`crate::store::sql::content::stream_end`] of it).
+#[allow(clippy::type_complexity)]
+pub(crate) fn node_head(
+    tx: &dyn Conn,
+    ino: u64,
+) -> Result<Option<(i64, Option<VersionInfo>, Option<VersionInfo>, u64)>> {
+    let row = tx.opt(
+        r#"SELECT n.file_id, v.id, v.version, v.stream, v.size, v.time_ns, v.writer,
+                (SELECT MAX(e.version_id) FROM events e
+                 WHERE e.file_id = n.file_id AND e.op = 'create'),
+                (SELECT x."offset" + x.len FROM extents x WHERE x.stream = v.stream
+                 ORDER BY x."offset" DESC LIMIT 1)
+         FROM nodes n
+         LEFT JOIN versions v ON v.id = (SELECT w.id FROM versions w WHERE w.file_id = n.file_id
+                                         ORDER BY w.version DESC LIMIT 1)
+         WHERE n.ino = ?1"#,
+        p![ino as i64],
+        |r| {
+            let Some(file_id) = r.get::<Option<i64>>(0)? else {
+                return Ok(None);
+            };
+            let head = match r.get::<Option<i64>>(1)? {
+                Some(id) => Some(VersionInfo {
+                    id,
+                    number: r.get(2)?,
+                    content: ContentRef {
+                        stream: r.get(3)?,
+                        len: r.get::<i64>(4)? as u64,
+                    },
+                    time_ns: r.get(5)?,
+                    writer: r.get::<String>(6)?.into(),
+                }),
+                None => None,
+            };
+            let born = r.get::<Option<i64>>(7)?;
+            let end = r.get::<Option<i64>>(8)?.unwrap_or(0) as u64;
+            Ok(Some((file_id, head, born, end)))
+        },
+    )?;
+    Ok(row.flatten().map(|(file_id, head, born, end)| {
+        let live = match (&head, born) {
+            (Some(h), Some(born)) if h.id <= born => None,
+            _ => head.clone(),
+        };
+        (file_id, live, head, end)
+    }))
 }
 
 /// The deleted lineage a new file at `path` continues (SPEC §4, issue 11: a path's
@@ -467,7 +518,15 @@ pub(crate) fn create_in(
                 (fid, head_of(tx, fid)?.map(|v| v.id))
             }
             None => (
-                tx.insert("INSERT INTO files(path) VALUES (?1) RETURNING id", p![path])?,
+                match tx.reserved_id(IdOf::Files)? {
+                    Some(id) => {
+                        tx.exec("INSERT INTO files(id, path) VALUES (?1, ?2)", p![id, path])?;
+                        id
+                    }
+                    None => {
+                        tx.insert("INSERT INTO files(path) VALUES (?1) RETURNING id", p![path])?
+                    }
+                },
                 None,
             ),
         };
@@ -492,8 +551,7 @@ pub(crate) fn create_in(
         file_id = Some(fid);
         floor = before.unwrap_or(0);
     }
-    let ino = tx.insert("INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns, file_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING ino", p![
+    let params = p![
         parent as i64,
         name,
         if kind == Kind::Dir { "dir" } else { "file" },
@@ -504,7 +562,26 @@ pub(crate) fn create_in(
         attrs.mtime_ns,
         attrs.ctime_ns,
         file_id
-    ])? as u64;
+    ];
+    let ino = match tx.reserved_id(IdOf::Nodes)? {
+        Some(ino) => {
+            let mut with_ino = params.to_vec();
+            with_ino.push(ino.into());
+            tx.exec(
+                "INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns,
+                     ctime_ns, file_id, ino)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                &with_ino,
+            )?;
+            ino
+        }
+        None => tx.insert(
+            "INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns,
+                 file_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING ino",
+            params,
+        )?,
+    } as u64;
     crate::store::sql::checkpoint::log_node(tx, ino, Some(floor), attrs.ctime_ns)?;
     touch_dir(tx, parent, attrs.ctime_ns)?;
     if kind == Kind::Dir {
@@ -696,23 +773,15 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
         inputs,
         origin,
     } = req;
-    let file_id: i64 = tx
-        .opt(
-            "SELECT file_id FROM nodes WHERE ino = ?1",
-            p![ino as i64],
-            |r| r.get::<Option<i64>>(0),
-        )?
-        .flatten()
-        .ok_or_else(|| {
-            Error::new(
-                libc::ESTALE,
-                format!("{path}: the file was replaced by a rename while open"),
-            )
-        })?;
     // The file's current version; a file without one yet (created, first commit) is
     // empty, and its first version is numbered on from its lineage's (a re-created path).
-    let (live, lineage_head) = live_head(tx, file_id)?;
-    let number = lineage_head.map_or(1, |h| h.number + 1);
+    let (file_id, live, lineage_head, head_end) = node_head(tx, ino)?.ok_or_else(|| {
+        Error::new(
+            libc::ESTALE,
+            format!("{path}: the file was replaced by a rename while open"),
+        )
+    })?;
+    let number = lineage_head.as_ref().map_or(1, |h| h.number + 1);
     let head = live.unwrap_or(VersionInfo {
         id: 0,
         number: 0,
@@ -765,9 +834,14 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
             ));
         }
     }
+    let base_end = match &lineage_head {
+        Some(h) if h.content.stream == base.stream => head_end,
+        _ if base.stream == EMPTY_STREAM => 0,
+        _ => stream_end(tx, base.stream)?,
+    };
     let extends = base.stream != EMPTY_STREAM
         && base_limit == base.len
-        && base.len == stream_end(tx, base.stream)?
+        && base.len == base_end
         && dirty.iter().all(|&(s, _)| s >= base.len)
         && size >= base.len;
     // Source of byte `off` of the new content: dirty → source; base → stored; else 0.
