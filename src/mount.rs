@@ -517,6 +517,43 @@ fn prepare_postgres(spec: &MountSpec, url: &str) -> Result<(Arc<Fs>, Config), Fa
     Ok((fs, config))
 }
 
+/// How a PostgreSQL daemon's spill directory is named in the temporary directory:
+/// `scratchfs-spill-<pid>-<random>` (mode 0700, removed with the daemon's core).
+const SPILL_PREFIX: &str = "scratchfs-spill-";
+
+/// Removes the spill directories in `tmp` that daemons killed before they could remove
+/// them left (their pid names no live process; only this user's): what they hold was
+/// never acknowledged (a write in progress), so nothing is lost.
+fn remove_dead_spill_dirs(tmp: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    let me = unsafe { libc::geteuid() };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SPILL_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        if meta.is_dir() && meta.uid() == me && !alive {
+            match std::fs::remove_dir_all(e.path()) {
+                Ok(()) => log::info!("removed {} (left by a killed daemon)", e.path().display()),
+                Err(err) => log::warn!("{}: {err}", e.path().display()),
+            }
+        }
+    }
+}
+
 /// The filesystem core of a scratchpad in PostgreSQL, as one more daemon on it (a mount's,
 /// or `scratchfs mcp`'s): the store opened (schema and default layout made on first use,
 /// owned by `owner`), the rules (`rules` recorded as the database's, which reaches the
@@ -532,8 +569,9 @@ pub fn open_postgres(
     use crate::store::postgres::{Postgres, display_name, notify};
     let name = display_name(url);
     let (store, fresh) = Postgres::open(url, owner).map_err(|e| format!("database {name}: {e}"))?;
+    remove_dead_spill_dirs(&std::env::temp_dir());
     let spill = tempfile::Builder::new()
-        .prefix("scratchfs-spill-")
+        .prefix(&format!("{SPILL_PREFIX}{}-", std::process::id()))
         .tempdir()
         .map_err(|e| format!("a spill directory for large writes: {e}"))?;
     // The daemon's own: what is being written is nobody else's to read.

@@ -506,6 +506,14 @@ fn two_attempts_in_forks_and_one_adopted() {
     ));
     assert!(out.contains("plan.md: adopted version"), "{out}");
     assert_eq!(read(m.path("plan.md")), "plan A\n");
+    // Again: the same bytes make no version, and the report says so.
+    let n = m.versions("plan.md").len();
+    let again = ok(cli(
+        &m,
+        &["adopt", "--from", fa.to_str().unwrap(), "plan.md"],
+    ));
+    assert!(again.contains("plan.md: already the same"), "{again}");
+    assert_eq!(m.versions("plan.md").len(), n);
     let origin = m.sh_ok("getfattr --only-values -n user.scratchfs.origin plan.md");
     let o: serde_json::Value = serde_json::from_str(&origin).unwrap();
     assert_eq!(o["source"], named(da.arg()));

@@ -396,6 +396,14 @@ fn refusals_under_the_spec_rules_reach_the_model() {
             libc::EACCES
         )
     );
+    // The rules it served under are recorded, as a mount's are: the next offline command
+    // checks against them.
+    let recorded = sql(&db, "SELECT text FROM rules ORDER BY id DESC LIMIT 1");
+    assert_eq!(
+        recorded.trim(),
+        std::fs::read_to_string(SPEC_RULES).unwrap().trim(),
+        "the rules mcp served under were not recorded"
+    );
 }
 
 /// `--listen` serves streamable HTTP; the same tools answer there.
@@ -749,4 +757,24 @@ fn a_database_from_before_mcp_gets_the_columns_when_mounted() {
     let (rc, out, err) = cli(&m, &["log", "old.md"]);
     assert_eq!(rc, 0, "{err}");
     assert!(out.contains("(mcp: after-migration 9.9)"), "{out}");
+}
+
+/// A daemon killed before it removed its MCP socket leaves the file; the next daemon to
+/// listen removes such sockets (no one answers on them), never a live one.
+#[test]
+fn a_killed_daemons_socket_is_removed_by_the_next() {
+    let dir = scratchfs::mcp::socket::runtime_dir().unwrap();
+    let stale = dir.join(format!("{:016x}.sock", std::process::id() as u64 * 7919));
+    let live_path = dir.join(format!("{:016x}.sock", std::process::id() as u64 * 7927));
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    let live = std::os::unix::net::UnixListener::bind(&live_path).unwrap();
+    let _m = Mount::new();
+    assert!(!stale.exists(), "{} is still there", stale.display());
+    assert!(
+        live_path.exists(),
+        "a socket someone listens on was removed"
+    );
+    drop(live);
+    std::fs::remove_file(&live_path).unwrap();
 }

@@ -916,3 +916,29 @@ fn an_fsync_waits_for_the_wal_to_be_flushed() {
         (syncs() > before).then_some(())
     });
 }
+
+/// A daemon killed with `kill -9` cannot remove its spill directory; the next daemon on
+/// the host removes it (only a dead process's, only its own user's), never a live one's.
+#[test]
+fn a_killed_daemons_spill_directory_is_removed_by_the_next() {
+    let dead = {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    };
+    let tmp = std::env::temp_dir();
+    let left = tmp.join(format!("scratchfs-spill-{dead}-test{}", std::process::id()));
+    let live = tmp.join(format!("scratchfs-spill-{}-test-live", std::process::id()));
+    std::fs::create_dir_all(left.join("inner")).unwrap();
+    std::fs::write(left.join("inner/part"), b"never acknowledged").unwrap();
+    std::fs::create_dir_all(&live).unwrap();
+    let db = Db::new();
+    let _a = Mount::on_db(&db.0);
+    assert!(!left.exists(), "{} is still there", left.display());
+    assert!(
+        live.exists(),
+        "a live process's spill directory was removed"
+    );
+    std::fs::remove_dir_all(&live).unwrap();
+}

@@ -372,20 +372,37 @@ pub fn compare(a: &Path, b: &Path, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Each path's current version in `a` (`versions.id`), before an adopt.
+fn heads(a: &Path, paths: &[String]) -> Result<Vec<Option<i64>>, Failure> {
+    let (_, ta) = tree_now(a)?;
+    Ok(paths
+        .iter()
+        .map(|p| {
+            let raw = crate::store::paths::decode(p).into_owned();
+            ta.lookup(&raw)
+                .and_then(|n| n.version.as_ref().map(|v| v.id))
+        })
+        .collect())
+}
+
 /// What the daemon did for `adopt`, read back from A: each path's current version and,
-/// when it came from B, the version there.
+/// when it came from B and is new (not `before`, the version it had), the version there.
 fn adopted_report(
     a: &Path,
     b: &Path,
     paths: &[String],
+    before: &[Option<i64>],
 ) -> Result<Vec<crate::fs::Adopted>, Failure> {
     let (sa, ta) = tree_now(a)?;
     let (_, tb) = tree_now(b)?;
     let mut out = Vec::new();
-    for p in paths {
+    for (i, p) in paths.iter().enumerate() {
         let raw = crate::store::paths::decode(p).into_owned();
         let theirs = tb.lookup(&raw).and_then(|n| n.version.clone());
-        let ours = ta.lookup(&raw).and_then(|n| n.version.clone());
+        let ours = ta
+            .lookup(&raw)
+            .and_then(|n| n.version.clone())
+            .filter(|v| Some(v.id) != before.get(i).copied().flatten());
         let origin = match &ours {
             Some(v) => sa.origin(v.id).map_err(|e| e.reason)?,
             None => None,
@@ -455,6 +472,7 @@ pub fn adopt(a: &Path, b: &Path, paths: &[std::ffi::OsString], json: bool) -> Re
         Err(_) => {
             let mnt = super::live_mountpoint(a)?
                 .ok_or("adopt: the database is in use, but not mounted where it says")?;
+            let before = heads(a, &stored)?;
             let req = AdoptRequest {
                 from: b.to_string_lossy().into_owned(),
                 paths: stored.clone(),
@@ -471,7 +489,7 @@ pub fn adopt(a: &Path, b: &Path, paths: &[std::ffi::OsString], json: bool) -> Re
                     _ => format!("adopt: {e}"),
                 },
             )?;
-            adopted_report(a, &b, &stored)?
+            adopted_report(a, &b, &stored, &before)?
         }
     };
     for d in &done {

@@ -56,9 +56,11 @@ pub fn serve(
         Ok(lock) => {
             _lock = Some(lock);
             let (mut fs, _) = super::offline_fs_fresh(&db)?;
+            let mut text = None;
             if let Some(path) = rules {
-                let (_, parsed) = crate::rules::load(path)?;
+                let (t, parsed) = crate::rules::load(path)?;
                 fs = fs.with_rules(crate::rules::enforce::Compiled::new(parsed));
+                text = Some(t);
             }
             let ctx = Ctx {
                 pid: std::process::id(),
@@ -66,6 +68,13 @@ pub fn serve(
                 gid: unsafe { libc::getegid() },
             };
             check_writer(&fs, config.writer.as_deref(), ctx)?;
+            if let Some(text) = text {
+                // Recorded as a mount's are: the rules this scratchpad ran under, which
+                // the next offline command checks against.
+                fs.store()
+                    .record_rules(&text, &crate::identity::Caller::internal("scratchfs"))
+                    .map_err(|e| format!("{}: {e}", db.display()))?;
+            }
             Backend::Local(Arc::new(fs), ctx)
         }
         Err(_) => {

@@ -140,6 +140,7 @@ pub fn listen(fs: Arc<Fs>, db: &Path, owner: u32, allow_other: bool) -> Result<P
         )
     };
     let _ = std::fs::remove_file(&path);
+    remove_stale(dir);
     let listener = UnixListener::bind(&path).map_err(|e| io("bind in", e))?;
     let mode = if allow_other { 0o666 } else { 0o600 };
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
@@ -172,6 +173,36 @@ pub fn listen(fs: Arc<Fs>, db: &Path, owner: u32, allow_other: bool) -> Result<P
         })
         .map_err(|e| io("thread for", e))?;
     Ok(path)
+}
+
+/// Removes the sockets in `dir` (this user's runtime directory) that no daemon listens
+/// on any more: left by daemons killed before they could remove theirs (`connect(2)`
+/// answers `ECONNREFUSED`). Only this user's sockets named as [`socket_path`] names them.
+pub fn remove_stale(dir: &Path) {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = unsafe { libc::geteuid() };
+    for e in entries.flatten() {
+        let p = e.path();
+        let ours = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".sock"))
+            .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if !ours || !meta.file_type().is_socket() || meta.uid() != me {
+            continue;
+        }
+        if let Err(err) = UnixStream::connect(&p)
+            && err.raw_os_error() == Some(libc::ECONNREFUSED)
+        {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
 }
 
 /// Removes the socket of database `db` (at exit).
