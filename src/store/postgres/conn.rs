@@ -55,6 +55,8 @@ pub struct PgConn {
     statements: RefCell<HashMap<String, Statement>>,
     /// Statements to send with the next one whose result is needed (module docs).
     queued: RefCell<Vec<Queued>>,
+    /// Bytes of parameters in `queued` ([`QUEUE_MAX`]).
+    queued_bytes: Cell<usize>,
     /// A transaction is open (`BEGIN` queued or sent, no `COMMIT`/`ROLLBACK` since).
     in_transaction: Cell<bool>,
     /// Its `BEGIN` went to the server.
@@ -68,6 +70,11 @@ pub struct PgConn {
 /// synchronous standbys the server's own setting asks for): an `fsync`'s commit, durable
 /// against a crash of the server or the host when it returns. Sent with the `COMMIT`.
 pub const SYNCED_COMMIT: &str = "SET LOCAL synchronous_commit = on";
+
+/// Bytes of queued parameters past which the queue is sent without waiting for a
+/// statement whose result is needed (4 MiB): a commit of a large file (its blobs are
+/// inserts without rows) must not hold all of it in memory.
+const QUEUE_MAX: usize = 4 << 20;
 
 /// How many ids [`Conn::reserved_id`] takes from a sequence at a time (one round trip
 /// for this many inserts; the ids a connection never uses are skipped, as a rolled-back
@@ -157,6 +164,7 @@ impl PgConn {
             client,
             statements: RefCell::new(HashMap::new()),
             queued: RefCell::new(Vec::new()),
+            queued_bytes: Cell::new(0),
             in_transaction: Cell::new(false),
             begun: Cell::new(false),
             reserved: RefCell::new([Vec::new(), Vec::new(), Vec::new()]),
@@ -185,6 +193,7 @@ impl PgConn {
         last: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
     ) -> Result<T> {
         let queued = std::mem::take(&mut *self.queued.borrow_mut());
+        self.queued_bytes.set(0);
         if queued.is_empty() {
             return self.runtime.block_on(last).map_err(|e| pg_error(&e));
         }
@@ -373,10 +382,24 @@ impl Conn for PgConn {
     fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<()> {
         let stmt = self.statement(sql)?;
         if self.in_transaction.get() {
-            let owned = params.iter().map(OwnedParam::from).collect();
+            let owned: Vec<OwnedParam> = params.iter().map(OwnedParam::from).collect();
+            let bytes = self.queued_bytes.get()
+                + owned
+                    .iter()
+                    .map(|p| match p {
+                        OwnedParam::Text(t) => t.len(),
+                        OwnedParam::Blob(b) => b.len(),
+                        _ => 8,
+                    })
+                    .sum::<usize>();
+            self.queued_bytes.set(bytes);
             self.queued
                 .borrow_mut()
                 .push(Queued::Exec(stmt, owned, sql.to_owned()));
+            if bytes >= QUEUE_MAX {
+                // Sent now; a failure is this call's (the transaction fails whole).
+                self.run(std::future::ready(Ok::<(), tokio_postgres::Error>(())))?;
+            }
             return Ok(());
         }
         let params: Vec<PgParam<'_>> = params.iter().copied().map(PgParam).collect();
@@ -397,6 +420,7 @@ impl Conn for PgConn {
             }
             "ROLLBACK" => {
                 self.queued.borrow_mut().clear();
+                self.queued_bytes.set(0);
                 self.in_transaction.set(false);
                 if self.begun.replace(false) {
                     self.run(self.client.batch_execute(sql))

@@ -309,7 +309,7 @@ pub fn hash_prefix(
     let upto = upto.min(content.len);
     let mut hasher = ContentHasher::new(final_len);
     let mut pos = 0u64;
-    conn.each(EXTENTS_BELOW, p![content.stream, upto], &mut |row| {
+    each_extent_below(conn, content.stream, upto, &mut |row| {
         let e_off = row.get::<u64>(0)?;
         let e_len = row.get::<u64>(1)?;
         let b_off = row.get::<u64>(2)?;
@@ -344,7 +344,7 @@ pub fn for_each_data(
     content: ContentRef,
     mut f: impl FnMut(u64, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    conn.each(EXTENTS_BELOW, p![content.stream, content.len], &mut |row| {
+    each_extent_below(conn, content.stream, content.len, &mut |row| {
         let e_off = row.get::<u64>(0)?;
         let e_len = row.get::<u64>(1)?;
         let b_off = row.get::<u64>(2)?;
@@ -358,10 +358,42 @@ pub fn for_each_data(
     })
 }
 
-/// The extents of a stream below an offset, with their bytes (`?1` stream, `?2` end).
+/// The extents of a stream from an offset and below another, with their bytes, a window
+/// at a time (`?1` stream, `?2` from, `?3` end; [`EXTENTS_WINDOW`] rows).
 const EXTENTS_BELOW: &str = r#"SELECT e."offset", e.len, e.blob_off, COALESCE(e.data, b.data)
     FROM extents e LEFT JOIN blobs b ON b.id = e.blob
-    WHERE e.stream = ?1 AND e."offset" < ?2 ORDER BY e."offset""#;
+    WHERE e.stream = ?1 AND e."offset" >= ?2 AND e."offset" < ?3 ORDER BY e."offset"
+    LIMIT 64"#;
+
+/// Rows of [`EXTENTS_BELOW`] at a time: a PostgreSQL client reads a statement's rows
+/// whole, so a window bounds what is held (64 extents of at most 64 KiB: 4 MiB).
+const EXTENTS_WINDOW: usize = 64;
+
+/// Calls `f` with each extent of `stream` below offset `end`, in offset order, with its
+/// bytes (columns: offset, len, blob_off, data), a window of [`EXTENTS_WINDOW`] at a
+/// time; stops when `f` says so.
+fn each_extent_below(
+    conn: &dyn Conn,
+    stream: i64,
+    end: u64,
+    f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
+) -> Result<()> {
+    let mut from = 0u64;
+    loop {
+        let (mut rows, mut last, mut stopped) = (0usize, None, false);
+        conn.each(EXTENTS_BELOW, p![stream, from, end], &mut |row| {
+            rows += 1;
+            last = Some(row.get::<u64>(0)?);
+            let flow = f(row)?;
+            stopped = flow == Flow::Stop;
+            Ok(flow)
+        })?;
+        match last {
+            Some(off) if !stopped && rows == EXTENTS_WINDOW => from = off + 1,
+            _ => return Ok(()),
+        }
+    }
+}
 
 /// Column `i` of `row` as bytes (an extent's data), borrowed.
 fn blob_of(row: &dyn Row, i: usize) -> Result<&[u8]> {
