@@ -942,3 +942,62 @@ fn a_killed_daemons_spill_directory_is_removed_by_the_next() {
     );
     std::fs::remove_dir_all(&live).unwrap();
 }
+
+/// Content `n` of the rewrite test: its number on every line, 1,000 to 200,000 bytes.
+fn numbered(n: u64) -> Vec<u8> {
+    let len = 1000 + (n * 7919) as usize % 200_000;
+    let line = format!("{n:08}\n");
+    line.as_bytes().iter().copied().cycle().take(len).collect()
+}
+
+#[test]
+fn readers_on_another_daemon_read_whole_versions_while_the_file_is_rewritten() {
+    // A reader that opened a version through the page cache just before another daemon's
+    // rewrite arrived must still read that version whole: not its bytes followed by
+    // zeros up to the new size, and not cut short (the kernel keeps one size per inode).
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    std::fs::write(a.path("r.bin"), numbered(0)).unwrap();
+    wait_for("b sees the file", || b.path("r.bin").exists().then_some(()));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (reads, bad) = std::thread::scope(|s| {
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let (mut reads, mut bad) = (0u64, Vec::new());
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        let data = std::fs::read(b.path("r.bin")).unwrap();
+                        reads += 1;
+                        let n: u64 = std::str::from_utf8(&data[..8]).unwrap().parse().unwrap();
+                        if data != numbered(n) {
+                            bad.push((n, data.len(), numbered(n).len()));
+                        }
+                    }
+                    (reads, bad)
+                })
+            })
+            .collect();
+        for n in 1..=300 {
+            std::fs::write(a.path("r.bin"), numbered(n)).unwrap();
+        }
+        // The last rewrite reaches b before the readers stop.
+        wait_for("b reads the last rewrite", || {
+            (std::fs::read(b.path("r.bin")).ok()? == numbered(300)).then_some(())
+        });
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        readers.into_iter().map(|r| r.join().unwrap()).fold(
+            (0, Vec::new()),
+            |(r, mut b), (r2, b2)| {
+                b.extend(b2);
+                (r + r2, b)
+            },
+        )
+    });
+    assert!(
+        bad.is_empty(),
+        "{} of {reads} reads on b were not a whole version (version, bytes read, its size): {:?}",
+        bad.len(),
+        &bad[..bad.len().min(5)]
+    );
+}

@@ -199,9 +199,8 @@ impl Fs {
             if !newer {
                 return Ok(());
             }
-            n.head = r.head;
+            n.take_head(r.head);
             n.step = r.step;
-            n.cached_version = 0;
             n.mtime_pinned = r.mtime_pinned;
             n.attrs = r.attrs;
         }
@@ -278,9 +277,8 @@ impl Fs {
                     }
                     if content_changed {
                         inv.push(Invalidation::Data(ino));
-                        n.head = r.head.clone();
+                        n.take_head(r.head.clone());
                         n.step = r.step;
-                        n.cached_version = 0;
                         n.mtime_pinned = r.mtime_pinned;
                     }
                     if n.orphan {

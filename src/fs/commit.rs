@@ -313,8 +313,11 @@ impl Fs {
                 }
                 if cached {
                     n.cache_readers = n.cache_readers.saturating_sub(1);
-                    if n.cache_readers == 0 && n.draining > 0 {
-                        self.owed_settled();
+                    if n.cache_readers == 0 {
+                        n.held = None;
+                        if n.draining > 0 {
+                            self.owed_settled();
+                        }
                     }
                 }
                 if n.open_handles == 0 {

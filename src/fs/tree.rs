@@ -35,6 +35,9 @@ pub(super) struct Node {
     pub(super) cache_readers: u32,
     /// Version whose bytes the kernel page cache may hold (decides `FOPEN_KEEP_CACHE`).
     pub(super) cached_version: i64,
+    /// The size the kernel is told while page-cache readers of the previous version
+    /// finish, after another daemon rewrote the file ([`Node::take_head`]).
+    pub(super) held: Option<Box<HeldSize>>,
     /// Children by name, and their inodes in cookie order (directories only).
     pub(super) children: HashMap<Vec<u8>, u64>,
     pub(super) cookies: BTreeSet<u64>,
@@ -127,6 +130,7 @@ impl Node {
             owed_by: None,
             cached_version: 0,
             cache_readers: 0,
+            held: None,
             children: HashMap::new(),
             cookies: BTreeSet::new(),
             subdirs: 0,
@@ -150,11 +154,56 @@ impl Node {
                 (h.id, h.content)
             })
     }
+    /// Takes `head`, a version another daemon committed (or a rollback made), as the
+    /// file's current version. Readers reading the previous version through the page
+    /// cache may still be open: the kernel keeps one `i_size` per inode, which bounds
+    /// their reads, so unless `head` only extends their version (an append, which they
+    /// follow), the kernel is told their version's size until they close, for at most
+    /// [`super::CACHED_READERS_WAIT`], as a local writer's open waits for them
+    /// (docs/SEMANTICS.md). Opens meanwhile get `head`, bypassing the page cache, so
+    /// they read it whole whatever size `stat` says.
+    pub(super) fn take_head(&mut self, head: Option<VersionInfo>) {
+        if self.cache_readers == 0 {
+            self.cached_version = 0;
+            self.held = None;
+        } else if self.held.is_none()
+            && let Some(old) = &self.head
+            && old.id == self.cached_version
+        {
+            let extends = head.as_ref().is_some_and(|h| {
+                h.content.stream == old.content.stream && h.content.len >= old.content.len
+            });
+            if !extends {
+                self.held = Some(Box::new(HeldSize {
+                    len: old.content.len,
+                    until: std::time::Instant::now() + super::CACHED_READERS_WAIT,
+                }));
+            }
+        }
+        self.head = head;
+    }
+    /// The size held for page-cache readers of a previous version ([`Node::take_head`]),
+    /// while it holds.
+    fn held_size(&self) -> Option<u64> {
+        self.held
+            .as_ref()
+            .filter(|h| self.cache_readers > 0 && std::time::Instant::now() < h.until)
+            .map(|h| h.len)
+    }
     pub(super) fn size(&self) -> u64 {
         self.pending_size
             .or(self.head.as_ref().map(|h| h.content.len))
             .unwrap_or(0)
     }
+}
+
+/// A size the kernel is told instead of the current version's ([`Node::take_head`]).
+#[derive(Debug)]
+pub(super) struct HeldSize {
+    /// The previous version's size, bytes.
+    pub(super) len: u64,
+    /// When the hold ends whoever is still reading.
+    pub(super) until: std::time::Instant,
 }
 
 #[derive(Default)]
@@ -297,8 +346,9 @@ impl Tree {
         let n = self.get(ino)?;
         let size = match tgid {
             Some(t) if n.pending_size.is_some() && !n.writer_tgids.contains(&t) => {
-                n.content().1.len
+                n.held_size().unwrap_or(n.content().1.len)
             }
+            _ if n.pending_size.is_none() => n.held_size().unwrap_or_else(|| n.size()),
             _ => n.size(),
         };
         Ok(Attr {
