@@ -73,7 +73,7 @@ pub(crate) fn point_now(tx: &dyn Conn, time_ns: i64) -> Result<Point> {
 }
 
 /// The point at time `time_ns`: the last `tree_log` row and the last version made at or
-/// before it. `ENOENT` for a time before the namespace history begins
+/// before it (gc's forgotten versions included). `ENOENT` for a time before the namespace history begins
 /// (`meta.tree_log_since`: the database's creation, or its first open by a scratchfs that
 /// keeps it).
 pub(crate) fn point_at_time(conn: &dyn Conn, time_ns: i64) -> Result<Point> {
@@ -94,8 +94,12 @@ pub(crate) fn point_at_time(conn: &dyn Conn, time_ns: i64) -> Result<Point> {
             ),
         ));
     };
+    // The versions gc forgot count too: a point past them knows their file had a
+    // version it can no longer show (`SnapNode::forgotten`), never an older one instead.
     let (version_seq, event_seq): (i64, i64) = conn.one(
-        "SELECT (SELECT COALESCE(MAX(id), 0) FROM versions WHERE time_ns <= ?1),
+        "SELECT (SELECT COALESCE(MAX(id), 0) FROM
+                   (SELECT id FROM versions WHERE time_ns <= ?1
+                    UNION ALL SELECT version_id FROM forgotten WHERE time_ns <= ?1) AS made),
                 (SELECT COALESCE(MAX(id), 0) FROM events WHERE time_ns <= ?1)",
         p![time_ns],
         |r| Ok((r.get(0)?, r.get(1)?)),
