@@ -73,22 +73,50 @@ pub fn mounted_at(mp: &Path) -> Option<String> {
         .next_back()
 }
 
-/// The mountpoint of a FUSE mount of this host whose source (its `fsname`) is `source`
-/// exactly, the first in `/proc/self/mountinfo`, found without touching any mount: how a
-/// command finds a mount of a PostgreSQL database here (a mount's default fsname is the
-/// database's [`crate::store::postgres::display_name`]). `None` when there is none.
-pub fn mounted_from(source: &str) -> Option<PathBuf> {
+/// The FUSE mounts of this host whose source (their `fsname`) is `source` exactly, in
+/// `/proc/self/mountinfo` order, each with the uid that mounted it (the `user_id=`
+/// option the kernel records for FUSE), found without touching any mount: how a command
+/// finds a mount of a PostgreSQL database here (a mount's default fsname is the
+/// database's [`crate::store::postgres::display_name`]). Anyone may give a mount any
+/// fsname: [`crate::cli::live_mountpoint`] checks what it finds.
+pub fn mounted_from(source: &str) -> Vec<(PathBuf, Option<u32>)> {
     use std::os::unix::ffi::OsStringExt;
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    info.lines()
+        .filter_map(|l| {
+            let mut after = l.split(" - ").nth(1)?.split(' ');
+            let (fstype, src) = (after.next()?, after.next()?);
+            if !(fstype.starts_with("fuse") && unescape_mountinfo(src) == source.as_bytes()) {
+                return None;
+            }
+            let mp = unescape_mountinfo(l.split(' ').nth(4)?);
+            Some((
+                PathBuf::from(std::ffi::OsString::from_vec(mp)),
+                fuse_owner(after.next().unwrap_or_default()),
+            ))
+        })
+        .collect()
+}
+
+/// The uid that mounted the FUSE filesystem at `mp` (an absolute path), the topmost
+/// there: its `user_id=` super option in `/proc/self/mountinfo`.
+pub fn mounted_by(mp: &Path) -> Option<u32> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().find_map(|l| {
-        let mut after = l.split(" - ").nth(1)?.split(' ');
-        let (fstype, src) = (after.next()?, after.next()?);
-        if !(fstype.starts_with("fuse") && unescape_mountinfo(src) == source.as_bytes()) {
-            return None;
-        }
-        let mp = unescape_mountinfo(l.split(' ').nth(4)?);
-        Some(PathBuf::from(std::ffi::OsString::from_vec(mp)))
-    })
+    let want = mp.as_os_str().as_bytes();
+    info.lines()
+        .filter(|l| l.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(want))
+        .filter_map(|l| fuse_owner(l.split(" - ").nth(1)?.split(' ').nth(2)?))
+        .next_back()
+}
+
+/// The `user_id=N` of a FUSE mount's super options (mountinfo's last field).
+fn fuse_owner(options: &str) -> Option<u32> {
+    options
+        .split(',')
+        .find_map(|o| o.strip_prefix("user_id="))
+        .and_then(|u| u.parse().ok())
 }
 
 /// A path as /proc/self/mountinfo writes it, decoded: space, tab, newline and backslash

@@ -1001,3 +1001,50 @@ fn readers_on_another_daemon_read_whole_versions_while_the_file_is_rewritten() {
         &bad[..bad.len().min(5)]
     );
 }
+
+/// The source (fsname) /proc/self/mountinfo gives the mount at `mnt`.
+fn mount_source(mnt: &std::path::Path) -> String {
+    let want = mnt.to_string_lossy().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(want.as_str()))
+        .and_then(|l| l.split(" - ").nth(1)?.split(' ').nth(1).map(str::to_string))
+        .unwrap_or_else(|| panic!("{want} is not in the mount table"))
+}
+
+#[test]
+fn a_mount_named_after_another_database_is_not_asked_for_it() {
+    // Anyone may name a mount anything (`--fsname`): a command on database Y never acts
+    // through a mount of scratchpad X that calls itself Y; it works on Y itself.
+    let (x, y) = (Db::new(), Db::new());
+    let name_of_y = {
+        let m = Mount::on_db(&y.0);
+        std::fs::write(m.path("y.md"), "y\n").unwrap();
+        mount_source(&m.mnt)
+    };
+    let impostor = Mount::on_db_with(&x.0, &["--fsname", &name_of_y]);
+    assert_eq!(mount_source(&impostor.mnt), name_of_y);
+    let o = std::process::Command::new(common::BIN)
+        .args(["checkpoint", "cp1", "--db", &y.0])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        common::pg_query(&y.0, "SELECT name FROM checkpoints WHERE name = 'cp1'").trim(),
+        "cp1"
+    );
+    assert_eq!(
+        common::pg_query(&x.0, "SELECT COUNT(*) FROM checkpoints WHERE name = 'cp1'").trim(),
+        "0",
+        "the checkpoint of Y was taken in X, through the mount that called itself Y"
+    );
+    // The impostor's root says which scratchpad it is.
+    let id = common::pg_query(&x.0, "SELECT value FROM meta WHERE key = 'scratchpad_id'");
+    let o = std::process::Command::new("getfattr")
+        .args(["--only-values", "-n", "user.scratchfs.scratchpad"])
+        .arg(&impostor.mnt)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), id.trim());
+}

@@ -82,18 +82,69 @@ pub fn postgres_url(db: &Path) -> Option<&str> {
     db.to_str().filter(|d| crate::store::postgres::is_url(d))
 }
 
-/// The mountpoint where the database is mounted now, if it is. A PostgreSQL database may
-/// be mounted on many hosts: this is a mount of this host whose source is the database's
-/// default fsname ([`crate::mount::mounted_from`]; a mount given another `--fsname` is
-/// not found).
+/// The mountpoint where the database is mounted now, if it is: a FUSE mount of this
+/// host that the mount table names (a PostgreSQL database may be mounted on many hosts:
+/// one whose source is the database's default fsname, [`crate::mount::mounted_from`], so
+/// a mount given another `--fsname` is not found; an SQLite database: its last
+/// mountpoint, `meta.mountpoint`), mounted by root, by this user or (SQLite) by the
+/// database file's owner, and whose root says it is this database's scratchpad
+/// ([`crate::fs::serve::SCRATCHPAD_XATTR`] equal to `meta.scratchpad_id`). Any other
+/// mount (another scratchpad given this database's name as its fsname, another user's
+/// filesystem there) is not asked: the command then works on the database itself.
 pub fn live_mountpoint(db: &Path) -> Result<Option<String>, Failure> {
-    if let Some(url) = postgres_url(db) {
-        return Ok(
-            crate::mount::mounted_from(&crate::store::postgres::display_name(url))
-                .map(|m| m.to_string_lossy().into_owned()),
-        );
+    let euid = unsafe { libc::geteuid() };
+    let candidates: Vec<(std::path::PathBuf, Option<u32>)> = match postgres_url(db) {
+        Some(url) => crate::mount::mounted_from(&crate::store::postgres::display_name(url)),
+        None => match meta(db, "mountpoint")? {
+            Some(m) if crate::mount::fuse_mounted_at(Path::new(&m)) => {
+                let by = crate::mount::mounted_by(Path::new(&m));
+                vec![(m.into(), by)]
+            }
+            _ => Vec::new(),
+        },
+    };
+    if candidates.is_empty() {
+        return Ok(None);
     }
-    Ok(meta(db, "mountpoint")?.filter(|m| crate::mount::fuse_mounted_at(Path::new(m))))
+    let file_owner = match postgres_url(db) {
+        Some(_) => None,
+        None => std::fs::metadata(db).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid()
+        }),
+    };
+    let Some(id) = meta(db, "scratchpad_id")? else {
+        return Ok(None);
+    };
+    Ok(candidates
+        .into_iter()
+        .filter(|(_, by)| by.is_some_and(|u| u == 0 || u == euid || Some(u) == file_owner))
+        .find(|(mp, _)| {
+            get_xattr(mp, crate::fs::serve::SCRATCHPAD_XATTR).is_some_and(|v| v == id.as_bytes())
+        })
+        .map(|(mp, _)| mp.to_string_lossy().into_owned()))
+}
+
+/// An extended attribute of `file` (following links), or `None` when it has none by
+/// that name or cannot be read.
+pub fn get_xattr(file: &Path, name: &str) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(file.as_os_str().as_bytes()).ok()?;
+    let name = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 256];
+    let n = unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return None;
+    }
+    buf.truncate(n as usize);
+    Some(buf)
 }
 
 /// Sets an extended attribute on `file` (inside a mount): how a command asks the daemon

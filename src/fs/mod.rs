@@ -35,7 +35,8 @@ mod tree;
 pub mod serve {
     pub use super::serve_views::{
         ADOPT_XATTR, ARCHIVE_XATTRS, CHECKPOINT_XATTR, DROP_CHECKPOINT_XATTR, GC_XATTR,
-        REDACT_XATTR, RESTORE_XATTR, ROLLBACK_XATTR, RedactRequest, XATTR_PREFIX, XATTRS,
+        REDACT_XATTR, RESTORE_XATTR, ROLLBACK_XATTR, RedactRequest, SCRATCHPAD_XATTR, XATTR_PREFIX,
+        XATTRS,
     };
 }
 

@@ -89,6 +89,12 @@ pub const XATTRS: &[&str] = &[
     "inputs",
     "origin",
 ];
+/// The mount's root has this attribute (read-only): its scratchpad's id
+/// (`meta.scratchpad_id`, docs/schema.md), by which a command that found a mount of its
+/// database by the mount table (a PostgreSQL mount's fsname, an SQLite database's last
+/// mountpoint) makes sure the mount there is that scratchpad's before asking it anything
+/// ([`crate::cli::live_mountpoint`]).
+pub const SCRATCHPAD_XATTR: &str = "user.scratchfs.scratchpad";
 /// Setting this attribute on the root to a JSON `GcRequest` runs gc in the daemon.
 pub const GC_XATTR: &str = "user.scratchfs.gc";
 /// Setting this attribute to N restores version N (see [`Fs::setxattr`]).
@@ -866,6 +872,11 @@ impl Fs {
     /// NUL-terminated names.
     pub fn listxattr(&self, ino: u64) -> Result<Vec<u8>> {
         let mut out = Vec::new();
+        if ino == ROOT {
+            out.extend_from_slice(SCRATCHPAD_XATTR.as_bytes());
+            out.push(0);
+            return Ok(out);
+        }
         let Some((id, _)) = self.xattr_version(ino)? else {
             return Ok(out);
         };
@@ -916,14 +927,19 @@ impl Fs {
 
     /// `getxattr`: `user.scratchfs.version`, `.writer`, `.blake3`, `.step`, `.committed`
     /// (RFC 3339 UTC) and `.inputs` (issue 13: a JSON array of what the writer had read,
-    /// [`crate::lineage::inputs_json`]) of a file's current version. Any other name, or
-    /// `.step` or `.inputs` of a version without one: `ENODATA`.
+    /// [`crate::lineage::inputs_json`]) of a file's current version; on the root,
+    /// [`SCRATCHPAD_XATTR`]. Any other name, or `.step` or `.inputs` of a version without
+    /// one: `ENODATA`.
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
         let nodata = || Error::new(libc::ENODATA, "no such attribute");
         let name = std::str::from_utf8(name).map_err(|_| nodata())?;
         let Some(key) = name.strip_prefix(XATTR_PREFIX) else {
             return Err(nodata());
         };
+        if ino == ROOT && name == SCRATCHPAD_XATTR {
+            let id = self.store.meta("scratchpad_id")?.ok_or_else(nodata)?;
+            return Ok(id.into_bytes());
+        }
         let (id, number) = self.xattr_version(ino)?.ok_or_else(nodata)?;
         let meta = self.store.version_meta(id)?;
         let deletion = || -> Result<(String, i64)> {

@@ -187,6 +187,11 @@ impl Mount {
     /// mountpoint of its own: a second daemon of a PostgreSQL scratchpad (issue 15). The
     /// database is not dropped when this mount is.
     pub fn on_db(db: &str) -> Mount {
+        Self::on_db_with(db, &[])
+    }
+
+    /// [`Mount::on_db`] with extra `scratchfs mount` arguments.
+    pub fn on_db_with(db: &str, extra: &[&str]) -> Mount {
         let dir = tempfile::Builder::new()
             .prefix("scratchfs-test-")
             .tempdir()
@@ -198,7 +203,7 @@ impl Mount {
             mnt,
             db: PathBuf::from(db),
             child: None,
-            extra: Vec::new(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
             env: Vec::new(),
             disk: None,
             keep_db: true,
