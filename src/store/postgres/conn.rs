@@ -840,7 +840,7 @@ fn target(config: &Config) -> String {
 fn config_from(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Config> {
     let invalid = |what: String| Error::new(libc::EINVAL, what);
     let env = |k: &str| env(k).filter(|v| !v.is_empty());
-    let mut config = Config::from_str(url)
+    let mut config = Config::from_str(&super::store::with_lower_scheme(url))
         .map_err(|e| invalid(format!("invalid PostgreSQL URL: {}", describe(&e))))?;
     if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
         let Some(hosts) = env("PGHOST") else {

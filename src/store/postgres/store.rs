@@ -66,9 +66,28 @@ pub struct Postgres {
 /// (30 s; then `EBUSY`, naming the silent ones, and nothing is deleted).
 const GC_ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Whether `db` names a PostgreSQL database (`postgres://` or `postgresql://`).
+/// Whether `db` names a PostgreSQL database (`postgres://` or `postgresql://`, the
+/// scheme in any case, as RFC 3986 §3.1 has it: `POSTGRES://` is a URL, not a file name).
 pub fn is_url(db: &str) -> bool {
-    db.starts_with("postgres://") || db.starts_with("postgresql://")
+    scheme_len(db).is_some()
+}
+
+/// The length of `db`'s `postgres://` or `postgresql://` (any case), if it starts so.
+fn scheme_len(db: &str) -> Option<usize> {
+    ["postgres://", "postgresql://"].into_iter().find_map(|s| {
+        let head = db.as_bytes().get(..s.len())?;
+        head.eq_ignore_ascii_case(s.as_bytes()).then_some(s.len())
+    })
+}
+
+/// `url` with its scheme in lower case, as the client library parses it.
+pub(crate) fn with_lower_scheme(url: &str) -> std::borrow::Cow<'_, str> {
+    match scheme_len(url) {
+        Some(n) if !url[..n].bytes().all(|b| !b.is_ascii_uppercase()) => {
+            format!("{}{}", url[..n].to_ascii_lowercase(), &url[n..]).into()
+        }
+        _ => url.into(),
+    }
 }
 
 /// `host:port/dbname` of a URL, without user or password, for messages.
