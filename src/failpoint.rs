@@ -7,7 +7,8 @@
 //! until the process is killed. Without them (always, outside tests) [`hit`] is one
 //! comparison against a value read once. Points: `commit-now` (a commit written straight
 //! to SQLite, e.g. past the redo log's limit, after its content and before the
-//! transaction commits), `gc` (after gc's deletes, before its commit), `rename` (after a
+//! transaction commits), `gc` (after gc's deletes, before its commit), `commit` (a commit's content written, its
+//! version not yet, inside its transaction, on either backend), `rename` (after a
 //! rename's rows moved, before its commit), `fold-thread` (the thread that commits the
 //! batch, before its first fold: acknowledged changes then stay in the redo log only).
 

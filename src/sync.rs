@@ -4,7 +4,8 @@
 //! Lock order, outermost first (never take an outer lock while holding an inner one):
 //! 0. the gc guard (`fs::Fs::gc_guard`: a restore reads it across its lookup and commit,
 //!    gc writes it), so gc never collects the version a restore is copying,
-//! 1. one open handle (`fs::handle::Handle`, held across its commit),
+//! 1. one open handle (`fs::handle::Slot`, held across its commit; its pin is a leaf
+//!    map, level 5, set while the handle is held),
 //! 2. the namespace guard (`fs::Fs::ns_guard`: a commit reads it from its gate check to
 //!    its store transaction, a rename writes it), so a rename never moves a file between
 //!    the verdict on a commit and the commit,

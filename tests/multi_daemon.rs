@@ -1048,3 +1048,29 @@ fn a_mount_named_after_another_database_is_not_asked_for_it() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&o.stdout), id.trim());
 }
+
+#[test]
+fn a_daemon_in_the_middle_of_a_commit_answers_gc_at_once() {
+    // A commit holds its handle (and the daemon's store connection) for as long as it
+    // takes; the daemon still answers another daemon's gc with what its handles read.
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let mut b = Mount::on_db(&db.0);
+    std::fs::write(a.path("kept.md"), "one\n").unwrap();
+    std::fs::write(a.path("kept.md"), "two\n").unwrap();
+    // b again, after a in the mount table (gc goes through a), stopping in its next
+    // commit's transaction, handle held.
+    b.unmount();
+    let flag = b.start_with_failpoint("commit");
+    let path = b.path("stuck.md");
+    std::thread::spawn(move || {
+        let _ = std::fs::write(path, "never committed\n");
+    });
+    wait_for("b stops inside its commit", || flag.exists().then_some(()));
+    // A change b hears of first: its refresh waits for b's store, its gc answer must not.
+    std::fs::write(a.path("other.md"), "x\n").unwrap();
+    let (code, out) = gc(&db.0, &["--keep-last", "1"]);
+    assert_eq!(code, Some(0), "gc waited for the daemon in a commit: {out}");
+    assert_eq!(std::fs::read_to_string(a.path("kept.md")).unwrap(), "two\n");
+    b.kill9();
+}

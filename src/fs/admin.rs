@@ -4,11 +4,10 @@
 use std::sync::Arc;
 
 use super::gate::Change;
-use super::handle::{Handle, HandleKind};
+use super::handle::Slot;
 use super::{Ctx, Fs, Invalidation};
 use crate::error::{Error, Result};
 use crate::store::Build;
-use crate::sync::Mutex;
 
 impl Fs {
     /// Makes version `n` of the file at `ino` its current version again, as a new version
@@ -109,16 +108,14 @@ impl Fs {
     /// writer's base. gc keeps them (`Store::gc`'s `protected`); on PostgreSQL a gc in
     /// another daemon asks for them ([`crate::store::postgres::notify::Listener`]).
     pub fn open_contents(&self) -> Vec<(i64, u64)> {
-        let handles: Vec<Arc<Mutex<Handle>>> = self.handles.lock().values().cloned().collect();
-        let mut protected = Vec::new();
-        for h in handles {
-            match &h.lock().kind {
-                HandleKind::Read(c, _) => protected.push((c.stream, c.len)),
-                HandleKind::Write(w) => protected.push((w.base.stream, w.base.len)),
-                HandleKind::View(_) => {}
-            }
-        }
-        protected
+        // The pins, not the handles: an operation in progress (a long commit) must not
+        // hold up the answer ([`Slot`]).
+        let slots: Vec<Arc<Slot>> = self.handles.lock().values().cloned().collect();
+        slots
+            .iter()
+            .filter_map(|s| s.pin())
+            .map(|c| (c.stream, c.len))
+            .collect()
     }
 
     /// Redacts version `n` of the file at `path` (live, or the latest deleted file that

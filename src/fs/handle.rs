@@ -320,6 +320,79 @@ pub struct Handle {
     pub created: bool,
 }
 
+impl Handle {
+    /// The stored content this handle reads: a reader's version, a writer's base (`None`
+    /// for a view's rendered bytes).
+    fn pin(&self) -> Option<ContentRef> {
+        match &self.kind {
+            HandleKind::Read(c, _) => Some(*c),
+            HandleKind::Write(w) => Some(w.base),
+            HandleKind::View(_) => None,
+        }
+    }
+}
+
+/// An open handle in the table of handles, with a copy of the content it reads
+/// ([`Handle`]'s version or base) that is brought up to date whenever an operation on the
+/// handle lets go of it: a gc (another daemon's, asking over PostgreSQL) learns what the
+/// handle reads without waiting for the operation in progress (a commit of a large file
+/// holds the handle for as long as it takes). During an operation the copy is what the
+/// handle read when the operation began, which the operation may still read.
+pub struct Slot {
+    handle: crate::sync::Mutex<Handle>,
+    pin: crate::sync::Mutex<Option<ContentRef>>,
+}
+
+impl Slot {
+    /// A slot for `handle`.
+    pub fn new(handle: Handle) -> Slot {
+        Slot {
+            pin: crate::sync::Mutex::new(handle.pin()),
+            handle: crate::sync::Mutex::new(handle),
+        }
+    }
+
+    /// The handle, locked for one operation.
+    pub fn lock(&self) -> SlotGuard<'_> {
+        SlotGuard {
+            slot: self,
+            handle: self.handle.lock(),
+        }
+    }
+
+    /// The content the handle reads, as of the end of its last operation; never waits
+    /// for one in progress.
+    pub fn pin(&self) -> Option<ContentRef> {
+        *self.pin.lock()
+    }
+}
+
+/// A [`Slot`]'s handle while one operation holds it; letting go updates the slot's pin.
+pub struct SlotGuard<'a> {
+    slot: &'a Slot,
+    handle: crate::sync::MutexGuard<'a, Handle>,
+}
+
+impl std::ops::Deref for SlotGuard<'_> {
+    type Target = Handle;
+    fn deref(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+impl std::ops::DerefMut for SlotGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Handle {
+        &mut self.handle
+    }
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        // Still holding the handle: the pin never runs ahead of it.
+        *self.slot.pin.lock() = self.handle.pin();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,7 +52,7 @@ use crate::sync::{Mutex, RwLock};
 use crate::views::{self, View};
 pub use checkpoint::Adopted;
 use gate::Change;
-use handle::{Handle, HandleKind, WriteState};
+use handle::{Handle, HandleKind, Slot, WriteState};
 pub use live::LIVE_APPEND_DELAY;
 use tree::{Node, Tree, now_ns};
 
@@ -263,7 +263,7 @@ pub(crate) fn clear_suid_sgid(mode: u32) -> u32 {
 pub struct Fs {
     store: Arc<dyn Store>,
     tree: RwLock<Tree>,
-    handles: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
+    handles: Mutex<HashMap<u64, Arc<Slot>>>,
     next_fh: AtomicU64,
     resolver: Resolver,
     spill_dir: PathBuf,
@@ -1000,7 +1000,7 @@ impl Fs {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().insert(
             fh,
-            Arc::new(Mutex::new(Handle {
+            Arc::new(Slot::new(Handle {
                 ino,
                 caller,
                 kind,
@@ -1075,7 +1075,7 @@ impl Fs {
         self.owed.1.notify_all();
     }
 
-    fn handle(&self, fh: u64) -> Result<Arc<Mutex<Handle>>> {
+    fn handle(&self, fh: u64) -> Result<Arc<Slot>> {
         self.handles
             .lock()
             .get(&fh)

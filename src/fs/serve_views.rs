@@ -10,7 +10,7 @@ use super::manifest_rows::{FxMap, Rows, Seen, Touched, mix};
 use super::tree::{Node, Tree, ViewMemo};
 use super::{Attr, Fs, OpenFlags, ROOT, now_ns};
 use crate::error::{Error, Result};
-use crate::fs::handle::{Handle, HandleKind};
+use crate::fs::handle::{Handle, HandleKind, Slot};
 use crate::identity::Caller;
 use crate::store::{Attrs, ContentRef, Kind, paths};
 use crate::sync::Mutex;
@@ -347,7 +347,7 @@ impl Fs {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().insert(
             fh,
-            Arc::new(Mutex::new(Handle {
+            Arc::new(Slot::new(Handle {
                 ino: view.ino(),
                 caller: Arc::new(Caller::default()),
                 kind,

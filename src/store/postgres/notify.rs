@@ -106,13 +106,31 @@ pub struct Listener {
 /// than `daemon`'s own) is passed to `on`; after the connection is lost (and again when it
 /// is back), `on` gets `[Change::Tree]`, since notifications may have been missed. Ends
 /// when `on` returns `false`. While connected it holds [`DAEMONS_LOCK`] and answers
-/// every other daemon's gc with [`Listener::open_contents`] before anything else.
+/// every other daemon's gc with [`Listener::open_contents`] at once: `on` runs in a
+/// thread of its own (`scratchfs-refresh`, batches that queue up while it works are
+/// passed together), so a refresh waiting for this daemon's store (a long commit holds
+/// its connection) never keeps another daemon's gc waiting for an answer.
 pub fn listen(
     url: String,
     daemon: String,
     me: Listener,
     on: impl Fn(&[Change]) -> bool + Send + 'static,
 ) -> std::io::Result<()> {
+    let (to_refresh, batches) = std::sync::mpsc::channel::<Vec<Change>>();
+    std::thread::Builder::new()
+        .name("scratchfs-refresh".into())
+        .spawn(move || {
+            while let Ok(mut changes) = batches.recv() {
+                while let Ok(more) = batches.try_recv() {
+                    changes.extend(more);
+                }
+                if !on(&changes) {
+                    // Dropping the receiver ends the listener at its next batch.
+                    return;
+                }
+            }
+        })?;
+    let on = move |changes: &[Change]| to_refresh.send(changes.to_vec()).is_ok();
     std::thread::Builder::new()
         .name("scratchfs-listen".into())
         .spawn(move || {

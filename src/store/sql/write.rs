@@ -1001,6 +1001,7 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
     } else {
         op
     };
+    crate::failpoint::hit("commit");
     let version = insert_version_numbered(
         tx, file_id, number, path, op, content, &hash, caller, time_ns,
     )?;
