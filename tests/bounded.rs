@@ -1,5 +1,5 @@
 //! Files of any size are never held whole in memory (SPEC §8, issue 10): `show`,
-//! `export`, `fsck`, `diff`, `gc`, `restore` and the views stream a version in chunks.
+//! `export`, `fsck`, `diff`, `gc`, `restore`, `fork` and the views stream a version in chunks.
 //! The bound is checked as a memory figure, never a time: the peak RSS of each command
 //! (`wait4`'s `ru_maxrss`) and the daemon's (`VmHWM`) stay under [`LIMIT_KIB`] with a
 //! 1 GiB file (the old code held a version whole: a 1 GiB file cost over 1 GiB).
@@ -220,6 +220,14 @@ fn a_huge_file_costs_bounded_memory_in_every_command_and_view() {
     let (code, err, peak) = measured(&m, &["gc", "--keep-last", "2"], |_| {});
     assert_eq!(code, 0, "{err}");
     check("gc", peak);
+    // A fork with history copies every version: from PostgreSQL through a cursor, a
+    // window of rows at a time (into an SQLite file, so both backends' writers are
+    // exercised across the two passes).
+    let to = m.dir.path().join("fork.db");
+    let (code, err, peak) = measured(&m, &["fork", "--to", to.to_str().unwrap()], |_| {});
+    assert_eq!(code, 0, "{err}");
+    check("fork", peak);
+    std::fs::remove_file(&to).unwrap();
     m.sh_ok("rm big.bin");
     assert_eq!(hash_file(&m.path(".archive/big.bin")), (BIG, v2));
     check("the daemon", daemon_peak_kib(&m));

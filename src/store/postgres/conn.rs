@@ -292,7 +292,13 @@ impl PgConn {
                 "begin_snapshot: a transaction is already open",
             ));
         }
-        self.begin_as("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        // It holds no lock a change waits for, and may wait for the other side of the fork
+        // (a large table written into the new database) longer than the idle limit that
+        // frees a stopped daemon's locks.
+        self.begin_as(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; \
+             SET LOCAL idle_in_transaction_session_timeout = 0",
+        )
     }
 
     /// Sends `sql`, which opens a transaction, now. When a statement after its `BEGIN`

@@ -161,6 +161,9 @@ impl Postgres {
                 ));
             }
             c.batch(super::SCHEMA)?;
+            // A new database nobody else uses: its transaction may wait on the source
+            // (a large table read) past the idle limit meant for stopped daemons.
+            c.batch("SET LOCAL idle_in_transaction_session_timeout = 0")?;
             fill(c)
         })
     }

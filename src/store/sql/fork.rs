@@ -82,8 +82,8 @@ fn columns_of(conn: &dyn Conn, table: &str) -> Result<Vec<(String, String)>> {
 /// opened (`src`'s a consistent snapshot). Returns the rows copied. Errors: `EIO` when
 /// `dst`'s schema has a table [`TABLES`] lacks or lacks one of them, when a column of
 /// `dst` is not in `src`, or when a value does not fit its column (an integer column
-/// holding text); the backends' errors otherwise. Memory: one table of `src` at a time
-/// on PostgreSQL (its client reads a statement's rows whole).
+/// holding text); the backends' errors otherwise. Memory: a window of rows of `src` at a
+/// time ([`each_row`]) and the destination's queue (bounded).
 pub fn copy_tables(src: &dyn Conn, dst: &dyn Conn) -> Result<u64> {
     let mut have = tables_of(dst)?;
     have.retain(|t| !TRANSIENT.contains(&t.as_str()));
@@ -112,7 +112,7 @@ pub fn copy_tables(src: &dyn Conn, dst: &dyn Conn) -> Result<u64> {
             holes.join(", ")
         );
         let (mut rows, mut bytes) = (0usize, 0usize);
-        src.each(&select, p![], &mut |r| {
+        each_row(src, t, &select, &mut |r| {
             let mut params = Vec::with_capacity(cols.len());
             for (i, (name, ty)) in cols.iter().enumerate() {
                 let v = r.value(i)?;
@@ -136,6 +136,49 @@ pub fn copy_tables(src: &dyn Conn, dst: &dyn Conn) -> Result<u64> {
         })?;
     }
     Ok(copied)
+}
+
+/// Rows a PostgreSQL source is read in at a time: a client reads a statement's rows
+/// whole, so the source is read through a cursor, [`CURSOR_ROWS`] rows a fetch, and
+/// [`CURSOR_BLOB_ROWS`] from `blobs` (rows of up to a chunk, 1 MiB, each: 16 MiB).
+const CURSOR_ROWS: usize = 512;
+/// See [`CURSOR_ROWS`].
+const CURSOR_BLOB_ROWS: usize = 16;
+
+/// Visits every row `select` (of table `table`) gives on `src`: from SQLite as the rows
+/// come; from PostgreSQL through a cursor in the snapshot transaction, a window of rows
+/// at a time ([`CURSOR_ROWS`]), so memory stays bounded whatever the table holds.
+fn each_row(
+    src: &dyn Conn,
+    table: &str,
+    select: &str,
+    f: &mut dyn FnMut(&dyn super::Row) -> Result<Flow>,
+) -> Result<()> {
+    if src.dialect() == Dialect::Sqlite {
+        return src.each(select, p![], f);
+    }
+    let window = if table == "blobs" {
+        CURSOR_BLOB_ROWS
+    } else {
+        CURSOR_ROWS
+    };
+    // A cursor named by its table: the client prepares each statement once by its text,
+    // with the columns it gave then, so each table's FETCH must be a text of its own.
+    let cursor = format!("fork_{table}");
+    src.batch(&format!("DECLARE {cursor} NO SCROLL CURSOR FOR {select}"))?;
+    loop {
+        let (mut got, mut stop) = (0usize, false);
+        src.each(&format!("FETCH {window} FROM {cursor}"), p![], &mut |r| {
+            got += 1;
+            let flow = f(r)?;
+            stop = matches!(flow, Flow::Stop);
+            Ok(flow)
+        })?;
+        if got < window || stop {
+            break;
+        }
+    }
+    src.batch(&format!("CLOSE {cursor}"))
 }
 
 /// `v` as a parameter for a column of declared type `ty` (lowercase): SQLite's dynamic
