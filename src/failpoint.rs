@@ -8,7 +8,8 @@
 //! comparison against a value read once. Points: `commit-now` (a commit written straight
 //! to SQLite, e.g. past the redo log's limit, after its content and before the
 //! transaction commits), `gc` (after gc's deletes, before its commit), `commit` (a commit's content written, its
-//! version not yet, inside its transaction, on either backend), `rename` (after a
+//! version not yet, inside its transaction, on either backend), `fork` (a new SQLite
+//! database built under its temporary name, not yet named), `rename` (after a
 //! rename's rows moved, before its commit), `fold-thread` (the thread that commits the
 //! batch, before its first fold: acknowledged changes then stay in the redo log only).
 

@@ -723,3 +723,68 @@ fn a_fork_with_its_history_crosses_backends() {
         after
     );
 }
+
+/// A fork into a new SQLite file killed half-way leaves no file by that name (only
+/// temporary files, which the next fork there removes): a retry succeeds.
+#[test]
+fn a_killed_fork_leaves_no_database_and_a_retry_succeeds() {
+    let m = Mount::new();
+    m.sh_ok("echo a > a.md && mkdir d && echo b > d/b.md");
+    let to = m.dir.path().join("k.db");
+    let flag = m.dir.path().join("failpoint-fork");
+    let leftovers = || -> Vec<String> {
+        std::fs::read_dir(m.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".k.db.new-"))
+            .collect()
+    };
+    for tree_only in [false, true] {
+        let mut args = vec!["fork", "--to", to.to_str().unwrap()];
+        if tree_only {
+            args.push("--tree-only");
+        }
+        let mut child = std::process::Command::new(BIN)
+            .args(&args)
+            .env("SCRATCHFS_DB", &m.db)
+            .env("SCRATCHFS_FAILPOINT", "fork")
+            .env("SCRATCHFS_FAILPOINT_FLAG", &flag)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("the fork stops before naming its database", || {
+            flag.exists()
+        });
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            std::fs::symlink_metadata(&to).is_err(),
+            "a killed fork left {to:?} (tree_only {tree_only})"
+        );
+        assert!(
+            !leftovers().is_empty(),
+            "the fork built under a temporary name"
+        );
+        let (code, _, err) = cli(&m, &args);
+        assert_eq!(code, 0, "the retry (tree_only {tree_only}): {err}");
+        assert!(leftovers().is_empty(), "{:?}", leftovers());
+        let conn = rusqlite::Connection::open(&to).unwrap();
+        let files: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM files WHERE deleted_ns IS NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(files >= 2, "{files} files in the fork");
+        drop(conn);
+        for p in std::fs::read_dir(m.dir.path()).unwrap() {
+            let p = p.unwrap().path();
+            if p.file_name().unwrap().to_string_lossy().starts_with("k.db") {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+        std::fs::remove_file(&flag).unwrap();
+    }
+}

@@ -148,13 +148,12 @@ pub fn fork(
     if tree_only {
         let snap = store.snapshot(point).map_err(|e| e.reason)?;
         files = snap.files().len();
-        fork_tree(store, &snap, &shown(&src), &dst, &from.to_string()).inspect_err(|_| {
-            if super::postgres_url(&dst).is_none() {
-                for p in crate::store::companions(&dst) {
-                    let _ = std::fs::remove_file(p);
-                }
-            }
-        })?;
+        let tree = |at: &Path| fork_tree(store, &snap, &shown(&src), at, &from.to_string());
+        match super::postgres_url(&dst) {
+            Some(_) => tree(&dst)?,
+            // Built under a temporary name, named `dst` when complete.
+            None => crate::store::build_new(&dst, tree, |e| format!("fork: {e}"))?,
+        }
     } else {
         crate::store::fork_full(&src, &dst, point, max_cp, &from.to_string())
             .map_err(|e| format!("fork: {}", e.reason))?;
@@ -207,16 +206,7 @@ fn fork_tree(
                 (std::sync::Arc::new(store), std::env::temp_dir())
             }
             None => {
-                {
-                    // Created here, exclusively (never through a link), private from the start.
-                    use std::os::unix::fs::OpenOptionsExt;
-                    std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .mode(0o600)
-                        .open(dst)
-                        .map_err(|e| format!("fork: {}: {e}", dst.display()))?;
-                }
+                // `dst` is the empty, private file `build_new` made to build in.
                 let (store, _) = Sqlite::open(dst, (me.uid, me.gid)).map_err(|e| e.reason)?;
                 store.set_meta("forked_from", from).map_err(|e| e.reason)?;
                 let dir = dst

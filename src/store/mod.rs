@@ -21,9 +21,9 @@ use std::io;
 pub use fork::fork_full;
 pub use redo::{Damage, RedoLog};
 pub use sqlite::{
-    APPLICATION_ID, ContentReader, Probe, READ_CHUNK, RedoLoss, Sqlite, cannot_open, companions,
-    digest_of, for_each_data, gc as sqlite_gc, inputs_of, list_checkpoints, live_lineage,
-    make_private, open_read_only, probe, read_all, stream_end,
+    APPLICATION_ID, ContentReader, Probe, READ_CHUNK, RedoLoss, Sqlite, build_new, cannot_open,
+    companions, digest_of, for_each_data, gc as sqlite_gc, inputs_of, list_checkpoints,
+    live_lineage, make_private, open_read_only, probe, read_all, stream_end,
 };
 
 use crate::error::Result;

@@ -29,7 +29,7 @@ pub use checkpoint::list as list_checkpoints;
 mod conn;
 mod file;
 mod fork;
-pub use fork::{create_with, fork_file};
+pub use fork::{build_new, create_with, fork_file};
 
 use admin::*;
 
