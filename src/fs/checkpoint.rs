@@ -116,6 +116,20 @@ impl Fs {
     /// No commit, create, rename or unlink runs meanwhile; afterwards the inode table is
     /// the store's tree and the kernel's caches of every changed node are dropped.
     pub fn rollback(&self, name: &str, ctx: Ctx) -> Result<RollbackReport> {
+        self.rollback_in(name, ctx, None)
+    }
+
+    /// [`Fs::rollback`] asked from inside a request on inode `held` (an attribute set on
+    /// it), which the kernel keeps locked until the request is answered: the kernel's
+    /// caches are dropped before the answer (so that what the caller reads next is the
+    /// rolled-back tree), except the names inside `held`, whose invalidation waits for that
+    /// very lock and is sent without waiting (FUSE-TRAPS).
+    pub(super) fn rollback_in(
+        &self,
+        name: &str,
+        ctx: Ctx,
+        held: Option<u64>,
+    ) -> Result<RollbackReport> {
         let caller = self.caller(ctx);
         self.admit(&caller, &Change::Rollback { name }, || None)?;
         let (report, invalidations, touched) = {
@@ -128,10 +142,21 @@ impl Fs {
         };
         self.hashers.lock().clear();
         self.views.changed(&touched);
-        // With no lock held, and not waited for: a rollback runs inside the request that
-        // asked for it (an attribute set on the mount's root, which the kernel holds).
+        // With no lock held. Waited for (the notifier sends in order, so once an
+        // attribute invalidation sent last is done, every one before it is), except the
+        // names in the inode the kernel holds locked for this request.
+        let (inside_held, rest): (Vec<Invalidation>, Vec<Invalidation>) = invalidations
+            .into_iter()
+            .partition(|i| matches!(i, Invalidation::Entry(p, _) if Some(*p) == held));
+        let any = !rest.is_empty();
+        for inv in rest {
+            self.invalidate(inv);
+        }
+        if any {
+            self.invalidate(Invalidation::Attr(ROOT));
+        }
         super::NO_WAIT.with(|c| c.set(true));
-        for inv in invalidations {
+        for inv in inside_held {
             self.invalidate(inv);
         }
         super::NO_WAIT.with(|c| c.set(false));

@@ -1020,7 +1020,9 @@ impl Fs {
             return self.checkpoint(cp, note, ctx).map(|_| ());
         }
         if name == ROLLBACK_XATTR.as_bytes() && View::of(ino).is_none() {
-            return self.rollback(utf8("rollback")?, ctx).map(|_| ());
+            return self
+                .rollback_in(utf8("rollback")?, ctx, Some(ino))
+                .map(|_| ());
         }
         if name == ADOPT_XATTR.as_bytes() && ino == ROOT {
             let req: crate::cli::fork::AdoptRequest = serde_json::from_slice(value)
