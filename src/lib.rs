@@ -4,7 +4,8 @@
 //! Where things are:
 //! - [`fs`]: the filesystem core (inodes, handles, the commit path), no fuser types;
 //! - [`fuse`]: the thin `fuser::Filesystem` adapter and the invalidation notifier;
-//! - [`store`]: the `Store` trait and its SQLite implementation (schema in docs/schema.md);
+//! - [`store`]: the store's port and its backends, SQLite and PostgreSQL (schemas in
+//!   docs/schema.md);
 //! - [`identity`]: who is calling, from `/proc`;
 //! - [`mount`]: mounting, unmounting and stale-mount recovery;
 //! - [`sync`]: every lock, and the lock order;
@@ -29,4 +30,6 @@ pub mod mount;
 pub mod rules;
 pub mod store;
 pub mod sync;
+#[cfg(test)]
+mod test_alloc;
 pub mod views;

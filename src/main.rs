@@ -425,7 +425,35 @@ fn parse_manifest_tokens(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("an integer from {MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS}"))
 }
 
+/// Keeps the C heap (glibc's malloc, which Rust's allocator uses) from holding memory the
+/// program has freed, before any thread starts (`mallopt(3)`):
+/// - `M_MMAP_THRESHOLD` fixed at 128 KiB (glibc's initial value): a block that large is
+///   its own mapping, returned to the kernel when freed. Left dynamic, glibc raises the
+///   threshold to the largest mapped block freed so far (a 1 MiB buffer, say), and blocks
+///   up to that size are then carved from the heap, where freed ones stay resident.
+/// - `M_ARENA_MAX` 2: every thread (the FUSE workers, the refresh and notify threads)
+///   would otherwise get an arena of its own (up to 8 per core), each keeping what its
+///   thread freed.
+///
+/// With glibc's defaults the daemon's peak RSS in `tests/bounded.rs` varied from 45 to
+/// 73 MiB between runs of the same steps on PostgreSQL; with these, 27 to 36 MiB. Either
+/// setting is left as it is when its environment variable (`MALLOC_MMAP_THRESHOLD_`,
+/// `MALLOC_ARENA_MAX`) sets it. No effect with another C library.
+fn bound_the_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    for (var, param, value) in [
+        ("MALLOC_MMAP_THRESHOLD_", libc::M_MMAP_THRESHOLD, 128 << 10),
+        ("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, 2),
+    ] {
+        if std::env::var_os(var).is_none() {
+            // Returns 0 only for a value glibc refuses; these are within its ranges.
+            unsafe { libc::mallopt(param, value) };
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    bound_the_heap();
     // Commands whose output goes to `head` end quietly when it stops reading (SIGPIPE's
     // default action), instead of panicking on EPIPE. Not the daemon: it writes only to
     // its log and to /dev/fuse.

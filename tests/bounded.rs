@@ -137,6 +137,7 @@ fn a_huge_file_costs_bounded_memory_in_every_command_and_view() {
     let (code, err, peak) = measured(&m, &["fsck"], |_| {});
     assert_eq!(code, 0, "{err}");
     check("fsck", peak);
+    check("the daemon, after the writes", daemon_peak_kib(&m));
 
     // export copies in chunks.
     let out = m.dir.path().join("export");
@@ -178,6 +179,10 @@ fn a_huge_file_costs_bounded_memory_in_every_command_and_view() {
     assert_eq!(code, 0, "{err}");
     assert!(changed > 100_000, "{changed} lines of diff");
     check("diff of 100,000 reordered lines", peak);
+    check(
+        "the daemon, after the diffs (and the writes of lines.txt)",
+        daemon_peak_kib(&m),
+    );
     let (code, err, _) = measured(&m, &["diff", "lines.txt@2", "lines.txt@3"], |_| {});
     assert_eq!(code, 1, "{err}");
     assert!(
@@ -202,13 +207,20 @@ fn a_huge_file_costs_bounded_memory_in_every_command_and_view() {
         "{text}"
     );
     m.sh_ok("head -c 16M .history/big.bin/000001 | wc -c && cat MANIFEST >/dev/null");
+    check(
+        "the daemon, after .history and MANIFEST",
+        daemon_peak_kib(&m),
+    );
     // Markdown that costs a parser most: one paragraph of one-letter lines, and headings
     // only (many rows).
-    m.sh_ok(
-        "yes a | head -c 4M > para.md && yes '# h' | head -c 4M > heads.md \
-         && cat para.md.outline heads.md.outline >/dev/null",
+    m.sh_ok("yes a | head -c 4M > para.md && yes '# h' | head -c 4M > heads.md");
+    check(
+        "the daemon, after the writes of para.md and heads.md",
+        daemon_peak_kib(&m),
     );
+    m.sh_ok("cat para.md.outline heads.md.outline >/dev/null");
     let heads = read(m.path("heads.md.outline"));
+    check("the daemon, after their outlines", daemon_peak_kib(&m));
     assert!(
         heads.ends_with("(… 261144 more headings)\n"),
         "{}",
@@ -220,6 +232,7 @@ fn a_huge_file_costs_bounded_memory_in_every_command_and_view() {
     let (code, err, peak) = measured(&m, &["gc", "--keep-last", "2"], |_| {});
     assert_eq!(code, 0, "{err}");
     check("gc", peak);
+    check("the daemon, after restore and gc", daemon_peak_kib(&m));
     // A fork with history copies every version: from PostgreSQL through a cursor, a
     // window of rows at a time (into an SQLite file, so both backends' writers are
     // exercised across the two passes).
@@ -227,6 +240,7 @@ fn a_huge_file_costs_bounded_memory_in_every_command_and_view() {
     let (code, err, peak) = measured(&m, &["fork", "--to", to.to_str().unwrap()], |_| {});
     assert_eq!(code, 0, "{err}");
     check("fork", peak);
+    check("the daemon, after fork", daemon_peak_kib(&m));
     std::fs::remove_file(&to).unwrap();
     m.sh_ok("rm big.bin");
     assert_eq!(hash_file(&m.path(".archive/big.bin")), (BIG, v2));

@@ -646,32 +646,18 @@ fn type_name(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// Byte offset of the start of every line (a final empty line after a trailing newline
-/// included).
-fn line_starts(text: &str) -> Vec<usize> {
-    std::iter::once(0)
-        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-        .collect()
-}
-
-/// 1-based line number of byte offset `at`.
-fn line_of(starts: &[usize], at: usize) -> usize {
-    match starts.binary_search(&at) {
-        Ok(i) => i + 1,
-        Err(i) => i,
-    }
-}
-
 /// Markdown is parsed in pieces of about this many bytes (16 KiB), cut at blank lines
 /// outside code fences, HTML blocks and front matter ([`pieces`]): a Markdown parser's tree
-/// costs many times the text it holds (up to ~70 times, for a paragraph of one-letter
+/// costs many times the text it holds (up to ~150 times, for a paragraph of one-letter
 /// lines), so a piece at a time keeps an outline's memory bounded.
 const PIECE: usize = 16 << 10;
 
 /// A piece with no such blank line is cut at a line boundary once it reaches this many
-/// bytes (64 KiB), and a code fence, HTML block or front matter open there is skipped to
-/// its end (it holds no heading); of a longer line, only the first 64 KiB are parsed.
-const PIECE_MAX: usize = 64 << 10;
+/// bytes (32 KiB), and a code fence, HTML block or front matter open there is skipped to
+/// its end (it holds no heading); of a longer line, only the first 32 KiB are parsed.
+/// The parse of a piece this long costs up to 150 times its bytes (a paragraph of
+/// one-letter lines): under 5 MiB.
+const PIECE_MAX: usize = 32 << 10;
 
 /// A block whose lines are not Markdown and may hold blank lines: cutting a piece inside
 /// one would make its lines parse as Markdown.
@@ -787,19 +773,33 @@ fn pieces(text: &str, piece: usize, piece_max: usize) -> Vec<std::ops::Range<usi
     out
 }
 
-/// The headings of a Markdown text, parsed as CommonMark (with YAML front matter) in
-/// [`pieces`]: the level and 1-based line of each, and the titles of those `want`ed (by
-/// their index), in order (at most [`TITLE_MAX`] characters each).
+/// A heading of a Markdown text, as [`headings`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Heading {
+    /// Its level, 1 to 6.
+    level: usize,
+    /// Its 1-based line.
+    line: usize,
+    /// The byte offset of that line's start.
+    start: usize,
+    /// Its title (at most 4 × [`TITLE_MAX`] bytes of it), when it was wanted.
+    title: Option<String>,
+}
+
+/// Calls `visit` with each heading of a Markdown text in order, parsed as CommonMark
+/// (with YAML front matter) in [`pieces`]. `want(level)` is called once per heading, in
+/// order, and says whether its title is kept. Memory: one piece's parse, whatever the
+/// number of headings or lines (line numbers are counted as the parse goes).
 fn headings(
     text: &str,
-    starts: &[usize],
-    want: &dyn Fn(usize) -> bool,
     piece: usize,
     piece_max: usize,
-) -> (Vec<(usize, usize)>, Vec<String>) {
-    let mut marks: Vec<(usize, usize)> = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    let mut current: Option<String> = None;
+    want: &mut dyn FnMut(usize) -> bool,
+    visit: &mut dyn FnMut(Heading),
+) {
+    // The line counted up to a byte offset (headings come in the text's order).
+    let (mut at_line, mut at) = (1usize, 0usize);
+    let mut current: Option<Heading> = None;
     for range in pieces(text, piece, piece_max) {
         // Front matter only opens a document.
         let opts = if range.start == 0 {
@@ -808,15 +808,30 @@ fn headings(
             Options::ENABLE_TABLES
         };
         let base = range.start;
-        for (event, at) in Parser::new_ext(&text[range], opts).into_offset_iter() {
+        for (event, span) in Parser::new_ext(&text[range], opts).into_offset_iter() {
             match event {
                 Event::Start(Tag::Heading { level, .. }) => {
-                    current = want(marks.len()).then(String::new);
-                    marks.push((level as usize, line_of(starts, base + at.start)));
+                    let offset = base + span.start;
+                    at_line += text.as_bytes()[at..offset]
+                        .iter()
+                        .filter(|&&b| b == b'\n')
+                        .count();
+                    at = offset;
+                    let level = level as usize;
+                    current = Some(Heading {
+                        level,
+                        line: at_line,
+                        start: text[..offset].rfind('\n').map_or(0, |i| i + 1),
+                        title: want(level).then(String::new),
+                    });
                 }
-                Event::End(TagEnd::Heading(_)) => names.extend(current.take()),
+                Event::End(TagEnd::Heading(_)) => {
+                    if let Some(h) = current.take() {
+                        visit(h);
+                    }
+                }
                 Event::Text(t) | Event::Code(t) => {
-                    if let Some(title) = current.as_mut()
+                    if let Some(title) = current.as_mut().and_then(|h| h.title.as_mut())
                         && title.len() < 4 * TITLE_MAX
                     {
                         title.push_str(&t);
@@ -826,7 +841,37 @@ fn headings(
             }
         }
     }
-    (marks, names)
+}
+
+/// A section of a Markdown text: a wanted heading, and the line and byte offset of the
+/// next heading of the same or a higher level (where the section ends), if there is one.
+struct Section {
+    heading: Heading,
+    next: Option<(usize, usize)>,
+}
+
+/// The sections of the headings `want(level)` asks for (called once per heading, in
+/// order), in the text's order. Memory: the sections asked for, and one piece's parse.
+fn sections(text: &str, want: &mut dyn FnMut(usize) -> bool) -> Vec<Section> {
+    let mut out: Vec<Section> = Vec::new();
+    // The sections still open, their levels increasing (so at most 6).
+    let mut open: Vec<usize> = Vec::new();
+    headings(text, PIECE, PIECE_MAX, want, &mut |h| {
+        while let Some(&i) = open.last()
+            && out[i].heading.level >= h.level
+        {
+            out[i].next = Some((h.line, h.start));
+            open.pop();
+        }
+        if h.title.is_some() {
+            open.push(out.len());
+            out.push(Section {
+                heading: h,
+                next: None,
+            });
+        }
+    });
+    out
 }
 
 /// The rows of the headings of `text` (with their sections), at most [`OUTLINE_ROWS`]
@@ -834,69 +879,60 @@ fn headings(
 /// how many headings there are. `Some(size)`: `text` is only the start of a file of
 /// `size` bytes, so a section that runs to its end runs to the end of the file as far as
 /// the outline knows: `A-$` (sed's last line), bytes to the end of the file.
+///
+/// Memory: the rows, whatever the number of headings (a text of a million of them costs
+/// no more than one of a thousand): the first parse counts the headings of each level
+/// (and keeps the first [`OUTLINE_ROWS`]); with more than that, a second parse keeps
+/// those of the highest levels.
 fn markdown(text: &str, partial: Option<u64>) -> (Vec<(usize, String)>, usize) {
-    let starts = line_starts(text);
-    // Lines of the file; a trailing newline does not start another line.
-    let last_line = line_of(&starts, text.len().saturating_sub(1)).max(1);
-    let (marks, titles) = headings(text, &starts, &|i| i < OUTLINE_ROWS, PIECE, PIECE_MAX);
-    // With more headings than an outline lists, the titles only of those it may list
-    // (the highest levels first), parsed again: memory for 1,000 titles, not for all.
-    let (marks, titles, wanted) = if marks.len() > OUTLINE_ROWS {
-        let mut order: Vec<u32> = (0..marks.len() as u32).collect();
-        order.sort_by_key(|&i| (marks[i as usize].0, i));
-        let mut wanted = vec![false; marks.len()];
-        for &i in &order[..OUTLINE_ROWS] {
-            wanted[i as usize] = true;
+    // Lines of the text; a trailing newline does not start another line.
+    let last_line =
+        (text.bytes().filter(|&b| b == b'\n').count() + usize::from(!text.ends_with('\n'))).max(1);
+    let (mut per_level, mut total) = ([0usize; 7], 0usize);
+    let mut sections = sections(text, &mut |level| {
+        per_level[level] += 1;
+        total += 1;
+        total <= OUTLINE_ROWS
+    });
+    if total > OUTLINE_ROWS {
+        // Every heading of the levels above `cut`, and the first `take` of level `cut`.
+        let (mut cut, mut take, mut room) = (7, 0, OUTLINE_ROWS);
+        for (level, &n) in per_level.iter().enumerate().skip(1) {
+            if n > room {
+                (cut, take) = (level, room);
+                break;
+            }
+            room -= n;
         }
-        drop((order, marks, titles));
-        let (marks, titles) = headings(text, &starts, &|i| wanted[i], PIECE, PIECE_MAX);
-        (marks, titles, Some(wanted))
-    } else {
-        (marks, titles, None)
-    };
-    let wanted = |i: usize| wanted.as_ref().is_none_or(|w| w[i]);
-    // Where each section ends: the line before the next heading of the same or a higher
-    // level (found walking backwards, by level), if there is one (0: none).
-    let mut next_at = [None::<usize>; 7];
-    let mut ends = vec![0u32; marks.len()];
-    for (i, &(level, line)) in marks.iter().enumerate().rev() {
-        ends[i] = next_at[1..=level]
-            .iter()
-            .flatten()
-            .min()
-            .map_or(0, |n| (n - 1) as u32);
-        next_at[level] = Some(line);
+        let mut of_cut = 0;
+        sections = self::sections(text, &mut |level| {
+            of_cut += usize::from(level == cut);
+            level < cut || (level == cut && of_cut <= take)
+        });
     }
-    let mut titles = titles.iter();
-    let mut rows = Vec::with_capacity(marks.len().min(OUTLINE_ROWS));
-    for (i, (&(level, line), next)) in marks.iter().zip(ends).enumerate() {
-        if !wanted(i) {
-            continue;
-        }
-        let title = titles.next().map(String::as_str).unwrap_or_default();
-        let next = (next > 0).then_some(next as usize);
-        let end = next.unwrap_or(last_line);
-        let from = starts[line - 1];
-        let to = starts.get(end).copied().unwrap_or(text.len());
-        let (range, bytes) = match partial {
-            Some(size) if next.is_none() => (format!("{line}-$"), size as usize - from),
-            _ => (format!("{line}-{end}"), to - from),
-        };
-        let title = clip(title.trim(), TITLE_MAX);
-        rows.push((
-            level,
-            format!(
+    let rows = sections
+        .into_iter()
+        .map(|Section { heading: h, next }| {
+            let (range, bytes) = match (next, partial) {
+                (Some((line, at)), _) => (format!("{}-{}", h.line, line - 1), at - h.start),
+                (None, Some(size)) => (format!("{}-$", h.line), size as usize - h.start),
+                (None, None) => (format!("{}-{last_line}", h.line), text.len() - h.start),
+            };
+            let title = h.title.unwrap_or_default();
+            let title = clip(title.trim(), TITLE_MAX);
+            let row = format!(
                 "{:<11} {:>7} {:>7}  {}{} {}\n",
                 range,
                 bytes,
                 tokens(bytes),
-                "  ".repeat(level - 1),
-                "#".repeat(level),
+                "  ".repeat(h.level - 1),
+                "#".repeat(h.level),
                 super::one_line(&title)
-            ),
-        ));
-    }
-    (rows, marks.len())
+            );
+            (h.level, row)
+        })
+        .collect();
+    (rows, total)
 }
 
 /// The summary line of a JSONL text and a row for each key.
@@ -1191,6 +1227,37 @@ mod tests {
         assert_eq!(served("plan.md", plan, &none), plan);
     }
 
+    /// An outline's memory does not grow with the number of headings or lines it reads:
+    /// [`OUTLINE_MAX`] bytes of headings only (262,144 of them), or of a paragraph of
+    /// one-letter lines, cost one piece's parse tree (up to 150 bytes a byte of text,
+    /// for at most [`PIECE_MAX`] bytes: under 5 MiB) and little more: under 6 MiB.
+    /// (Keeping every heading and the start of every line cost 14 MiB, and pieces of up
+    /// to 64 KiB 9.4 MiB.)
+    #[test]
+    fn an_outline_costs_memory_bounded_by_what_it_reads() {
+        for (name, unit) in [("heads.md", "# h\n"), ("para.md", "a\n")] {
+            let head = unit.repeat(OUTLINE_MAX / unit.len());
+            let input = Input {
+                path: name,
+                head: head.as_bytes(),
+                tail: b"",
+                size: 4 * OUTLINE_MAX as u64,
+                blake3: "ab",
+                version_line: "v",
+            };
+            let (o, peak) = crate::test_alloc::peak_during(|| outline(input, &Fields::new()));
+            assert!(
+                peak < 6 << 20,
+                "{name}: {peak} bytes at the peak for an outline of {} bytes",
+                o.len()
+            );
+            if name == "heads.md" {
+                let o = String::from_utf8(o).unwrap();
+                assert!(o.ends_with("(… 261144 more headings)\n"), "{o}");
+            }
+        }
+    }
+
     /// A file larger than [`OUTLINE_MAX`] is outlined from its first whole lines; the
     /// last section runs to the end of the file (`A-$`).
     #[test]
@@ -1267,27 +1334,41 @@ mod tests {
                     <pre>\n\n# raw\n</pre>\n\nSetext\n------\n\n~~~~\n\n## in tildes\n~~~\n\
                     ## still in\n~~~~\n\n    # indented code\n\n    # more code\n\n\
                     > # quoted\n>\n> text\n\n- item\n\n  # in the item\n\n### Last\nend\n";
-        let starts = line_starts(text);
-        let whole = headings(text, &starts, &|_| true, usize::MAX, usize::MAX);
-        let titles: Vec<&str> = whole.1.iter().map(|t| t.trim()).collect();
+        let whole = all_headings(text, usize::MAX, usize::MAX);
+        let titles: Vec<&str> = whole
+            .iter()
+            .map(|h| h.title.as_deref().unwrap().trim())
+            .collect();
         assert_eq!(
             titles,
             ["Plan", "Goal", "Setext", "quoted", "in the item", "Last"],
             "{whole:?}"
         );
         assert!(pieces(text, 1, usize::MAX).len() > 10);
-        assert_eq!(headings(text, &starts, &|_| true, 1, usize::MAX), whole);
+        assert_eq!(all_headings(text, 1, usize::MAX), whole);
         // A line longer than a piece is cut short.
         let long = format!("# {}\n## B\n", "t".repeat(100));
         assert_eq!(pieces(&long, 1, 64), [0..64, 103..108]);
         // Cut by force inside a fence: its lines are left out, never read as headings.
         let fenced = format!("# A\n```\n{}```\n# B\n", "# no\n".repeat(100));
-        let starts = line_starts(&fenced);
-        let (marks, titles) = headings(&fenced, &starts, &|_| true, 1, 64);
+        let found: Vec<_> = all_headings(&fenced, 1, 64)
+            .into_iter()
+            .map(|h| (h.level, h.line, h.start, h.title.unwrap()))
+            .collect();
         assert_eq!(
-            (marks, titles),
-            (vec![(1, 1), (1, 104)], vec!["A".into(), "B".into()])
+            found,
+            [
+                (1, 1, 0, "A".into()),
+                (1, 104, fenced.len() - 4, "B".into())
+            ]
         );
+    }
+
+    /// Every heading of `text`, its title kept, parsed in pieces of `piece`..`piece_max`.
+    fn all_headings(text: &str, piece: usize, piece_max: usize) -> Vec<Heading> {
+        let mut out = Vec::new();
+        headings(text, piece, piece_max, &mut |_| true, &mut |h| out.push(h));
+        out
     }
 
     /// At most OUTLINE_ROWS rows, then how many were left out; ranges still right.
