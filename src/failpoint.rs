@@ -1,17 +1,19 @@
-//! Failpoints for the crash tests (tests/crash.rs): a named point inside a transaction
-//! where the daemon can be made to stop, so that a test kills it at that exact moment
-//! instead of after a fixed sleep.
+//! Failpoints for the crash and race tests: a named point where the daemon can be made
+//! to stop ([`hit`]), so that a test kills it at that exact moment instead of after a
+//! fixed sleep, or to slow down ([`delay`]), so that a race the test is about is lost
+//! every time instead of now and then.
 //!
 //! With `SCRATCHFS_FAILPOINT=NAME` and `SCRATCHFS_FAILPOINT_FLAG=FILE` in the daemon's
-//! environment, the first thread that reaches point `NAME` creates `FILE` and then sleeps
-//! until the process is killed. Without them (always, outside tests) [`hit`] is one
-//! comparison against a value read once. Points: `commit-now` (a commit written straight
-//! to SQLite, e.g. past the redo log's limit, after its content and before the
-//! transaction commits), `gc` (after gc's deletes, before its commit), `commit` (a commit's content written, its
-//! version not yet, inside its transaction, on either backend), `fork` (a new SQLite
-//! database built under its temporary name, not yet named), `rename` (after a
-//! rename's rows moved, before its commit), `fold-thread` (the thread that commits the
-//! batch, before its first fold: acknowledged changes then stay in the redo log only).
+//! environment, the first thread that reaches a [`hit`] point `NAME` creates `FILE` and
+//! then sleeps until the process is killed. Without them (always, outside tests) a point
+//! is one comparison against a value read once. Points of [`hit`]: `commit-now` (a commit
+//! written straight to SQLite, e.g. past the redo log's limit, after its content and
+//! before the transaction commits), `gc` (after gc's deletes, before its commit),
+//! `commit` (a commit's content written, its version not yet, inside its transaction, on
+//! either backend), `fork` (a new SQLite database built under its temporary name, not
+//! yet named), `rename` (after a rename's rows moved, before its commit), `fold-thread`
+//! (the thread that commits the batch, before its first fold: acknowledged changes then
+//! stay in the redo log only). Points of [`delay`]: `notify-entry`.
 
 use std::sync::OnceLock;
 
@@ -22,6 +24,19 @@ fn armed() -> &'static Option<(String, String)> {
         let flag = std::env::var("SCRATCHFS_FAILPOINT_FLAG").ok()?;
         Some((name, flag))
     })
+}
+
+/// Slows the calling thread at point `name` if it is the armed one: each time it passes,
+/// it sleeps `how_long` (and the flag file is written). Points: `notify-entry` (the
+/// notifier thread, before each entry invalidation it sends: a kernel slow to drop a
+/// cached name).
+pub fn delay(name: &str, how_long: std::time::Duration) {
+    if let Some((armed, flag)) = armed()
+        && armed == name
+    {
+        let _ = std::fs::write(flag, name);
+        std::thread::sleep(how_long);
+    }
 }
 
 /// Stops the calling thread for good at point `name` if it is the armed one.

@@ -335,6 +335,37 @@ fn a_rollback_works_offline() {
     assert_eq!(read(m.path(".archive/extra")), "x\n");
 }
 
+/// A name in the root that a rollback points at another file resolves to that file as
+/// soon as `scratchfs rollback` returns, even with a kernel slow to drop cached names
+/// (failpoint `notify-entry`: the daemon's notifier takes 1 s over each entry
+/// invalidation). The rollback's request holds the root locked, so those names are
+/// invalidated without waiting; the command then reads `user.scratchfs.settled`, which
+/// answers once they are done. (Without that read, the name still led to the file
+/// removed by the rollback: `new`, then ENOENT once the kernel caught up.)
+#[test]
+fn a_name_a_rollback_rebinds_in_the_root_resolves_anew_when_the_command_returns() {
+    let mut m = Mount::new();
+    m.sh_ok(
+        "echo old > plan.md && setfattr -n user.scratchfs.checkpoint -v before . \
+         && rm plan.md && echo new > plan.md",
+    );
+    m.unmount();
+    m.start_with_failpoint("notify-entry");
+    // The kernel caches the name plan.md, leading to the file made after the checkpoint.
+    assert_eq!(read(m.path("plan.md")), "new\n");
+    let out = ok(cli(&m, &["rollback", "before"]));
+    assert!(out.contains("rolled back to before"), "{out}");
+    assert_eq!(read(m.path("plan.md")), "old\n");
+    // Through the mount itself too: the attribute answers once the caches are dropped.
+    m.sh_ok("setfattr -n user.scratchfs.checkpoint -v after-old . && rm plan.md && echo newer > plan.md");
+    assert_eq!(read(m.path("plan.md")), "newer\n");
+    m.sh_ok(
+        "setfattr -n user.scratchfs.rollback -v after-old . \
+         && getfattr --only-values -n user.scratchfs.settled .",
+    );
+    assert_eq!(read(m.path("plan.md")), "old\n");
+}
+
 /// Item 3: a daemon killed in the middle of a rollback leaves the old tree or the new one
 /// (the rollback is one transaction).
 #[test]

@@ -11,7 +11,7 @@ use super::Failure;
 use super::gc::db_owner;
 use crate::checkpoint::{Checkpoint, RollbackReport};
 use crate::fs::Ctx;
-use crate::fs::serve::{CHECKPOINT_XATTR, ROLLBACK_XATTR};
+use crate::fs::serve::{CHECKPOINT_XATTR, ROLLBACK_XATTR, SETTLED_XATTR};
 use crate::views::quote_path;
 
 /// This process as the core's caller.
@@ -150,6 +150,17 @@ pub fn rollback(db: &Path, name: &str, json: bool) -> Result<(), Failure> {
         |mnt| {
             super::set_xattr(mnt, ROLLBACK_XATTR, name.as_bytes())
                 .map_err(|e| refused(&q, e.raw_os_error(), &e))?;
+            // Returns once the kernel has dropped every name the rollback changed (those
+            // in the root were invalidated without waiting: the kernel held it locked).
+            match super::get_xattr(mnt, SETTLED_XATTR) {
+                Ok(_) => {}
+                // A daemon from before the attribute.
+                Err(e) if e.raw_os_error() == Some(libc::ENODATA) => {}
+                Err(e) => eprintln!(
+                    "scratchfs: {q}: done, but the kernel may show names from before it for \
+                     a moment: {e}"
+                ),
+            }
             let text = super::meta(db, "last_rollback")?
                 .ok_or_else(|| format!("{q}: the daemon left no report"))?;
             serde_json::from_str(&text).map_err(|e| e.to_string())

@@ -120,17 +120,17 @@ pub fn live_mountpoint(db: &Path) -> Result<Option<String>, Failure> {
         .into_iter()
         .filter(|(_, by)| by.is_some_and(|u| u == 0 || u == euid || Some(u) == file_owner))
         .find(|(mp, _)| {
-            get_xattr(mp, crate::fs::serve::SCRATCHPAD_XATTR).is_some_and(|v| v == id.as_bytes())
+            get_xattr(mp, crate::fs::serve::SCRATCHPAD_XATTR).is_ok_and(|v| v == id.as_bytes())
         })
         .map(|(mp, _)| mp.to_string_lossy().into_owned()))
 }
 
-/// An extended attribute of `file` (following links), or `None` when it has none by
-/// that name or cannot be read.
-pub fn get_xattr(file: &Path, name: &str) -> Option<Vec<u8>> {
+/// An extended attribute of `file` (following links), at most 256 bytes of it; the
+/// error is getxattr(2)'s (`ENODATA`: no attribute by that name).
+pub fn get_xattr(file: &Path, name: &str) -> std::io::Result<Vec<u8>> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(file.as_os_str().as_bytes()).ok()?;
-    let name = std::ffi::CString::new(name).ok()?;
+    let c = std::ffi::CString::new(file.as_os_str().as_bytes())?;
+    let name = std::ffi::CString::new(name)?;
     let mut buf = vec![0u8; 256];
     let n = unsafe {
         libc::getxattr(
@@ -141,10 +141,10 @@ pub fn get_xattr(file: &Path, name: &str) -> Option<Vec<u8>> {
         )
     };
     if n < 0 {
-        return None;
+        return Err(std::io::Error::last_os_error());
     }
     buf.truncate(n as usize);
-    Some(buf)
+    Ok(buf)
 }
 
 /// Sets an extended attribute on `file` (inside a mount): how a command asks the daemon

@@ -35,8 +35,8 @@ mod tree;
 pub mod serve {
     pub use super::serve_views::{
         ADOPT_XATTR, ARCHIVE_XATTRS, CHECKPOINT_XATTR, DROP_CHECKPOINT_XATTR, GC_XATTR,
-        REDACT_XATTR, RESTORE_XATTR, ROLLBACK_XATTR, RedactRequest, SCRATCHPAD_XATTR, XATTR_PREFIX,
-        XATTRS,
+        REDACT_XATTR, RESTORE_XATTR, ROLLBACK_XATTR, RedactRequest, SCRATCHPAD_XATTR,
+        SETTLED_XATTR, XATTR_PREFIX, XATTRS,
     };
 }
 
@@ -162,10 +162,15 @@ pub enum Invalidation {
     /// Every cached page of an inode: after a refused change, pages written through
     /// `mmap` must not stay visible to readers (sent without waiting).
     Data(u64),
+    /// Nothing to send: done once every invalidation queued before it is (the notifier
+    /// sends in order), waited for longer than the others ([`Fs::settle`]).
+    Barrier,
 }
 
-/// Called (with no lock held) to have the kernel drop cached state; returns once sent.
-pub type Invalidator = Box<dyn Fn(Invalidation) + Send + Sync>;
+/// Called (with no lock held) to have the kernel drop cached state; returns once sent,
+/// `true` if the kernel acted on it before the invalidator stopped waiting (`false` when
+/// it was not waited for, or the wait timed out).
+pub type Invalidator = Box<dyn Fn(Invalidation) -> bool + Send + Sync>;
 
 thread_local! {
     /// Set while this thread refreshes inside a request ([`Fs::refresh_in_request`]).
@@ -389,6 +394,18 @@ impl Fs {
     fn invalidate(&self, inv: Invalidation) {
         if let Some(f) = self.invalidator.read().as_ref() {
             f(inv);
+        }
+    }
+
+    /// Waits until the kernel has acted on every invalidation this core sent before
+    /// (those sent without waiting included: a rollback's names in the directory the
+    /// kernel held locked for its request); `false` if that took longer than the
+    /// notifier waits for a barrier (10 s). `true` at once without a kernel (no
+    /// invalidator). Read through the mount as [`serve::SETTLED_XATTR`].
+    pub fn settle(&self) -> bool {
+        match self.invalidator.read().as_ref() {
+            Some(f) => f(Invalidation::Barrier),
+            None => true,
         }
     }
 

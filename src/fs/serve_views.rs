@@ -95,6 +95,14 @@ pub const XATTRS: &[&str] = &[
 /// mountpoint) makes sure the mount there is that scratchpad's before asking it anything
 /// ([`crate::cli::live_mountpoint`]).
 pub const SCRATCHPAD_XATTR: &str = "user.scratchfs.scratchpad";
+/// Reading this attribute of the root (not listed) returns `settled` once the kernel has
+/// acted on every cache invalidation the daemon sent before the read ([`Fs::settle`]):
+/// a rollback through the mount invalidates the names in the directory its request was
+/// made on without waiting (the kernel holds that directory locked until the request is
+/// answered), so `scratchfs rollback` reads this after it, and a name the rollback
+/// pointed at another file resolves to that file as soon as the command returns.
+/// `EAGAIN` after 10 s without (a request holding that directory locked meanwhile).
+pub const SETTLED_XATTR: &str = "user.scratchfs.settled";
 /// Setting this attribute on the root to a JSON `GcRequest` runs gc in the daemon.
 pub const GC_XATTR: &str = "user.scratchfs.gc";
 /// Setting this attribute to N restores version N (see [`Fs::setxattr`]).
@@ -928,14 +936,24 @@ impl Fs {
     /// `getxattr`: `user.scratchfs.version`, `.writer`, `.blake3`, `.step`, `.committed`
     /// (RFC 3339 UTC) and `.inputs` (issue 13: a JSON array of what the writer had read,
     /// [`crate::lineage::inputs_json`]) of a file's current version; on the root,
-    /// [`SCRATCHPAD_XATTR`]. Any other name, or `.step` or `.inputs` of a version without
-    /// one: `ENODATA`.
+    /// [`SCRATCHPAD_XATTR`] and [`SETTLED_XATTR`] (which waits). Any other name, or `.step`
+    /// or `.inputs` of a version without one: `ENODATA`.
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
         let nodata = || Error::new(libc::ENODATA, "no such attribute");
         let name = std::str::from_utf8(name).map_err(|_| nodata())?;
         let Some(key) = name.strip_prefix(XATTR_PREFIX) else {
             return Err(nodata());
         };
+        if ino == ROOT && name == SETTLED_XATTR {
+            return if self.settle() {
+                Ok(b"settled".to_vec())
+            } else {
+                Err(Error::new(
+                    libc::EAGAIN,
+                    "the kernel has not dropped the caches this daemon invalidated (10 s)",
+                ))
+            };
+        }
         if ino == ROOT && name == SCRATCHPAD_XATTR {
             let id = self.store.meta("scratchpad_id")?.ok_or_else(nodata)?;
             return Ok(id.into_bytes());

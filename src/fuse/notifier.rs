@@ -13,6 +13,10 @@ use crate::fs::{Invalidation, Invalidator};
 /// How long a committing handler waits for its invalidation to be sent.
 const WAIT: Duration = Duration::from_millis(500);
 
+/// How long [`Invalidation::Barrier`] is waited for (10 s): the invalidations before it
+/// may include entries of a directory another request holds locked until it is answered.
+const BARRIER_WAIT: Duration = Duration::from_secs(10);
+
 type Job = (Invalidation, mpsc::SyncSender<()>);
 
 /// Starts the notifier thread over `notifier` and returns the function the core calls.
@@ -33,9 +37,11 @@ pub fn spawn_notifier(notifier: fuser::Notifier) -> Invalidator {
                     }
                     Invalidation::Entry(parent, name) => {
                         use std::os::unix::ffi::OsStrExt;
+                        crate::failpoint::delay("notify-entry", Duration::from_secs(1));
                         let name = std::ffi::OsStr::from_bytes(&name);
                         let _ = notifier.inval_entry(fuser::INodeNo(parent), name);
                     }
+                    Invalidation::Barrier => {}
                 }
                 let _ = done.try_send(());
             }
@@ -46,14 +52,20 @@ pub fn spawn_notifier(notifier: fuser::Notifier) -> Invalidator {
         // A data invalidation may wait on pages under writeback, which may wait for the
         // very request being answered (a write from mmap): it is sent, never waited for;
         // nor is anything sent from inside a request that holds its directory locked.
-        let wait = !matches!(inv, Invalidation::Data(_)) && crate::fs::invalidations_may_wait();
+        let wait = match inv {
+            Invalidation::Data(_) => None,
+            _ if !crate::fs::invalidations_may_wait() => None,
+            Invalidation::Barrier => Some(BARRIER_WAIT),
+            _ => Some(WAIT),
+        };
         let (done_tx, done_rx) = mpsc::sync_channel(1);
         let sent = tx
             .lock()
             .map(|t| t.send((inv, done_tx)).is_ok())
             .unwrap_or(false);
-        if sent && wait {
-            let _ = done_rx.recv_timeout(WAIT);
+        match wait {
+            Some(wait) if sent => done_rx.recv_timeout(wait).is_ok(),
+            _ => false,
         }
     })
 }
