@@ -231,9 +231,22 @@ pub fn one_line_stored(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// A character that could break a row: C0 and C1 controls, DEL, U+2028, U+2029.
+/// A character that could break a row or make it read as other text: C0 and C1
+/// controls, DEL, U+2028, U+2029, and the bidirectional formatting characters (U+061C,
+/// U+200E, U+200F, U+202A-U+202E, U+2066-U+2069), which reorder what a terminal shows
+/// after them (`x\u{202E}dm.exe` shows as `xexe.md`; CVE-2021-42574, "Trojan Source").
 fn is_unsafe(c: char) -> bool {
-    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}'
+                | '\u{2029}'
+                | '\u{061C}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+        )
 }
 
 /// Appends `p` C-escaped: control characters (and, if `quotes`, `"` and `\`) escaped,
@@ -319,6 +332,12 @@ mod tests {
         assert_eq!(
             quote_path("nel\u{85}ls\u{2028}"),
             r#""nel\302\205ls\342\200\250""#
+        );
+        // Bidirectional overrides would show `xexe.md` for this name.
+        assert_eq!(quote_path("x\u{202E}dm.exe"), r#""x\342\200\256dm.exe""#);
+        assert_eq!(
+            one_line("by \u{2067}agent\u{2069} \u{200F}"),
+            r"by \342\201\247agent\342\201\251 \342\200\217"
         );
         assert_eq!(quote_path(" lead"), r#"" lead""#);
         assert_eq!(quote_path("trail "), r#""trail ""#);
