@@ -83,8 +83,9 @@ const RESERVE: i64 = 32;
 
 /// A statement waiting to be sent.
 enum Queued {
-    /// `BEGIN` with the change lock, shared ([`BEGIN_SHARED`]).
-    Begin,
+    /// `BEGIN` with the change lock, shared ([`BEGIN_SHARED`]), and the statement
+    /// [`PgConn::begin_with`] adds, if any: the whole text (simple-query).
+    Begin(String),
     /// A statement without rows, its text as the shared code wrote it (for messages).
     Exec(Statement, Vec<OwnedParam>, String),
 }
@@ -203,11 +204,8 @@ impl PgConn {
             .iter()
             .map(|q| -> Sent<'_> {
                 match q {
-                    Queued::Begin => Box::pin(async move {
-                        client
-                            .batch_execute(BEGIN_SHARED)
-                            .await
-                            .map_err(|e| pg_error(&e))
+                    Queued::Begin(sql) => Box::pin(async move {
+                        client.batch_execute(sql).await.map_err(|e| pg_error(&e))
                     }),
                     Queued::Exec(stmt, params, sql) => Box::pin(async move {
                         let refs: Vec<&(dyn ToSql + Sync)> =
@@ -222,7 +220,7 @@ impl PgConn {
                 }
             })
             .collect();
-        if queued.iter().any(|q| matches!(q, Queued::Begin)) {
+        if queued.iter().any(|q| matches!(q, Queued::Begin(_))) {
             self.begun.set(true);
         }
         let (earlier, last) = self.runtime.block_on(futures_util::future::join(
@@ -256,15 +254,22 @@ impl PgConn {
 }
 
 impl PgConn {
-    /// Opens a transaction with `sql` as its first statement, both in one round trip
-    /// (simple-query text: `sql` takes no parameters, so only values this crate made may
-    /// be spelled into it, never a name or a text from outside). The store's lock of a
-    /// lineage row opens a commit this way.
+    /// Opens a transaction with `sql` as its first statement (simple-query text: `sql`
+    /// takes no parameters, so only values this crate made may be spelled into it, never
+    /// a name or a text from outside). Both are queued, as a `BEGIN` is: sent with the
+    /// next statement whose result is needed, in its round trip; a failure of either
+    /// (a lock not had within `lock_timeout`: `EAGAIN`) is that statement's error. The
+    /// store's lock of a lineage row opens a commit this way.
     pub fn begin_with(&self, sql: &str) -> Result<()> {
         if self.in_transaction.get() {
             return Err(Error::store("begin_with: a transaction is already open"));
         }
-        self.begin_as(&format!("{BEGIN_SHARED}; {sql}"))
+        self.in_transaction.set(true);
+        self.begun.set(false);
+        self.queued
+            .borrow_mut()
+            .push(Queued::Begin(format!("{BEGIN_SHARED}; {sql}")));
+        Ok(())
     }
 
     /// Opens a transaction holding the change lock exclusively, at once: it waits for
@@ -421,7 +426,9 @@ impl Conn for PgConn {
             "BEGIN" if !self.in_transaction.get() => {
                 self.in_transaction.set(true);
                 self.begun.set(false);
-                self.queued.borrow_mut().push(Queued::Begin);
+                self.queued
+                    .borrow_mut()
+                    .push(Queued::Begin(BEGIN_SHARED.to_owned()));
                 Ok(())
             }
             "ROLLBACK" => {
