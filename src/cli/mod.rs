@@ -41,14 +41,25 @@ pub use crate::store::VersionRow;
 
 /// A `meta` value of the database (e.g. `mountpoint`, `last_gc`).
 pub fn meta(db: &Path, key: &str) -> Result<Option<String>, Failure> {
+    Ok(metas(db, &[key])?.pop().flatten())
+}
+
+/// `meta` values of the database, one per key in order, from one opening of it.
+pub fn metas(db: &Path, keys: &[&str]) -> Result<Vec<Option<String>>, Failure> {
     match postgres_url(db) {
-        Some(url) => crate::store::postgres::Postgres::open_frozen(url)
-            .and_then(|s| s.meta(key))
-            .map_err(|e| e.to_string()),
+        Some(url) => {
+            let s =
+                crate::store::postgres::Postgres::open_frozen(url).map_err(|e| e.to_string())?;
+            keys.iter()
+                .map(|k| s.meta(k).map_err(|e| e.to_string()))
+                .collect()
+        }
         None => {
             // Not through `open_history`, which asks a live mount (found by this) first.
             let conn = crate::store::open_read_only(db).map_err(|e| e.reason)?;
-            crate::store::sql::read::meta(&conn, key).map_err(|e| e.to_string())
+            keys.iter()
+                .map(|k| crate::store::sql::read::meta(&conn, k).map_err(|e| e.to_string()))
+                .collect()
         }
     }
 }
@@ -93,19 +104,27 @@ pub fn postgres_url(db: &Path) -> Option<&str> {
 /// filesystem there) is not asked: the command then works on the database itself.
 pub fn live_mountpoint(db: &Path) -> Result<Option<String>, Failure> {
     let euid = unsafe { libc::geteuid() };
-    let candidates: Vec<(std::path::PathBuf, Option<u32>)> = match postgres_url(db) {
-        Some(url) => crate::mount::mounted_from(&crate::store::postgres::display_name(url)),
-        None => match meta(db, "mountpoint")? {
-            Some(m) if crate::mount::fuse_mounted_at(Path::new(&m)) => {
-                let by = crate::mount::mounted_by(Path::new(&m));
-                vec![(m.into(), by)]
+    // The database is opened once (a PostgreSQL database only if it may be mounted here).
+    let (candidates, id): (Vec<(std::path::PathBuf, Option<u32>)>, _) = match postgres_url(db) {
+        Some(url) => {
+            let found = crate::mount::mounted_from(&crate::store::postgres::display_name(url));
+            if found.is_empty() {
+                return Ok(None);
             }
-            _ => Vec::new(),
-        },
+            (found, meta(db, "scratchpad_id")?)
+        }
+        None => {
+            let mut values = metas(db, &["mountpoint", "scratchpad_id"])?.into_iter();
+            let (mountpoint, id) = (values.next().flatten(), values.next().flatten());
+            match mountpoint {
+                Some(m) if crate::mount::fuse_mounted_at(Path::new(&m)) => {
+                    let by = crate::mount::mounted_by(Path::new(&m));
+                    (vec![(m.into(), by)], id)
+                }
+                _ => return Ok(None),
+            }
+        }
     };
-    if candidates.is_empty() {
-        return Ok(None);
-    }
     let file_owner = match postgres_url(db) {
         Some(_) => None,
         None => std::fs::metadata(db).ok().map(|m| {
@@ -113,7 +132,7 @@ pub fn live_mountpoint(db: &Path) -> Result<Option<String>, Failure> {
             m.uid()
         }),
     };
-    let Some(id) = meta(db, "scratchpad_id")? else {
+    let Some(id) = id else {
         return Ok(None);
     };
     Ok(candidates
