@@ -587,12 +587,16 @@ fn the_mcp_inspector_lists_tools_and_calls_one() {
 
 /// The mount's MCP socket, attacked directly by an unprivileged agent (uid 1000) that
 /// speaks its protocol without `scratchfs mcp`: naming a writer defined by a uid it does
-/// not have is refused (and the file keeps its content); a writer it matches works. On a
-/// mount without `--allow-other`, the socket does not even let it connect.
+/// not have is refused (and the file keeps its content), and so is naming a tool's writer
+/// defined only by its `env` tag, since the rules make uid 1000 `agent` first (as the
+/// mount does, whatever its SCRATCHFS_WRITER says); a writer it matches works. On a mount
+/// without `--allow-other`, the socket does not even let it connect.
 #[test]
 fn the_mount_socket_gives_no_writer_a_process_does_not_match() {
-    let rules = r#"{ "writers": { "human": { "uid": 0 }, "agent": { "uid": 1000 } },
+    let rules = r#"{ "writers": { "human": { "uid": 0 }, "agent": { "uid": 1000 },
+                      "tool": { "env": "tool" } },
         "paths": [ { "path": "approved.md", "writers": ["human"] },
+                   { "path": "total.txt", "writers": ["tool"] },
                    { "path": "**", "writers": ["*"] } ] }"#;
     let dir = tempfile::tempdir().unwrap();
     let rules_file = dir.path().join("rules.json");
@@ -651,6 +655,20 @@ fn the_mount_socket_gives_no_writer_a_process_does_not_match() {
         "{r}"
     );
     assert_eq!(read(m.path("approved.md")), "approved by a human\n");
+    let r = agent_call(
+        "tool",
+        "write",
+        json!({ "path": "total.txt", "content": "99999\n" }),
+    );
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(
+        r["text"]
+            .as_str()
+            .unwrap()
+            .contains("writer \"tool\": this MCP server's process (uid 1000"),
+        "{r}"
+    );
+    assert!(!m.path("total.txt").exists());
     let r = agent_call(
         "agent",
         "append",

@@ -468,13 +468,13 @@ impl Fs {
                 .to_string()
         };
         c.writer = match (&remote.writer, self.gate.rules.load().as_deref()) {
-            (Some(w), Some(r)) => match r.rules.process_matches(w, &c, &comm()) {
-                Some(true) => w.clone(),
-                Some(false) => {
+            (Some(w), Some(r)) => match r.rules.claim(w, &c, &comm()) {
+                Some(Ok(())) => w.clone(),
+                Some(Err(is)) => {
                     return Err(Error::new(
                         libc::EACCES,
                         format!(
-                            "writer {w:?}: its rule's uid, gid, user, exe or comm do not match this MCP server's process (uid {}, {})",
+                            "writer {w:?}: this MCP server's process (uid {}, {}) is writer {is:?} by the rules, whatever it claims (the first writer whose matchers all match; a claim counts as the writer's env tag)",
                             c.uid, c.exe
                         ),
                     ));

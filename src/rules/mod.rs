@@ -266,24 +266,27 @@ impl Rules {
         })
     }
 
-    /// The writer a caller is (SPEC §5): the first writer, in file order, all of whose
-    /// matchers match; `anonymous` if none.
-    /// Whether writer `name`'s matchers of what the kernel tells of a process (uid, gid,
-    /// user, exe, comm) all match `c`: what a caller who names the writer itself (`scratchfs
-    /// mcp --writer`, issue 12) must still satisfy, so that naming a writer defined by a
-    /// uid does not give that uid's rights. Its `env` and `mcp_client` matchers are the
-    /// claim itself. `None`: no writer of that name.
-    pub fn process_matches(&self, name: &str, c: &Caller, comm: &str) -> Option<bool> {
+    /// Whether a caller that names writer `name` itself (`scratchfs mcp --writer`, an MCP
+    /// call over a mount's socket, issue 12) is that writer. The claim counts as the
+    /// writer's own `env` tag and `mcp_client` name, nothing more: the caller must then be
+    /// `name` as a process of the mount would be ([`Rules::writer_for`], the first writer
+    /// in file order whose matchers all match, SPEC §5), so a claim never lets a process
+    /// out of a writer its uid, gid, user, exe or comm pin it to (uid 1000 that the rules
+    /// make `agent` cannot write as a tool's writer). `None`: no writer of that name;
+    /// `Some(Err(w))`: the caller is writer `w` whatever it claims.
+    pub fn claim(&self, name: &str, c: &Caller, comm: &str) -> Option<Result<(), String>> {
         let (_, m) = self.writers.iter().find(|(n, _)| n == name)?;
-        Some(
-            m.uid.is_none_or(|u| u == c.uid)
-                && m.gid.is_none_or(|g| g == c.gid)
-                && m.user.as_deref().is_none_or(|u| user_uid(u) == Some(c.uid))
-                && m.exe.as_deref().is_none_or(|e| e == c.exe)
-                && m.comm.as_deref().is_none_or(|x| x == comm),
-        )
+        let claimed = Caller {
+            env_writer: m.env.clone().or_else(|| c.env_writer.clone()),
+            client: m.mcp_client.clone().or_else(|| c.client.clone()),
+            ..c.clone()
+        };
+        let is = self.writer_for(&claimed, comm);
+        Some(if is == name { Ok(()) } else { Err(is) })
     }
 
+    /// The writer a caller is (SPEC §5): the first writer, in file order, all of whose
+    /// matchers match; `anonymous` if none.
     pub fn writer_for(&self, c: &Caller, comm: &str) -> String {
         for (name, m) in &self.writers {
             let ok = m.uid.is_none_or(|u| u == c.uid)
