@@ -366,6 +366,25 @@ fn a_name_a_rollback_rebinds_in_the_root_resolves_anew_when_the_command_returns(
     assert_eq!(read(m.path("plan.md")), "old\n");
 }
 
+/// Waiting for the kernel's caches (`user.scratchfs.settled`) holds one of the daemon's
+/// workers for up to 10 s, so it is only for those who may roll back: readers in a loop
+/// by an agent could otherwise hold every worker (a helper stalled the mount for 120 s).
+/// uid 1000 gets EPERM; root, who may roll back, gets the answer.
+#[test]
+fn only_those_who_may_roll_back_wait_for_the_caches() {
+    let m = Mount::with_args(&["--allow-other"]);
+    let out = m.sh(&format!("{AGENT} getfattr -n user.scratchfs.settled ."));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("Operation not permitted"),
+        "{err}"
+    );
+    assert_eq!(
+        m.sh_ok("getfattr --only-values -n user.scratchfs.settled ."),
+        "settled"
+    );
+}
+
 /// Item 3: a daemon killed in the middle of a rollback leaves the old tree or the new one
 /// (the rollback is one transaction).
 #[test]

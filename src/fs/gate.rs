@@ -413,6 +413,21 @@ impl Gate {
         self.rules.is_some()
     }
 
+    /// Whether `caller` may roll the scratchpad back (issue 14): root, the user who
+    /// mounted, or a writer the rules' `checkpoints.rollback` names (`*`: any). The same
+    /// callers may wait for a rollback's cache invalidations
+    /// ([`super::serve::SETTLED_XATTR`]: a wait that holds one of the daemon's workers).
+    pub fn may_roll_back(&self, caller: &Caller) -> bool {
+        self.admins.contains(&caller.uid)
+            || self.rules.load().as_deref().is_some_and(|r| {
+                r.rules
+                    .checkpoints
+                    .rollback
+                    .iter()
+                    .any(|w| w == "*" || *w == caller.writer)
+            })
+    }
+
     /// The verdict on `change` by `caller`: `Ok` (allowed) or the refusal, with its errno
     /// and reason. Records nothing (`Fs::admit` does).
     pub fn check(&self, caller: &Caller, change: &Change<'_>) -> Result<()> {
@@ -503,21 +518,14 @@ impl Gate {
             };
         }
         if let Change::Rollback { name } = change {
-            let allowed = self.admins.contains(&caller.uid)
-                || self.rules.load().as_deref().is_some_and(|r| {
-                    r.rules
-                        .checkpoints
-                        .rollback
-                        .iter()
-                        .any(|w| w == "*" || *w == caller.writer)
-                });
-            if allowed {
+            if self.may_roll_back(caller) {
                 return Ok(());
             }
             return refuse(
                 libc::EPERM,
                 format!(
-                    "rollback to {name} by uid {} (writer {}) refused: rolling back is for root,                      the user who mounted (uid {}) and the writers the rules' checkpoints.rollback names",
+                    "rollback to {name} by uid {} (writer {}) refused: rolling back is for root, \
+                     the user who mounted (uid {}) and the writers the rules' checkpoints.rollback names",
                     caller.uid,
                     caller.writer,
                     self.admins

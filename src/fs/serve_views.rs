@@ -101,7 +101,9 @@ pub const SCRATCHPAD_XATTR: &str = "user.scratchfs.scratchpad";
 /// made on without waiting (the kernel holds that directory locked until the request is
 /// answered), so `scratchfs rollback` reads this after it, and a name the rollback
 /// pointed at another file resolves to that file as soon as the command returns.
-/// `EAGAIN` after 10 s without (a request holding that directory locked meanwhile).
+/// `EAGAIN` after 10 s without (a request holding that directory locked meanwhile);
+/// `EPERM` for a caller who may not roll back (the wait holds one of the daemon's
+/// workers: readers in a loop could hold them all).
 pub const SETTLED_XATTR: &str = "user.scratchfs.settled";
 /// Setting this attribute on the root to a JSON `GcRequest` runs gc in the daemon.
 pub const GC_XATTR: &str = "user.scratchfs.gc";
@@ -938,13 +940,22 @@ impl Fs {
     /// [`crate::lineage::inputs_json`]) of a file's current version; on the root,
     /// [`SCRATCHPAD_XATTR`] and [`SETTLED_XATTR`] (which waits). Any other name, or `.step`
     /// or `.inputs` of a version without one: `ENODATA`.
-    pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
+    pub fn getxattr(&self, ino: u64, name: &[u8], ctx: super::Ctx) -> Result<Vec<u8>> {
         let nodata = || Error::new(libc::ENODATA, "no such attribute");
         let name = std::str::from_utf8(name).map_err(|_| nodata())?;
         let Some(key) = name.strip_prefix(XATTR_PREFIX) else {
             return Err(nodata());
         };
         if ino == ROOT && name == SETTLED_XATTR {
+            // A wait holds one of the daemon's few workers: only for those who may roll
+            // back (a read, not a change: nothing to put on record).
+            if !self.gate.may_roll_back(&self.caller(ctx)) {
+                return Err(Error::new(
+                    libc::EPERM,
+                    "user.scratchfs.settled is for those who may roll back (root, the user \
+                     who mounted, the writers the rules' checkpoints.rollback names)",
+                ));
+            }
             return if self.settle() {
                 Ok(b"settled".to_vec())
             } else {

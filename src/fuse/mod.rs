@@ -533,9 +533,11 @@ impl Filesystem for Adapter {
         }
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         xattr_reply(
-            guard("getxattr", || self.fs.getxattr(ino.0, name.as_bytes())),
+            guard("getxattr", || {
+                self.fs.getxattr(ino.0, name.as_bytes(), ctx(req))
+            }),
             size,
             reply,
         );
