@@ -179,7 +179,9 @@ pub fn quote_path_bytes(p: &[u8]) -> std::borrow::Cow<'_, str> {
     let needs = p.first() == Some(&b' ')
         || p.last() == Some(&b' ')
         || match std::str::from_utf8(p) {
-            Ok(s) => s.chars().any(|c| c == '"' || c == '\\' || is_unsafe(c)),
+            Ok(s) => s
+                .chars()
+                .any(|c| c == '"' || c == '\\' || is_unsafe(c) || invisible_in_name(c)),
             Err(_) => true,
         };
     if !needs {
@@ -249,6 +251,15 @@ fn is_unsafe(c: char) -> bool {
         )
 }
 
+/// A character that shows as nothing or as a blank other than a plain space
+/// ([`crate::checkpoint::is_invisible`]: zero-width characters, the soft hyphen, fillers,
+/// non-ASCII spaces, tags, variation selectors, private use): in a name it would make
+/// `plan\u{200B}.md` read as `plan.md`, so a name holding one is quoted and it is
+/// escaped. Free text ([`one_line`]) keeps them (a zero-width joiner inside an emoji).
+fn invisible_in_name(c: char) -> bool {
+    crate::checkpoint::is_invisible(c)
+}
+
 /// Appends `p` C-escaped: control characters (and, if `quotes`, `"` and `\`) escaped,
 /// invalid UTF-8 bytes as `\ooo`.
 fn escape_into(mut p: &[u8], quotes: bool, out: &mut String) {
@@ -279,7 +290,9 @@ fn escape_into(mut p: &[u8], quotes: bool, out: &mut String) {
                     out.push('\\');
                     out.push(c);
                 }
-                c if is_unsafe(c) => octal(c.encode_utf8(&mut [0; 4]).as_bytes(), out),
+                c if is_unsafe(c) || (quotes && invisible_in_name(c)) => {
+                    octal(c.encode_utf8(&mut [0; 4]).as_bytes(), out)
+                }
                 c => out.push(c),
             }
         }
@@ -333,6 +346,14 @@ mod tests {
             quote_path("nel\u{85}ls\u{2028}"),
             r#""nel\302\205ls\342\200\250""#
         );
+        // Invisible characters would make these read as plan.md.
+        assert_eq!(quote_path("plan\u{200B}.md"), r#""plan\342\200\213.md""#);
+        assert_eq!(quote_path("plan\u{FEFF}.md"), r#""plan\357\273\277.md""#);
+        assert_eq!(quote_path("plan\u{A0}.md"), r#""plan\302\240.md""#);
+        assert_eq!(
+            one_line("a \u{1F468}\u{200D}\u{1F467} b"),
+            "a \u{1F468}\u{200D}\u{1F467} b"
+        );
         // Bidirectional overrides would show `xexe.md` for this name.
         assert_eq!(quote_path("x\u{202E}dm.exe"), r#""x\342\200\256dm.exe""#);
         assert_eq!(
@@ -360,7 +381,11 @@ mod tests {
         assert_eq!(quote_stored("plan.md"), "plan.md");
         assert_eq!(quote_stored(&encode(b"k\xff")), r#""k\377""#);
         assert_eq!(quote_stored(&encode(b"a\n\xfe")), r#""a\n\376""#);
-        assert_eq!(quote_stored(&encode("\u{ef80}".as_bytes())), "\u{ef80}");
+        // A private-use character (which the store's escapes are) is quoted as its bytes.
+        assert_eq!(
+            quote_stored(&encode("\u{ef80}".as_bytes())),
+            r#""\356\276\200""#
+        );
         let reason = format!("{}: refused\n", encode(b"k\xff"));
         assert_eq!(one_line_stored(&reason), r"k\377: refused\n");
     }
