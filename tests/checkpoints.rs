@@ -239,6 +239,15 @@ fn checkpoints_are_named_pointers() {
     let (code, _, err) = cli(&m, &["checkpoint", "offline"]);
     assert_ne!(code, 0);
     assert!(err.contains("exists already"), "{err}");
+    // A bad note is named as the note, not as the name (mounted: the daemon gives only
+    // EINVAL).
+    m.start();
+    let (code, _, err) = cli(&m, &["checkpoint", "noted", "--note", "bidi \u{202e} x"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with("scratchfs: --note: checkpoint note: "),
+        "{err}"
+    );
 }
 
 /// Item 2: `.checkpoints/NAME/` is the whole tree as it was, read-only, with the

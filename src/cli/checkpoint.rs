@@ -70,6 +70,11 @@ pub fn checkpoint(db: &Path, name: &str, note: Option<&str>, json: bool) -> Resu
     if note.is_some_and(|n| n.contains('\0')) {
         return Err("--note: a NUL byte".into());
     }
+    // Checked here too, so that a bad note is named as such, not as a bad name (the
+    // daemon answers both with EINVAL alone).
+    if let Some(n) = note {
+        crate::checkpoint::check_note(n).map_err(|e| format!("--note: {}", e.reason))?;
+    }
     let q = format!("checkpoint {}", quote_path(name));
     let cp = offline_or_mounted(
         db,

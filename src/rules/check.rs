@@ -910,7 +910,8 @@ fn paths(found: &mut Found, root: &Node, known: &[String]) {
     }
 }
 
-/// The writer names the rules give permissions to (`writers` of path rules and fields).
+/// The writer names the rules give permissions to (`writers` of path rules and fields,
+/// `checkpoints.take` and `checkpoints.rollback`).
 fn named_writers(root: &Node) -> Vec<String> {
     let mut used = Vec::new();
     let mut add = |list: Option<&Node>| {
@@ -928,6 +929,11 @@ fn named_writers(root: &Node) -> Vec<String> {
             .unwrap_or_default()
         {
             add(f.value.get("writers"));
+        }
+    }
+    if let Some(c) = root.get("checkpoints") {
+        for key in CHECKPOINT_KEYS {
+            add(c.get(key));
         }
     }
     used
@@ -1204,7 +1210,7 @@ mod tests {
     #[test]
     fn checkpoints_name_known_writers() {
         let p = problems(
-            r#"{"writers": {"a": {"uid": 1}},
+            r#"{"writers": {"a": {"uid": 1}, "c": {"uid": 3}},
   "checkpoints": {"take": ["a", "b"], "rollback": "a", "undo": []},
   "paths": [{"path": "**"}]}"#,
         );
@@ -1215,7 +1221,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                r#"1:14: warning: writer "a" is named in no rule's writers (it only names callers in provenance)"#,
+                r#"1:31: warning: writer "c" is named in no rule's writers (it only names callers in provenance)"#,
                 r#"2:33: checkpoints.take[1]: unknown writer "b""#,
                 r#"2:51: checkpoints.rollback: expected an array of strings, found "a""#,
                 r#"2:56: checkpoints: unknown key "undo" (expected one of: take, rollback)"#,
