@@ -304,6 +304,11 @@ impl Fs {
                 )
             };
             let mut tree = self.tree.write();
+            // The last page-cache reader of a version older than the current one: the
+            // kernel's cached size may still be theirs (a size held for them, or cut by
+            // a short read of theirs), and the next reader through the page cache would
+            // be bounded by it.
+            let mut stale_size = false;
             if let Some(n) = tree.nodes.get_mut(&ino) {
                 n.open_handles = n.open_handles.saturating_sub(1);
                 if let Some(t) = writer
@@ -314,7 +319,8 @@ impl Fs {
                 if cached {
                     n.cache_readers = n.cache_readers.saturating_sub(1);
                     if n.cache_readers == 0 {
-                        n.held = None;
+                        let older = n.head.as_ref().is_some_and(|h| h.id != n.cached_version);
+                        stale_size = n.held.take().is_some() || older;
                         if n.draining > 0 {
                             self.owed_settled();
                         }
@@ -325,6 +331,10 @@ impl Fs {
                 }
             }
             tree.reap(ino);
+            drop(tree);
+            if stale_size {
+                self.invalidate(Invalidation::Attr(ino));
+            }
         }
         result
     }

@@ -671,7 +671,22 @@ impl Fs {
             return self.view_attr(view);
         }
         let tgid = self.pending_viewer(ino, ctx);
-        self.tree.read().attr_as(ino, tgid)
+        let (attr, untold) = {
+            let tree = self.tree.read();
+            let n = tree.get(ino)?;
+            // Told now: the size of this head, not a held or pending one.
+            let told = n.size_untold && n.pending_size.is_none() && n.held_size().is_none();
+            (tree.attr_as(ino, tgid)?, told.then(|| n.content().0))
+        };
+        if let Some(head) = untold {
+            let mut tree = self.tree.write();
+            if let Ok(n) = tree.get_mut(ino)
+                && n.content().0 == head
+            {
+                n.size_untold = false;
+            }
+        }
+        Ok(attr)
     }
 
     /// The requester's tgid when the file has a pending size (resolving it costs a read of
@@ -984,8 +999,12 @@ impl Fs {
             // page cache is bounded by it: it would see an empty or cut file.
             let quiet = node.writer_tgids.is_empty() && node.draining == 0;
             let pending = node.pending_size.is_some();
-            let cached =
-                quiet && !pending && (node.cached_version == head_id || node.cache_readers == 0);
+            // Nor while the kernel may still hold another version's size
+            // (`size_untold`: a version from another daemon or a rollback, no getattr yet).
+            let cached = quiet
+                && !pending
+                && !node.size_untold
+                && (node.cached_version == head_id || node.cache_readers == 0);
             let keep = cached && node.cached_version == head_id;
             if cached {
                 node.cached_version = head_id;

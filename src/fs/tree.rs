@@ -38,6 +38,12 @@ pub(super) struct Node {
     /// The size the kernel is told while page-cache readers of the previous version
     /// finish, after another daemon rewrote the file ([`Node::take_head`]).
     pub(super) held: Option<Box<HeldSize>>,
+    /// The current version came from another daemon (or a rollback: [`Node::take_head`])
+    /// and the kernel has not been told its size by a `getattr` since: its cached size
+    /// may still be the previous version's, which bounds a reader through the page cache,
+    /// so opens bypass the page cache until a `getattr` answers
+    /// ([`super::Fs::getattr_for`]).
+    pub(super) size_untold: bool,
     /// Children by name, and their inodes in cookie order (directories only).
     pub(super) children: HashMap<Vec<u8>, u64>,
     pub(super) cookies: BTreeSet<u64>,
@@ -131,6 +137,7 @@ impl Node {
             cached_version: 0,
             cache_readers: 0,
             held: None,
+            size_untold: false,
             children: HashMap::new(),
             cookies: BTreeSet::new(),
             subdirs: 0,
@@ -163,6 +170,9 @@ impl Node {
     /// (docs/SEMANTICS.md). Opens meanwhile get `head`, bypassing the page cache, so
     /// they read it whole whatever size `stat` says.
     pub(super) fn take_head(&mut self, head: Option<VersionInfo>) {
+        if head.as_ref().map(|h| h.id) != self.head.as_ref().map(|h| h.id) {
+            self.size_untold = true;
+        }
         if self.cache_readers == 0 {
             self.cached_version = 0;
             self.held = None;
@@ -184,7 +194,7 @@ impl Node {
     }
     /// The size held for page-cache readers of a previous version ([`Node::take_head`]),
     /// while it holds.
-    fn held_size(&self) -> Option<u64> {
+    pub(super) fn held_size(&self) -> Option<u64> {
         self.held
             .as_ref()
             .filter(|h| self.cache_readers > 0 && std::time::Instant::now() < h.until)
