@@ -671,14 +671,16 @@ impl Fs {
             return self.view_attr(view);
         }
         let tgid = self.pending_viewer(ino, ctx);
-        let (attr, untold) = {
+        // An answer that tells the kernel the head's size (not a held or pending one)
+        // ends `size_untold` for that head.
+        let (attr, telling) = {
             let tree = self.tree.read();
+            let attr = tree.attr_as(ino, tgid)?;
             let n = tree.get(ino)?;
-            // Told now: the size of this head, not a held or pending one.
-            let told = n.size_untold && n.pending_size.is_none() && n.held_size().is_none();
-            (tree.attr_as(ino, tgid)?, told.then(|| n.content().0))
+            let telling = n.size_untold && n.pending_size.is_none() && n.held_size().is_none();
+            (attr, telling.then(|| n.content().0))
         };
-        if let Some(head) = untold {
+        if let Some(head) = telling {
             let mut tree = self.tree.write();
             if let Ok(n) = tree.get_mut(ino)
                 && n.content().0 == head
