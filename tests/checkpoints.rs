@@ -344,6 +344,30 @@ fn a_rollback_works_offline() {
     assert_eq!(read(m.path(".archive/extra")), "x\n");
 }
 
+/// The log of a path whose earlier file a rollback brings back ends with that file's
+/// version: the removal of the file made at the path since comes before it (the rows of
+/// one rollback share its time; helper finding of session 13: `unlink` came last, as if
+/// the path had nothing).
+#[test]
+fn the_log_of_a_rollback_ends_with_the_file_it_brings_back() {
+    let m = Mount::new();
+    m.sh_ok(
+        "echo a > plan.md && setfattr -n user.scratchfs.checkpoint -v a . && rm plan.md && echo b > plan.md",
+    );
+    ok(cli(&m, &["rollback", "a"]));
+    assert_eq!(read(m.path("plan.md")), "a\n");
+    let log = ok(cli(&m, &["log", "plan.md"]));
+    let ops: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    assert_eq!(
+        ops[ops.len().saturating_sub(2)..],
+        ["unlink", "rollback"],
+        "{log}"
+    );
+}
+
 /// A name in the root that a rollback points at another file resolves to that file as
 /// soon as `scratchfs rollback` returns, even with a kernel slow to drop cached names
 /// (failpoint `notify-entry`: the daemon's notifier takes 1 s over each entry

@@ -368,7 +368,14 @@ pub(crate) fn version_rows(conn: &dyn Conn, file_id: i64) -> Result<Vec<VersionR
     )
 }
 
-/// [`crate::store::History::log`].
+/// The events that change names. Rows of one change share its time; in the log they come
+/// before its versions, and its other events (a shrink, a rollback's summary) after
+/// them, each kind in the order written: a rollback that removes a file and brings back
+/// the one at its path reads `unlink`, then the version `rollback`.
+const NAMESPACE_OPS: &str = "'create', 'unlink', 'rename', 'mkdir', 'rmdir'";
+
+/// [`crate::store::History::log`]: versions and events, oldest first ([`NAMESPACE_OPS`]
+/// for the rows of one change).
 pub(crate) fn log(conn: &dyn Conn, filter: &LogFilter) -> Result<Vec<LogEntry>> {
     // A database no scratchfs since issue 12 has opened has no transport and client.
     let via = match conn.dialect() {
@@ -384,14 +391,15 @@ pub(crate) fn log(conn: &dyn Conn, filter: &LogFilter) -> Result<Vec<LogEntry>> 
     conn.all(
         &format!(
             "SELECT time_ns, 'version', op, path, NULL, version, size, writer, step, tgid, exe,
-                    NULL, NULL, {via}, id
+                    NULL, NULL, {via}, id, 1, id
              FROM version_log WHERE ?2 = 0 AND (CAST(?1 AS TEXT) IS NULL OR path IN (?1, ?3))
              UNION ALL
              SELECT time_ns, 'event', op, path, new_path, NULL, size, writer, step, tgid, exe,
-                    errno, reason, {via}, NULL
+                    errno, reason, {via}, NULL,
+                    CASE WHEN op IN ({NAMESPACE_OPS}) THEN 0 ELSE 2 END, id
              FROM event_log WHERE (?2 = 0 OR op = 'rejected')
                  AND (CAST(?1 AS TEXT) IS NULL OR path IN (?1, ?3) OR new_path IN (?1, ?3))
-             ORDER BY 1"
+             ORDER BY 1, 18, 19"
         ),
         p![&filter.path, filter.rejected, &filter.lossy],
         |r| {
