@@ -28,7 +28,7 @@ use std::str::FromStr;
 use bytes::BytesMut;
 use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::{Client, Config, NoTls, SimpleQueryMessage, Statement};
 
 use crate::error::{Error, Result};
 use crate::store::sql::{Conn, ConnExt, Dialect, Flow, IdOf, Param, Row, Value};
@@ -64,6 +64,11 @@ pub struct PgConn {
     /// Ids taken from the identity sequences in advance, per [`IdOf`] (streams, files,
     /// nodes): [`Conn::reserved_id`].
     reserved: RefCell<[Vec<i64>; 3]>,
+    /// The version id the open transaction took with its locks ([`PgConn::begin_commit`]),
+    /// until [`Conn::reserved_id`] hands it out.
+    version_id: Cell<Option<i64>>,
+    /// The name of `versions.id`'s sequence, looked up once ([`PgConn::begin_commit`]).
+    versions_seq: RefCell<Option<String>>,
 }
 
 /// Makes the open transaction's `COMMIT` wait for its WAL to be flushed (and for the
@@ -84,8 +89,9 @@ const RESERVE: i64 = 32;
 /// A statement waiting to be sent.
 enum Queued {
     /// `BEGIN` with the change lock, shared ([`BEGIN_SHARED`]), and the statement
-    /// [`PgConn::begin_with`] adds, if any: the whole text (simple-query).
-    Begin(String),
+    /// [`PgConn::begin_with`] adds, if any: the whole text (simple-query). `true`: its
+    /// last statement's row is the transaction's version id ([`PgConn::begin_commit`]).
+    Begin(String, bool),
     /// A statement without rows, its text as the shared code wrote it (for messages).
     Exec(Statement, Vec<OwnedParam>, String),
 }
@@ -169,6 +175,8 @@ impl PgConn {
             in_transaction: Cell::new(false),
             begun: Cell::new(false),
             reserved: RefCell::new([Vec::new(), Vec::new(), Vec::new()]),
+            version_id: Cell::new(None),
+            versions_seq: RefCell::new(None),
         })
     }
 
@@ -204,8 +212,19 @@ impl PgConn {
             .iter()
             .map(|q| -> Sent<'_> {
                 match q {
-                    Queued::Begin(sql) => Box::pin(async move {
+                    Queued::Begin(sql, false) => Box::pin(async move {
                         client.batch_execute(sql).await.map_err(|e| pg_error(&e))
+                    }),
+                    Queued::Begin(sql, true) => Box::pin(async move {
+                        let answer = client.simple_query(sql).await.map_err(|e| pg_error(&e))?;
+                        let id = answer.iter().rev().find_map(|m| match m {
+                            SimpleQueryMessage::Row(r) => r.get(0)?.parse::<i64>().ok(),
+                            _ => None,
+                        });
+                        self.version_id.set(Some(id.ok_or_else(|| {
+                            Error::store(format!("no version id from `{}`", one_line(sql, 160)))
+                        })?));
+                        Ok(())
                     }),
                     Queued::Exec(stmt, params, sql) => Box::pin(async move {
                         let refs: Vec<&(dyn ToSql + Sync)> =
@@ -220,7 +239,7 @@ impl PgConn {
                 }
             })
             .collect();
-        if queued.iter().any(|q| matches!(q, Queued::Begin(_))) {
+        if queued.iter().any(|q| matches!(q, Queued::Begin(..))) {
             self.begun.set(true);
         }
         let (earlier, last) = self.runtime.block_on(futures_util::future::join(
@@ -261,14 +280,51 @@ impl PgConn {
     /// (a lock not had within `lock_timeout`: `EAGAIN`) is that statement's error. The
     /// store's lock of a lineage row opens a commit this way.
     pub fn begin_with(&self, sql: &str) -> Result<()> {
+        self.begin_queued(sql, false)
+    }
+
+    /// [`PgConn::begin_with`] `sql`, then takes the id of the version the transaction
+    /// will insert, after its locks and in the same round trip: [`Conn::reserved_id`] of
+    /// [`IdOf::Versions`] hands it out (once), so the version's insert needs no answer
+    /// and goes with the `COMMIT`. Taken after the change lock (a checkpoint's point has
+    /// every lower id committed) and after `sql`'s locks (a lineage's versions' ids grow
+    /// with their numbers). A transaction that inserts no version leaves a gap in the ids,
+    /// as a rolled-back insert does; version numbers are not ids and have none.
+    pub fn begin_commit(&self, sql: &str) -> Result<()> {
+        let seq = self.versions_seq()?;
+        self.begin_queued(&format!("{sql}; SELECT nextval('{seq}')"), true)
+    }
+
+    /// The name of `versions.id`'s sequence, schema-qualified and quoted as an identifier
+    /// by the server, its `'` doubled for a string literal: looked up on the first call
+    /// (one round trip per connection), then kept.
+    fn versions_seq(&self) -> Result<String> {
+        if let Some(s) = self.versions_seq.borrow().as_ref() {
+            return Ok(s.clone());
+        }
+        if self.in_transaction.get() {
+            return Err(Error::store("begin_commit: a transaction is already open"));
+        }
+        let name: Option<String> =
+            self.value("SELECT pg_get_serial_sequence('versions', 'id')", &[])?;
+        let name = name
+            .ok_or_else(|| Error::store("versions.id has no sequence"))?
+            .replace('\'', "''");
+        *self.versions_seq.borrow_mut() = Some(name.clone());
+        Ok(name)
+    }
+
+    fn begin_queued(&self, sql: &str, takes_version_id: bool) -> Result<()> {
         if self.in_transaction.get() {
             return Err(Error::store("begin_with: a transaction is already open"));
         }
         self.in_transaction.set(true);
         self.begun.set(false);
-        self.queued
-            .borrow_mut()
-            .push(Queued::Begin(format!("{BEGIN_SHARED}; {sql}")));
+        self.version_id.set(None);
+        self.queued.borrow_mut().push(Queued::Begin(
+            format!("{BEGIN_SHARED}; {sql}"),
+            takes_version_id,
+        ));
         Ok(())
     }
 
@@ -335,6 +391,7 @@ impl PgConn {
         if out.is_ok() {
             self.in_transaction.set(false);
             self.begun.set(false);
+            self.version_id.set(None);
         }
         out
     }
@@ -426,12 +483,14 @@ impl Conn for PgConn {
             "BEGIN" if !self.in_transaction.get() => {
                 self.in_transaction.set(true);
                 self.begun.set(false);
+                self.version_id.set(None);
                 self.queued
                     .borrow_mut()
-                    .push(Queued::Begin(BEGIN_SHARED.to_owned()));
+                    .push(Queued::Begin(BEGIN_SHARED.to_owned(), false));
                 Ok(())
             }
             "ROLLBACK" => {
+                self.version_id.set(None);
                 self.queued.borrow_mut().clear();
                 self.queued_bytes.set(0);
                 self.in_transaction.set(false);
@@ -451,6 +510,9 @@ impl Conn for PgConn {
     }
 
     fn reserved_id(&self, table: IdOf) -> Result<Option<i64>> {
+        if table == IdOf::Versions {
+            return Ok(self.version_id.take());
+        }
         let slot = table as usize;
         if let Some(id) = self.reserved.borrow_mut()[slot].pop() {
             return Ok(Some(id));

@@ -417,7 +417,8 @@ impl Store for Postgres {
             let proc_ = self.process(conn, &caller)?;
             // Commits to one lineage take turns across daemons (module docs): the lock
             // opens the transaction, in the same round trip.
-            conn.begin_with(&format!(
+            // Its version id is taken there too (`reserved_id`).
+            conn.begin_commit(&format!(
                 "SELECT id FROM files WHERE id = (SELECT file_id FROM nodes WHERE ino = {ino})
                  FOR UPDATE"
             ))?;

@@ -264,8 +264,10 @@ pub trait Conn {
     /// no answer from the server (no `RETURNING` round trip) and is sent with the next
     /// statement whose answer is needed. `None`: insert and read it back (SQLite, where a
     /// statement is a function call; the default). Only for ids whose order means
-    /// nothing: streams, lineages, inodes; never versions, events or the namespace log,
-    /// whose order is commit order (checkpoints' points).
+    /// nothing: streams, lineages, inodes; never events or the namespace log, whose order
+    /// is commit order (checkpoints' points). [`IdOf::Versions`] is the one exception:
+    /// an id the open transaction took after its locks, in the round trip that took them
+    /// (a PostgreSQL commit: `PgConn::begin_commit`), handed out once; `None` otherwise.
     fn reserved_id(&self, table: IdOf) -> Result<Option<i64>> {
         let _ = table;
         Ok(None)
@@ -281,6 +283,9 @@ pub enum IdOf {
     Files,
     /// `nodes.ino`.
     Nodes,
+    /// `versions.id`: never in advance, only one the open transaction took after its
+    /// locks ([`Conn::reserved_id`]).
+    Versions,
 }
 
 impl IdOf {
@@ -290,6 +295,7 @@ impl IdOf {
             IdOf::Streams => ("streams", "id"),
             IdOf::Files => ("files", "id"),
             IdOf::Nodes => ("nodes", "ino"),
+            IdOf::Versions => ("versions", "id"),
         }
     }
 }
