@@ -476,6 +476,61 @@ fn a_refused_login_is_eacces() {
     }
 }
 
+/// A commit's version id comes with the round trip that opens its transaction
+/// (`PgConn::begin_commit`): handed out once, only in that transaction, never one of an
+/// earlier transaction, and the version's insert with it needs no answer.
+#[test]
+fn a_commit_takes_its_version_id_with_its_locks() {
+    let (pg, _guard) = fresh();
+    let c = &pg;
+    // Before anything is sent there is none; after the first query there is one, once.
+    c.begin_commit("SELECT 1").unwrap();
+    assert_eq!(c.reserved_id(IdOf::Versions).unwrap(), None);
+    let _: i64 = c.value("SELECT 1", p![]).unwrap();
+    let id1 = c
+        .reserved_id(IdOf::Versions)
+        .unwrap()
+        .expect("an id after the first query");
+    assert_eq!(
+        c.reserved_id(IdOf::Versions).unwrap(),
+        None,
+        "handed out twice"
+    );
+    c.batch("ROLLBACK").unwrap();
+    // Taken but not used, then rolled back: the next transaction's is its own.
+    c.begin_commit("SELECT 1").unwrap();
+    let _: i64 = c.value("SELECT 1", p![]).unwrap();
+    c.batch("ROLLBACK").unwrap();
+    c.begin_commit("SELECT 1").unwrap();
+    assert_eq!(
+        c.reserved_id(IdOf::Versions).unwrap(),
+        None,
+        "an earlier transaction's id"
+    );
+    let _: i64 = c.value("SELECT 1", p![]).unwrap();
+    let id2 = c.reserved_id(IdOf::Versions).unwrap().unwrap();
+    assert!(id2 > id1 + 1, "{id1} then {id2}");
+    // The insert with it is queued, and the row has that id once committed.
+    let proc_ = new_process(c);
+    c.exec(
+        "INSERT INTO versions(id, file_id, version, path, op, size, blake3, stream, writer,
+             process, pid, time_ns)
+         VALUES (?1, 1, 1, 'a', 'create', 0, 'h', 0, 'agent', ?2, 1, 1)",
+        p![id2, proc_],
+    )
+    .unwrap();
+    c.batch("COMMIT").unwrap();
+    let path: String = c
+        .value("SELECT path FROM versions WHERE id = ?1", p![id2])
+        .unwrap();
+    assert_eq!(path, "a");
+    // A transaction opened otherwise takes none.
+    c.batch("BEGIN").unwrap();
+    let _: i64 = c.value("SELECT 1", p![]).unwrap();
+    assert_eq!(c.reserved_id(IdOf::Versions).unwrap(), None);
+    c.batch("ROLLBACK").unwrap();
+}
+
 #[test]
 fn statements_of_a_transaction_are_pipelined_in_order_and_fail_it_whole() {
     let (pg, _guard) = fresh();
