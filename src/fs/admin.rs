@@ -120,7 +120,8 @@ impl Fs {
 
     /// Redacts version `n` of the file at `path` (live, or the latest deleted file that
     /// was there) for the caller of `ctx`: only root and the user who mounted (`EPERM`,
-    /// recorded). The file's in-memory version and the kernel's caches follow the
+    /// recorded). The in-memory versions and the kernel's caches of the file, and of
+    /// every other file whose content the redaction changed or moved, follow the
     /// redacted content. See [`crate::store::Store::redact`].
     pub fn redact(
         &self,
@@ -147,12 +148,20 @@ impl Fs {
         let file_id = lineage.file_id;
         let _gc = self.gc_guard.write();
         let report = self.store.redact(file_id, n, path, why, &caller)?;
-        self.hashers.lock().remove(&file_id);
+        // The file's versions, and those of every other file that held a copy.
+        let mut files = report.files.clone();
+        files.push(file_id);
+        {
+            let mut hashers = self.hashers.lock();
+            for f in &files {
+                hashers.remove(f);
+            }
+        }
         let mut touched = Vec::new();
         {
             let mut tree = self.tree.write();
             for (&ino, node) in tree.nodes.iter_mut() {
-                if node.file_id != Some(file_id) {
+                if !node.file_id.is_some_and(|f| files.contains(&f)) {
                     continue;
                 }
                 if let Some(h) = &node.head {

@@ -475,17 +475,82 @@ pub fn redact_secrets(content: &[u8]) -> std::borrow::Cow<'_, [u8]> {
             continue;
         }
         let replaced = re
-            .replace_all(&out, |c: &regex::bytes::Captures<'_>| {
-                if *kind == GUESSABLE {
-                    return format!("[REDACTED {kind}]").into_bytes();
-                }
-                let h = blake3::hash(&c[0]).to_hex();
-                format!("[REDACTED {kind} blake3:{}]", &h[..16]).into_bytes()
-            })
+            .replace_all(&out, |c: &regex::bytes::Captures<'_>| marker(kind, &c[0]))
             .into_owned();
         out = std::borrow::Cow::Owned(replaced);
     }
     out
+}
+
+/// What [`redact_secrets`] puts in place of `secret`, a secret of kind `kind`.
+fn marker(kind: &str, secret: &[u8]) -> Vec<u8> {
+    if kind == GUESSABLE {
+        return format!("[REDACTED {kind}]").into_bytes();
+    }
+    let h = blake3::hash(secret).to_hex();
+    format!("[REDACTED {kind} blake3:{}]", &h[..16]).into_bytes()
+}
+
+/// Known secrets, as (kind, bytes) from [`secrets_found`], to find and redact wherever
+/// they are: also where the context their pattern needs is missing (a secret cut out of
+/// its line, say), which [`redact_secrets`] alone would leave.
+#[derive(Debug)]
+pub struct KnownSecrets {
+    secrets: Vec<(&'static str, Vec<u8>)>,
+    any: Option<regex::bytes::Regex>,
+}
+
+impl KnownSecrets {
+    /// The set of `secrets` (duplicates and empty ones dropped).
+    pub fn new(mut secrets: Vec<(&'static str, Vec<u8>)>) -> KnownSecrets {
+        secrets.retain(|(_, s)| !s.is_empty());
+        secrets.sort();
+        secrets.dedup();
+        // Each byte spelled as an escape: the secrets are bytes, not text.
+        let alternatives: Vec<String> = secrets
+            .iter()
+            .map(|(_, s)| s.iter().map(|b| format!("\\x{b:02x}")).collect())
+            .collect();
+        let any = (!alternatives.is_empty()).then(|| {
+            regex::bytes::RegexBuilder::new(&format!("(?-u:{})", alternatives.join("|")))
+                .size_limit(64 << 20)
+                .build()
+                .expect("escaped bytes make a valid pattern")
+        });
+        KnownSecrets { secrets, any }
+    }
+
+    /// The longest secret's length in bytes (0 when there is none): a search of a stream
+    /// piece by piece keeps this many bytes less one from each piece for the next.
+    pub fn longest(&self) -> usize {
+        self.secrets.iter().map(|(_, s)| s.len()).max().unwrap_or(0)
+    }
+
+    /// Whether `content` holds one of the secrets, byte for byte.
+    pub fn found_in(&self, content: &[u8]) -> bool {
+        self.any.as_ref().is_some_and(|re| re.is_match(content))
+    }
+
+    /// `content` with every well-known secret redacted ([`redact_secrets`]), then every
+    /// one of these secrets still in it, by the same marker.
+    pub fn redact<'a>(&self, content: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        let out = redact_secrets(content);
+        let Some(re) = &self.any else { return out };
+        if !re.is_match(&out) {
+            return out;
+        }
+        let replaced = re
+            .replace_all(&out, |c: &regex::bytes::Captures<'_>| {
+                let kind = self
+                    .secrets
+                    .iter()
+                    .find(|(_, s)| s.as_slice() == &c[0])
+                    .map_or("a secret", |(k, _)| *k);
+                marker(kind, &c[0])
+            })
+            .into_owned();
+        std::borrow::Cow::Owned(replaced)
+    }
 }
 
 #[cfg(test)]
@@ -781,5 +846,34 @@ mod tests {
             .check("elsewhere", &who("agent"), Action::Create)
             .unwrap_err();
         assert!(e.reason.contains("no path rule matches"), "{}", e.reason);
+    }
+
+    /// A known secret is found and redacted byte for byte, also where its pattern does
+    /// not see it (glued to a word, `\b` fails).
+    #[test]
+    fn known_secrets_are_found_without_their_context() {
+        let key: &[u8] = b"sk-ant-abcdefghijklmnopqrstuvwxyz012345";
+        let found = secrets_found(&[b"key ", key].concat());
+        assert!(!found.is_empty());
+        let known = KnownSecrets::new(found);
+        assert_eq!(known.longest(), key.len());
+        let glued = [b"x", key, b"\n"].concat();
+        assert!(secret_in(&glued).is_none());
+        assert!(known.found_in(&glued));
+        let out = known.redact(&glued);
+        assert!(!out.windows(key.len()).any(|w| w == key), "{out:?}");
+        assert!(
+            out.starts_with(b"x[REDACTED an Anthropic API key blake3:"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+        assert!(!known.found_in(b"nothing here"));
+        let none = KnownSecrets::new(Vec::new());
+        assert_eq!(none.longest(), 0);
+        assert!(!none.found_in(&glued));
+        // Bytes that are not UTF-8 are searched as bytes.
+        let raw = KnownSecrets::new(vec![("a test secret", vec![0xff, 0x00, b'.'])]);
+        assert!(raw.found_in(b"a\xff\x00.b"));
+        assert!(!raw.found_in(b"a\xff\x00xb"));
     }
 }

@@ -158,9 +158,13 @@ pub struct GcReport {
 /// What `redact` did (SPEC §10).
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct RedactReport {
-    /// Versions of the file whose content was redacted.
+    /// Versions whose content was redacted: of the file, and of other files that held a
+    /// copy of one of its secrets.
     pub versions: u64,
-    /// Refusals recorded at its path whose content was redacted.
+    /// The lineages (`files.id`) whose versions' rows changed (redacted, or moved to a
+    /// stream of their own): a mount brings their files' versions up to date.
+    pub files: Vec<i64>,
+    /// Refusals whose content was redacted (at its path, and elsewhere with a copy).
     pub refusals: u64,
     /// The kinds of secret found (the `deny_secrets` pattern names).
     pub kinds: Vec<String>,
@@ -455,9 +459,10 @@ pub trait Store: History {
     /// [`Store::sync`], then syncs the database to disk: `fsyncdir`, and `fsync` of a
     /// file with nothing to commit.
     fn sync_to_disk(&self) -> Result<()>;
-    /// Redacts the secrets in version `number` of file `file_id` (recorded at `path`) and
-    /// wherever else the file's versions and refusals hold them, leaving no byte of them in
-    /// the store's files; an event by `caller` says `why`. The gate has allowed it.
+    /// Redacts the secrets in version `number` of file `file_id` (recorded at `path`),
+    /// wherever else the file's versions and refusals hold them, and every copy of them in
+    /// the store, leaving no byte of them in the store's files; an event by `caller` says
+    /// `why`. The gate has allowed it.
     fn redact(
         &self,
         file_id: i64,

@@ -1,6 +1,8 @@
 //! Transactions that erase history: gc (forgetting versions) and redact (removing a
 //! secret from every version that holds it); the latest such events for MANIFEST.
 
+use std::collections::{BTreeSet, HashMap};
+
 use super::now_ns;
 use crate::error::{Error, Result};
 use crate::identity::Caller;
@@ -149,14 +151,17 @@ pub(crate) fn note_gc(conn: &dyn Conn, report: &GcReport) -> Result<()> {
 
 /// Redacts version `number` of file `file_id` (SPEC §10 `redact`): every well-known
 /// secret in it is replaced by a marker naming the pattern and the secret's blake3
-/// ([`crate::rules::enforce::redact_secrets`]), and so is every other version of that file
-/// and every refusal recorded at `path` that holds a secret, so that no byte of one stays
-/// referenced. Content no longer referenced is deleted, and the
-/// version rows get the redacted content's size and blake3. An event (op `redact`)
-/// records who did it and `why`. `EINVAL` when the version holds no secret, `ENOENT`
-/// when there is no such version. The caller then rewrites the file (VACUUM) and empties
-/// the WAL and the redo log ([`Sqlite::redact`]).
-/// Runs inside the caller's transaction.
+/// ([`crate::rules::enforce::redact_secrets`]), and so is every secret the patterns know
+/// in the other versions of that file and the refusals recorded at `path`, and every
+/// copy, byte for byte, of one of those secrets anywhere else in the store (another
+/// lineage's version, a refusal at another path: a file renamed over another keeps its
+/// content, a copy repeats it). Every version and refusal whose content shares a stream
+/// with such a secret moves to a stream of its own, so that no byte of one stays
+/// referenced; content no longer referenced is deleted, and the rows get their content's
+/// size and blake3. An event (op `redact`) records who did it and `why`. `EINVAL` when
+/// the version holds no secret, `ENOENT` when there is no such version. The caller then
+/// rewrites the file (VACUUM) and empties the WAL and the redo log ([`Sqlite::redact`]).
+/// Reads every stream of the store once (step 2). Runs inside the caller's transaction.
 pub(crate) fn redact_in(
     tx: &dyn Conn,
     file_id: i64,
@@ -186,74 +191,98 @@ pub(crate) fn redact_in(
             format!("{path}@{number}: holds no secret the deny_secrets patterns know"),
         ));
     }
-    // Every version and refusal of the file that holds a secret the patterns know: the
-    // one asked for, where the later versions often still carry it, and any other.
-    let holds = |bytes: &[u8]| crate::rules::enforce::secret_in(bytes).is_some();
-    // Every version of the file and every refusal at its path holding one of them.
-    let mut targets: Vec<(&str, i64, i64, i64)> = Vec::new();
-    {
-        let rows = tx.all(
-            "SELECT 'versions', id, stream, size FROM versions WHERE file_id = ?1
-             UNION ALL SELECT 'events', id, stream, size FROM events
-                 WHERE path = ?2 AND stream IS NOT NULL",
+    // 1. The file's versions and the refusals at its path: each stream that holds a
+    //    secret the patterns know anywhere in its bytes (a shorter version shares its
+    //    stream with a longer one, whose bytes stay past its end).
+    let own: BTreeSet<i64> = tx
+        .all(
+            "SELECT stream FROM versions WHERE file_id = ?1
+             UNION SELECT stream FROM events WHERE path = ?2 AND stream IS NOT NULL",
             p![file_id, path],
-            |r| {
-                Ok((
-                    r.get::<String>(0)?,
-                    r.get::<i64>(1)?,
-                    r.get::<i64>(2)?,
-                    r.get::<i64>(3)?,
-                ))
-            },
-        )?;
-        for row in rows {
-            let (table, id, stream, size) = row;
-            let table = if table == "versions" {
-                "versions"
-            } else {
-                "events"
-            };
-            targets.push((table, id, stream, size));
+            |r| r.get::<i64>(0),
+        )?
+        .into_iter()
+        .collect();
+    let mut dirty: BTreeSet<i64> = BTreeSet::new();
+    let mut found = secrets.clone();
+    for &stream in own.iter().filter(|&&s| s != EMPTY_STREAM) {
+        let len = stream_end(tx, stream)?;
+        let in_it =
+            crate::rules::enforce::secrets_found(&read_all(tx, ContentRef { stream, len })?);
+        if !in_it.is_empty() {
+            dirty.insert(stream);
+            found.extend(in_it);
         }
     }
+    // 2. Every other stream holding one of those secrets, byte for byte: the same content
+    //    on another lineage (a file renamed over another keeps its stream), a copy, a
+    //    refusal at another path. The whole store is read, a piece at a time.
+    let known = crate::rules::enforce::KnownSecrets::new(found);
+    let all: Vec<i64> = tx.all(
+        "SELECT stream FROM versions UNION SELECT stream FROM events WHERE stream IS NOT NULL",
+        p![],
+        |r| r.get::<i64>(0),
+    )?;
+    for stream in all {
+        if stream != EMPTY_STREAM && !own.contains(&stream) && stream_holds(tx, stream, &known)? {
+            dirty.insert(stream);
+        }
+    }
+    // 3. Every version and refusal on such a stream, whoever's, gets its content redacted
+    //    into a new stream (one per stream and length), so that nothing refers to the old
+    //    one: a version whose own bytes hold no secret moves too.
     let mut report = RedactReport {
         kinds: secrets.iter().map(|(k, _)| k.to_string()).collect(),
         ..Default::default()
     };
     report.kinds.dedup();
-    let mut redacted_streams: std::collections::HashMap<i64, (i64, i64, String)> =
-        std::collections::HashMap::new();
-    for (table, id, stream, size) in targets {
-        let bytes = read_all(
-            tx,
-            ContentRef {
-                stream,
-                len: size as u64,
+    // (stream, length) -> (new stream, new length, its blake3, whether bytes changed).
+    let mut redacted: HashMap<(i64, i64), (i64, i64, String, bool)> = HashMap::new();
+    for &stream in &dirty {
+        let rows = tx.all(
+            "SELECT 'versions', id, size, file_id FROM versions WHERE stream = ?1
+             UNION ALL SELECT 'events', id, size, file_id FROM events WHERE stream = ?1",
+            p![stream],
+            |r| {
+                Ok((
+                    r.get::<String>(0)? == "versions",
+                    r.get::<i64>(1)?,
+                    r.get::<i64>(2)?,
+                    r.get::<Option<i64>>(3)?,
+                ))
             },
         )?;
-        if !holds(&bytes) {
-            continue;
-        }
-        let clean = crate::rules::enforce::redact_secrets(&bytes).into_owned();
-        let key = stream * 1_000_003 + size;
-        let (new_stream, new_size, hash) = match redacted_streams.get(&key) {
-            Some(v) => v.clone(),
-            None => {
-                let new_stream = new_stream(tx)?;
-                let hash = write_bytes(tx, new_stream, &clean)?;
-                let v = (new_stream, clean.len() as i64, hash);
-                redacted_streams.insert(key, v.clone());
-                v
+        for (is_version, id, size, fid) in rows {
+            let (into, new_size, hash, changed) = match redacted.entry((stream, size)) {
+                std::collections::hash_map::Entry::Occupied(e) => e.get().clone(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let bytes = read_all(
+                        tx,
+                        ContentRef {
+                            stream,
+                            len: size as u64,
+                        },
+                    )?;
+                    let clean = known.redact(&bytes);
+                    let changed = clean.as_ref() != bytes.as_slice();
+                    let into = new_stream(tx)?;
+                    let hash = write_bytes(tx, into, &clean)?;
+                    e.insert((into, clean.len() as i64, hash, changed)).clone()
+                }
+            };
+            let table = if is_version { "versions" } else { "events" };
+            tx.exec(
+                &format!("UPDATE {table} SET stream = ?1, size = ?2, blake3 = ?3 WHERE id = ?4"),
+                p![into, new_size, &hash, id],
+            )?;
+            if let Some(f) = fid.filter(|f| is_version && !report.files.contains(f)) {
+                report.files.push(f);
             }
-        };
-        tx.exec(
-            &format!("UPDATE {table} SET stream = ?1, size = ?2, blake3 = ?3 WHERE id = ?4"),
-            p![new_stream, new_size, &hash, id],
-        )?;
-        if table == "versions" {
-            report.versions += 1;
-        } else {
-            report.refusals += 1;
+            match (changed, is_version) {
+                (false, _) => {}
+                (true, true) => report.versions += 1,
+                (true, false) => report.refusals += 1,
+            }
         }
     }
     // Content no longer referenced goes, as in gc.
@@ -284,6 +313,38 @@ pub(crate) fn redact_in(
         now_ns(),
     )?;
     Ok(report)
+}
+
+/// How many bytes of a stream [`stream_holds`] reads at a time.
+const SCAN_PIECE: u64 = 1 << 20;
+
+/// Whether `stream`'s stored bytes (to its end, past any version's length) hold one of
+/// `known`, read [`SCAN_PIECE`] bytes at a time; each piece keeps the end of the one
+/// before it, so a secret across two pieces is found.
+fn stream_holds(
+    tx: &dyn Conn,
+    stream: i64,
+    known: &crate::rules::enforce::KnownSecrets,
+) -> Result<bool> {
+    let end = stream_end(tx, stream)?;
+    let content = ContentRef { stream, len: end };
+    let keep = known.longest().saturating_sub(1);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut at = 0u64;
+    while at < end {
+        let n = (end - at).min(SCAN_PIECE) as usize;
+        let start = buf.len();
+        buf.resize(start + n, 0);
+        let got = read_at(tx, content, at, &mut buf[start..])?;
+        // Holes read as zeros.
+        buf[start + got..].fill(0);
+        if known.found_in(&buf) {
+            return Ok(true);
+        }
+        at += n as u64;
+        buf.drain(..buf.len().saturating_sub(keep));
+    }
+    Ok(false)
 }
 
 /// The longest reference of each stream (by a version or a refusal), as a temporary

@@ -1290,6 +1290,34 @@ mod tests {
         .unwrap()
     }
 
+    /// `redact` finds a copy of the secret in another file, across the end of a piece
+    /// of the store it reads (admin::SCAN_PIECE, 1 MiB), and moves it out.
+    #[test]
+    fn redact_finds_a_copy_across_the_pieces_it_reads() {
+        let (_d, s) = store();
+        let secret: &[u8] = b"AKIAIOSFODNN7EXAMPLE";
+        let a = file(&s, "a");
+        append(&s, &a, &[b"key ", secret, b"\n"].concat());
+        let b = file(&s, "b");
+        let mut data = vec![b'x'; (1 << 20) - 7];
+        data.extend_from_slice(secret);
+        data.push(b'\n');
+        let vb = append(&s, &b, &data).version;
+        let report = s
+            .redact(a.file_id.unwrap(), 1, "a", "test", &Caller::default())
+            .unwrap();
+        assert_eq!(report.versions, 2, "{report:?}");
+        assert!(report.files.contains(&b.file_id.unwrap()), "{report:?}");
+        let now = read_all(&s, s.version(vb.id).unwrap().content);
+        assert!(!now.windows(secret.len()).any(|w| w == secret));
+        assert_eq!(&now[..(1 << 20) - 7], &data[..(1 << 20) - 7]);
+        assert!(
+            now.ends_with(b"blake3:94cd92109cadee5a]\n"),
+            "{:?}",
+            &now[(1 << 20) - 10..]
+        );
+    }
+
     #[test]
     fn appends_extend_one_stream_and_hash_matches() {
         let (_d, s) = store();
