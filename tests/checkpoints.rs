@@ -807,6 +807,45 @@ fn a_fork_with_its_history_crosses_backends() {
     );
 }
 
+/// A PostgreSQL database whose schema holds another application's tables by the store's
+/// names, and no scratchpad, is refused by a fork into it and by a mount, naming them,
+/// and is left as it was (a fork failed there on a column of theirs, an obscure error).
+#[test]
+fn a_database_with_another_applications_tables_is_refused() {
+    let m = Mount::new();
+    m.sh_ok("echo a > plan.md");
+    let url = new_pg_database();
+    pg_query(&url, "CREATE TABLE versions(x INTEGER)");
+    pg_query(&url, "INSERT INTO versions VALUES (7)");
+    let db = m.db.to_str().unwrap();
+    let (code, _, err) = cli(&m, &["fork", "--db", db, "--to", &url]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("tables named as scratchfs's (versions) but holds no scratchpad"),
+        "{err}"
+    );
+    let mnt = m.dir.path().join("m-foreign");
+    std::fs::create_dir(&mnt).unwrap();
+    let (code, _, err) = cli(
+        &m,
+        &["mount", mnt.to_str().unwrap(), "--db", &url, "--background"],
+    );
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("tables named as scratchfs's (versions)"),
+        "{err}"
+    );
+    assert_eq!(pg_query(&url, "SELECT x FROM versions"), "7");
+    assert_eq!(
+        pg_query(
+            &url,
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema()"
+        ),
+        "1"
+    );
+    drop_pg_database(&url);
+}
+
 /// A fork into a new SQLite file killed half-way leaves no file by that name (only
 /// temporary files, which the next fork there removes): a retry succeeds.
 #[test]

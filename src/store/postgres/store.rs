@@ -98,6 +98,64 @@ pub fn display_name(url: &str) -> String {
     format!("postgres://{rest}")
 }
 
+/// Whether the current schema holds a scratchpad: a table `meta` with columns `key` and
+/// `value` and the row `schema_version` (written with the tables, in their transaction).
+fn holds_scratchpad(c: &dyn Conn) -> Result<bool> {
+    let meta: i64 = c.value(
+        "SELECT COUNT(*) FROM information_schema.columns
+         WHERE table_schema = current_schema() AND table_name = 'meta'
+           AND column_name IN ('key', 'value')",
+        p![],
+    )?;
+    if meta < 2 {
+        return Ok(false);
+    }
+    c.value(
+        "SELECT EXISTS (SELECT 1 FROM meta WHERE key = 'schema_version')",
+        p![],
+    )
+}
+
+/// The tables schema.sql creates, by name.
+fn store_tables() -> Vec<&'static str> {
+    super::SCHEMA
+        .lines()
+        .filter_map(|l| l.strip_prefix("CREATE TABLE IF NOT EXISTS "))
+        .filter_map(|rest| rest.split([' ', '(']).next())
+        .collect()
+}
+
+/// Refuses a schema without a scratchpad that has tables by the names of the store's
+/// (another application's: `CREATE TABLE IF NOT EXISTS` would leave them as they are, and
+/// the store would then fail on them with an error about their columns). `EINVAL`,
+/// naming them (`name`: the database, without credentials).
+fn refuse_foreign_tables(c: &dyn Conn, name: &str) -> Result<()> {
+    let ours = store_tables();
+    let present: Vec<String> = c.all(
+        "SELECT table_name FROM information_schema.tables
+         WHERE table_schema = current_schema() ORDER BY 1",
+        p![],
+        |r| r.get(0),
+    )?;
+    let clash: Vec<&str> = present
+        .iter()
+        .map(String::as_str)
+        .filter(|t| ours.contains(t))
+        .collect();
+    if clash.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(
+        libc::EINVAL,
+        format!(
+            "{name}: its schema has tables named as scratchfs's ({}) but holds no scratchpad \
+             (no meta row schema_version): give scratchfs an empty database, or a schema of \
+             its own (?options=-csearch_path%3DNAME in the URL)",
+            clash.join(", ")
+        ),
+    ))
+}
+
 impl Postgres {
     /// Connects to the database `url` names (libpq's URL and environment variables,
     /// [`PgConn::connect`]), creates the schema when it is not there (several daemons at
@@ -111,6 +169,9 @@ impl Postgres {
         let fresh = conn
             .transaction(|c| {
                 c.exec("SELECT pg_advisory_xact_lock(?1)", p![SCHEMA_LOCK])?;
+                if !holds_scratchpad(c)? {
+                    refuse_foreign_tables(c, &name)?;
+                }
                 c.batch(super::SCHEMA)?;
                 let fresh = c.value::<i64>("SELECT COUNT(*) FROM nodes", p![])? == 0;
                 if fresh {
@@ -149,17 +210,13 @@ impl Postgres {
         let conn = PgConn::connect(url)?;
         conn.transaction(|c| {
             c.exec("SELECT pg_advisory_xact_lock(?1)", p![SCHEMA_LOCK])?;
-            let has: bool = c.value(
-                "SELECT EXISTS (SELECT 1 FROM information_schema.tables
-                                WHERE table_schema = current_schema() AND table_name = 'nodes')",
-                p![],
-            )?;
-            if has {
+            if holds_scratchpad(c)? {
                 return Err(Error::new(
                     libc::EEXIST,
                     format!("{name}: holds a scratchpad already"),
                 ));
             }
+            refuse_foreign_tables(c, &name)?;
             c.batch(super::SCHEMA)?;
             // A new database nobody else uses: its transaction may wait on the source
             // (a large table read) past the idle limit meant for stopped daemons.
