@@ -847,6 +847,12 @@ fn a_stopped_daemon_holds_gc_up_with_ebusy_and_nothing_is_deleted() {
         out.contains("Device or resource busy") && out.contains("did not say"),
         "{out}"
     );
+    // The command names the daemon that did not answer (its listener's application_name
+    // holds its pid), as the mount's daemon found it.
+    assert!(
+        out.contains(&format!(" pid {pid} ")),
+        "b (pid {pid}) not named: {out}"
+    );
     assert_eq!(versions(), before, "gc deleted versions without b's answer");
     drop(resume);
     let (code, out) = gc(&db.0, &["--keep-last", "1"]);

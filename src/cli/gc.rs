@@ -162,17 +162,33 @@ fn through_mount(db: &Path, req: &GcRequest) -> Result<GcReport, Failure> {
     let mnt = super::live_mountpoint(db)?
         .ok_or("gc: the database is in use, but not mounted where it says")?;
     let value = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+    let asked = crate::store::sql::now_ns();
     super::set_xattr(Path::new(&mnt), crate::fs::serve::GC_XATTR, &value).map_err(|e| {
         match e.raw_os_error() {
-            Some(libc::EBUSY) if super::postgres_url(db).is_some() => format!(
-                "gc: {e}: another daemon of the database did not say what it has open within \
-                 30 s (the log of the daemon at {mnt} names it); nothing was deleted"
-            ),
+            Some(libc::EBUSY) if super::postgres_url(db).is_some() => {
+                // The daemon's reason names the daemons that did not answer.
+                match gc_failure(db, asked) {
+                    Some(reason) => format!("{reason} ({e})"),
+                    None => format!(
+                        "gc: {e}: another daemon of the database did not say what it has \
+                         open within 30 s (the log of the daemon at {mnt} names it); nothing \
+                         was deleted"
+                    ),
+                }
+            }
             _ => format!("gc: {e}"),
         }
     })?;
     let report = super::meta(db, "last_gc")?.ok_or("gc: the daemon left no report")?;
     serde_json::from_str(&report).map_err(|e| e.to_string())
+}
+
+/// The reason the mount's daemon left for a gc it could not begin
+/// ([`crate::fs::GC_FAILURE`]), if it left it at `since` (ns) or later.
+fn gc_failure(db: &Path, since: i64) -> Option<String> {
+    let note = super::meta(db, crate::fs::GC_FAILURE).ok()??;
+    let (time, reason) = note.split_once(' ')?;
+    (time.parse::<i64>().ok()? >= since).then(|| reason.to_string())
 }
 
 /// The CLI's own caller: this process, writer `SCRATCHFS_WRITER` or `anonymous`.

@@ -9,6 +9,11 @@ use super::{Ctx, Fs, Invalidation};
 use crate::error::{Error, Result};
 use crate::store::Build;
 
+/// The `meta` row where a gc that failed before it began (on PostgreSQL: a daemon that
+/// did not say what it has open, `EBUSY`) leaves `TIME_NS REASON` for the command that
+/// asked through the mount, which gets only the errno back (docs/schema.md).
+pub const GC_FAILURE: &str = "last_gc_failure";
+
 impl Fs {
     /// Makes version `n` of the file at `ino` its current version again, as a new version
     /// with op `restore` that shares the old version's content (SPEC §2 `restore`).
@@ -90,7 +95,14 @@ impl Fs {
         // (it may take a while; this daemon goes on meanwhile). A version another daemon
         // opens after answering was live then (gc keeps those), or is read through
         // `.history`, where a read of a swept version fails with EIO, never other bytes.
-        let elsewhere = self.store.open_elsewhere()?;
+        let elsewhere = self.store.open_elsewhere().inspect_err(|e| {
+            // A setxattr carries back only the errno: the command line reads the reason
+            // (the daemons that did not answer) here.
+            let note = format!("{} {}", crate::store::sql::now_ns(), e.reason);
+            if let Err(m) = self.store.set_meta(GC_FAILURE, &note) {
+                log::warn!("gc: recording why it failed: {m}");
+            }
+        })?;
         let _restores = self.gc_guard.write();
         let mut protected = self.open_contents();
         protected.extend(elsewhere);

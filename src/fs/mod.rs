@@ -50,6 +50,7 @@ use crate::identity::{Caller, Resolver};
 use crate::store::{Attrs, Build, Kind, Store};
 use crate::sync::{Mutex, RwLock};
 use crate::views::{self, View};
+pub use admin::GC_FAILURE;
 pub use checkpoint::Adopted;
 use gate::Change;
 use handle::{Handle, HandleKind, Slot, WriteState};

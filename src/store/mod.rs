@@ -471,6 +471,8 @@ pub trait Store: History {
         why: &str,
         caller: &Caller,
     ) -> Result<RedactReport>;
+    /// Sets the `meta` row `key` to `value` (docs/schema.md).
+    fn set_meta(&self, key: &str, value: &str) -> Result<()>;
     /// What the other daemons of a shared database have open, as (stream, len), for a gc
     /// to keep (issue 15): on PostgreSQL every live daemon is asked and answers, within
     /// 30 s (`EBUSY` naming a daemon that did not; docs/deploy.md, "gc"). An SQLite file

@@ -445,6 +445,10 @@ impl Reading for Postgres {
 use super::notify::Change as Touched;
 
 impl Store for Postgres {
+    fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        Postgres::set_meta(self, key, value)
+    }
+
     fn load(&self) -> Result<Vec<NodeRecord>> {
         self.reading(crate::store::sql::read::load)
     }

@@ -886,6 +886,10 @@ impl super::Reading for Sqlite {
 }
 
 impl Store for Sqlite {
+    fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        Sqlite::set_meta(self, key, value)
+    }
+
     fn load(&self) -> Result<Vec<NodeRecord>> {
         crate::store::sql::read::load(&*self.writer.lock())
     }
