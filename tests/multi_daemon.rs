@@ -818,6 +818,44 @@ fn gc_keeps_what_a_reader_on_another_daemon_has_open() {
     });
 }
 
+/// A redaction reaches every daemon: another daemon that had read the file (its pages and
+/// size in the kernel's cache) reads the redacted content, and its listing and MANIFEST
+/// stay readable (helper finding: it served the secret from its cache, then EIO, since
+/// a redacted version keeps its id and only its content moves).
+#[test]
+fn a_redaction_reaches_the_other_daemons_caches() {
+    let secret = "AKIAIOSFODNN7EXAMPLE";
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    std::fs::write(a.path("u.md"), format!("k {secret}\n")).unwrap();
+    wait_for("b reads u.md", || {
+        (std::fs::read_to_string(b.path("u.md")).ok()? == format!("k {secret}\n")).then_some(())
+    });
+    // b's kernel holds the pages; a reader keeps them in use.
+    let held = std::fs::File::open(b.path("u.md")).unwrap();
+    let o = std::process::Command::new(common::BIN)
+        .args(["redact", "--db", &db.0, "u.md@1", "--why", "test"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let h = blake3::hash(secret.as_bytes()).to_hex();
+    let redacted = format!("k [REDACTED an AWS access key id blake3:{}]\n", &h[..16]);
+    // (The command went through one of the two mounts; the other hears of it.)
+    for m in [&a, &b] {
+        wait_for("each daemon reads the redacted content", || {
+            (std::fs::read_to_string(m.path("u.md")).ok()? == redacted).then_some(())
+        });
+    }
+    drop(held);
+    assert!(std::fs::read_dir(&b.mnt).unwrap().count() > 0);
+    let manifest = std::fs::read_to_string(b.path("MANIFEST")).unwrap();
+    assert!(
+        manifest.contains("u.md") && !manifest.contains(secret),
+        "{manifest}"
+    );
+}
+
 #[test]
 fn a_stopped_daemon_holds_gc_up_with_ebusy_and_nothing_is_deleted() {
     let db = Db::new();

@@ -290,8 +290,12 @@ impl Fs {
                 Some(n) => {
                     let was_linked =
                         !n.orphan && (ino == ROOT || n.parent == r.parent && *n.name == *r.name);
-                    let content_changed =
-                        n.head.as_ref().map(|h| h.id) != r.head.as_ref().map(|h| h.id);
+                    // A new version, or the same one with other content (a redaction
+                    // moved it: the pages and sizes the kernel holds are not its bytes).
+                    let content_changed = n.head.as_ref().map(|h| (h.id, h.content))
+                        != r.head.as_ref().map(|h| (h.id, h.content));
+                    let rewritten = content_changed
+                        && n.head.as_ref().map(|h| h.id) == r.head.as_ref().map(|h| h.id);
                     if content_changed
                         || n.attrs.mode != r.attrs.mode
                         || n.attrs.uid != r.attrs.uid
@@ -305,6 +309,13 @@ impl Fs {
                         n.take_head(r.head.clone());
                         n.step = r.step;
                         n.mtime_pinned = r.mtime_pinned;
+                        if rewritten {
+                            // No page of the old bytes is served again (Fs::redact does
+                            // the same in the daemon that redacted).
+                            n.cached_version = 0;
+                            n.held = None;
+                            n.size_untold = true;
+                        }
                     }
                     if n.orphan {
                         n.orphan = false;
