@@ -85,7 +85,8 @@ fn assert_no_secret_at_rest(m: &Mount, what: &str) {
 
 /// No byte of `secret` in the store: on SQLite in the database's files (main, WAL, shm,
 /// redo log); on PostgreSQL in any content (blobs, inline extents) or recorded text
-/// (reasons, command lines). `secret` is plain ASCII.
+/// (reasons, command lines, executables, JSON keys, checkpoint notes). `secret` is plain
+/// ASCII.
 fn assert_not_at_rest(m: &Mount, secret: &str, what: &str) {
     if on_postgres() {
         let n = m.sql(&format!(
@@ -93,7 +94,11 @@ fn assert_not_at_rest(m: &Mount, secret: &str, what: &str) {
                   + (SELECT COUNT(*) FROM extents
                      WHERE data IS NOT NULL AND position(convert_to('{secret}', 'UTF8') in data) > 0)
                   + (SELECT COUNT(*) FROM events WHERE position('{secret}' in COALESCE(reason, '')) > 0)
-                  + (SELECT COUNT(*) FROM processes WHERE position('{secret}' in argv) > 0)"
+                  + (SELECT COUNT(*) FROM processes WHERE position('{secret}' in argv) > 0)
+                  + (SELECT COUNT(*) FROM processes WHERE position('{secret}' in exe) > 0)
+                  + (SELECT COUNT(*) FROM fields WHERE position('{secret}' in key) > 0)
+                  + (SELECT COUNT(*) FROM checkpoints
+                     WHERE position('{secret}' in COALESCE(note, '')) > 0)"
         ));
         assert_eq!(n.trim(), "0", "the database holds {secret} ({what})");
         return;
@@ -432,9 +437,27 @@ fn redact_follows_a_secret_to_every_copy() {
     // Another key for t, so that redacting x's does not redact t's too.
     let other = "AKIAI44QH8DHBEXAMPLE";
     m.sh_ok(&format!(
-        "echo key {SECRET} > x && echo old > y && mv x y && cp y z && cat y z > /dev/null && \
-         printf 'abc\\nkey {other}\\n' > t && truncate -s 4 t"
+        "echo key {SECRET} > x && echo old > y && mv x y && cp y z && cat y z > /dev/null && \\
+         printf 'abc\\nkey {other}\\n' > t && truncate -s 4 t && \\
+         printf '{{\"{SECRET}\": 5}}' > fk.json && \\
+         setfattr -n user.scratchfs.checkpoint -v \"$(printf 'cp1\\nnote {SECRET}')\" ."
     ));
+    // An AWS secret key's value, found with its name, and then alone: in the same file
+    // later, in another file, on the command line that wrote it there.
+    let value = "wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEYab";
+    m.sh_ok(&format!(
+        "printf 'aws_secret_access_key = {value}\\n' > cred.md && printf 'later: {value}\\n' >> cred.md && \\
+         printf 'just: {value}\\n' > bare.md"
+    ));
+    let (code, out, err) = cli(
+        &m,
+        &["redact", "cred.md@1", "--why", &format!("leaked {value}")],
+    );
+    assert_eq!(code, 0, "cred.md@1: {out}{err}");
+    assert_not_at_rest(&m, value, "after redact cred.md@1");
+    for f in ["cred.md", "bare.md"] {
+        assert!(!read(m.path(f)).contains(value), "{f}: {}", read(m.path(f)));
+    }
     for spec in ["x@1", "t@1"] {
         let (code, out, err) = cli(&m, &["redact", spec, "--why", "leaked key"]);
         assert_eq!(code, 0, "{spec}: {out}{err}");

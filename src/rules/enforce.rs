@@ -500,9 +500,41 @@ pub struct KnownSecrets {
     any: Option<regex::bytes::Regex>,
 }
 
+/// The parts of `secret` (a match of the pattern of `kind`) that are secret without the
+/// context the pattern needs: an AWS secret access key's 40 characters without its
+/// `aws_secret_access_key =`, each line of a private key's body (32 characters or more)
+/// without its BEGIN and END lines. None for a password in a URL ([`GUESSABLE`]): a short
+/// password searched for alone would match unrelated text.
+fn values_of(kind: &str, secret: &[u8]) -> Vec<Vec<u8>> {
+    match kind {
+        "an AWS secret access key" if secret.len() >= 40 => {
+            vec![secret[secret.len() - 40..].to_vec()]
+        }
+        "a private key" => secret
+            .split(|&b| b == b'\n')
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+            .filter(|l| {
+                l.len() >= 32
+                    && l.iter()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+            })
+            .map(<[u8]>::to_vec)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 impl KnownSecrets {
-    /// The set of `secrets` (duplicates and empty ones dropped).
-    pub fn new(mut secrets: Vec<(&'static str, Vec<u8>)>) -> KnownSecrets {
+    /// The set of `secrets`, each with its parts that are secret alone (an AWS secret
+    /// key's value without its name, a private key's body lines), duplicates and empty
+    /// ones dropped.
+    pub fn new(secrets: Vec<(&'static str, Vec<u8>)>) -> KnownSecrets {
+        let values: Vec<(&'static str, Vec<u8>)> = secrets
+            .iter()
+            .flat_map(|(k, s)| values_of(k, s).into_iter().map(move |v| (*k, v)))
+            .collect();
+        let mut secrets = secrets;
+        secrets.extend(values);
         secrets.retain(|(_, s)| !s.is_empty());
         secrets.sort();
         secrets.dedup();
@@ -871,6 +903,26 @@ mod tests {
         let none = KnownSecrets::new(Vec::new());
         assert_eq!(none.longest(), 0);
         assert!(!none.found_in(&glued));
+        // The value of a secret found with its name is found alone.
+        let v = "wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEYab";
+        let known = KnownSecrets::new(secrets_found(
+            format!("aws_secret_access_key = {v}\n").as_bytes(),
+        ));
+        let bare = format!("later: {v}\n");
+        assert!(secret_in(bare.as_bytes()).is_none());
+        assert!(known.found_in(bare.as_bytes()));
+        assert!(
+            !known
+                .redact(bare.as_bytes())
+                .windows(v.len())
+                .any(|w| w == v.as_bytes())
+        );
+        // A private key's body lines without its BEGIN and END lines.
+        let body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7";
+        let known = KnownSecrets::new(secrets_found(
+            format!("-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----\n").as_bytes(),
+        ));
+        assert!(known.found_in(format!("copied {body} here").as_bytes()));
         // Bytes that are not UTF-8 are searched as bytes.
         let raw = KnownSecrets::new(vec![("a test secret", vec![0xff, 0x00, b'.'])]);
         assert!(raw.found_in(b"a\xff\x00.b"));

@@ -218,6 +218,8 @@ pub(crate) fn redact_in(
     //    on another lineage (a file renamed over another keeps its stream), a copy, a
     //    refusal at another path. The whole store is read, a piece at a time.
     let known = crate::rules::enforce::KnownSecrets::new(found);
+    // The reason given may quote the secret (`--why "leaked AKIA..."`).
+    let why = String::from_utf8_lossy(&known.redact(why.as_bytes())).into_owned();
     let all: Vec<i64> = tx.all(
         "SELECT stream FROM versions UNION SELECT stream FROM events WHERE stream IS NOT NULL",
         p![],
@@ -283,6 +285,70 @@ pub(crate) fn redact_in(
                 (true, true) => report.versions += 1,
                 (true, false) => report.refusals += 1,
             }
+        }
+    }
+    // 4. A JSON file's keys are kept by name (per-key provenance, `fields`): a key that
+    //    holds a secret is renamed to its redacted form.
+    let keys = tx.all("SELECT file_id, key, version_id FROM fields", p![], |r| {
+        Ok((r.get::<i64>(0)?, r.get::<String>(1)?, r.get::<i64>(2)?))
+    })?;
+    for (fid, key, vid) in keys {
+        let clean = known.redact(key.as_bytes());
+        if clean.as_ref() == key.as_bytes() {
+            continue;
+        }
+        let clean = String::from_utf8_lossy(&clean).into_owned();
+        tx.exec(
+            "DELETE FROM fields WHERE file_id = ?1 AND key = ?2",
+            p![fid, &key],
+        )?;
+        tx.exec(
+            "INSERT INTO fields(file_id, key, version_id) VALUES (?1, ?2, ?3)
+             ON CONFLICT(file_id, key) DO NOTHING",
+            p![fid, &clean, vid],
+        )?;
+    }
+    // 5. Text recorded beside the content: command lines and executables (stored with
+    //    what the patterns know redacted; a secret's bare value passes them), reasons.
+    let procs = tx.all("SELECT id, exe, argv FROM processes", p![], |r| {
+        Ok((r.get::<i64>(0)?, r.get::<String>(1)?, r.get::<String>(2)?))
+    })?;
+    let redact_text = |t: &str| String::from_utf8_lossy(&known.redact(t.as_bytes())).into_owned();
+    for (id, exe, argv) in procs {
+        if known.found_in(exe.as_bytes()) || known.found_in(argv.as_bytes()) {
+            let (exe, argv) = (redact_text(&exe), redact_text(&argv));
+            tx.exec(
+                "UPDATE processes SET exe = ?1, argv = ?2 WHERE id = ?3",
+                p![&exe, &argv, id],
+            )?;
+        }
+    }
+    let reasons = tx.all(
+        "SELECT id, reason FROM events WHERE reason IS NOT NULL",
+        p![],
+        |r| Ok((r.get::<i64>(0)?, r.get::<String>(1)?)),
+    )?;
+    for (id, reason) in reasons {
+        if known.found_in(reason.as_bytes()) {
+            let reason = redact_text(&reason);
+            tx.exec(
+                "UPDATE events SET reason = ?1 WHERE id = ?2",
+                p![&reason, id],
+            )?;
+        }
+    }
+    let notes = tx.all(
+        "SELECT id, note FROM checkpoints WHERE note IS NOT NULL",
+        p![],
+        |r| Ok((r.get::<i64>(0)?, r.get::<String>(1)?)),
+    )?;
+    for (id, note) in notes {
+        if known.found_in(note.as_bytes()) {
+            let note = redact_text(&note);
+            tx.exec(
+                "UPDATE checkpoints SET note = ?1 WHERE id = ?2",
+                p![&note, id],
+            )?;
         }
     }
     // Content no longer referenced goes, as in gc.

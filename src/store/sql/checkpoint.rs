@@ -253,6 +253,12 @@ pub(crate) fn take(
             ),
         ));
     }
+    // A note is free text an agent may write: stored with its secrets redacted, as a
+    // command line is (docs/rules.md, "No secret at rest").
+    let redacted = note.map(|n| {
+        String::from_utf8_lossy(&crate::rules::enforce::redact_secrets(n.as_bytes())).into_owned()
+    });
+    let note = redacted.as_deref();
     let reason = match note {
         Some(n) => format!("checkpoint {name}: {n}"),
         None => format!("checkpoint {name}"),
