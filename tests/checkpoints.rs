@@ -846,6 +846,29 @@ fn a_database_with_another_applications_tables_is_refused() {
     drop_pg_database(&url);
 }
 
+/// A redaction reaches a mount of the past: a file it had read (its pages in the kernel's
+/// cache, a reader holding it open) reads the redacted content at its next open, never
+/// the secret (helper finding: the past mount served it from its cache).
+#[test]
+fn a_mount_of_the_past_reads_a_redaction() {
+    let secret = "AKIAIOSFODNN7EXAMPLE";
+    let m = Mount::new();
+    m.sh_ok(&format!(
+        "echo tok {secret} > at.md && setfattr -n user.scratchfs.checkpoint -v cp ."
+    ));
+    let past = m.dir.path().join("past-redact");
+    let _guard = Other::mount(&["--at", "cp"], &m.db, &past);
+    assert_eq!(read(past.join("at.md")), format!("tok {secret}\n"));
+    let held = std::fs::File::open(past.join("at.md")).unwrap();
+    ok(cli(&m, &["redact", "at.md@1", "--why", "test"]));
+    let h = blake3::hash(secret.as_bytes()).to_hex();
+    let redacted = format!("tok [REDACTED an AWS access key id blake3:{}]\n", &h[..16]);
+    assert_eq!(read(m.path("at.md")), redacted);
+    assert_eq!(read(past.join("at.md")), redacted);
+    drop(held);
+    assert_eq!(read(past.join("at.md")), redacted);
+}
+
 /// A fork into a new SQLite file killed half-way leaves no file by that name (only
 /// temporary files, which the next fork there removes): a retry succeeds.
 #[test]

@@ -874,6 +874,42 @@ impl Fs {
         self.open_inner(ino, flags, ctx, true)
     }
 
+    /// A read-only core (a mount of the past) took its files' versions from the store when
+    /// it was mounted, and hears of no change since; a redaction moves a version's content
+    /// (same version, other bytes). At each open the version is read again: when its
+    /// content moved, the node takes it and the kernel's pages and size of the old bytes
+    /// are dropped. A version the store no longer has (gc) is left to the read to report.
+    fn follow_rewritten_head(&self, ino: u64) {
+        let Some(id) = self
+            .tree
+            .read()
+            .get(ino)
+            .ok()
+            .and_then(|n| n.head.as_ref().map(|h| h.id))
+        else {
+            return;
+        };
+        let Ok(now) = self.store.version(id) else {
+            return;
+        };
+        {
+            let mut tree = self.tree.write();
+            let Ok(node) = tree.get_mut(ino) else { return };
+            match node.head.as_mut() {
+                Some(h) if h.id == id && h.content != now.content => h.content = now.content,
+                _ => return,
+            }
+            node.cached_version = 0;
+            node.held = None;
+            node.size_untold = true;
+        }
+        // Inside the open's request: sent, not waited for (FUSE-TRAPS).
+        NO_WAIT.with(|c| c.set(true));
+        self.invalidate(Invalidation::Attr(ino));
+        self.invalidate(Invalidation::Data(ino));
+        NO_WAIT.with(|c| c.set(false));
+    }
+
     /// `open`; `check`: apply the writer rules (not for the handle of a `create`, whose
     /// creation was checked).
     fn open_inner(&self, ino: u64, flags: i32, ctx: Ctx, check: bool) -> Result<(u64, OpenFlags)> {
@@ -883,6 +919,9 @@ impl Fs {
             return Err(serve_checkpoints::forgotten_by_gc(
                 &self.tree.read().path(ino),
             ));
+        }
+        if self.gate.read_only && View::of(ino).is_none() {
+            self.follow_rewritten_head(ino);
         }
         if let Some(view) = View::of(ino) {
             let opened = self.open_view(view, writable || flags & libc::O_TRUNC != 0)?;
