@@ -372,7 +372,7 @@ fn prepare_past(spec: &MountSpec, at: &str) -> Result<(Arc<Fs>, Config), Failure
         "{}: mounting {shown} as it was at {label}, read-only",
         mp.display()
     );
-    let fs = Fs::of_past(store, &snap, db_dir)
+    let fs = Fs::of_past(store, &snap, point.time_ns, db_dir)
         .map_err(|e| format!("database {shown}: {e}"))?
         .with_views_listed(spec.list_views)
         .with_manifest_budget(spec.manifest_tokens);

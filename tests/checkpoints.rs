@@ -853,6 +853,18 @@ fn a_database_with_another_applications_tables_is_refused() {
 fn a_mount_of_the_past_reads_a_redaction() {
     let secret = "AKIAIOSFODNN7EXAMPLE";
     let m = Mount::new();
+    // The checkpoint a second after the scratchpad was made (MANIFEST shows seconds).
+    let made = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    wait_for("the next second", || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            > made
+    });
     m.sh_ok(&format!(
         "echo tok {secret} > at.md && setfattr -n user.scratchfs.checkpoint -v cp ."
     ));
@@ -860,6 +872,18 @@ fn a_mount_of_the_past_reads_a_redaction() {
     let _guard = Other::mount(&["--at", "cp"], &m.db, &past);
     assert_eq!(read(past.join("at.md")), format!("tok {secret}\n"));
     let held = std::fs::File::open(past.join("at.md")).unwrap();
+    // The redaction a second after the checkpoint.
+    let cp_made = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    wait_for("the second after the checkpoint", || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            > cp_made
+    });
     ok(cli(&m, &["redact", "at.md@1", "--why", "test"]));
     let h = blake3::hash(secret.as_bytes()).to_hex();
     let redacted = format!("tok [REDACTED an AWS access key id blake3:{}]\n", &h[..16]);
@@ -867,6 +891,27 @@ fn a_mount_of_the_past_reads_a_redaction() {
     assert_eq!(read(past.join("at.md")), redacted);
     drop(held);
     assert_eq!(read(past.join("at.md")), redacted);
+    // Its MANIFEST is as of the checkpoint (not the scratchpad's creation).
+    let cps = ok(cli(&m, &["checkpoints", "--json"]));
+    let cp: serde_json::Value = serde_json::from_str(cps.lines().next().unwrap()).unwrap();
+    let time_ns = cp["point"]["time_ns"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{cps}"));
+    let secs = time_ns / 1_000_000_000;
+    let at = String::from_utf8(
+        std::process::Command::new("date")
+            .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%d %H:%M:%SZ"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let manifest = read(past.join("MANIFEST"));
+    assert!(
+        manifest.starts_with(&format!("MANIFEST as of {}:", at.trim())),
+        "{}\n{manifest}",
+        at.trim()
+    );
 }
 
 /// A fork into a new SQLite file killed half-way leaves no file by that name (only

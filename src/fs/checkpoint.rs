@@ -18,10 +18,12 @@ impl Fs {
     /// issue 14): every change is refused with `EROFS` by the gate, reads are not noted,
     /// and each file shows the version it had then (its provenance attributes too). A
     /// file that had no version is empty. Times: a file's version's, a directory's last
-    /// change of place, owner or mode before the point.
+    /// change of place, owner or mode before the point; MANIFEST's is the point's,
+    /// `point_ns` (ns since the Unix epoch).
     pub fn of_past(
         store: std::sync::Arc<dyn crate::store::Store>,
         snap: &crate::checkpoint::Snapshot,
+        point_ns: i64,
         spill_dir: std::path::PathBuf,
     ) -> Result<Fs> {
         let mut records = Vec::with_capacity(snap.len());
@@ -60,6 +62,7 @@ impl Fs {
         }
         let mut fs = Fs::from_records(store, records, spill_dir)?;
         fs.gate.read_only = true;
+        fs.past_ns = Some(point_ns);
         fs.forgotten = snap
             .walk()
             .into_iter()

@@ -301,6 +301,9 @@ pub struct Fs {
     /// A mount of the past (issue 14): the files whose content then gc forgot (opening
     /// one: `ENODATA`). Empty otherwise.
     forgotten: std::collections::HashSet<u64>,
+    /// A mount of the past: the point's time (ns), which MANIFEST is as of. `None` for
+    /// the live tree.
+    past_ns: Option<i64>,
     /// A spill directory of this core's own ([`Fs::owning_spill_dir`]), removed with it.
     _spill_owned: Option<tempfile::TempDir>,
 }
@@ -366,6 +369,7 @@ impl Fs {
             reads: crate::lineage::ReadLog::default(),
             step_now: std::sync::atomic::AtomicI64::new(step_now),
             forgotten: Default::default(),
+            past_ns: None,
             _spill_owned: None,
         })
     }
@@ -903,6 +907,7 @@ impl Fs {
             node.held = None;
             node.size_untold = true;
         }
+        self.views.changed(&[ino]);
         // Inside the open's request: sent, not waited for (FUSE-TRAPS).
         NO_WAIT.with(|c| c.set(true));
         self.invalidate(Invalidation::Attr(ino));

@@ -311,10 +311,12 @@ impl Fs {
         let root = tree.get(ROOT)?.attrs;
         let (t, mode, uid, gid) = match view {
             View::Manifest => (
-                self.views
-                    .last_change_ns
-                    .load(Ordering::Acquire)
-                    .max(root.ctime_ns),
+                self.past_ns.unwrap_or_else(|| {
+                    self.views
+                        .last_change_ns
+                        .load(Ordering::Acquire)
+                        .max(root.ctime_ns)
+                }),
                 0o444,
                 root.uid,
                 root.gid,
@@ -573,11 +575,12 @@ impl Fs {
             erasures,
             checkpoints: self.checkpoint_lines()?,
             rules: self.rules_summary(),
-            as_of_ns: self
-                .views
-                .last_change_ns
-                .load(Ordering::Acquire)
-                .max(root_ctime),
+            as_of_ns: self.past_ns.unwrap_or_else(|| {
+                self.views
+                    .last_change_ns
+                    .load(Ordering::Acquire)
+                    .max(root_ctime)
+            }),
             budget_tokens: self.manifest_budget(),
             caps: rules.is_some().then_some(&caps as manifest::Caps),
             step_now: Some(self.step_now.load(Ordering::Relaxed)).filter(|&s| s != i64::MIN),
