@@ -853,18 +853,19 @@ fn a_database_with_another_applications_tables_is_refused() {
 fn a_mount_of_the_past_reads_a_redaction() {
     let secret = "AKIAIOSFODNN7EXAMPLE";
     let m = Mount::new();
-    // The checkpoint a second after the scratchpad was made (MANIFEST shows seconds).
-    let made = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    wait_for("the next second", || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-            > made
-    });
+    // Waits until the clock's second is past the one it is now (MANIFEST shows seconds).
+    let next_second = || {
+        let secs = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        };
+        let now = secs();
+        wait_for("the next second", || secs() > now);
+    };
+    // The checkpoint a second after the scratchpad was made.
+    next_second();
     m.sh_ok(&format!(
         "echo tok {secret} > at.md && setfattr -n user.scratchfs.checkpoint -v cp ."
     ));
@@ -873,17 +874,7 @@ fn a_mount_of_the_past_reads_a_redaction() {
     assert_eq!(read(past.join("at.md")), format!("tok {secret}\n"));
     let held = std::fs::File::open(past.join("at.md")).unwrap();
     // The redaction a second after the checkpoint.
-    let cp_made = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    wait_for("the second after the checkpoint", || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-            > cp_made
-    });
+    next_second();
     ok(cli(&m, &["redact", "at.md@1", "--why", "test"]));
     let h = blake3::hash(secret.as_bytes()).to_hex();
     let redacted = format!("tok [REDACTED an AWS access key id blake3:{}]\n", &h[..16]);

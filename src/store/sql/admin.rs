@@ -309,47 +309,15 @@ pub(crate) fn redact_in(
         )?;
     }
     // 5. Text recorded beside the content: command lines and executables (stored with
-    //    what the patterns know redacted; a secret's bare value passes them), reasons.
-    let procs = tx.all("SELECT id, exe, argv FROM processes", p![], |r| {
-        Ok((r.get::<i64>(0)?, r.get::<String>(1)?, r.get::<String>(2)?))
-    })?;
-    let redact_text = |t: &str| String::from_utf8_lossy(&known.redact(t.as_bytes())).into_owned();
-    for (id, exe, argv) in procs {
-        if known.found_in(exe.as_bytes()) || known.found_in(argv.as_bytes()) {
-            let (exe, argv) = (redact_text(&exe), redact_text(&argv));
-            tx.exec(
-                "UPDATE processes SET exe = ?1, argv = ?2 WHERE id = ?3",
-                p![&exe, &argv, id],
-            )?;
-        }
-    }
-    let reasons = tx.all(
-        "SELECT id, reason FROM events WHERE reason IS NOT NULL",
-        p![],
-        |r| Ok((r.get::<i64>(0)?, r.get::<String>(1)?)),
-    )?;
-    for (id, reason) in reasons {
-        if known.found_in(reason.as_bytes()) {
-            let reason = redact_text(&reason);
-            tx.exec(
-                "UPDATE events SET reason = ?1 WHERE id = ?2",
-                p![&reason, id],
-            )?;
-        }
-    }
-    let notes = tx.all(
-        "SELECT id, note FROM checkpoints WHERE note IS NOT NULL",
-        p![],
-        |r| Ok((r.get::<i64>(0)?, r.get::<String>(1)?)),
-    )?;
-    for (id, note) in notes {
-        if known.found_in(note.as_bytes()) {
-            let note = redact_text(&note);
-            tx.exec(
-                "UPDATE checkpoints SET note = ?1 WHERE id = ?2",
-                p![&note, id],
-            )?;
-        }
+    //    what the patterns know redacted; a secret's bare value passes them), reasons,
+    //    checkpoint notes.
+    for (table, column) in [
+        ("processes", "exe"),
+        ("processes", "argv"),
+        ("events", "reason"),
+        ("checkpoints", "note"),
+    ] {
+        redact_column(tx, table, column, &known)?;
     }
     // Content no longer referenced goes, as in gc.
     temp_table(tx, "gc_streams", STREAM_LENGTHS)?;
@@ -379,6 +347,31 @@ pub(crate) fn redact_in(
         now_ns(),
     )?;
     Ok(report)
+}
+
+/// Rewrites `column` (text) of each row of `table` (with an `id`) that holds one of
+/// `known`, redacted. `table` and `column` are this module's constants, never input.
+fn redact_column(
+    tx: &dyn Conn,
+    table: &str,
+    column: &str,
+    known: &crate::rules::enforce::KnownSecrets,
+) -> Result<()> {
+    let rows = tx.all(
+        &format!("SELECT id, {column} FROM {table} WHERE {column} IS NOT NULL"),
+        p![],
+        |r| Ok((r.get::<i64>(0)?, r.get::<String>(1)?)),
+    )?;
+    for (id, text) in rows {
+        if known.found_in(text.as_bytes()) {
+            let clean = String::from_utf8_lossy(&known.redact(text.as_bytes())).into_owned();
+            tx.exec(
+                &format!("UPDATE {table} SET {column} = ?1 WHERE id = ?2"),
+                p![&clean, id],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// How many bytes of a stream [`stream_holds`] reads at a time.
