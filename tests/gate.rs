@@ -479,6 +479,63 @@ fn redact_follows_a_secret_to_every_copy() {
     assert_eq!(code, 0, "{out}{err}");
 }
 
+/// A writer whose file is redacted while it has it open: its commit is refused with
+/// ESTALE, on record, naming the redaction, and the file keeps its redacted version
+/// (helper finding: ENOENT "collected (gc)", nothing recorded).
+#[test]
+fn a_writer_open_across_a_redaction_is_refused_on_record() {
+    let m = mount();
+    m.sh_ok(&format!("printf 'head\\nkey {SECRET} tail\\n' > w.md"));
+    let fifo = m.dir.path().join("go");
+    let ready = m.dir.path().join("ready");
+    let done = m.dir.path().join("done");
+    m.sh_ok(&format!("mkfifo {} {}", fifo.display(), ready.display()));
+    let script = format!(
+        r#"
+import os, sys
+fd = os.open("w.md", os.O_RDWR)
+os.write(fd, b"HEAD")
+open("{ready}", "w").write("1")
+open("{fifo}").read()
+try:
+    os.fsync(fd)
+    out = "ok"
+except OSError as e:
+    out = str(e.errno)
+try:
+    os.close(fd)
+except OSError:
+    pass
+open("{done}", "w").write(out)
+"#,
+        fifo = fifo.display(),
+        ready = ready.display(),
+        done = done.display()
+    );
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .current_dir(&m.mnt)
+        .spawn()
+        .unwrap();
+    // The writer has the file open and has written.
+    assert_eq!(std::fs::read_to_string(&ready).unwrap(), "1");
+    let (code, out, err) = cli(&m, &["redact", "w.md@1", "--why", "leaked"]);
+    assert_eq!(code, 0, "{out}{err}");
+    std::fs::write(&fifo, b"go").unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        std::fs::read_to_string(&done).unwrap(),
+        libc::ESTALE.to_string()
+    );
+    assert!(read(m.path("w.md")).starts_with("head\nkey [REDACTED"));
+    let rejected = refused(&m);
+    assert!(
+        rejected.contains("was redacted after this handle opened it"),
+        "{rejected}"
+    );
+    assert_no_secret_at_rest(&m, "after the refused write");
+}
+
 #[test]
 fn writes_through_mmap_that_are_refused_are_not_seen_by_readers() {
     let m = mount();

@@ -843,6 +843,30 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
             "SELECT EXISTS (SELECT 1 FROM streams WHERE id = ?1)",
             p![base.stream],
         )?;
+        if !present && !first && expect_head == Some(head.id) {
+            // The version the handle opened is still the file's, with other bytes: a
+            // redaction moved them. What it wrote cannot be laid on bytes that are gone:
+            // refused as a lost update, on record (its own bytes are not kept: they may
+            // hold the secret).
+            let reason = format!(
+                "{path}: version {} was redacted after this handle opened it: its writes are not committed (open the file again)",
+                head.number
+            );
+            insert_event(
+                tx,
+                "rejected",
+                path,
+                None,
+                Some(file_id),
+                None,
+                Some(libc::ESTALE),
+                Some(&reason),
+                None,
+                caller,
+                time_ns,
+            )?;
+            return Ok(Applied::Stale(Error::new(libc::ESTALE, reason)));
+        }
         if !present {
             return Err(Error::new(
                 libc::ENOENT,
