@@ -540,6 +540,12 @@ fn log_and_history_print_a_forged_name_quoted_on_one_line() {
     let (code, _, err) = cli(&m, &["show", "no\nsuch"]);
     assert_eq!(code, 1);
     assert_eq!(err, "scratchfs: \"no\\nsuch\": no such file in the store\n");
+    // A rename's line joins its names with ` -> `: a name holding it is quoted.
+    std::fs::write(m.path("a -> b.md"), "x\n").unwrap();
+    std::fs::rename(m.path("a -> b.md"), m.path("c.md")).unwrap();
+    let (code, out, err) = cli(&m, &["log", "c.md"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(r#"rename   "a -> b.md" -> c.md"#), "{out}");
 }
 
 fn sha256(p: &std::path::Path) -> String {

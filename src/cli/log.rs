@@ -36,14 +36,24 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
             println!("{o}");
             continue;
         }
+        // A rename's line joins its two names with ` -> `: a name holding it is quoted,
+        // so the line reads one way.
+        let name = |p: &str| {
+            let q = quote_stored(p);
+            if e.new_path.is_some() && !q.starts_with('"') && q.contains(" -> ") {
+                format!("\"{q}\"")
+            } else {
+                q.into_owned()
+            }
+        };
         let mut line = format!(
             "{}  {:<8} {}",
             super::time::utc(e.time_ns),
             e.op,
-            quote_stored(&e.path)
+            name(&e.path)
         );
         if let Some(n) = &e.new_path {
-            line += &format!(" -> {}", quote_stored(n));
+            line += &format!(" -> {}", name(n));
         }
         if let Some(v) = e.version {
             line += &format!("  v{v}");
