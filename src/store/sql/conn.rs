@@ -394,6 +394,41 @@ pub trait ConnExt: Conn {
     fn insert(&self, sql: &str, params: &[Param<'_>]) -> Result<i64> {
         self.value(sql, params)
     }
+
+    /// Inserts a row of `table` whose `columns` (comma-separated: this crate's constant
+    /// text, never input) are `params` (`?1`, `?2`...) and returns its id: one handed out
+    /// ahead ([`Conn::reserved_id`]), so the insert needs no answer and is queued, else
+    /// read back with `RETURNING`.
+    fn insert_row(&self, table: IdOf, columns: &str, params: &[Param<'_>]) -> Result<i64> {
+        let (t, id_column) = table.column();
+        let marks = |n: usize| {
+            (1..=n)
+                .map(|i| format!("?{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self.reserved_id(table)? {
+            Some(id) => {
+                let mut with_id = params.to_vec();
+                with_id.push(id.into());
+                self.exec(
+                    &format!(
+                        "INSERT INTO {t}({columns}, {id_column}) VALUES ({})",
+                        marks(with_id.len())
+                    ),
+                    &with_id,
+                )?;
+                Ok(id)
+            }
+            None => self.insert(
+                &format!(
+                    "INSERT INTO {t}({columns}) VALUES ({}) RETURNING {id_column}",
+                    marks(params.len())
+                ),
+                params,
+            ),
+        }
+    }
 }
 
 impl<C: Conn + ?Sized> ConnExt for C {}

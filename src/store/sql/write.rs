@@ -361,25 +361,11 @@ pub(crate) fn insert_version_numbered(
     ];
     // An id the transaction took with its locks needs no answer: the insert goes with the
     // `COMMIT` (one round trip fewer on a server).
-    let id = match tx.reserved_id(IdOf::Versions)? {
-        Some(id) => {
-            let mut with_id = params.to_vec();
-            with_id.push(id.into());
-            tx.exec(
-                "INSERT INTO versions(file_id, version, path, op, size, blake3, stream, writer,
-                     process, pid, time_ns, id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                &with_id,
-            )?;
-            id
-        }
-        None => tx.insert(
-            "INSERT INTO versions(file_id, version, path, op, size, blake3, stream, writer,
-                 process, pid, time_ns)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
-            params,
-        )?,
-    };
+    let id = tx.insert_row(
+        IdOf::Versions,
+        "file_id, version, path, op, size, blake3, stream, writer, process, pid, time_ns",
+        params,
+    )?;
     Ok(VersionInfo {
         id,
         number,
@@ -533,18 +519,7 @@ pub(crate) fn create_in(
                 tx.exec("UPDATE files SET deleted_ns = NULL WHERE id = ?1", p![fid])?;
                 (fid, head_of(tx, fid)?.map(|v| v.id))
             }
-            None => (
-                match tx.reserved_id(IdOf::Files)? {
-                    Some(id) => {
-                        tx.exec("INSERT INTO files(id, path) VALUES (?1, ?2)", p![id, path])?;
-                        id
-                    }
-                    None => {
-                        tx.insert("INSERT INTO files(path) VALUES (?1) RETURNING id", p![path])?
-                    }
-                },
-                None,
-            ),
+            None => (tx.insert_row(IdOf::Files, "path", p![path])?, None),
         };
         // A continued lineage: the event's version is what tells the file's versions
         // from the deleted file's (`live_head`). A new lineage needs none: its first
@@ -579,25 +554,11 @@ pub(crate) fn create_in(
         attrs.ctime_ns,
         file_id
     ];
-    let ino = match tx.reserved_id(IdOf::Nodes)? {
-        Some(ino) => {
-            let mut with_ino = params.to_vec();
-            with_ino.push(ino.into());
-            tx.exec(
-                "INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns,
-                     ctime_ns, file_id, ino)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                &with_ino,
-            )?;
-            ino
-        }
-        None => tx.insert(
-            "INSERT INTO nodes(parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns,
-                 file_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING ino",
-            params,
-        )?,
-    } as u64;
+    let ino = tx.insert_row(
+        IdOf::Nodes,
+        "parent, name, kind, mode, uid, gid, atime_ns, mtime_ns, ctime_ns, file_id",
+        params,
+    )? as u64;
     crate::store::sql::checkpoint::log_node(tx, ino, Some(floor), attrs.ctime_ns)?;
     touch_dir(tx, parent, attrs.ctime_ns)?;
     if kind == Kind::Dir {
