@@ -730,6 +730,35 @@ pub(crate) fn insert_inputs(tx: &dyn Conn, version_id: i64, inputs: &[Input]) ->
     Ok(())
 }
 
+/// A commit refused as a lost update (`ESTALE`, SPEC §6), on record in the caller's
+/// transaction: the refusal event with `reason` and the refused content, if it could be
+/// built (`(content, blake3)`).
+#[allow(clippy::too_many_arguments)]
+fn refuse_stale(
+    tx: &dyn Conn,
+    path: &str,
+    file_id: i64,
+    reason: String,
+    refused: Option<(ContentRef, &str)>,
+    caller: &Proc,
+    time_ns: i64,
+) -> Result<Applied> {
+    insert_event(
+        tx,
+        "rejected",
+        path,
+        None,
+        Some(file_id),
+        None,
+        Some(libc::ESTALE),
+        Some(&reason),
+        refused,
+        caller,
+        time_ns,
+    )?;
+    Ok(Applied::Stale(Error::new(libc::ESTALE, reason)))
+}
+
 /// The work of a commit (SPEC §4), inside the caller's transaction: the new content, its
 /// version and per-key provenance, or the lost-update refusal (`ESTALE`), or nothing when
 /// the bytes are those of the current version. `req.caller` and `req.durable` are not
@@ -813,20 +842,7 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
                 "{path}: version {} was redacted after this handle opened it: its writes are not committed (open the file again)",
                 head.number
             );
-            insert_event(
-                tx,
-                "rejected",
-                path,
-                None,
-                Some(file_id),
-                None,
-                Some(libc::ESTALE),
-                Some(&reason),
-                None,
-                caller,
-                time_ns,
-            )?;
-            return Ok(Applied::Stale(Error::new(libc::ESTALE, reason)));
+            return refuse_stale(tx, path, file_id, reason, None, caller, time_ns);
         }
         if !present {
             return Err(Error::new(
@@ -981,20 +997,15 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
                 head.number, head.writer
             )
         };
-        insert_event(
+        return refuse_stale(
             tx,
-            "rejected",
             path,
-            None,
-            Some(file_id),
-            None,
-            Some(libc::ESTALE),
-            Some(&reason),
+            file_id,
+            reason,
             Some((content, hash.as_str())),
             caller,
             time_ns,
-        )?;
-        return Ok(Applied::Stale(Error::new(libc::ESTALE, reason)));
+        );
     }
     // The first version of a file is labelled `create`, whatever its handle did.
     let op = if first && !matches!(op, "restore" | "rename" | "adopt" | "fork") {
