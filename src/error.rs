@@ -38,37 +38,6 @@ impl Error {
     }
 }
 
-/// The errno a SQLite failure becomes, by its primary result code (sqlite.org/rescode.html),
-/// never by its message: `SQLITE_FULL` → `ENOSPC`, `SQLITE_BUSY`/`SQLITE_LOCKED` (another
-/// process held the database past the busy timeout) → `EBUSY`, `SQLITE_READONLY` →
-/// `EROFS`, `SQLITE_PERM`/`SQLITE_AUTH` → `EACCES`, `SQLITE_CANTOPEN` → `ENOENT`... as the
-/// OS said if SQLite kept it, `SQLITE_TOOBIG` → `EFBIG`; anything else `EIO`.
-pub fn sqlite_errno(e: &rusqlite::Error) -> i32 {
-    use rusqlite::ErrorCode as C;
-    match e.sqlite_error_code() {
-        Some(C::DiskFull) => libc::ENOSPC,
-        Some(C::DatabaseBusy | C::DatabaseLocked) => libc::EBUSY,
-        Some(C::ReadOnly) => libc::EROFS,
-        Some(C::PermissionDenied | C::AuthorizationForStatementDenied) => libc::EACCES,
-        Some(C::TooBig) => libc::EFBIG,
-        Some(C::CannotOpen) => libc::EIO,
-        _ => libc::EIO,
-    }
-}
-
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        let errno = sqlite_errno(&e);
-        let mut reason = format!("store: {e}");
-        if errno == libc::EBUSY {
-            reason.push_str(
-                " (another process held a lock on the database for the whole busy timeout of 10 s)",
-            );
-        }
-        Self::new(errno, reason)
-    }
-}
-
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         let errno = e.raw_os_error().unwrap_or(libc::EIO);

@@ -11,6 +11,7 @@
 //! its own, `t_<pid>_<ns>`, dropped at the end (also when it fails).
 
 use scratchfs::p;
+use scratchfs::store::ErrorKind;
 use scratchfs::store::postgres::{PgConn, SCHEMA};
 // A glob: the helpers (`insert`, `value`, `all`, ...) are in scope however the sql module
 // offers them.
@@ -121,7 +122,7 @@ fn the_shared_sql_runs_on_postgresql() {
             p!["a\0b", proc],
         )
         .unwrap_err();
-    assert_eq!(e.errno, libc::EIO, "{e}");
+    assert_eq!(e.kind, ErrorKind::Failed, "{e}");
 
     // Streams: numbered from 1 (0 is the empty stream, never a row).
     let s1 = c
@@ -157,7 +158,7 @@ fn the_shared_sql_runs_on_postgresql() {
             p![hash, 1, &b"x"[..]],
         )
         .unwrap_err();
-    assert_eq!(e.errno, libc::EEXIST, "{e}");
+    assert_eq!(e.kind, ErrorKind::Exists, "{e}");
     assert!(e.reason.contains("23505"), "{e}");
     // ON CONFLICT, as the shared SQL writes `INSERT OR IGNORE`.
     c.exec(
@@ -255,7 +256,7 @@ fn the_shared_sql_runs_on_postgresql() {
         let e = c
             .value::<Option<i64>>("SELECT SUM(len) FROM extents WHERE stream = ?1", p![s])
             .unwrap_err();
-        assert_eq!(e.errno, libc::EIO);
+        assert_eq!(e.kind, ErrorKind::Failed);
         assert!(e.reason.contains("CAST"), "{e}");
     }
 
@@ -291,7 +292,7 @@ fn the_shared_sql_runs_on_postgresql() {
     let e = c
         .value::<i64>("SELECT COUNT(*) FROM extents WHERE ?1", p![2])
         .unwrap_err();
-    assert_eq!(e.errno, libc::EIO, "2 is no boolean: {e}");
+    assert_eq!(e.kind, ErrorKind::Failed, "2 is no boolean: {e}");
     assert!(
         c.value::<bool>(
             "SELECT EXISTS (SELECT 1 FROM streams WHERE id = ?1)",
@@ -340,7 +341,7 @@ fn the_shared_sql_runs_on_postgresql() {
             p![1, &b"f\xff"[..]],
         )
         .unwrap_err();
-    assert_eq!(e.errno, libc::EEXIST, "nodes_by_name: {e}");
+    assert_eq!(e.kind, ErrorKind::Exists, "nodes_by_name: {e}");
 
     // A transaction through batch: rolled back, nothing stays; committed, it stays.
     c.batch("BEGIN").unwrap();
@@ -412,7 +413,7 @@ fn the_shared_sql_runs_on_postgresql() {
             p![999],
         )
         .unwrap_err();
-    assert_eq!(e.errno, libc::EIO, "a foreign key violation: {e}");
+    assert_eq!(e.kind, ErrorKind::Failed, "a foreign key violation: {e}");
     assert!(e.reason.contains("23503"), "{e}");
 
     // A statement that does not prepare: not cached, its error names it.
@@ -439,7 +440,7 @@ fn a_lost_connection_is_eio_saying_so() {
     let mut last = None;
     for _ in 0..2 {
         let e = c.value::<i64>("SELECT 1", p![]).unwrap_err();
-        assert_eq!(e.errno, libc::EIO, "{e}");
+        assert_eq!(e.kind, ErrorKind::Unavailable, "{e}");
         assert!(
             e.reason.contains("connection to PostgreSQL was lost"),
             "{e}"
@@ -454,11 +455,11 @@ fn a_server_that_is_not_there_is_the_sockets_errno() {
     // Port 1 on the loopback: nothing listens (connection refused at once).
     let e = PgConn::connect("postgres://someone:secretpw@127.0.0.1:1/nowhere?sslmode=disable")
         .unwrap_err();
-    assert_eq!(e.errno, libc::ECONNREFUSED, "{e}");
+    assert_eq!(e.errno(), libc::ECONNREFUSED, "{e}");
     assert!(e.reason.contains("127.0.0.1:1/nowhere"), "{e}");
     assert!(!e.reason.contains("secretpw"), "{e}");
     let e = PgConn::connect("postgres://127.0.0.1/x?sslmode=require").unwrap_err();
-    assert_eq!(e.errno, libc::ENOTSUP, "{e}");
+    assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
 }
 
 #[test]
@@ -472,7 +473,7 @@ fn a_refused_login_is_eacces() {
     };
     match PgConn::connect(&format!("postgres://postgres@{rest}")) {
         Ok(_) => eprintln!("the server let postgres in: login refusal not checked"),
-        Err(e) => assert_eq!(e.errno, libc::EACCES, "{e}"),
+        Err(e) => assert_eq!(e.kind, ErrorKind::Denied, "{e}"),
     }
 }
 
@@ -563,7 +564,7 @@ fn statements_of_a_transaction_are_pipelined_in_order_and_fail_it_whole() {
     )
     .unwrap();
     let e = c.batch("COMMIT").unwrap_err();
-    assert_eq!(e.errno, libc::EEXIST, "{e}");
+    assert_eq!(e.kind, ErrorKind::Exists, "{e}");
     assert!(e.reason.contains("INSERT INTO meta"), "{e}");
     let _ = c.batch("ROLLBACK");
     let n: i64 = c
@@ -580,7 +581,7 @@ fn statements_of_a_transaction_are_pipelined_in_order_and_fail_it_whole() {
     let e = c
         .value::<i64>("SELECT COUNT(*) FROM meta", p![])
         .unwrap_err();
-    assert_eq!(e.errno, libc::EEXIST, "{e}");
+    assert_eq!(e.kind, ErrorKind::Exists, "{e}");
     c.batch("ROLLBACK").unwrap();
     // ROLLBACK drops what was never sent; the connection is clean after it.
     c.batch("BEGIN").unwrap();
@@ -601,5 +602,5 @@ fn statements_of_a_transaction_are_pipelined_in_order_and_fail_it_whole() {
             p!["p1", "dup"],
         )
         .unwrap_err();
-    assert_eq!(e.errno, libc::EEXIST, "{e}");
+    assert_eq!(e.kind, ErrorKind::Exists, "{e}");
 }

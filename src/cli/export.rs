@@ -79,7 +79,7 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
                 }
                 (rows, dirs, forgotten)
             }
-            Err(e) if e.errno == libc::ENOENT => {
+            Err(e) if e.is(crate::store::ErrorKind::NotFound) => {
                 // The files at `at` as versions and events say (a database made before
                 // the namespace log): directories only as the files' paths make them.
                 let rows = frozen
@@ -174,12 +174,8 @@ pub fn export(db: &Path, dir: &Path, at_ns: Option<i64>, json: bool) -> Result<(
             use std::os::unix::fs::FileExt;
             frozen
                 .for_each_data(content, &mut |off, bytes| {
-                    f.write_all_at(bytes, off).map_err(|e| {
-                        crate::error::Error::new(
-                            e.raw_os_error().unwrap_or(libc::EIO),
-                            e.to_string(),
-                        )
-                    })
+                    f.write_all_at(bytes, off)
+                        .map_err(crate::store::StoreError::from)
                 })
                 .map_err(|e| format!("{}: {}", shown(&target), e.reason))?;
             f.set_len(content.len)

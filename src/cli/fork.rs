@@ -61,7 +61,7 @@ fn check_new(dst: &Path) -> Result<(), Failure> {
                  database)",
                 shown(dst)
             )),
-            Err(e) if e.errno == libc::ENOENT => Ok(()),
+            Err(e) if e.is(crate::store::ErrorKind::NotFound) => Ok(()),
             Err(e) => Err(format!("fork: {e}")),
         };
     }

@@ -1403,7 +1403,7 @@ impl Fs {
     /// `fsyncdir`: every change answered so far is written to SQLite and synced
     /// ([`Store::sync_to_disk`]).
     pub fn fsyncdir(&self) -> Result<()> {
-        self.store.sync_to_disk()
+        Ok(self.store.sync_to_disk()?)
     }
 
     /// `opendir`: checks that `ino` is a directory; its listing may be cached by the

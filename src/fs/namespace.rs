@@ -6,7 +6,7 @@ use super::tree::{Node, check_name};
 use super::{Attr, Ctx, Fs, OpenFlags, ROOT, now_ns};
 use crate::error::{Error, Result};
 use crate::identity::Caller;
-use crate::store::{Attrs, Build, Kind, RenameRequest};
+use crate::store::{Attrs, Build, ErrorKind, Kind, RenameRequest};
 
 impl Fs {
     pub(super) fn new_attrs(
@@ -122,7 +122,7 @@ impl Fs {
         self.admit(caller, &change, || None)?;
         let rec = match self.store.create(parent, name, &path, kind, attrs, caller) {
             Ok(rec) => rec,
-            Err(e) if e.errno == libc::EEXIST => {
+            Err(e) if e.is(ErrorKind::Exists) => {
                 // The store has the name and this core did not: another daemon made it
                 // (PostgreSQL). It becomes visible here before the EEXIST is returned, so
                 // that what the caller does next (mkdir -p's stat, an open without
@@ -131,9 +131,9 @@ impl Fs {
                 if let Err(r) = self.refresh_in_request() {
                     log::warn!("refreshing after {path} was made elsewhere: {r}");
                 }
-                return Err(e);
+                return Err(e.into());
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let ino = rec.ino;
         let mut node = Node::from_record(rec);

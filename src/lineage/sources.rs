@@ -18,7 +18,7 @@ use crate::store::sql::lineage::{field_setters, live_files};
 use std::collections::HashSet;
 
 use super::ground::Source;
-use crate::error::Result;
+use crate::store::error::Result;
 use crate::store::read_all;
 
 /// Largest file whose values are sources (4 MiB).

@@ -12,7 +12,7 @@ use crate::store::sql::Conn;
 use crate::store::sql::lineage as q;
 use std::collections::HashSet;
 
-use crate::error::{Error, Result};
+use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::{ContentRef, InputInfo, inputs_of, read_all};
 
 /// Default depth of `why`: the version, what its writer read, what their writers read.
@@ -246,9 +246,9 @@ fn node(
 /// is not a JSON document and a key was asked.
 pub fn why(conn: &dyn Conn, path: &str, key: Option<&str>, depth: usize) -> Result<Why> {
     let (_, head) = q::live_head(conn, path)?
-        .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no such file")))?;
+        .ok_or_else(|| StoreError::new(ErrorKind::NotFound, format!("{path}: no such file")))?;
     let head = q::version_facts(conn, head)?
-        .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no version")))?;
+        .ok_or_else(|| StoreError::new(ErrorKind::NotFound, format!("{path}: no version")))?;
     let mut seen = HashSet::new();
     let mut docs = Docs::new();
     let Some(key) = key else {
@@ -260,13 +260,13 @@ pub fn why(conn: &dyn Conn, path: &str, key: Option<&str>, depth: usize) -> Resu
         });
     };
     let doc = docs.get(conn, &head).ok_or_else(|| {
-        Error::new(
-            libc::EINVAL,
+        StoreError::new(
+            ErrorKind::Invalid,
             format!("{path}: not a JSON document (at most 4 MiB): it has no keys"),
         )
     })?;
     let value = lookup(&doc, key)
-        .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no key {key:?}")))?
+        .ok_or_else(|| StoreError::new(ErrorKind::NotFound, format!("{path}: no key {key:?}")))?
         .clone();
     let set_by = setter(conn, &mut docs, &head, key, &value)?;
     Ok(Why {

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::checkpoint::Point;
-use crate::error::Result;
+use crate::store::error::Result;
 use crate::store::postgres::{PgConn, Postgres, is_url};
 use crate::store::sql::{Conn, fork};
 

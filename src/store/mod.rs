@@ -9,6 +9,7 @@
 //! change writes a new stream whose unchanged chunks dedupe against existing blobs.
 
 pub mod digest;
+pub mod error;
 mod fork;
 pub mod paths;
 pub mod postgres;
@@ -18,6 +19,7 @@ mod sqlite;
 
 use std::io;
 
+pub use error::{ErrorKind, StoreError};
 pub use fork::fork_full;
 pub use redo::{Damage, RedoLog};
 pub use sqlite::{
@@ -26,8 +28,8 @@ pub use sqlite::{
     live_lineage, make_private, open_read_only, probe, read_all, stream_end,
 };
 
-use crate::error::Result;
 use crate::identity::Caller;
+use crate::store::error::Result;
 
 /// Largest blob, in bytes.
 pub const CHUNK: usize = 64 * 1024;
@@ -398,8 +400,9 @@ pub struct RenameRequest<'a> {
 /// The persistent state of a scratchpad. Every method is atomic and durable against
 /// `kill -9` of the daemon when it returns: its own SQLite transaction, or (creates and
 /// small commits) a savepoint in the open batch plus a record in the redo log
-/// (`redo.rs`, docs/SEMANTICS.md). Reads see every change made. Errors carry an errno
-/// (`EIO`, `ENOSPC`, `ESTALE`; see [`crate::error::Error`]).
+/// (`redo.rs`, docs/SEMANTICS.md). Reads see every change made. Errors are
+/// [`StoreError`]s of one [`ErrorKind`] (`Stale` for a lost update, `Full`, `Busy`,
+/// `Unavailable`...), each with its errno ([`ErrorKind::errno`]).
 pub trait Store: History {
     /// All live nodes, parents before children.
     fn load(&self) -> Result<Vec<NodeRecord>>;
@@ -650,8 +653,9 @@ pub struct FsckReport {
 
 /// The read side of the store (issue 15): everything the views, the MCP tools and the CLI
 /// ask of a scratchpad's history. Implemented once (`sql::read`) for every backend that is
-/// [`Reading`], so no SQL lives outside the store. Errors carry an errno (`EIO` for a
-/// failed query, `ENOENT` for what is not there).
+/// [`Reading`], so no SQL lives outside the store. Errors are [`StoreError`]s
+/// ([`ErrorKind::NotFound`] for what is not there, [`ErrorKind::Failed`] for a failed
+/// query, [`ErrorKind::Unavailable`] when the database cannot be reached).
 pub trait History: Send + Sync {
     /// Reads up to `buf.len()` bytes at `offset`; returns the count (0 at or past EOF).
     fn read(&self, content: ContentRef, offset: u64, buf: &mut [u8]) -> Result<usize>;

@@ -37,8 +37,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{Attrs, ContentRef, Kind};
-use crate::error::{Error, Result};
 use crate::identity::Caller;
+use crate::store::error::{ErrorKind, Result, StoreError};
 
 /// Most bytes of new content a commit may carry through the redo log; a larger commit (or
 /// one made by `fsync`) is written to SQLite at once, in its own transaction.
@@ -64,11 +64,11 @@ pub struct Damage {
 }
 
 impl Damage {
-    /// The refusal to open, as the user reads it (errno `EIO`): the file, the offset and
-    /// what to do.
-    pub fn error(&self, db: &Path) -> Error {
-        Error::new(
-            libc::EIO,
+    /// The refusal to open, as the user reads it ([`ErrorKind::Corrupt`], errno `EIO`):
+    /// the file, the offset and what to do.
+    pub fn error(&self, db: &Path) -> StoreError {
+        StoreError::new(
+            ErrorKind::Corrupt,
             format!(
                 "the redo log {} is damaged at byte {} of {} ({} whole records before it; the bytes after it are not a write cut short by a crash): the database was not opened, so that no acknowledged change is dropped silently. To apply the {} intact records, keep a copy of the damaged log and record the loss, run: scratchfs recover --accept-loss --db {}",
                 self.path.display(),
@@ -252,8 +252,8 @@ impl<'a> Pieces<'a> {
     pub fn new(ranges: &'a [(u64, u64)], data: &'a [u8]) -> Result<Pieces<'a>> {
         let total: u64 = ranges.iter().map(|&(_, n)| n).sum();
         if total != data.len() as u64 {
-            return Err(Error::new(
-                libc::EIO,
+            return Err(StoreError::new(
+                ErrorKind::Failed,
                 format!(
                     "redo log: a commit names {total} bytes but carries {}",
                     data.len()
@@ -323,8 +323,8 @@ impl RedoLog {
                 && meta.uid() != owner
                 && meta.uid() != 0
             {
-                return Err(Error::new(
-                    libc::EACCES,
+                return Err(StoreError::new(
+                    ErrorKind::Denied,
                     format!(
                         "its redo log {} belongs to uid {}, the database to uid {owner}: not \
                          applied (move it aside if the database's changes are in it)",
@@ -438,7 +438,7 @@ impl RedoLog {
     /// (`ENOSPC` when the disk is full).
     pub fn append(&mut self, seq: u64, op: &Op, payload: &[u8]) -> Result<()> {
         let header = serde_json::to_vec(op)
-            .map_err(|e| Error::new(libc::EIO, format!("redo log: encoding: {e}")))?;
+            .map_err(|e| StoreError::new(ErrorKind::Failed, format!("redo log: encoding: {e}")))?;
         let body_len = 8 + 4 + header.len() + payload.len();
         let mut rec = Vec::with_capacity(4 + body_len + CHECK_LEN);
         rec.extend_from_slice(&(body_len as u32).to_le_bytes());
@@ -464,11 +464,8 @@ impl RedoLog {
     }
 }
 
-fn io_error(path: &Path, e: std::io::Error) -> Error {
-    Error::new(
-        e.raw_os_error().unwrap_or(libc::EIO),
-        format!("{}: {e}", path.display()),
-    )
+fn io_error(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::new(ErrorKind::of_io(&e), format!("{}: {e}", path.display()))
 }
 
 /// Whether a whole, intact record starts at some offset after `at` in `b`. Offsets are
@@ -604,7 +601,7 @@ mod tests {
         std::fs::write(&p, &bytes).unwrap();
         let mut log = RedoLog::open(&db).unwrap();
         let e = log.read_all().unwrap_err();
-        assert_eq!(e.errno, libc::EIO);
+        assert_eq!(e.kind, ErrorKind::Corrupt);
         assert!(
             e.reason
                 .contains(&format!("damaged at byte {first} of {}", bytes.len())),

@@ -30,7 +30,7 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 use tokio_postgres::{Client, Config, NoTls, SimpleQueryMessage, Statement};
 
-use crate::error::{Error, Result};
+use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::{Conn, ConnExt, Dialect, Flow, IdOf, Param, Row, Value};
 
 /// The advisory lock every scratchfs transaction on a database holds (module docs): shared
@@ -133,7 +133,7 @@ impl PgConn {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| Error::store(format!("a runtime for the PostgreSQL client: {e}")))?;
+            .map_err(|e| StoreError::failed(format!("a runtime for the PostgreSQL client: {e}")))?;
         let (client, connection) = runtime
             .block_on(config.connect(NoTls))
             .map_err(|e| not_connected(&config, &e))?;
@@ -222,7 +222,10 @@ impl PgConn {
                             _ => None,
                         });
                         self.version_id.set(Some(id.ok_or_else(|| {
-                            Error::store(format!("no version id from `{}`", one_line(sql, 160)))
+                            StoreError::failed(format!(
+                                "no version id from `{}`",
+                                one_line(sql, 160)
+                            ))
                         })?));
                         Ok(())
                     }),
@@ -303,12 +306,14 @@ impl PgConn {
             return Ok(s.clone());
         }
         if self.in_transaction.get() {
-            return Err(Error::store("begin_commit: a transaction is already open"));
+            return Err(StoreError::failed(
+                "begin_commit: a transaction is already open",
+            ));
         }
         let name: Option<String> =
             self.value("SELECT pg_get_serial_sequence('versions', 'id')", &[])?;
         let name = name
-            .ok_or_else(|| Error::store("versions.id has no sequence"))?
+            .ok_or_else(|| StoreError::failed("versions.id has no sequence"))?
             .replace('\'', "''");
         *self.versions_seq.borrow_mut() = Some(name.clone());
         Ok(name)
@@ -316,7 +321,9 @@ impl PgConn {
 
     fn begin_queued(&self, sql: &str, takes_version_id: bool) -> Result<()> {
         if self.in_transaction.get() {
-            return Err(Error::store("begin_with: a transaction is already open"));
+            return Err(StoreError::failed(
+                "begin_with: a transaction is already open",
+            ));
         }
         self.in_transaction.set(true);
         self.begun.set(false);
@@ -335,7 +342,7 @@ impl PgConn {
     /// took one before the checkpoint could otherwise commit after it.
     pub fn begin_exclusive(&self) -> Result<()> {
         if self.in_transaction.get() {
-            return Err(Error::store(
+            return Err(StoreError::failed(
                 "begin_exclusive: a transaction is already open",
             ));
         }
@@ -349,7 +356,7 @@ impl PgConn {
     /// change lock: changes of other daemons go on, unseen by it.
     pub fn begin_snapshot(&self) -> Result<()> {
         if self.in_transaction.get() {
-            return Err(Error::store(
+            return Err(StoreError::failed(
                 "begin_snapshot: a transaction is already open",
             ));
         }
@@ -398,15 +405,15 @@ impl PgConn {
 }
 
 /// The error of a connection that could not be made.
-fn not_connected(config: &Config, e: &tokio_postgres::Error) -> Error {
+fn not_connected(config: &Config, e: &tokio_postgres::Error) -> StoreError {
     let err = pg_error(e);
     // Not "lost": it never was connected.
-    let errno = match io_source(e) {
-        Some(io) => io.raw_os_error().unwrap_or(libc::EIO),
-        None => err.errno,
+    let kind = match io_source(e) {
+        Some(io) => ErrorKind::of_io(io),
+        None => err.kind,
     };
-    Error::new(
-        errno,
+    StoreError::new(
+        kind,
         format!(
             "cannot connect to PostgreSQL at {}: {}",
             target(config),
@@ -733,7 +740,7 @@ impl<'a> FromSql<'a> for Raw<'a> {
 impl Row for tokio_postgres::Row {
     fn value(&self, i: usize) -> Result<Value<'_>> {
         let Some(col) = self.columns().get(i) else {
-            return Err(Error::store(format!(
+            return Err(StoreError::failed(format!(
                 "column {i}: no such column (the row has {})",
                 self.len()
             )));
@@ -751,13 +758,13 @@ impl Row for tokio_postgres::Row {
             | Type::UNKNOWN
             | Type::BYTEA => {}
             Type::NUMERIC => {
-                return Err(Error::store(format!(
+                return Err(StoreError::failed(format!(
                     "column {i} ({}) is numeric: CAST the sum (or expression) AS BIGINT",
                     col.name()
                 )));
             }
             _ => {
-                return Err(Error::store(format!(
+                return Err(StoreError::failed(format!(
                     "column {i} ({}) has the type {ty}, which the store never reads",
                     col.name()
                 )));
@@ -767,7 +774,7 @@ impl Row for tokio_postgres::Row {
             return Ok(Value::Null);
         };
         let bad = |e: Box<dyn StdError + Sync + Send>| {
-            Error::store(format!("column {i} ({}): {e}", col.name()))
+            StoreError::failed(format!("column {i} ({}): {e}", col.name()))
         };
         Ok(match *ty {
             Type::INT2 => Value::Int(i16::from_sql(ty, raw).map_err(bad)?.into()),
@@ -780,24 +787,29 @@ impl Row for tokio_postgres::Row {
     }
 }
 
-/// The store's error for a PostgreSQL failure, its errno by SQLSTATE (never by message):
+/// The store's error for a PostgreSQL failure, its kind by SQLSTATE (never by message;
+/// the errno is the kind's, [`ErrorKind::errno`]):
 ///
-/// - `23505` unique_violation → `EEXIST` (the shared code's unique-key conflict);
-/// - `40001` serialization_failure, `40P01` deadlock_detected → `EAGAIN`: the
-///   transaction lost to a concurrent one and may be retried from its start;
-/// - `55P03` lock_not_available (a lock waited for longer than `lock_timeout`) → `EAGAIN`;
-/// - `53100` disk_full → `ENOSPC`;
-/// - `25006` read_only_sql_transaction → `EROFS` (a read-only standby, say);
+/// - `23505` unique_violation → [`ErrorKind::Exists`] (`EEXIST`; the shared code's
+///   unique-key conflict);
+/// - `40001` serialization_failure, `40P01` deadlock_detected → [`ErrorKind::Conflict`]
+///   (`EAGAIN`): the transaction lost to a concurrent one and may be retried from its
+///   start;
+/// - `55P03` lock_not_available (a lock waited for longer than `lock_timeout`) →
+///   [`ErrorKind::Conflict`];
+/// - `53100` disk_full → [`ErrorKind::Full`] (`ENOSPC`);
+/// - `25006` read_only_sql_transaction → [`ErrorKind::ReadOnly`] (`EROFS`; a read-only
+///   standby, say);
 /// - `42501` insufficient_privilege, `28000` invalid_authorization_specification,
-///   `28P01` invalid_password → `EACCES`;
+///   `28P01` invalid_password → [`ErrorKind::Denied`] (`EACCES`);
 /// - `57P01` admin_shutdown, `57P02` crash_shutdown, `57P03` cannot_connect_now, a
-///   closed connection or an I/O error → `EIO`, the reason saying the connection to
-///   PostgreSQL was lost;
-/// - anything else → `EIO`, "store: " and the server's message.
-pub fn pg_error(e: &tokio_postgres::Error) -> Error {
+///   closed connection or an I/O error → [`ErrorKind::Unavailable`] (`EIO`), the reason
+///   saying the connection to PostgreSQL was lost;
+/// - anything else → [`ErrorKind::Failed`] (`EIO`), "store: " and the server's message.
+pub fn pg_error(e: &tokio_postgres::Error) -> StoreError {
     let lost = || {
-        Error::new(
-            libc::EIO,
+        StoreError::new(
+            ErrorKind::Unavailable,
             format!(
                 "store: the connection to PostgreSQL was lost: {}",
                 describe(e)
@@ -808,28 +820,28 @@ pub fn pg_error(e: &tokio_postgres::Error) -> Error {
         if e.is_closed() || io_source(e).is_some() {
             return lost();
         }
-        return Error::store(describe(e));
+        return StoreError::failed(describe(e));
     };
-    let (errno, note) = match db.code().code() {
-        "23505" => (libc::EEXIST, ""),
+    let (kind, note) = match db.code().code() {
+        "23505" => (ErrorKind::Exists, ""),
         "40001" | "40P01" => (
-            libc::EAGAIN,
+            ErrorKind::Conflict,
             " (a concurrent transaction conflicted with this one: retry the transaction)",
         ),
         "55P03" => (
-            libc::EAGAIN,
+            ErrorKind::Conflict,
             " (another daemon or session held the lock longer than lock_timeout, 30 s)",
         ),
-        "53100" => (libc::ENOSPC, ""),
-        "25006" => (libc::EROFS, ""),
-        "42501" | "28000" | "28P01" => (libc::EACCES, ""),
+        "53100" => (ErrorKind::Full, ""),
+        "25006" => (ErrorKind::ReadOnly, ""),
+        "42501" | "28000" | "28P01" => (ErrorKind::Denied, ""),
         "57P01" | "57P02" | "57P03" => return lost(),
-        _ => (libc::EIO, ""),
+        _ => (ErrorKind::Failed, ""),
     };
-    Error::new(errno, format!("store: {}{note}", describe(e)))
+    StoreError::new(kind, format!("store: {}{note}", describe(e)))
 }
 
-impl From<tokio_postgres::Error> for Error {
+impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
         pg_error(&e)
     }
@@ -913,7 +925,7 @@ fn target(config: &Config) -> String {
 /// The client configuration for `url`, with libpq's environment defaults (`env` reads a
 /// variable) for what the URL does not give; see [`PgConn::connect`].
 fn config_from(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Config> {
-    let invalid = |what: String| Error::new(libc::EINVAL, what);
+    let invalid = |what: String| StoreError::new(ErrorKind::Invalid, what);
     let env = |k: &str| env(k).filter(|v| !v.is_empty());
     let mut config = Config::from_str(&super::store::with_lower_scheme(url))
         .map_err(|e| invalid(format!("invalid PostgreSQL URL: {}", describe(&e))))?;
@@ -973,8 +985,8 @@ fn config_from(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Config
     // TLS is not available in this build (no TLS crate is linked; `NoTls` connects):
     // `prefer` falls back to plain text, `require` cannot be met.
     if config.get_ssl_mode() == SslMode::Require {
-        return Err(Error::new(
-            libc::ENOTSUP,
+        return Err(StoreError::new(
+            ErrorKind::Unsupported,
             "PostgreSQL sslmode require: TLS needs a build of scratchfs with TLS support \
              (this one connects in plain text only; use sslmode=disable or prefer, or a \
              local or tunnelled connection)",
@@ -1061,21 +1073,21 @@ mod tests {
     #[test]
     fn tls_and_bad_values_are_refused() {
         let e = config_from("postgres://h/d?sslmode=require", env_of(&[])).unwrap_err();
-        assert_eq!(e.errno, libc::ENOTSUP);
+        assert_eq!(e.kind, ErrorKind::Unsupported);
         assert!(e.reason.contains("TLS needs a build"), "{e}");
         let e = config_from("postgres://h/d", env_of(&[("PGSSLMODE", "verify-full")])).unwrap_err();
-        assert_eq!(e.errno, libc::ENOTSUP);
+        assert_eq!(e.kind, ErrorKind::Unsupported);
         let e = config_from("postgres://h/d", env_of(&[("PGSSLMODE", "allow")])).unwrap_err();
-        assert_eq!(e.errno, libc::EINVAL);
+        assert_eq!(e.kind, ErrorKind::Invalid);
         let e = config_from("postgres:///d", env_of(&[])).unwrap_err();
-        assert_eq!(e.errno, libc::EINVAL);
+        assert_eq!(e.kind, ErrorKind::Invalid);
         assert!(e.reason.contains("PGHOST"), "{e}");
         let e = config_from("postgres://u:secret@h:notaport/d", env_of(&[])).unwrap_err();
-        assert_eq!(e.errno, libc::EINVAL);
+        assert_eq!(e.kind, ErrorKind::Invalid);
         assert!(!e.reason.contains("secret"), "{e}");
         let e =
             config_from("postgres:///d", env_of(&[("PGHOST", "h"), ("PGPORT", "x")])).unwrap_err();
-        assert_eq!(e.errno, libc::EINVAL);
+        assert_eq!(e.kind, ErrorKind::Invalid);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use postgres::fallible_iterator::FallibleIterator;
 
-use crate::error::Result;
+use crate::store::error::Result;
 
 /// The channel every scratchfs daemon of a database listens on.
 pub const CHANNEL: &str = "scratchfs";

@@ -14,9 +14,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::PgConn;
-use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::p;
+use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::write::{
     Applied, Proc, Processes, commit_in, create_in, ino_at, note_read_in, record_rules_in,
     reject_in, rename_in, set_attrs_in, unlink_in,
@@ -145,8 +145,8 @@ fn refuse_foreign_tables(c: &dyn Conn, name: &str) -> Result<()> {
     if clash.is_empty() {
         return Ok(());
     }
-    Err(Error::new(
-        libc::EINVAL,
+    Err(StoreError::new(
+        ErrorKind::Invalid,
         format!(
             "{name}: its schema has tables named as scratchfs's ({}) but holds no scratchpad \
              (no meta row schema_version): give scratchfs an empty database, or a schema of \
@@ -195,9 +195,8 @@ impl Postgres {
                 )?;
                 Ok(fresh)
             })
-            .map_err(|e| Error::new(e.errno, format!("opening {name}: {}", e.reason)))?;
-        checkpoint::seed_tree_log(&conn)
-            .map_err(|e| Error::new(e.errno, format!("opening {name}: {}", e.reason)))?;
+            .map_err(|e| e.context(format_args!("opening {name}")))?;
+        checkpoint::seed_tree_log(&conn).map_err(|e| e.context(format_args!("opening {name}")))?;
         Ok((Self::with_writer(url, name, Some(conn), false), fresh))
     }
 
@@ -211,8 +210,8 @@ impl Postgres {
         conn.transaction(|c| {
             c.exec("SELECT pg_advisory_xact_lock(?1)", p![SCHEMA_LOCK])?;
             if holds_scratchpad(c)? {
-                return Err(Error::new(
-                    libc::EEXIST,
+                return Err(StoreError::new(
+                    ErrorKind::Exists,
                     format!("{name}: holds a scratchpad already"),
                 ));
             }
@@ -237,8 +236,8 @@ impl Postgres {
             p![],
         )?;
         if !has {
-            return Err(Error::new(
-                libc::ENOENT,
+            return Err(StoreError::new(
+                ErrorKind::NotFound,
                 format!("{name}: holds no scratchpad (no table nodes)"),
             ));
         }
@@ -342,23 +341,30 @@ impl Postgres {
     }
 
     /// Runs `f` on the connection of `slot`, connecting first when it has none (never
-    /// connected, or lost); a failure that lost the connection empties the slot, so the
-    /// next call connects again (a restarted server is back without a remount).
+    /// connected, or lost); a failure that lost the connection ([`ErrorKind::Unavailable`],
+    /// or a client that closed) empties the slot, so the next call connects again (a
+    /// restarted server is back without a remount).
     fn in_slot<T>(&self, slot: &Slot, f: impl FnOnce(&PgConn) -> Result<T>) -> Result<T> {
         let mut g = slot.lock();
         if g.as_ref().is_none_or(|c| c.client_closed()) {
             // To the filesystem a server it cannot reach is an I/O error (docs/deploy.md),
             // whatever the socket said; the reason keeps it.
-            *g = Some(PgConn::connect(&self.url).map_err(|e| Error::new(libc::EIO, e.reason))?);
+            *g = Some(
+                PgConn::connect(&self.url)
+                    .map_err(|e| StoreError::new(ErrorKind::Unavailable, e.reason))?,
+            );
         }
         let conn = g.as_ref().expect("connected above");
         let out = f(conn);
         if let Err(e) = &out {
-            if e.errno == libc::EIO {
+            if matches!(
+                e.kind,
+                ErrorKind::Unavailable | ErrorKind::Corrupt | ErrorKind::Failed
+            ) {
                 // The daemon's log says what the caller only sees as EIO.
                 log::error!("{}: {e}", self.name);
             }
-            if conn.client_closed() {
+            if e.is(ErrorKind::Unavailable) || conn.client_closed() {
                 *g = None;
             }
         }
@@ -422,9 +428,9 @@ impl Postgres {
 }
 
 /// The refusal of a change to a store opened to read the past.
-fn frozen_refusal() -> Error {
-    Error::new(
-        libc::EROFS,
+fn frozen_refusal() -> StoreError {
+    StoreError::new(
+        ErrorKind::ReadOnly,
         "this scratchpad is mounted as it was in the past: read-only",
     )
 }
@@ -503,9 +509,10 @@ impl Store for Postgres {
         .and_then(|out| match out {
             Applied::Committed(c) | Applied::Unchanged(c) => Ok(c),
             Applied::Stale(e) => Err(e),
-            Applied::Node(_) | Applied::Unlinked | Applied::Noted => {
-                Err(Error::new(libc::EIO, "store: a commit did something else"))
-            }
+            Applied::Node(_) | Applied::Unlinked | Applied::Noted => Err(StoreError::new(
+                ErrorKind::Failed,
+                "store: a commit did something else",
+            )),
         })
     }
 
@@ -537,7 +544,7 @@ impl Store for Postgres {
             // checks the name after the one before it committed.
             tx.exec("SELECT ino FROM nodes WHERE ino = ?1 FOR UPDATE", p![ino])?;
             if ino_at(tx, path)? != Some(ino) {
-                return Err(Error::not_found(path));
+                return Err(StoreError::not_found(path));
             }
             unlink_in(tx, ino, file_id, path, proc_, time_ns).map(Ok)
         })
@@ -612,7 +619,8 @@ impl Store for Postgres {
     /// server cannot be reached.
     fn open_elsewhere(&self) -> Result<Vec<(i64, u64)>> {
         use super::notify::{CHANNEL, Change, DAEMONS_LOCK};
-        let conn = PgConn::connect(&self.url).map_err(|e| Error::new(libc::EIO, e.reason))?;
+        let conn = PgConn::connect(&self.url)
+            .map_err(|e| StoreError::new(ErrorKind::Unavailable, e.reason))?;
         let token = i64::from_le_bytes(
             blake3::hash(format!("{} {} {}", self.daemon, std::process::id(), now_ns()).as_bytes())
                 .as_bytes()[..8]
@@ -664,8 +672,8 @@ impl Store for Postgres {
                 let _ = conn.exec("DELETE FROM gc_acks WHERE token = ?1", p![token]);
                 let _ = conn.value::<i64>("SELECT 1", p![]);
                 log::warn!("gc: no answer from {}", named.join(", "));
-                return Err(Error::new(
-                    libc::EBUSY,
+                return Err(StoreError::new(
+                    ErrorKind::Busy,
                     format!(
                         "gc: {} daemon{} did not say within {} s what {} open handles read: {}; \
                          nothing was deleted (a stopped daemon holds gc up: resume or end it)",
@@ -727,7 +735,7 @@ impl Store for Postgres {
             // checks the name after the one before it committed.
             tx.exec("SELECT ino FROM nodes WHERE ino = ?1 FOR UPDATE", p![ino])?;
             if ino_at(tx, &old_path)? != Some(ino) {
-                return Err(Error::not_found(&old_path));
+                return Err(StoreError::not_found(&old_path));
             }
             rename_in(tx, req, proc_)
         })

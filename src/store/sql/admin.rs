@@ -4,9 +4,9 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::now_ns;
-use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::p;
+use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::Dialect;
 use crate::store::sql::content::*;
 use crate::store::sql::write::*;
@@ -176,7 +176,12 @@ pub(crate) fn redact_in(
             p![file_id, number],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?
-        .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}@{number}: no such version")))?;
+        .ok_or_else(|| {
+            StoreError::new(
+                ErrorKind::NotFound,
+                format!("{path}@{number}: no such version"),
+            )
+        })?;
     let content = read_all(
         tx,
         ContentRef {
@@ -186,8 +191,8 @@ pub(crate) fn redact_in(
     )?;
     let secrets = crate::rules::enforce::secrets_found(&content);
     if secrets.is_empty() {
-        return Err(Error::new(
-            libc::EINVAL,
+        return Err(StoreError::new(
+            ErrorKind::Invalid,
             format!("{path}@{number}: holds no secret the deny_secrets patterns know"),
         ));
     }

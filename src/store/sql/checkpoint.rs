@@ -9,8 +9,8 @@ use std::collections::{HashMap, HashSet};
 
 use super::now_ns;
 use crate::checkpoint::{Checkpoint, Point, RollbackReport, SnapNode, SnapVersion, Snapshot};
-use crate::error::{Error, Result};
 use crate::p;
+use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::write::*;
 use crate::store::sql::{Conn, ConnExt, Row};
 use crate::store::{ContentRef, Kind};
@@ -85,8 +85,8 @@ pub(crate) fn point_at_time(conn: &dyn Conn, time_ns: i64) -> Result<Point> {
         p![time_ns],
     )?;
     let Some(tree_seq) = tree_seq.filter(|_| since.is_none_or(|s| time_ns >= s)) else {
-        return Err(Error::new(
-            libc::ENOENT,
+        return Err(StoreError::new(
+            ErrorKind::NotFound,
             format!(
                 "no tree is known at {}: the namespace history begins at {}",
                 crate::cli::time::utc_exact(time_ns),
@@ -219,8 +219,8 @@ pub(crate) fn by_name(conn: &dyn Conn, name: &str) -> Result<Checkpoint> {
         checkpoint_from_row,
     )?
     .ok_or_else(|| {
-        Error::new(
-            libc::ENOENT,
+        StoreError::new(
+            ErrorKind::NotFound,
             format!(
                 "no checkpoint named {} (scratchfs checkpoints lists them)",
                 crate::views::quote_path(name)
@@ -245,8 +245,8 @@ pub(crate) fn take(
         p![name],
     )?;
     if taken {
-        return Err(Error::new(
-            libc::EEXIST,
+        return Err(StoreError::new(
+            ErrorKind::Exists,
             format!(
                 "checkpoint {} exists already (names are unique; gc --drop-checkpoint releases one)",
                 crate::views::quote_path(name)
@@ -438,8 +438,8 @@ pub(crate) fn rollback_in(
     let snap = Snapshot::from_nodes(snapshot_rows(tx, target.point)?);
     if let Some(p) = snap.forgotten().first() {
         // gc keeps what a checkpoint needs; a database that lost it anyway is refused.
-        return Err(Error::new(
-            libc::ENODATA,
+        return Err(StoreError::new(
+            ErrorKind::NoData,
             format!(
                 "rollback to {}: {p}: its version then was forgotten by gc",
                 target.name

@@ -11,10 +11,12 @@
 //!   `INSERT OR ...`, `IS NOT DISTINCT FROM` instead of SQLite's `IS`, `"offset"` quoted;
 //! - `CAST(SUM(x) AS BIGINT)`: PostgreSQL sums integers as `numeric`.
 //!
-//! Errors are the store's [`Error`]: each backend turns its own failures into an errno
-//! (SPEC §6: `EIO`, `ENOSPC`, `EBUSY`, `EROFS`; on PostgreSQL `EEXIST` for a unique-key conflict).
+//! Errors are the store's [`StoreError`]: each backend classifies its own failures into an
+//! [`crate::store::ErrorKind`] (`Full`, `Busy`, `ReadOnly`, `Failed`; on PostgreSQL
+//! `Exists` for a unique-key conflict, `Unavailable` for a lost connection), whose errno
+//! is SPEC §6's.
 
-use crate::error::{Error, Result};
+use crate::store::error::{Result, StoreError};
 
 /// A statement parameter, borrowed from the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,10 +147,7 @@ impl dyn Row + '_ {
     /// Column `i` as `T` ([`Column`]).
     pub fn get<T: Column>(&self, i: usize) -> Result<T> {
         T::from_value(self.value(i)?).map_err(|what| {
-            Error::new(
-                libc::EIO,
-                format!("store: column {i} is {what}, not the type expected"),
-            )
+            StoreError::corrupt(format_args!("column {i} is {what}, not the type expected"))
         })
     }
 }
@@ -339,7 +338,7 @@ pub trait ConnExt: Conn {
         f: impl FnOnce(&dyn Row) -> Result<T>,
     ) -> Result<T> {
         self.opt(sql, params, f)?
-            .ok_or_else(|| Error::new(libc::EIO, "store: a statement returned no row"))
+            .ok_or_else(|| StoreError::corrupt("a statement returned no row"))
     }
 
     /// Column 0 of the first row, as `T`; `None` when there is no row.

@@ -1,9 +1,9 @@
 //! Content: streams of extents, blobs deduplicated by blake3, reading a version's bytes
 //! and writing new ones (docs/schema.md, "Content model").
 
-use crate::error::{Error, Result};
 use crate::p;
 use crate::store::digest::ContentHasher;
+use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::{Conn, ConnExt, Flow, IdOf, Row, Value};
 use crate::store::{CHUNK, ContentRef};
 
@@ -59,9 +59,7 @@ impl<'c> ContentReader<'c> {
 
 impl std::io::Read for ContentReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = read_at(self.conn, self.content, self.pos, buf).map_err(|e| {
-            std::io::Error::new(std::io::Error::from_raw_os_error(e.errno).kind(), e.reason)
-        })?;
+        let n = read_at(self.conn, self.content, self.pos, buf).map_err(std::io::Error::from)?;
         self.pos += n as u64;
         Ok(n)
     }
@@ -103,7 +101,7 @@ pub fn read_at(conn: &dyn Conn, content: ContentRef, offset: u64, buf: &mut [u8]
             let src = (b_off + lo - e_off) as usize..(b_off + hi - e_off) as usize;
             let src = data
                 .get(src)
-                .ok_or_else(|| Error::new(libc::EIO, "store: extent points past its blob"))?;
+                .ok_or_else(|| StoreError::corrupt("extent points past its blob"))?;
             buf[(lo - offset) as usize..(hi - offset) as usize].copy_from_slice(src);
             covered = hi;
             Ok(Flow::Next)
@@ -125,8 +123,8 @@ pub fn read_at(conn: &dyn Conn, content: ContentRef, offset: u64, buf: &mut [u8]
             p![content.stream],
         )?
     {
-        return Err(Error::new(
-            libc::EIO,
+        return Err(StoreError::new(
+            ErrorKind::Failed,
             "store: the content of this version was swept by gc while it was open",
         ));
     }
@@ -195,8 +193,8 @@ pub fn write_range(
         let (seg, end) = next(at)?;
         let end = end.min(to);
         if end <= at {
-            return Err(Error::new(
-                libc::EIO,
+            return Err(StoreError::new(
+                ErrorKind::Failed,
                 "store: an empty range of new content",
             ));
         }
@@ -325,7 +323,7 @@ pub fn hash_prefix(
         let src = (b_off + pos - e_off) as usize..(b_off + hi - e_off) as usize;
         let src = data
             .get(src)
-            .ok_or_else(|| Error::new(libc::EIO, "store: extent points past its blob"))?;
+            .ok_or_else(|| StoreError::corrupt("extent points past its blob"))?;
         hasher.update(src);
         pos = hi;
         Ok(Flow::Next)
@@ -352,7 +350,7 @@ pub fn for_each_data(
         let hi = (e_off + e_len).min(content.len);
         let src = data
             .get(b_off as usize..(b_off + hi - e_off) as usize)
-            .ok_or_else(|| Error::new(libc::EIO, "store: extent points past its blob"))?;
+            .ok_or_else(|| StoreError::corrupt("extent points past its blob"))?;
         f(e_off, src)?;
         Ok(Flow::Next)
     })
@@ -399,7 +397,7 @@ fn each_extent_below(
 fn blob_of(row: &dyn Row, i: usize) -> Result<&[u8]> {
     match row.value(i)? {
         Value::Blob(b) => Ok(b),
-        _ => Err(Error::new(libc::EIO, "store: an extent without bytes")),
+        _ => Err(StoreError::corrupt("an extent without bytes")),
     }
 }
 

@@ -10,9 +10,9 @@
 
 use super::{Conn, ConnExt, Dialect, Flow, Param, Value};
 use crate::checkpoint::Point;
-use crate::error::{Error, Result};
 use crate::p;
 use crate::store::ContentRef;
+use crate::store::error::{Result, StoreError};
 
 /// Every table of the schema (docs/schema.md), in an order that inserts a row after the
 /// rows it references (`processes` first: PostgreSQL enforces `REFERENCES processes(id)`).
@@ -91,7 +91,7 @@ pub fn copy_tables(src: &dyn Conn, dst: &dyn Conn) -> Result<u64> {
     let mut want: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
     want.sort();
     if have != want {
-        return Err(Error::store(format!(
+        return Err(StoreError::failed(format!(
             "fork: the new database's tables ({}) are not the ones a fork copies ({})",
             have.join(", "),
             want.join(", ")
@@ -122,7 +122,8 @@ pub fn copy_tables(src: &dyn Conn, dst: &dyn Conn) -> Result<u64> {
                     _ => 8,
                 };
                 params.push(
-                    fit(v, ty).map_err(|why| Error::store(format!("fork: {t}.{name}: {why}")))?,
+                    fit(v, ty)
+                        .map_err(|why| StoreError::failed(format!("fork: {t}.{name}: {why}")))?,
                 );
             }
             dst.exec(&insert, &params)?;

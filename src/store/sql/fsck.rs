@@ -2,8 +2,8 @@
 //! with blake3, and the invariants of the schema, in queries both backends run.
 
 use super::{Conn, ConnExt};
-use crate::error::Result;
 use crate::p;
+use crate::store::error::Result;
 use crate::store::{ContentRef, FsckProgress, FsckReport};
 use crate::views::quote_stored;
 

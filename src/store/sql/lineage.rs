@@ -6,10 +6,10 @@
 use std::collections::HashMap;
 
 use super::{Conn, ConnExt};
-use crate::error::Result;
 use crate::lineage::why::VersionFacts;
 use crate::p;
 use crate::store::ContentRef;
+use crate::store::error::Result;
 
 /// Version `id` (`versions.id`) with its provenance, `None` when there is no such version.
 pub(crate) fn version_facts(conn: &dyn Conn, id: i64) -> Result<Option<VersionFacts>> {

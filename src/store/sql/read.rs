@@ -2,8 +2,8 @@
 //! CLI ask of a scratchpad's history, as queries both backends run. [`crate::store::History`]
 //! is implemented once, over these, for any backend that hands out a reading connection.
 
-use crate::error::Result;
 use crate::p;
+use crate::store::error::{ErrorKind, Result};
 use crate::store::sql::admin::events_of;
 use crate::store::sql::checkpoint;
 use crate::store::sql::write::{inputs_of, node_from_row, version_from_row};
@@ -176,7 +176,7 @@ pub(crate) fn checkpoint_named(
 ) -> Result<Option<crate::checkpoint::Checkpoint>> {
     match checkpoint::by_name(conn, name) {
         Ok(c) => Ok(Some(c)),
-        Err(e) if e.errno == libc::ENOENT => Ok(None),
+        Err(e) if e.is(ErrorKind::NotFound) => Ok(None),
         Err(e) => Err(e),
     }
 }

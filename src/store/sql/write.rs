@@ -1,10 +1,10 @@
 //! The rows a change writes inside its transaction: processes, versions, events, nodes,
 //! per-key provenance; and the create, commit and unlink transactions themselves.
 
-use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::p;
 use crate::store::digest::ContentHasher;
+use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::content::*;
 use crate::store::sql::now_ns;
 use crate::store::sql::{Conn, ConnExt, IdOf, Row};
@@ -24,7 +24,7 @@ pub(crate) enum Applied {
     /// A commit of the same bytes as the current version: nothing to store or log.
     Unchanged(Committed),
     /// A lost update: the refusal is recorded (and logged); the caller gets the error.
-    Stale(Error),
+    Stale(StoreError),
     /// A read noted.
     Noted,
 }
@@ -756,7 +756,7 @@ fn refuse_stale(
         caller,
         time_ns,
     )?;
-    Ok(Applied::Stale(Error::new(libc::ESTALE, reason)))
+    Ok(Applied::Stale(StoreError::new(ErrorKind::Stale, reason)))
 }
 
 /// The work of a commit (SPEC §4), inside the caller's transaction: the new content, its
@@ -782,8 +782,8 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
     // The file's current version; a file without one yet (created, first commit) is
     // empty, and its first version is numbered on from its lineage's (a re-created path).
     let (file_id, live, lineage_head, head_end) = node_head(tx, ino)?.ok_or_else(|| {
-        Error::new(
-            libc::ESTALE,
+        StoreError::new(
+            ErrorKind::Stale,
             format!("{path}: the file was replaced by a rename while open"),
         )
     })?;
@@ -845,8 +845,8 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
             return refuse_stale(tx, path, file_id, reason, None, caller, time_ns);
         }
         if !present {
-            return Err(Error::new(
-                libc::ENOENT,
+            return Err(StoreError::new(
+                ErrorKind::NotFound,
                 format!("{path}: the content this commit builds on was collected (gc)"),
             ));
         }
@@ -1119,7 +1119,7 @@ pub(crate) fn rename_in(
                 t,
             )?;
         }
-        return Ok(Err(Error::new(libc::ESTALE, reason)));
+        return Ok(Err(StoreError::new(ErrorKind::Stale, reason)));
     }
     tx.exec(
         "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1

@@ -3,7 +3,7 @@
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
-use crate::error::{Error, Result};
+use crate::store::error::{Result, StoreError};
 use crate::store::sql::{Conn, Dialect, Flow, Param, Row, Value};
 
 impl rusqlite::ToSql for Param<'_> {
@@ -23,11 +23,12 @@ impl Row for rusqlite::Row<'_> {
             ValueRef::Null => Value::Null,
             ValueRef::Integer(v) => Value::Int(v),
             ValueRef::Text(t) => Value::Text(
-                std::str::from_utf8(t).map_err(|e| Error::store(format!("column {i}: {e}")))?,
+                std::str::from_utf8(t)
+                    .map_err(|e| StoreError::failed(format!("column {i}: {e}")))?,
             ),
             ValueRef::Blob(b) => Value::Blob(b),
             ValueRef::Real(_) => {
-                return Err(Error::store(format!(
+                return Err(StoreError::failed(format!(
                     "column {i} is a floating-point number"
                 )));
             }

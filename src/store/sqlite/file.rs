@@ -14,8 +14,8 @@ pub(super) fn open_conn(path: &Path) -> Result<Connection> {
         .map_err(opening(path, true))?
     {
         return Err(open_refusal(path, true).unwrap_or_else(|| {
-            Error::new(
-                libc::EROFS,
+            StoreError::new(
+                ErrorKind::ReadOnly,
                 format!(
                     "cannot open database {}: SQLite opened it read-only",
                     path.display()
@@ -126,18 +126,18 @@ pub enum Probe {
 }
 
 /// The refusal of a file that is not a scratchfs database.
-pub(super) fn not_ours(path: &Path) -> Error {
-    Error::new(
-        libc::EINVAL,
+pub(super) fn not_ours(path: &Path) -> StoreError {
+    StoreError::new(
+        ErrorKind::Invalid,
         format!("{} is not a scratchfs database", path.display()),
     )
 }
 
 /// `cannot open database PATH: CAUSE`, with the errno of `e` (`EIO` if it has none):
 /// how every failure to open the database file is reported, by every command.
-pub fn cannot_open(path: &Path, e: &std::io::Error) -> Error {
-    Error::new(
-        e.raw_os_error().unwrap_or(libc::EIO),
+pub fn cannot_open(path: &Path, e: &std::io::Error) -> StoreError {
+    StoreError::new(
+        ErrorKind::of_io(e),
         format!("cannot open database {}: {e}", path.display()),
     )
 }
@@ -150,7 +150,7 @@ pub fn cannot_open(path: &Path, e: &std::io::Error) -> Error {
 /// in its directory. `None` when nothing is refused (then SQLite's own message stands).
 /// SQLite can sometimes do with less (a reader through a read-only `-shm`), so this is
 /// asked only once SQLite has failed.
-pub(super) fn open_refusal(path: &Path, write: bool) -> Option<Error> {
+pub(super) fn open_refusal(path: &Path, write: bool) -> Option<StoreError> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) => return Some(cannot_open(path, &e)),
@@ -187,8 +187,8 @@ pub(super) fn open_refusal(path: &Path, write: bool) -> Option<Error> {
                 .map(|e| (format!("cannot create {name} in {}", dir.display()), e))
         };
         if let Some((what, e)) = refused {
-            return Some(Error::new(
-                e.raw_os_error().unwrap_or(libc::EIO),
+            return Some(StoreError::new(
+                ErrorKind::of_io(&e),
                 format!("cannot open database {}: {what}: {e}", path.display()),
             ));
         }
@@ -221,7 +221,7 @@ fn writable_dir(dir: &Path) -> std::io::Result<()> {
 /// (`SQLITE_READONLY`, `SQLITE_PERM`, `SQLITE_IOERR` of the shared-memory file), the OS's
 /// reason from [`open_refusal`], else `cannot open database PATH: <SQLite's message>`;
 /// other errors as the store reports them.
-pub(super) fn opening(path: &Path, write: bool) -> impl Fn(rusqlite::Error) -> Error + '_ {
+pub(super) fn opening(path: &Path, write: bool) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     move |e| match &e {
         rusqlite::Error::SqliteFailure(f, _)
             if matches!(
@@ -233,13 +233,13 @@ pub(super) fn opening(path: &Path, write: bool) -> impl Fn(rusqlite::Error) -> E
             ) =>
         {
             open_refusal(path, write).unwrap_or_else(|| {
-                Error::new(
-                    libc::EIO,
+                StoreError::new(
+                    ErrorKind::Failed,
                     format!("cannot open database {}: {e}", path.display()),
                 )
             })
         }
-        _ => Error::from(e),
+        _ => StoreError::from(e),
     }
 }
 

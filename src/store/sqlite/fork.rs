@@ -90,7 +90,7 @@ fn build_prefix(dst: &Path) -> Option<String> {
 pub fn build_new<E>(
     dst: &Path,
     build: impl FnOnce(&Path) -> std::result::Result<(), E>,
-    io: impl Fn(Error) -> E,
+    io: impl Fn(StoreError) -> E,
 ) -> std::result::Result<(), E> {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = match dst.parent() {
@@ -98,8 +98,8 @@ pub fn build_new<E>(
         _ => PathBuf::from("."),
     };
     let prefix = build_prefix(dst).ok_or_else(|| {
-        io(Error::new(
-            libc::EINVAL,
+        io(StoreError::new(
+            ErrorKind::Invalid,
             format!("{}: not a file name", dst.display()),
         ))
     })?;

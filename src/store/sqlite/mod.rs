@@ -17,10 +17,10 @@ use super::{
     Attrs, CommitRequest, Committed, GcReport, GcRequest, Kind, NodeRecord, RedactReport,
     RenameRequest, Store, VersionInfo,
 };
-use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::p;
 use crate::store::digest::ContentHasher;
+use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::{Conn, ConnExt};
 use crate::sync::Mutex;
 
@@ -197,9 +197,9 @@ pub struct Sqlite {
 }
 
 /// The refusal of a change to a store opened to read the past.
-fn frozen_refusal() -> Error {
-    Error::new(
-        libc::EROFS,
+fn frozen_refusal() -> StoreError {
+    StoreError::new(
+        ErrorKind::ReadOnly,
         "this scratchpad is opened to read the past (mount --at): it is read-only",
     )
 }
@@ -260,12 +260,8 @@ impl Sqlite {
             conn.pragma_update(None, "application_id", APPLICATION_ID)
                 .map_err(opening(path, true))?;
         }
-        migrate_processes(&conn).map_err(|e| {
-            Error::new(
-                e.errno,
-                format!("cannot open database {}: {}", path.display(), e.reason),
-            )
-        })?;
+        migrate_processes(&conn)
+            .map_err(|e| e.context(format_args!("cannot open database {}", path.display())))?;
         conn.execute_batch(SCHEMA).map_err(opening(path, true))?;
         let fresh: bool = conn.value::<i64>("SELECT COUNT(*) FROM nodes", p![])? == 0;
         if fresh {
@@ -280,21 +276,16 @@ impl Sqlite {
             p![&new_scratchpad_id(path)],
         )?;
         // Namespace history (issue 14) for a new database or one made before it.
-        checkpoint::seed_tree_log(&conn).map_err(|e| {
-            Error::new(e.errno, format!("opening {}: {}", path.display(), e.reason))
-        })?;
+        checkpoint::seed_tree_log(&conn)
+            .map_err(|e| e.context(format_args!("opening {}", path.display())))?;
         let folded: u64 = conn
             .opt("SELECT value FROM meta WHERE key = 'redo_seq'", p![], |r| {
                 r.get::<String>(0)
             })?
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        let log = RedoLog::open(path).map_err(|e| {
-            Error::new(
-                e.errno,
-                format!("cannot open database {}: {}", path.display(), e.reason),
-            )
-        })?;
+        let log = RedoLog::open(path)
+            .map_err(|e| e.context(format_args!("cannot open database {}", path.display())))?;
         let mut readers = Vec::new();
         for _ in 0..READERS {
             readers.push(Mutex::new(open_conn(path)?));
@@ -390,8 +381,8 @@ impl Sqlite {
         };
         if let Err(e) = self.fold(&mut conn) {
             let log = RedoLog::path_for(&self.path);
-            return Err(Error::new(
-                e.errno,
+            return Err(StoreError::new(
+                e.kind,
                 format!(
                     "applying the redo log {} ({pending} acknowledged changes): {} \
                      (the log is kept; moving it aside opens the database without them)",
@@ -850,9 +841,10 @@ impl Sqlite {
                     tx.commit()?;
                     Err(e)
                 }
-                Applied::Node(_) | Applied::Unlinked | Applied::Noted => {
-                    Err(Error::new(libc::EIO, "store: a commit did something else"))
-                }
+                Applied::Node(_) | Applied::Unlinked | Applied::Noted => Err(StoreError::new(
+                    ErrorKind::Failed,
+                    "store: a commit did something else",
+                )),
             }
         })();
         if durable {
@@ -913,7 +905,10 @@ impl Store for Sqlite {
         };
         match self.apply_logged(op, &[], None)? {
             Applied::Node(n) => Ok(n),
-            _ => Err(Error::new(libc::EIO, "store: a create made no node")),
+            _ => Err(StoreError::new(
+                ErrorKind::Failed,
+                "store: a create made no node",
+            )),
         }
     }
 
@@ -925,7 +920,7 @@ impl Store for Sqlite {
             return self.commit_now(req);
         }
         let payload = Pieces::capture(&pieces, req.source)
-            .map_err(|e| Error::new(e.raw_os_error().unwrap_or(libc::EIO), e.to_string()))?;
+            .map_err(|e| StoreError::new(ErrorKind::of_io(&e), e.to_string()))?;
         let op = Op::Commit {
             ino: req.ino,
             path: req.path.to_string(),
@@ -942,9 +937,10 @@ impl Store for Sqlite {
         match self.apply_logged(op, &payload, req.prefix_hasher)? {
             Applied::Committed(c) | Applied::Unchanged(c) => Ok(c),
             Applied::Stale(e) => Err(e),
-            Applied::Node(_) | Applied::Unlinked | Applied::Noted => {
-                Err(Error::new(libc::EIO, "store: a commit did something else"))
-            }
+            Applied::Node(_) | Applied::Unlinked | Applied::Noted => Err(StoreError::new(
+                ErrorKind::Failed,
+                "store: a commit did something else",
+            )),
         }
     }
 
@@ -1018,8 +1014,8 @@ impl Store for Sqlite {
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        Err(Error::new(
-            libc::EBUSY,
+        Err(StoreError::new(
+            ErrorKind::Busy,
             format!(
                 "{}: redacted, but a reader keeps the WAL from being emptied: run `scratchfs redact` again when it is done",
                 self.path.display()
@@ -1081,9 +1077,14 @@ impl Store for Sqlite {
         match std::fs::File::open(&wal) {
             Ok(f) => f
                 .sync_data()
-                .map_err(|e| Error::new(e.raw_os_error().unwrap_or(libc::EIO), e.to_string()))?,
+                .map_err(|e| StoreError::new(ErrorKind::of_io(&e), e.to_string()))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::new(libc::EIO, format!("{}: {e}", wal.display()))),
+            Err(e) => {
+                return Err(StoreError::new(
+                    ErrorKind::Failed,
+                    format!("{}: {e}", wal.display()),
+                ));
+            }
         }
         drop(conn);
         Ok(())
@@ -1213,7 +1214,7 @@ mod tests {
             .unwrap();
         for p in [&text, &other] {
             let e = Sqlite::open(p, (0, 0)).err().unwrap();
-            assert_eq!(e.errno, libc::EINVAL);
+            assert_eq!(e.kind, ErrorKind::Invalid);
             assert_eq!(
                 e.reason,
                 format!("{} is not a scratchfs database", p.display())
@@ -1233,9 +1234,9 @@ mod tests {
         ] {
             let want = format!("cannot open database {}: {why}", p.display());
             let e = open_read_only(p).err().unwrap();
-            assert_eq!((e.errno, &e.reason), (errno, &want));
+            assert_eq!((e.errno(), &e.reason), (errno, &want));
             let e = Sqlite::open(p, (0, 0)).err().unwrap();
-            assert_eq!((e.errno, &e.reason), (errno, &want));
+            assert_eq!((e.errno(), &e.reason), (errno, &want));
         }
         assert_eq!(std::fs::read(&text).unwrap(), b"hello");
     }
@@ -1412,7 +1413,7 @@ mod tests {
             })
             .err()
             .unwrap();
-        assert_eq!(err.errno, libc::ESTALE);
+        assert_eq!(err.kind, ErrorKind::Stale);
         let t = s
             .commit(CommitRequest {
                 ino: n.ino,
