@@ -879,6 +879,30 @@ fn an_at_sign_in_a_name_is_part_of_the_path() {
     // `x@3` with no file `x`: the (deleted) file named `x@3`.
     m.sh_ok("echo deleted > 'x@3' && rm 'x@3'");
     assert_eq!(cli(&m, &["show", "x@3"]).1, "deleted\n");
+    // `PATH@` is the current version.
+    assert_eq!(cli(&m, &["show", "f@"]).1, "b\n");
+    // Both `f` and a file `f@1`: `f@1` is version 1 of `f`, with a note naming the other
+    // forms; `f@1@` and `f@1@N` name the file `f@1`, for show, diff and restore alike.
+    m.sh_ok("echo one > 'f@1' && echo two > 'f@1'");
+    let (code, out, err) = cli(&m, &["show", "f@1"]);
+    assert_eq!((code, out.as_str()), (0, "a\n"), "{err}");
+    assert!(
+        err.contains("a file is named f@1 too: name it f@1@"),
+        "{err}"
+    );
+    let (code, out, err) = cli(&m, &["show", "f@1@"]);
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "two\n", ""));
+    assert_eq!(cli(&m, &["show", "f@1@1"]).1, "one\n");
+    let (_, out, _) = cli(&m, &["diff", "f@1@1"]);
+    assert!(out.contains("-one\n+two"), "{out}");
+    let (code, _, err) = cli(&m, &["restore", "f@1@1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(read(m.path("f@1")), "one\n");
+    assert_eq!(read(m.path("f")), "b\n");
+    // A file without a version is nothing to restore.
+    let (code, _, err) = cli(&m, &["restore", "f@1@"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("expected PATH@N"), "{err}");
 }
 
 /// `run` takes `--rules`, `--owner` and `--allow-other` as `mount` does: the rules are

@@ -12,7 +12,7 @@ use std::ffi::OsStr;
 use std::io::Write;
 use std::path::Path;
 
-use super::{Failure, VersionRow, arg, open_history, parse_spec, version_of};
+use super::{Failure, VersionRow, arg, open_history, resolve_spec, version_in, version_of};
 use crate::views::quote_stored;
 
 /// Largest version `diff` compares, in bytes (8 MiB): both sides are held in memory.
@@ -42,12 +42,12 @@ pub fn diff(db: &Path, a: &OsStr, b: Option<&OsStr>, json: bool) -> Result<(), F
     let store = open_history(db)?;
     let store = &*store;
     let a = arg(a);
-    let va = version_of(store, &a)?;
-    let b = match b {
-        Some(b) => arg(b),
-        None => parse_spec(&a)?.0,
+    let (path, n) = resolve_spec(store, &a)?;
+    let va = version_in(store, &path, n, &a)?;
+    let vb = match b {
+        Some(b) => version_of(store, &arg(b))?,
+        None => version_in(store, &path, None, &a)?,
     };
-    let vb = version_of(store, &b)?;
     let (ha, hb) = (
         format!("{}@{}", va.path, va.version),
         format!("{}@{}", vb.path, vb.version),

@@ -301,12 +301,15 @@ pub fn versions(store: &dyn History, file_id: i64) -> Result<Vec<VersionRow>, Fa
     store.version_rows(file_id).map_err(|e| e.to_string())
 }
 
-/// `PATH[@N]` (stored form) → the path and the version (`None`: current). N is digits;
-/// an `@` followed by anything else belongs to the name.
+/// `PATH[@N]` (stored form) as written → the path and the version (`None`: current),
+/// before the store is asked ([`resolve_spec`] asks it). The last `@` splits when digits
+/// or nothing follow it: `f@3` is version 3 of `f`, `f@` the current version of `f`
+/// (`f@1@` the current version of a file named `f@1`, `f@1@2` its version 2). An `@`
+/// followed by anything else belongs to the name (`notes@home.md`).
 pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
-    // `@` followed by anything but a version number is part of the name (`notes@home.md`).
     match spec.rsplit_once('@') {
-        Some((p, n)) if !p.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+        Some((p, "")) if !p.is_empty() => Ok((p.to_string(), None)),
+        Some((p, n)) if !p.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
             let n: i64 = n
                 .parse()
                 .map_err(|_| format!("{}: version number out of range", quote_stored(spec)))?;
@@ -316,18 +319,53 @@ pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
     }
 }
 
-/// The version `spec` (`PATH[@N]`, stored form) names.
-pub fn version_of(store: &dyn History, spec: &str) -> Result<VersionRow, Failure> {
+/// `PATH[@N]` resolved against the store (README.md, after the command list): as
+/// [`parse_spec`] splits it when a file (live or deleted) ever had the path before the
+/// `@`, else the whole argument as a file's name when a file had that (`x@3` with no file
+/// `x`: the file named `x@3`, current version). When both had, the split wins and a note
+/// on stderr says how to name the other (`x@3@`).
+pub fn resolve_spec(store: &dyn History, spec: &str) -> Result<(String, Option<i64>), Failure> {
     let (path, n) = parse_spec(spec)?;
-    // `x@3` with no file `x`: a file named `x@3`, if there is one (live or deleted).
-    let (path, n) = match (n, file_id(store, &path)) {
-        (Some(_), Err(e)) => match file_id(store, spec) {
-            Ok(_) => (spec.to_string(), None),
-            Err(_) => return Err(e),
-        },
-        _ => (path, n),
-    };
-    let all = versions(store, file_id(store, &path)?)?;
+    if path == spec {
+        return Ok((path, n));
+    }
+    let whole = file_id(store, spec).is_ok();
+    match file_id(store, &path) {
+        Err(_) if whole => Ok((spec.to_string(), None)),
+        Ok(_) if whole => {
+            let what = match n {
+                Some(n) => format!("version {n} of {}", quote_stored(&path)),
+                None => format!("the current version of {}", quote_stored(&path)),
+            };
+            eprintln!(
+                "scratchfs: note: {} names {what}; a file is named {} too: name it {} \
+                 (its current version) or {} (its version N)",
+                quote_stored(spec),
+                quote_stored(spec),
+                quote_stored(&format!("{spec}@")),
+                quote_stored(&format!("{spec}@N")),
+            );
+            Ok((path, n))
+        }
+        _ => Ok((path, n)),
+    }
+}
+
+/// The version `spec` (`PATH[@N]`, stored form) names ([`resolve_spec`]).
+pub fn version_of(store: &dyn History, spec: &str) -> Result<VersionRow, Failure> {
+    let (path, n) = resolve_spec(store, spec)?;
+    version_in(store, &path, n, spec)
+}
+
+/// Version `n` (`None`: the current one) of the file at `path`, as resolved from `spec`
+/// (named in the error when there is no such version).
+pub fn version_in(
+    store: &dyn History,
+    path: &str,
+    n: Option<i64>,
+    spec: &str,
+) -> Result<VersionRow, Failure> {
+    let all = versions(store, file_id(store, path)?)?;
     match n {
         None => all.last().cloned(),
         Some(n) => all.iter().find(|v| v.version == n).cloned(),

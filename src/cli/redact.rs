@@ -10,7 +10,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 use super::gc::{cli_caller, db_owner};
-use super::{Failure, arg, parse_spec};
+use super::{Failure, arg, resolve_spec};
 use crate::fs::gate::{Change, Gate};
 use crate::fs::serve::{REDACT_XATTR, RedactRequest};
 use crate::store::{Sqlite, Store};
@@ -19,10 +19,10 @@ use crate::views::{one_line_stored, quote_stored};
 /// Redacts `spec` (`PATH@N`, raw bytes), recording `why`.
 pub fn redact(db: &Path, spec: &OsStr, why: &str, json: bool) -> Result<(), Failure> {
     let spec = arg(spec);
-    let (path, n) = parse_spec(&spec)?;
+    super::check_db(db)?;
+    let (path, n) = resolve_spec(&*super::open_history(db)?, &spec)?;
     let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_stored(&spec)))?;
     let path = path.trim_start_matches('/').to_string();
-    super::check_db(db)?;
     let req = RedactRequest {
         path: path.clone(),
         version: n,

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::{Failure, arg, parse_spec};
+use super::{Failure, arg, resolve_spec};
 use crate::fs::serve::RESTORE_XATTR;
 use crate::fs::{Ctx, ROOT};
 use crate::store::paths;
@@ -16,10 +16,10 @@ use crate::views::quote_stored;
 /// Restores `spec` (`PATH@N`, raw bytes).
 pub fn restore(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
     let spec = arg(spec);
-    let (path, n) = parse_spec(&spec)?;
+    super::check_db(db)?;
+    let (path, n) = resolve_spec(&*super::open_history(db)?, &spec)?;
     let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_stored(&spec)))?;
     let path = path.trim_start_matches('/').to_string();
-    super::check_db(db)?;
     let lock = match crate::mount::lock_database_now(db) {
         Ok(lock) => lock,
         Err(_) => match super::live_mountpoint(db)? {
