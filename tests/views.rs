@@ -256,6 +256,18 @@ fn views_are_read_only_and_their_names_reserved() {
     }
     assert_eq!(m.sh_ok("stat -c %a MANIFEST plan.md.outline"), "444\n444\n");
     assert!(m.path("plan.md").exists());
+    // Below the root no view lives at these names: they are ordinary files and
+    // directories, listed in MANIFEST and versioned; `*.outline` stays reserved.
+    m.sh_ok("mkdir -p d/.history && echo mine > d/MANIFEST && echo x > d/.history/h");
+    assert_eq!(read(m.path("d/MANIFEST")), "mine\n");
+    assert_eq!(read(m.path(".history/d/MANIFEST/1")), "mine\n");
+    let manifest = read(m.path("MANIFEST"));
+    assert!(
+        manifest.contains("d/MANIFEST") && manifest.contains("d/.history/h"),
+        "{manifest}"
+    );
+    let e = m.sh("touch d/x.outline");
+    assert!(String::from_utf8_lossy(&e.stderr).contains("Permission denied"));
 }
 
 #[test]
