@@ -358,6 +358,26 @@ fn sigterm_unmounts_cleanly_and_data_survives_remount() {
     assert_eq!(read(m.path("f")), "keep");
 }
 
+/// An explicit mtime (`touch -d`) stays until the next write, which the store records:
+/// after a remount the pinned time is still there, and after a write and a remount the
+/// mtime is the write's (a commit unpins it only when it is pinned).
+#[test]
+fn an_explicit_mtime_lasts_until_the_next_write_across_remounts() {
+    let mut m = Mount::new();
+    m.sh_ok("echo a > f && echo b >> f && touch -m -d '2001-01-01 UTC' f");
+    m.unmount();
+    m.start();
+    assert_eq!(m.sh_ok("date -u -r f +%Y"), "2001\n");
+    m.sh_ok("echo c >> f && echo d >> f");
+    m.unmount();
+    m.start();
+    assert_ne!(m.sh_ok("date -u -r f +%Y"), "2001\n", "a write unpins the mtime");
+    m.sh_ok("touch -m -d '2002-01-01 UTC' f");
+    m.unmount();
+    m.start();
+    assert_eq!(m.sh_ok("date -u -r f +%Y"), "2002\n");
+}
+
 #[test]
 fn directory_mtime_follows_its_entries_and_survives_remount() {
     let mut m = Mount::new();

@@ -121,19 +121,15 @@ pub(crate) fn live_head(
 
 /// [`live_head`] of the file on inode `ino`, found and read in one statement (a commit's
 /// round trips to a server count): `None` when the inode carries no lineage (a rename
-/// replaced it). Returns (lineage, the file's head, the lineage's head, where the
-/// lineage head's stream ends: [`crate::store::sql::content::stream_end`] of it).
-#[allow(clippy::type_complexity)]
-pub(crate) fn node_head(
-    tx: &dyn Conn,
-    ino: u64,
-) -> Result<Option<(i64, Option<VersionInfo>, Option<VersionInfo>, u64)>> {
+/// replaced it).
+pub(crate) fn node_head(tx: &dyn Conn, ino: u64) -> Result<Option<NodeHead>> {
     let row = tx.opt(
         r#"SELECT n.file_id, v.id, v.version, v.stream, v.size, v.time_ns, v.writer,
                 (SELECT MAX(e.version_id) FROM events e
                  WHERE e.file_id = n.file_id AND e.op = 'create'),
                 (SELECT x."offset" + x.len FROM extents x WHERE x.stream = v.stream
-                 ORDER BY x."offset" DESC LIMIT 1)
+                 ORDER BY x."offset" DESC LIMIT 1),
+                n.mtime_pinned
          FROM nodes n
          LEFT JOIN versions v ON v.id = (SELECT w.id FROM versions w WHERE w.file_id = n.file_id
                                          ORDER BY w.version DESC LIMIT 1)
@@ -158,16 +154,41 @@ pub(crate) fn node_head(
             };
             let born = r.get::<Option<i64>>(7)?;
             let end = r.get::<Option<i64>>(8)?.unwrap_or(0) as u64;
-            Ok(Some((file_id, head, born, end)))
+            let pinned = r.get::<i64>(9)? != 0;
+            Ok(Some((file_id, head, born, end, pinned)))
         },
     )?;
-    Ok(row.flatten().map(|(file_id, head, born, end)| {
-        let live = match (&head, born) {
-            (Some(h), Some(born)) if h.id <= born => None,
-            _ => head.clone(),
-        };
-        (file_id, live, head, end)
-    }))
+    Ok(row
+        .flatten()
+        .map(|(file_id, head, born, stream_end, mtime_pinned)| {
+            let live = match (&head, born) {
+                (Some(h), Some(born)) if h.id <= born => None,
+                _ => head.clone(),
+            };
+            NodeHead {
+                file_id,
+                live,
+                lineage_head: head,
+                stream_end,
+                mtime_pinned,
+            }
+        }))
+}
+
+/// What a commit reads of the file on an inode before it writes ([`node_head`]).
+pub(crate) struct NodeHead {
+    /// The lineage on the inode (`files.id`).
+    pub file_id: i64,
+    /// The file's head: the lineage's head unless the file was re-created after it.
+    pub live: Option<VersionInfo>,
+    /// The lineage's head (its last version, whichever file made it).
+    pub lineage_head: Option<VersionInfo>,
+    /// Where the lineage head's stream ends, bytes
+    /// ([`crate::store::sql::content::stream_end`] of it; 0 without a head).
+    pub stream_end: u64,
+    /// Whether the inode's mtime was set explicitly (`nodes.mtime_pinned`), so that a
+    /// write has to unpin it.
+    pub mtime_pinned: bool,
 }
 
 /// The deleted lineage a new file at `path` continues (SPEC §4, issue 11: a path's
@@ -781,7 +802,13 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
     } = req;
     // The file's current version; a file without one yet (created, first commit) is
     // empty, and its first version is numbered on from its lineage's (a re-created path).
-    let (file_id, live, lineage_head, head_end) = node_head(tx, ino)?.ok_or_else(|| {
+    let NodeHead {
+        file_id,
+        live,
+        lineage_head,
+        stream_end: head_end,
+        mtime_pinned,
+    } = node_head(tx, ino)?.ok_or_else(|| {
         StoreError::new(
             ErrorKind::Stale,
             format!("{path}: the file was replaced by a rename while open"),
@@ -1062,10 +1089,12 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
         )?;
     }
     // The node row is not rewritten: its mtime and ctime follow the current version
-    // (see `node_from_row`), except for an explicit mtime, which a write unpins.
-    if set_mtime {
+    // (see `node_from_row`), except for an explicit mtime, which a write unpins. Pinned
+    // as `node_head` read it: a pin another daemon commits after that read is ordered
+    // after this commit, and stays (one statement fewer per commit to a server).
+    if set_mtime && mtime_pinned {
         tx.exec(
-            "UPDATE nodes SET mtime_ns = ?1, mtime_pinned = 0 WHERE ino = ?2 AND mtime_pinned = 1",
+            "UPDATE nodes SET mtime_ns = ?1, mtime_pinned = 0 WHERE ino = ?2",
             p![time_ns, ino as i64],
         )?;
     }
