@@ -676,6 +676,29 @@ fn what_gc_forgot_is_not_shown_as_other_bytes() {
     );
 }
 
+/// A gc while a mount of the past is live, forgetting a version it shows: the file's
+/// next open there fails with ENODATA (as in a mount made after the gc), and a handle
+/// opened before reads EIO, never zeros in place of the bytes gc swept (it read zeros).
+#[test]
+fn a_gc_under_a_mount_of_the_past_never_shows_zeros() {
+    let m = Mount::new();
+    m.sh_ok("head -c 100000 /dev/urandom > g && echo keep > k");
+    let t = m.sh_ok("date -u +%Y-%m-%dT%H:%M:%S.%NZ").trim().to_string();
+    m.sh_ok("head -c 100000 /dev/urandom > g && head -c 100000 /dev/urandom > g");
+    let past = m.dir.path().join("past-gc");
+    let _guard = Other::mount(&["--at", &t], &m.db, &past);
+    assert_eq!(std::fs::metadata(past.join("g")).unwrap().len(), 100000);
+    let mut held = std::fs::File::open(past.join("g")).unwrap();
+    let gc = ok(cli(&m, &["gc", "--keep-last", "1"]));
+    assert!(gc.contains("deleted 2 versions"), "{gc}");
+    let e = std::fs::read(past.join("g")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENODATA), "{e}");
+    let mut buf = Vec::new();
+    let e = std::io::Read::read_to_end(&mut held, &mut buf).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    assert_eq!(read(past.join("k")), "keep\n");
+}
+
 /// A fork makes a new database: never over a file, through a link, or beside a file a
 /// database would take as its own (a planted redo log would be replayed into it).
 #[test]

@@ -371,7 +371,11 @@ fn an_explicit_mtime_lasts_until_the_next_write_across_remounts() {
     m.sh_ok("echo c >> f && echo d >> f");
     m.unmount();
     m.start();
-    assert_ne!(m.sh_ok("date -u -r f +%Y"), "2001\n", "a write unpins the mtime");
+    assert_ne!(
+        m.sh_ok("date -u -r f +%Y"),
+        "2001\n",
+        "a write unpins the mtime"
+    );
     m.sh_ok("touch -m -d '2002-01-01 UTC' f");
     m.unmount();
     m.start();

@@ -882,8 +882,10 @@ impl Fs {
     /// it was mounted, and hears of no change since; a redaction moves a version's content
     /// (same version, other bytes). At each open the version is read again: when its
     /// content moved, the node takes it and the kernel's pages and size of the old bytes
-    /// are dropped. A version the store no longer has (gc) is left to the read to report.
-    fn follow_rewritten_head(&self, ino: u64) {
+    /// are dropped. A version the store no longer has (a gc since the mount) is
+    /// `ENODATA`, as one forgotten before it ([`serve_checkpoints::forgotten_by_gc`]);
+    /// other store failures are left to the read to report.
+    fn follow_rewritten_head(&self, ino: u64) -> Result<()> {
         let Some(id) = self
             .tree
             .read()
@@ -891,17 +893,25 @@ impl Fs {
             .ok()
             .and_then(|n| n.head.as_ref().map(|h| h.id))
         else {
-            return;
+            return Ok(());
         };
-        let Ok(now) = self.store.version(id) else {
-            return;
+        let now = match self.store.version(id) {
+            Ok(now) => now,
+            Err(e) if e.is(crate::store::ErrorKind::NotFound) => {
+                return Err(serve_checkpoints::forgotten_by_gc(
+                    &self.tree.read().path(ino),
+                ));
+            }
+            Err(_) => return Ok(()),
         };
         {
             let mut tree = self.tree.write();
-            let Ok(node) = tree.get_mut(ino) else { return };
+            let Ok(node) = tree.get_mut(ino) else {
+                return Ok(());
+            };
             match node.head.as_mut() {
                 Some(h) if h.id == id && h.content != now.content => h.content = now.content,
-                _ => return,
+                _ => return Ok(()),
             }
             node.cached_version = 0;
             node.held = None;
@@ -913,6 +923,7 @@ impl Fs {
         self.invalidate(Invalidation::Attr(ino));
         self.invalidate(Invalidation::Data(ino));
         NO_WAIT.with(|c| c.set(false));
+        Ok(())
     }
 
     /// `open`; `check`: apply the writer rules (not for the handle of a `create`, whose
@@ -926,7 +937,7 @@ impl Fs {
             ));
         }
         if self.gate.read_only && View::of(ino).is_none() {
-            self.follow_rewritten_head(ino);
+            self.follow_rewritten_head(ino)?;
         }
         if let Some(view) = View::of(ino) {
             let opened = self.open_view(view, writable || flags & libc::O_TRUNC != 0)?;

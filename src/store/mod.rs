@@ -684,7 +684,8 @@ pub trait History: Send + Sync {
     fn ground_sources(&self) -> Result<crate::lineage::sources::Sources>;
     /// The lineage (`files.id`) version `id` (`versions.id`) belongs to.
     fn version_lineage(&self, id: i64) -> Result<i64>;
-    /// One version by `versions.id`.
+    /// One version by `versions.id` ([`ErrorKind::NotFound`] when the store no longer
+    /// has it: gc forgot it).
     fn version(&self, id: i64) -> Result<VersionInfo>;
     /// Who deleted a lineage (unlinked its file) and when, ns.
     fn deletion(&self, file_id: i64) -> Result<Option<(String, i64)>>;

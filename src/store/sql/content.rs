@@ -112,12 +112,11 @@ pub fn read_at(conn: &dyn Conn, content: ContentRef, offset: u64, buf: &mut [u8]
         buf[(covered - offset) as usize..(end - offset) as usize].fill(0);
     }
     // A hole reads as zeros (a sparse file), unless the stream itself is gone: gc swept
-    // the content of a version a handle still reads (on PostgreSQL, one open on another
-    // daemon than the one gc ran in). That is an error, never zeros in its place. (On
-    // SQLite gc runs in the daemon, which keeps what its handles read.)
+    // the content of a version a handle still reads (one open on another daemon than the
+    // one gc ran in: on PostgreSQL, or a mount of the past beside the live one). That is
+    // an error, never zeros in its place.
     if hole
         && content.stream != EMPTY_STREAM
-        && conn.dialect() == crate::store::sql::Dialect::Postgres
         && !conn.value::<bool>(
             "SELECT EXISTS (SELECT 1 FROM streams WHERE id = ?1)",
             p![content.stream],

@@ -3,7 +3,7 @@
 //! is implemented once, over these, for any backend that hands out a reading connection.
 
 use crate::p;
-use crate::store::error::{ErrorKind, Result};
+use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::admin::events_of;
 use crate::store::sql::checkpoint;
 use crate::store::sql::write::{inputs_of, node_from_row, version_from_row};
@@ -109,11 +109,17 @@ pub(crate) fn version_lineage(conn: &dyn Conn, id: i64) -> Result<i64> {
 }
 
 pub(crate) fn version(conn: &dyn Conn, id: i64) -> Result<VersionInfo> {
-    Ok(conn.one(
+    conn.opt(
         "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE id = ?1",
         p![id],
         version_from_row,
-    )?)
+    )?
+    .ok_or_else(|| {
+        StoreError::new(
+            ErrorKind::NotFound,
+            format!("version id {id}: not in the store (gc forgot it)"),
+        )
+    })
 }
 
 pub(crate) fn deletion(conn: &dyn Conn, file_id: i64) -> Result<Option<(String, i64)>> {
