@@ -121,6 +121,42 @@ except OSError as e:
     );
 }
 
+/// An fsync that fails with ENOSPC keeps what the handle wrote: retried once there is
+/// room, it commits the bytes (helper finding: the first fsync failed with EIO, "FOREIGN
+/// KEY constraint failed", over a `processes` row whose insert SQLite had rolled back;
+/// the retry returned 0 and the bytes were gone, the file unchanged, nothing on record).
+#[test]
+fn an_fsync_retried_after_enospc_commits_the_bytes() {
+    let m = Mount::with_db_on_tmpfs("8m");
+    m.sh_ok("echo '{}' > state.json");
+    let fill = m.db.parent().unwrap().join("fill");
+    let out = m.sh_ok(&format!(
+        "python3 -c '
+import os, subprocess
+subprocess.run([\"dd\", \"if=/dev/zero\", \"of={fill}\", \"bs=64k\"], stderr=subprocess.DEVNULL)
+fd = os.open(\"state.json\", os.O_WRONLY | os.O_TRUNC)
+os.write(fd, b\"{{\\\"y\\\": 3}}\\n\")
+try:
+    os.fsync(fd)
+    print(\"first fsync ok\")
+except OSError as e:
+    print(\"first fsync\", e.strerror)
+os.unlink(\"{fill}\")
+os.fsync(fd)
+os.close(fd)
+print(\"retried\")
+'",
+        fill = fill.display()
+    ));
+    assert_eq!(
+        out, "first fsync No space left on device\nretried\n",
+        "{out}"
+    );
+    assert_eq!(read(m.path("state.json")), "{\"y\": 3}\n");
+    let versions = m.sql("SELECT COUNT(*) FROM versions v JOIN files f ON f.id = v.file_id WHERE f.path = 'state.json'");
+    assert_eq!(versions, "2", "the default {{}}, then the retried commit");
+}
+
 /// When the batch cannot be committed (the disk holding the database is full), a later
 /// change either fails with ENOSPC or is kept: an unlink is never answered and then
 /// forgotten (docs/SEMANTICS.md, Durability). After the disk grows, a kill -9 and a

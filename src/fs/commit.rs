@@ -518,10 +518,20 @@ impl Fs {
                 }
                 Ok(())
             }
+            Err(e) if e.errno != libc::ESTALE => {
+                // The store failed (a full disk, a lost connection, a lock held too
+                // long): nothing was decided about these bytes, and the rules passed
+                // them above. The private copy stays as it is, dirty, so that the next
+                // fsync, flush or release commits it: fsync(2) retried after ENOSPC must
+                // not return 0 over bytes that were dropped (helper finding).
+                drop(guard);
+                log::warn!("commit failed, the bytes kept for a retry: {e}");
+                Err(e)
+            }
             Err(e) => {
-                // Refused or failed: the private copy is dropped (the store kept the
-                // refused content with the reason); the handle goes on from the current
-                // version so that repeated flushes do not repeat the refusal.
+                // Refused (a lost update): the private copy is dropped (the store kept
+                // the refused content with the reason); the handle goes on from the
+                // current version so that repeated flushes do not repeat the refusal.
                 if let Some((id, content)) = self.tree.read().nodes.get(&h.ino).map(|n| n.content())
                 {
                     w.committed(id, content);

@@ -44,11 +44,20 @@ impl Conn for rusqlite::Connection {
         f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
     ) -> Result<()> {
         let mut stmt = self.prepare_cached(sql)?;
+        let writes = !stmt.readonly();
         let mut rows = stmt.query(rusqlite::params_from_iter(params.iter()))?;
         while let Some(r) = rows.next()? {
             if f(r)? == Flow::Stop {
                 break;
             }
+        }
+        // A statement that writes (`INSERT ... RETURNING`) is stepped to its end: outside
+        // a transaction its implicit COMMIT runs there, and a failure of it (SQLITE_FULL)
+        // must reach the caller. Dropped half-way, the statement is reset, whose error
+        // rusqlite drops: the caller took an id whose row was rolled back (helper finding:
+        // a later commit failed "FOREIGN KEY constraint failed" on a full disk).
+        if writes {
+            while rows.next()?.is_some() {}
         }
         Ok(())
     }
