@@ -811,8 +811,10 @@ pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
     {
         crate::mcp::socket::remove(&db);
     }
-    // Write what the redo log holds (dropping the store would too, if nothing else held it).
-    if let Err(e) = fs.fsyncdir() {
+    // Write what the redo log holds, empty it and checkpoint the WAL into the database
+    // file (dropping the store would, if nothing else held it), so that the file alone is
+    // the scratchpad (helper finding: a copy of it after an unmount was an empty shell).
+    if let Err(e) = fs.finish() {
         log::error!("writing acknowledged changes at unmount (the redo log keeps them): {e}");
     }
     served
@@ -863,7 +865,7 @@ impl Background {
                 crate::mcp::socket::remove(db);
             }
             self.fs
-                .fsyncdir()
+                .finish()
                 .map_err(|e| format!("writing acknowledged changes: {e}"))?;
         }
         Ok(())

@@ -157,6 +157,40 @@ print(\"retried\")
     assert_eq!(versions, "2", "the default {{}}, then the retried commit");
 }
 
+/// After a clean unmount the database file alone is the scratchpad: the redo log is
+/// empty and the WAL checkpointed into it, so a copy of just that file reads back every
+/// change (helper finding: the copy was an empty shell, "no such table: meta").
+#[test]
+fn after_an_unmount_the_database_file_alone_holds_everything() {
+    let mut m = Mount::new();
+    m.sh_ok("echo important > plan.md && for i in $(seq 50); do echo $i >> log.md; done");
+    assert_eq!(m.unmount(), Some(0));
+    let len = |suffix: &str| {
+        let mut p = m.db.clone().into_os_string();
+        p.push(suffix);
+        std::fs::metadata(&p).map_or(0, |md| md.len())
+    };
+    assert_eq!(
+        (len("-wal"), len("-redo")),
+        (0, 0),
+        "WAL and redo log empty"
+    );
+    let copy = m.dir.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    std::fs::copy(&m.db, copy.join("s.db")).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["show", "plan.md", "--db"])
+        .arg(copy.join("s.db"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "important\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// When the batch cannot be committed (the disk holding the database is full), a later
 /// change either fails with ENOSPC or is kept: an unlink is never answered and then
 /// forgotten (docs/SEMANTICS.md, Durability). After the disk grows, a kill -9 and a

@@ -1417,6 +1417,12 @@ impl Fs {
         Ok(self.store.sync_to_disk()?)
     }
 
+    /// The end of a clean unmount ([`Store::finish`]): the database file alone holds the
+    /// whole scratchpad.
+    pub fn finish(&self) -> Result<()> {
+        Ok(self.store.finish()?)
+    }
+
     /// `opendir`: checks that `ino` is a directory; its listing may be cached by the
     /// kernel, which invalidates it on every change made through the mount.
     pub fn opendir(&self, ino: u64) -> Result<OpenFlags> {

@@ -476,6 +476,14 @@ pub trait Store: History {
     ) -> Result<RedactReport>;
     /// Sets the `meta` row `key` to `value` (docs/schema.md).
     fn set_meta(&self, key: &str, value: &str) -> Result<()>;
+    /// What a clean unmount does last: every acknowledged change written to the
+    /// database, and on SQLite the redo log emptied and the WAL checkpointed into the
+    /// database file (`PRAGMA wal_checkpoint(TRUNCATE)`), so that the database file alone
+    /// is the whole scratchpad (a copy of it is a backup). The store still works after it.
+    /// A reader holding the WAL (a command reading meanwhile) leaves it as it is, logged.
+    fn finish(&self) -> Result<()> {
+        self.sync()
+    }
     /// What the other daemons of a shared database have open, as (stream, len), for a gc
     /// to keep (issue 15): on PostgreSQL every live daemon is asked and answers, within
     /// 30 s (`EBUSY` naming a daemon that did not; docs/deploy.md, "gc"). An SQLite file

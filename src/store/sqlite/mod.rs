@@ -878,6 +878,27 @@ impl super::Reading for Sqlite {
 }
 
 impl Store for Sqlite {
+    fn finish(&self) -> Result<()> {
+        if self.frozen {
+            return Ok(());
+        }
+        let conn = self.write_lock()?;
+        {
+            let mut redo = self.redo.lock();
+            if redo.pending.is_empty() && redo.folded == redo.last_seq && conn.is_autocommit() {
+                redo.log.clear()?;
+            }
+        }
+        let busy: i64 = conn.value("PRAGMA wal_checkpoint(TRUNCATE)", p![])?;
+        if busy != 0 {
+            log::warn!(
+                "{}: a reader kept the WAL from being checkpointed into the database file at unmount",
+                self.path.display()
+            );
+        }
+        Ok(())
+    }
+
     fn set_meta(&self, key: &str, value: &str) -> Result<()> {
         Sqlite::set_meta(self, key, value)
     }
