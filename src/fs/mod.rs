@@ -506,6 +506,12 @@ impl Fs {
     /// first); a change that does not come through the kernel (an MCP call, issue 12)
     /// does. `EACCES`, naming the path, the mode and the owner.
     pub fn access(&self, ino: u64, mask: i32, ctx: Ctx) -> Result<()> {
+        self.access_named(ino, mask, ctx, None)
+    }
+
+    /// [`Fs::access`], the refusal naming `shown` (the path the caller asked for: a view's
+    /// inode has none in the tree) when given.
+    pub fn access_named(&self, ino: u64, mask: i32, ctx: Ctx, shown: Option<&str>) -> Result<()> {
         let a = self.getattr(ino)?;
         let mode = a.attrs.mode;
         let want = (mask & 7) as u32;
@@ -526,10 +532,10 @@ impl Fs {
         if want & !allowed == 0 {
             return Ok(());
         }
-        let path = if a.synthesized {
-            format!("inode {ino}")
-        } else {
-            self.tree.read().path(ino)
+        let path = match shown {
+            Some(p) => p.trim_matches('/').to_string(),
+            None if a.synthesized => format!("inode {ino}"),
+            None => self.tree.read().path(ino),
         };
         Err(Error::new(
             libc::EACCES,

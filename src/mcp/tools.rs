@@ -73,8 +73,13 @@ fn look(fs: &Fs, parent: u64, name: &[u8]) -> Result<crate::fs::Attr> {
 /// `ENOENT` ("no such file") when a component is missing.
 pub fn resolve(fs: &Fs, path: &str, ctx: Ctx) -> Result<u64> {
     let mut ino = ROOT;
+    let mut walked = String::new();
     for part in components(path, false)? {
-        fs.access(ino, libc::X_OK, ctx)?;
+        fs.access_named(ino, libc::X_OK, ctx, Some(&walked))?;
+        if !walked.is_empty() {
+            walked.push('/');
+        }
+        walked.push_str(part);
         ino = look(fs, ino, part.as_bytes())
             .map_err(|e| match e.errno {
                 libc::ENOENT => Error::new(libc::ENOENT, format!("{path}: no such file")),
@@ -112,7 +117,7 @@ fn read_window(fs: &Fs, path: &str, offset: u64, max: usize, ctx: Ctx) -> Result
     let ino = resolve(fs, path, ctx)?;
     // A view's mode and owner are its source file's (docs/views.md), so this check is
     // the one the kernel makes on the mount.
-    fs.access(ino, libc::R_OK, ctx)?;
+    fs.access_named(ino, libc::R_OK, ctx, Some(path))?;
     let (fh, _) = fs.open(ino, libc::O_RDONLY, ctx)?;
     let size = fs.getattr(ino).map(|a| a.size);
     let mut out = Vec::new();
@@ -413,7 +418,7 @@ pub fn outline(fs: &Fs, path: &str, ctx: Ctx) -> Result<String> {
     }
     // What a file holds is the file's to give: its outline needs leave to read it.
     let ino = resolve(fs, path, ctx)?;
-    fs.access(ino, libc::R_OK, ctx)?;
+    fs.access_named(ino, libc::R_OK, ctx, Some(path))?;
     let bytes = read_all(fs, &format!("{path}.outline"), ctx).map_err(|e| match e.errno {
         libc::ENOENT => Error::new(libc::ENOENT, format!("{path}: no such file")),
         _ => e,
@@ -759,7 +764,7 @@ fn hide_unreadable_keys(fs: &Fs, n: &mut crate::lineage::why::Node, ctx: Ctx) {
 /// The live lineage (`files.id`) of the file at `path`.
 fn file_id(fs: &Fs, path: &str, ctx: Ctx) -> Result<i64> {
     let ino = resolve(fs, path, ctx)?;
-    fs.access(ino, libc::R_OK, ctx)?;
+    fs.access_named(ino, libc::R_OK, ctx, Some(path))?;
     fs.store()
         .lineages(path)?
         .into_iter()
@@ -945,7 +950,7 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
         "why" => {
             let p = path()?;
             let ino = resolve(fs, p, ctx)?;
-            fs.access(ino, libc::R_OK, ctx)?;
+            fs.access_named(ino, libc::R_OK, ctx, Some(p))?;
             let key = match args.get("key") {
                 None | Some(serde_json::Value::Null) => None,
                 Some(_) => Some(arg_str(args, "key")?),
