@@ -8,12 +8,24 @@ use std::fmt;
 /// `errno` is a positive `libc` errno value (e.g. `libc::ESTALE`); `reason` is the one-line
 /// explanation recorded in provenance and shown in logs. Displayed as `reason (strerror)`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reason} ({})", std::io::Error::from_raw_os_error(*errno))]
+#[error("{}", shown(reason, *errno))]
 pub struct Error {
     /// Positive errno value the FUSE reply carries.
     pub errno: i32,
     /// One line: what failed and why.
     pub reason: String,
+}
+
+/// `reason (strerror)`, as both error types display: the reason and the OS's text for
+/// `errno` ("No such file or directory (os error 2)"), which is left out when the reason
+/// holds it already (an I/O error's own text, as a failed connect's reason does).
+pub fn shown(reason: &str, errno: i32) -> String {
+    let os = std::io::Error::from_raw_os_error(errno).to_string();
+    if reason.contains(&os) {
+        reason.to_string()
+    } else {
+        format!("{reason} ({os})")
+    }
 }
 
 /// Result alias for the core.

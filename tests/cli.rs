@@ -1166,3 +1166,28 @@ fn a_mount_racing_a_killed_daemon_clears_it_on_econnaborted() {
     assert!(st.success());
     assert!(second.wait().unwrap().success(), "{}", read(&log));
 }
+
+/// `restore PATH@N` of a deleted file makes it again (continuing its lineage) and
+/// restores version N, mounted or not (helper finding: "no such file or version"); a
+/// version that is not there makes nothing.
+#[test]
+fn restore_brings_back_a_deleted_file() {
+    let mut m = Mount::new();
+    m.sh_ok("echo one > gone.md && echo two > gone.md && rm gone.md");
+    let (code, _, err) = cli(&m, &["restore", "gone.md@1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(read(m.path("gone.md")), "one\n");
+    m.sh_ok("rm gone.md");
+    m.unmount();
+    let (code, _, err) = cli(&m, &["restore", "gone.md@2"]);
+    assert_eq!(code, 0, "{err}");
+    m.start();
+    assert_eq!(read(m.path("gone.md")), "two\n");
+    let history = cli(&m, &["history", "gone.md"]).1;
+    assert!(history.contains("restore"), "{history}");
+    m.sh_ok("rm gone.md");
+    let (code, _, err) = cli(&m, &["restore", "gone.md@99"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no such version"), "{err}");
+    assert!(!m.path("gone.md").exists());
+}

@@ -2,6 +2,8 @@
 //! `restore` (SPEC §2). While the database is mounted, the restore goes through the
 //! mount (setting `user.scratchfs.restore` on the file), so that the daemon commits it
 //! and drops the kernel's cached size and pages; otherwise it opens the store itself.
+//! A deleted file is made again first (an empty file, which continues its lineage:
+//! SPEC §4), as the caller, through the gate, then restored.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -17,9 +19,13 @@ use crate::views::quote_stored;
 pub fn restore(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
     let spec = arg(spec);
     super::check_db(db)?;
-    let (path, n) = resolve_spec(&*super::open_history(db)?, &spec)?;
+    let history = super::open_history(db)?;
+    let (path, n) = resolve_spec(&*history, &spec)?;
     let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_stored(&spec)))?;
     let path = path.trim_start_matches('/').to_string();
+    // The version exists before anything is made (a deleted file is made again for it).
+    super::version_in(&*history, &path, Some(n), &spec)?;
+    drop(history);
     let lock = match crate::mount::lock_database_now(db) {
         Ok(lock) => lock,
         Err(_) => match super::live_mountpoint(db)? {
@@ -45,11 +51,22 @@ fn report(path: &str, n: i64, json: bool) {
 }
 
 fn through_mount(mnt: &str, path: &str, n: i64) -> Result<(), Failure> {
-    super::set_xattr(
-        &Path::new(mnt).join(OsStr::from_bytes(&paths::decode(path))),
-        RESTORE_XATTR,
-        n.to_string().as_bytes(),
-    )
+    let target = Path::new(mnt).join(OsStr::from_bytes(&paths::decode(path)));
+    let set = || super::set_xattr(&target, RESTORE_XATTR, n.to_string().as_bytes());
+    match set() {
+        Err(e)
+            if e.raw_os_error() == Some(libc::ENOENT)
+                && std::fs::symlink_metadata(&target).is_err() =>
+        {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&target)
+                .map_err(|e| format!("{}: making it again: {e}", quote_stored(path)))?;
+            set()
+        }
+        r => r,
+    }
     .map_err(|e| match e.raw_os_error() {
         Some(libc::ENOENT) => format!(
             "{}: no such file or version",
@@ -62,24 +79,37 @@ fn through_mount(mnt: &str, path: &str, n: i64) -> Result<(), Failure> {
 fn offline(db: &Path, path: &str, n: i64) -> Result<(), Failure> {
     let me = unsafe { (libc::getuid(), libc::getgid()) };
     let fs = super::offline_fs(db)?;
-    let mut ino = ROOT;
-    let raw = paths::decode(path);
-    for part in raw.split(|&b| b == b'/').filter(|p| !p.is_empty()) {
-        ino = fs
-            .lookup(ino, part)
-            .map_err(|_| {
-                let (q, archived) = (
-                    quote_stored(path),
-                    quote_stored(&format!(".archive/{path}")).into_owned(),
-                );
-                format!("{q}: no such file (a deleted file comes back with cp {archived} {q})")
-            })?
-            .ino;
-    }
     let ctx = Ctx {
         pid: std::process::id(),
         uid: me.0,
         gid: me.1,
     };
+    let mut ino = ROOT;
+    let raw = paths::decode(path);
+    let parts: Vec<&[u8]> = raw
+        .split(|&b| b == b'/')
+        .filter(|p| !p.is_empty())
+        .collect();
+    for (i, part) in parts.iter().enumerate() {
+        ino = match fs.lookup(ino, part) {
+            Ok(a) => a.ino,
+            // A deleted file: made again, which continues its lineage (SPEC §4).
+            Err(e) if e.errno == libc::ENOENT && i + 1 == parts.len() => {
+                let (a, fh, _) = fs
+                    .create(ino, part, 0o644, 0o022, libc::O_WRONLY, ctx)
+                    .map_err(|e| {
+                        format!("{}: making it again: {}", quote_stored(path), e.reason)
+                    })?;
+                fs.release(fh).map_err(|e| e.reason)?;
+                a.ino
+            }
+            Err(_) => {
+                return Err(format!(
+                    "{}: its directory is gone: make it again (mkdir -p), then restore",
+                    quote_stored(path)
+                ));
+            }
+        };
+    }
     fs.restore(ino, n, ctx).map_err(|e| e.reason)
 }

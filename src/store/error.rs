@@ -113,7 +113,7 @@ impl ErrorKind {
 /// (recorded with a refusal, printed by the CLI). Displayed as `reason (strerror)`, as the
 /// filesystem's [`crate::error::Error`] it becomes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reason} ({})", std::io::Error::from_raw_os_error(self.errno()))]
+#[error("{}", crate::error::shown(reason, self.errno()))]
 pub struct StoreError {
     /// What went wrong.
     pub kind: ErrorKind,
@@ -250,6 +250,26 @@ mod tests {
         ] {
             assert_eq!(kind.errno(), libc::EIO);
         }
+    }
+
+    /// The display adds the errno's text once: not again after a reason that holds it
+    /// (helper finding: "Connection refused (os error 111) (Connection refused ...)").
+    #[test]
+    fn the_errno_text_shows_once() {
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        let e = StoreError::new(
+            ErrorKind::of_io(&refused),
+            format!("cannot connect: {refused}"),
+        );
+        assert_eq!(
+            e.to_string(),
+            "cannot connect: Connection refused (os error 111)"
+        );
+        let e = StoreError::new(ErrorKind::Stale, "plan.md: a newer version");
+        assert_eq!(
+            e.to_string(),
+            "plan.md: a newer version (Stale file handle (os error 116))"
+        );
     }
 
     /// The filesystem's error keeps the errno and the reason.

@@ -798,6 +798,8 @@ impl Row for tokio_postgres::Row {
 /// - `55P03` lock_not_available (a lock waited for longer than `lock_timeout`) →
 ///   [`ErrorKind::Conflict`];
 /// - `53100` disk_full → [`ErrorKind::Full`] (`ENOSPC`);
+/// - `3D000` invalid_catalog_name (the URL's database does not exist) →
+///   [`ErrorKind::NotFound`] (`ENOENT`);
 /// - `25006` read_only_sql_transaction → [`ErrorKind::ReadOnly`] (`EROFS`; a read-only
 ///   standby, say);
 /// - `42501` insufficient_privilege, `28000` invalid_authorization_specification,
@@ -833,6 +835,7 @@ pub fn pg_error(e: &tokio_postgres::Error) -> StoreError {
             " (another daemon or session held the lock longer than lock_timeout, 30 s)",
         ),
         "53100" => (ErrorKind::Full, ""),
+        "3D000" => (ErrorKind::NotFound, ""),
         "25006" => (ErrorKind::ReadOnly, ""),
         "42501" | "28000" | "28P01" => (ErrorKind::Denied, ""),
         "57P01" | "57P02" | "57P03" => return lost(),
