@@ -778,11 +778,27 @@ pub fn absolute(p: &Path) -> Result<PathBuf, Failure> {
     std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
 }
 
+/// Why the kernel mount failed: `mount MNT: CAUSE`, with what to do when a user other
+/// than root was refused (FUSE needs `/dev/fuse`, or `fusermount3` set-uid root).
+fn mount_failed(mountpoint: &Path, e: &std::io::Error) -> String {
+    let mut msg = format!("mount {}: {e}", mountpoint.display());
+    if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM))
+        && unsafe { libc::geteuid() } != 0
+    {
+        msg.push_str(
+            " (a user other than root mounts FUSE through /dev/fuse, which must be readable \
+             and writable by it, or through fusermount3 set-uid root; else mount as root \
+             with --owner UID:GID for the agent, README.md)",
+        );
+    }
+    msg
+}
+
 /// Mounts and serves in the foreground until unmounted or signalled.
 pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
     let (fs, config) = prepare(spec)?;
     let session = fuser::Session::new(Adapter::new(fs.clone()), &spec.mountpoint, &config)
-        .map_err(|e| format!("mount {}: {e}", spec.mountpoint.display()))?;
+        .map_err(|e| mount_failed(&spec.mountpoint, &e))?;
     fs.set_invalidator(spawn_notifier(session.notifier()));
     let mp = spec.mountpoint.clone();
     let mut signals = signal_hook::iterator::Signals::new([
@@ -835,7 +851,7 @@ impl Background {
     pub fn start(spec: &MountSpec) -> Result<Background, Failure> {
         let (fs, config) = prepare(spec)?;
         let session = fuser::Session::new(Adapter::new(fs.clone()), &spec.mountpoint, &config)
-            .map_err(|e| format!("mount {}: {e}", spec.mountpoint.display()))?;
+            .map_err(|e| mount_failed(&spec.mountpoint, &e))?;
         fs.set_invalidator(spawn_notifier(session.notifier()));
         let session = session
             .spawn()
