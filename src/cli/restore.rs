@@ -24,7 +24,29 @@ pub fn restore(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
     let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_stored(&spec)))?;
     let path = path.trim_start_matches('/').to_string();
     // The version exists before anything is made (a deleted file is made again for it).
-    super::version_in(&*history, &path, Some(n), &spec)?;
+    let wanted = super::version_in(&*history, &path, Some(n), &spec)?;
+    // A live file that holds those bytes already: a restore would make no version.
+    if let Some((_, head)) = history.live_head(&path).map_err(|e| e.to_string())?
+        && let Ok(now) = history.version(head)
+        && let Ok(current) = super::version_in(&*history, &path, None, &spec)
+        && current.id == now.id
+        && current.blake3 == wanted.blake3
+        && current.size == wanted.size
+    {
+        if json {
+            let mut o =
+                serde_json::json!({ "path": path, "restored": null, "current": current.version });
+            super::json_paths(&mut o, &["path"]);
+            println!("{o}");
+        } else {
+            println!(
+                "{}: holds the bytes of version {n} already (version {}): nothing restored",
+                quote_stored(&path),
+                current.version
+            );
+        }
+        return Ok(());
+    }
     drop(history);
     let lock = match crate::mount::lock_database_now(db) {
         Ok(lock) => lock,
