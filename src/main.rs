@@ -308,6 +308,10 @@ enum Command {
     Why {
         /// PATH or PATH:KEY (dotted for nested keys: state.json:order.total_cents).
         target: OsString,
+        /// KEY of PATH, without splitting PATH at a colon (for a file whose name holds
+        /// one: `why 'a:b.json' --key k`).
+        #[arg(long)]
+        key: Option<String>,
         /// How many levels of inputs to follow.
         #[arg(long, default_value_t = scratchfs::lineage::why::DEFAULT_DEPTH)]
         depth: usize,
@@ -511,10 +515,11 @@ fn main() -> ExitCode {
         Command::Fsck { db, json } => cli::fsck::fsck(&db.db, json),
         Command::Why {
             target,
+            key,
             depth,
             db,
             json,
-        } => cli::why::why(&db.db, &target, depth, json),
+        } => cli::why::why(&db.db, &target, key.as_deref(), depth, json),
         Command::Ground { file, db, json } => cli::ground::ground(&db.db, file.as_deref(), json),
         Command::Restore { spec, db, json } => cli::restore::restore(&db.db, &spec, json),
         Command::Redact {

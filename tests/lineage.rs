@@ -569,3 +569,32 @@ fn the_agent_cannot_source_its_own_number_by_claiming_a_tool() {
         "{out}"
     );
 }
+
+/// `why c.json:k` with a file named `c.json:k` beside `c.json`: the file, with a note on
+/// stderr naming `--key`, which asks for the key without splitting the name.
+#[test]
+fn why_names_the_file_and_key_asks_for_the_key() {
+    let m = Mount::new();
+    m.sh_ok("echo '{\"k\": 1}' > c.json && echo text > 'c.json:k'");
+    let why = |args: &[&str]| {
+        let o = Command::new(BIN)
+            .arg("why")
+            .args(args)
+            .args(["--json", "--db"])
+            .arg(&m.db)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let w: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (w, String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (w, err) = why(&["c.json:k"]);
+    assert_eq!((w["path"].as_str(), w["key"].as_str()), (Some("c.json:k"), None));
+    assert!(err.contains("why c.json --key k"), "{err}");
+    let (w, err) = why(&["c.json", "--key", "k"]);
+    assert_eq!(
+        (w["path"].as_str(), w["key"].as_str(), w["value"].as_str()),
+        (Some("c.json"), Some("k"), Some("1"))
+    );
+    assert_eq!(err, "");
+}
