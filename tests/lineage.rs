@@ -589,7 +589,10 @@ fn why_names_the_file_and_key_asks_for_the_key() {
         (w, String::from_utf8_lossy(&o.stderr).into_owned())
     };
     let (w, err) = why(&["c.json:k"]);
-    assert_eq!((w["path"].as_str(), w["key"].as_str()), (Some("c.json:k"), None));
+    assert_eq!(
+        (w["path"].as_str(), w["key"].as_str()),
+        (Some("c.json:k"), None)
+    );
     assert!(err.contains("why c.json --key k"), "{err}");
     let (w, err) = why(&["c.json", "--key", "k"]);
     assert_eq!(

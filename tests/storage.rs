@@ -157,6 +157,38 @@ print(\"retried\")
     assert_eq!(versions, "2", "the default {{}}, then the retried commit");
 }
 
+/// With the disk full, `ls` still lists the files (MANIFEST, whose size needs the store,
+/// is left out and fails when read), and once there is room MANIFEST is listed again
+/// (helper finding: `ls` failed with ENOSPC).
+#[test]
+fn a_full_disk_leaves_the_files_listable() {
+    let m = Mount::with_db_on_tmpfs("8m");
+    let fill = m.db.parent().unwrap().join("fill");
+    m.sh_ok("echo a > a");
+    let o = m.sh(&format!(
+        "dd if=/dev/zero of={} bs=64k 2>/dev/null; \
+         for i in 1 2 3; do head -c 300000 /dev/urandom | base64 > f$i.txt || true; done",
+        fill.display()
+    ));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("No space left on device"),
+        "the disk is full"
+    );
+    let listed = m.sh_ok("ls");
+    assert!(listed.lines().any(|l| l == "a"), "{listed}");
+    let e = m.sh("cat MANIFEST");
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("No space left on device"),
+        "{}",
+        String::from_utf8_lossy(&e.stderr)
+    );
+    assert_eq!(read(m.path("a")), "a\n");
+    std::fs::remove_file(&fill).unwrap();
+    let listed = m.sh_ok("ls");
+    assert!(listed.lines().any(|l| l == "MANIFEST"), "{listed}");
+    assert!(read(m.path("MANIFEST")).contains("a "));
+}
+
 /// After a clean unmount the database file alone is the scratchpad: the redo log is
 /// empty and the WAL checkpointed into it, so a copy of just that file reads back every
 /// change (helper finding: the copy was an empty shell, "no such table: meta").

@@ -304,6 +304,10 @@ pub struct Fs {
     /// A mount of the past: the point's time (ns), which MANIFEST is as of. `None` for
     /// the live tree.
     past_ns: Option<i64>,
+    /// A listing left out a view whose attributes failed (MANIFEST while the store fails):
+    /// the next `opendir` drops the kernel's cached listing, so the view is back once the
+    /// store is.
+    listing_short: std::sync::atomic::AtomicBool,
     /// A spill directory of this core's own ([`Fs::owning_spill_dir`]), removed with it.
     _spill_owned: Option<tempfile::TempDir>,
 }
@@ -370,6 +374,7 @@ impl Fs {
             step_now: std::sync::atomic::AtomicI64::new(step_now),
             forgotten: Default::default(),
             past_ns: None,
+            listing_short: Default::default(),
             _spill_owned: None,
         })
     }
@@ -1444,9 +1449,12 @@ impl Fs {
             });
         }
         self.tree.read().dir(ino)?;
+        let short = self
+            .listing_short
+            .swap(false, std::sync::atomic::Ordering::Relaxed);
         Ok(OpenFlags {
             direct_io: false,
-            keep_cache: true,
+            keep_cache: !short,
             noflush: true,
             cache_dir: true,
         })
@@ -1470,6 +1478,15 @@ impl Fs {
                 name => match self.lookup(ino, name) {
                     Ok(a) => a,
                     Err(err) if err.errno == libc::ENOENT => continue,
+                    // A view whose size needs the store (MANIFEST) while the store
+                    // fails (a full disk): the listing of the files goes on without it,
+                    // and opening it reports the failure.
+                    Err(err) if View::of(e.ino).is_some() => {
+                        log::warn!("listing {}: {err}", String::from_utf8_lossy(name));
+                        self.listing_short
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    }
                     Err(err) => return Err(err),
                 },
             };
