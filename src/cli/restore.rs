@@ -27,11 +27,9 @@ pub fn restore(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
     let wanted = super::version_in(&*history, &path, Some(n), &spec)?;
     // A live file that holds those bytes already: a restore would make no version.
     if let Some((_, head)) = history.live_head(&path).map_err(|e| e.to_string())?
-        && let Ok(now) = history.version(head)
         && let Ok(current) = super::version_in(&*history, &path, None, &spec)
-        && current.id == now.id
-        && current.blake3 == wanted.blake3
-        && current.size == wanted.size
+        && current.id == head
+        && (&current.blake3, current.size) == (&wanted.blake3, wanted.size)
     {
         if json {
             let mut o =

@@ -180,7 +180,7 @@ impl Fs {
                     node.head = Some(self.store.version(h.id)?);
                 }
                 // The page cache may hold the secret: the next open drops it.
-                node.cached_version = 0;
+                node.forget_old_bytes();
                 touched.push(ino);
             }
         }

@@ -313,11 +313,7 @@ impl Fs {
                         n.step = r.step;
                         n.mtime_pinned = r.mtime_pinned;
                         if rewritten {
-                            // No page of the old bytes is served again (Fs::redact does
-                            // the same in the daemon that redacted).
-                            n.cached_version = 0;
-                            n.held = None;
-                            n.size_untold = true;
+                            n.forget_old_bytes();
                         }
                     }
                     if n.orphan {

@@ -924,9 +924,7 @@ impl Fs {
                 Some(h) if h.id == id && h.content != now.content => h.content = now.content,
                 _ => return Ok(()),
             }
-            node.cached_version = 0;
-            node.held = None;
-            node.size_untold = true;
+            node.forget_old_bytes();
         }
         self.views.changed(&[ino]);
         // Inside the open's request: sent, not waited for (FUSE-TRAPS).

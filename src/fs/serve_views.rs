@@ -190,6 +190,17 @@ impl ViewState {
 }
 
 impl Fs {
+    /// The time MANIFEST is "as of" (ns), also its mtime: a mount of the past's point,
+    /// else the last change to the tree (at least the root's ctime, `root_ctime`).
+    fn manifest_as_of(&self, root_ctime: i64) -> i64 {
+        self.past_ns.unwrap_or_else(|| {
+            self.views
+                .last_change_ns
+                .load(Ordering::Acquire)
+                .max(root_ctime)
+        })
+    }
+
     /// Lists the outlines in readdir (they always resolve by name).
     pub fn with_views_listed(mut self, listed: bool) -> Self {
         self.views.listed = listed;
@@ -311,12 +322,7 @@ impl Fs {
         let root = tree.get(ROOT)?.attrs;
         let (t, mode, uid, gid) = match view {
             View::Manifest => (
-                self.past_ns.unwrap_or_else(|| {
-                    self.views
-                        .last_change_ns
-                        .load(Ordering::Acquire)
-                        .max(root.ctime_ns)
-                }),
+                self.manifest_as_of(root.ctime_ns),
                 0o444,
                 root.uid,
                 root.gid,
@@ -575,12 +581,7 @@ impl Fs {
             erasures,
             checkpoints: self.checkpoint_lines()?,
             rules: self.rules_summary(),
-            as_of_ns: self.past_ns.unwrap_or_else(|| {
-                self.views
-                    .last_change_ns
-                    .load(Ordering::Acquire)
-                    .max(root_ctime)
-            }),
+            as_of_ns: self.manifest_as_of(root_ctime),
             budget_tokens: self.manifest_budget(),
             caps: rules.is_some().then_some(&caps as manifest::Caps),
             step_now: Some(self.step_now.load(Ordering::Relaxed)).filter(|&s| s != i64::MIN),

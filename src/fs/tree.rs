@@ -161,6 +161,14 @@ impl Node {
                 (h.id, h.content)
             })
     }
+    /// The current version's bytes changed in place (a redaction moved the version to
+    /// other content): no page, held size or size the kernel was told of the old bytes is
+    /// used again.
+    pub(super) fn forget_old_bytes(&mut self) {
+        self.cached_version = 0;
+        self.held = None;
+        self.size_untold = true;
+    }
     /// Takes `head`, a version another daemon committed (or a rollback made), as the
     /// file's current version. Readers reading the previous version through the page
     /// cache may still be open: the kernel keeps one `i_size` per inode, which bounds
