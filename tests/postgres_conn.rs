@@ -485,7 +485,8 @@ fn a_commit_takes_its_version_id_with_its_locks() {
     let (pg, _guard) = fresh();
     let c = &pg;
     // Before anything is sent there is none; after the first query there is one, once.
-    c.begin_commit("SELECT 1").unwrap();
+    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64])
+        .unwrap();
     assert_eq!(c.reserved_id(IdOf::Versions).unwrap(), None);
     let _: i64 = c.value("SELECT 1", p![]).unwrap();
     let id1 = c
@@ -499,10 +500,12 @@ fn a_commit_takes_its_version_id_with_its_locks() {
     );
     c.batch("ROLLBACK").unwrap();
     // Taken but not used, then rolled back: the next transaction's is its own.
-    c.begin_commit("SELECT 1").unwrap();
+    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64])
+        .unwrap();
     let _: i64 = c.value("SELECT 1", p![]).unwrap();
     c.batch("ROLLBACK").unwrap();
-    c.begin_commit("SELECT 1").unwrap();
+    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64])
+        .unwrap();
     assert_eq!(
         c.reserved_id(IdOf::Versions).unwrap(),
         None,
@@ -603,4 +606,139 @@ fn statements_of_a_transaction_are_pipelined_in_order_and_fail_it_whole() {
         )
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Exists, "{e}");
+}
+
+#[test]
+fn values_spelled_as_literals_in_a_transaction_come_back_exactly() {
+    let (pg, _guard) = fresh();
+    let c = &pg;
+    let texts = [
+        "it's",
+        "back\\slash",
+        "\\x41",
+        "'); DROP TABLE meta; --",
+        "E'\\'",
+        "ünïcødé ☃ 𝄞",
+        "$1 ?1 $$",
+        "line\nfeed\ttab\r",
+        "",
+    ];
+    let before: i64 = c.value("SELECT COUNT(*) FROM meta", p![]).unwrap();
+    // A statement's first use prepares it, which sends what is queued: these are used once
+    // before the transaction, so that in it each query follows queued statements.
+    let _: Option<String> = c
+        .opt_value("SELECT value FROM meta WHERE key = ?1", p!["k0"])
+        .unwrap();
+    // Queued inside a transaction (small parameters: simple-query text), then read by a
+    // query that follows them in the same message, then read again outside it.
+    c.batch("BEGIN").unwrap();
+    for (i, t) in texts.iter().enumerate() {
+        c.exec(
+            "INSERT INTO meta(key, value) VALUES (?1, ?2)",
+            p![format!("k{i}").as_str(), *t],
+        )
+        .unwrap();
+    }
+    for (i, t) in texts.iter().enumerate() {
+        let v: String = c
+            .value(
+                "SELECT value FROM meta WHERE key = ?1",
+                p![format!("k{i}").as_str()],
+            )
+            .unwrap();
+        assert_eq!(v, *t, "in the transaction");
+    }
+    // Integers where PostgreSQL inferred int4 and bool, NULL, and each column type read
+    // from its text form (after a queued statement, so in its message).
+    let row_of = |r: &dyn Row| {
+        Ok((
+            r.get::<i64>(0)?,
+            r.get::<i64>(1)?,
+            r.get::<Option<String>>(2)?,
+            r.get::<i64>(3)?,
+            r.get::<i64>(4)?,
+            r.get::<String>(5)?,
+        ))
+    };
+    let _ = c.all(
+        "SELECT ?1 + 1, ?2::bigint, NULL::text, ?3 AND true, 7::smallint, 'lit'",
+        p![41i64, i64::MIN, 1i64],
+        row_of,
+    );
+    c.exec("UPDATE meta SET value = value WHERE key = ?1", p!["k0"])
+        .unwrap();
+    let row = c
+        .all(
+            "SELECT ?1 + 1, ?2::bigint, NULL::text, ?3 AND true, 7::smallint, 'lit'",
+            p![41i64, i64::MIN, 1i64],
+            row_of,
+        )
+        .unwrap();
+    assert_eq!(
+        row,
+        vec![(42, i64::MIN, None, 1, 7, "lit".to_owned())],
+        "in the transaction"
+    );
+    // Every byte value, as bytes.
+    let bytes: Vec<u8> = (0..=255u8).collect();
+    c.exec(
+        "INSERT INTO blobs(hash, size, data) VALUES (?1, ?2, ?3)",
+        p![b"all".as_slice(), 256i64, bytes.as_slice()],
+    )
+    .unwrap();
+    c.batch("COMMIT").unwrap();
+    // The path above was the named statements' (what the test is about).
+    let named: i64 = c
+        .value(
+            "SELECT COUNT(*) FROM pg_prepared_statements WHERE name LIKE 'scratchfs_%'
+             AND statement NOT LIKE '%pg_advisory_xact_lock_shared%'",
+            p![],
+        )
+        .unwrap();
+    let statements: Vec<String> = c
+        .all(
+            "SELECT statement FROM pg_prepared_statements WHERE name LIKE 'scratchfs_%'",
+            p![],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(named, 5, "statements prepared by name: {statements:?}");
+    for (i, t) in texts.iter().enumerate() {
+        let v: String = c
+            .value(
+                "SELECT value FROM meta WHERE key = ?1",
+                p![format!("k{i}").as_str()],
+            )
+            .unwrap();
+        assert_eq!(v, *t, "committed");
+    }
+    let back: Vec<u8> = c
+        .value(
+            "SELECT data FROM blobs WHERE hash = ?1",
+            p![b"all".as_slice()],
+        )
+        .unwrap();
+    assert_eq!(back, bytes);
+    let n: i64 = c.value("SELECT COUNT(*) FROM meta", p![]).unwrap();
+    assert_eq!(n, before + texts.len() as i64);
+    // What does not fit is refused at the call, as in the extended protocol, and the
+    // transaction can still be rolled back.
+    c.batch("BEGIN").unwrap();
+    let e = c
+        .exec(
+            "UPDATE meta SET value = 'x' WHERE length(value) = ?1",
+            p![i64::from(i32::MAX) + 1],
+        )
+        .unwrap_err();
+    assert!(e.reason.contains("does not fit"), "{e}");
+    let e = c
+        .exec(
+            "INSERT INTO meta(key, value) VALUES (?1, ?2)",
+            p!["nul", "a\0b"],
+        )
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid, "{e}");
+    c.batch("ROLLBACK").unwrap();
+    let n: i64 = c.value("SELECT COUNT(*) FROM meta", p![]).unwrap();
+    assert_eq!(n, before + texts.len() as i64);
 }

@@ -6,14 +6,27 @@
 //! ([`pg_error`]).
 //!
 //! Transactions: the store opens them with `BEGIN` / `COMMIT` through [`Conn::batch`].
-//! Pipelining (the protocol's, as tokio-postgres does it): inside a transaction, `BEGIN`
-//! and each [`Conn::exec`] (no rows) are not sent at once but queued, and go out together
-//! with the next statement whose result is needed (a query, `COMMIT`), in order, in one
-//! round trip; their results are checked then, the first failure being that call's error
-//! (the transaction is then aborted, so nothing after it takes effect). `ROLLBACK` drops
-//! what was never sent. A change of a few statements thus costs a few round trips, not
-//! one per statement (issue 15's create and append targets). Outside a transaction every
-//! statement is sent at once.
+//! Pipelining: inside a transaction, `BEGIN` and each [`Conn::exec`] (no rows) are not
+//! sent at once but queued, and go out together with the next statement whose result is
+//! needed (a query, `COMMIT`), in order, in one round trip; their results are checked
+//! then, the first failure being that call's error (the transaction is then aborted, so
+//! nothing after it takes effect). `ROLLBACK` drops what was never sent. Outside a
+//! transaction every statement is sent at once.
+//!
+//! What is queued goes as few protocol messages as it can, because the server flushes
+//! its output, one send and one wakeup of this process, at the end of each (at each
+//! `Sync` of the extended protocol, which tokio-postgres sends after every statement):
+//! on the reference machine those wakeups were most of a change's CPU
+//! (docs/benchmarks.md). So a queued statement whose parameters are small
+//! ([`LITERAL_MAX`]) is sent as `EXECUTE name(literals)` of the same statement prepared
+//! by name with SQL's `PREPARE` (once per connection: the plan is kept as with the
+//! protocol's prepare), and consecutive such texts, with the `BEGIN` before them, the
+//! query after them (its rows read from their text form, [`TextRow`]) or the `COMMIT`,
+//! are one simple-query message. A change of one lineage (the lock, the head, the
+//! inserts, the notification, `COMMIT`) is then two messages, one round trip each.
+//! Larger parameters (a blob of a large file) and queries that select bytes go in the
+//! extended protocol, in binary. The named statements are visible as
+//! `pg_prepared_statements` rows `scratchfs_N` of the session.
 //!
 //! Every transaction opened here holds the advisory lock [`CHANGE_LOCK`] shared, which a
 //! checkpoint takes exclusively ([`PgConn::begin_exclusive`]).
@@ -38,8 +51,9 @@ use crate::store::sql::{Conn, ConnExt, Dialect, Flow, IdOf, Param, Row, Value};
 /// The key spells "scratchf".
 pub const CHANGE_LOCK: i64 = 0x7363_7261_7463_6866;
 
-/// How every transaction of this crate opens: `BEGIN` and the change lock, shared.
-const BEGIN_SHARED: &str = "BEGIN; SELECT pg_advisory_xact_lock_shared(8314615099946133606)";
+/// The change lock, shared, which every transaction of this crate but a checkpoint's
+/// takes after its `BEGIN` ([`PgConn::begin_text`]).
+const LOCK_SHARED: &str = "SELECT pg_advisory_xact_lock_shared(8314615099946133606)";
 
 /// One PostgreSQL connection as the shared store code uses it.
 ///
@@ -53,6 +67,9 @@ pub struct PgConn {
     client: Client,
     /// Prepared statements by their text as the shared code wrote it (with `?N`).
     statements: RefCell<HashMap<String, Statement>>,
+    /// The same statements prepared by name with SQL's `PREPARE` (for
+    /// [`Queued::Text`]'s `EXECUTE`), by that text: the name.
+    named: RefCell<HashMap<String, String>>,
     /// Statements to send with the next one whose result is needed (module docs).
     queued: RefCell<Vec<Queued>>,
     /// Bytes of parameters in `queued` ([`QUEUE_MAX`]).
@@ -69,6 +86,8 @@ pub struct PgConn {
     version_id: Cell<Option<i64>>,
     /// The name of `versions.id`'s sequence, looked up once ([`PgConn::begin_commit`]).
     versions_seq: RefCell<Option<String>>,
+    /// The rows of the last [`Queued::Query`] sent, until [`Conn::each`] takes them.
+    text_rows: RefCell<Option<Vec<tokio_postgres::SimpleQueryRow>>>,
 }
 
 /// Makes the open transaction's `COMMIT` wait for its WAL to be flushed (and for the
@@ -86,14 +105,70 @@ const QUEUE_MAX: usize = 4 << 20;
 /// insert's are).
 const RESERVE: i64 = 32;
 
+/// Bytes of parameters up to which a statement without rows goes as simple-query text
+/// (an `EXECUTE` of the statement prepared by name, its parameters spelled as literals:
+/// [`Queued::Text`]) rather than in the extended protocol (64 KiB). Consecutive texts go
+/// in one message, which the server answers with one send (it flushes its output at each
+/// `Sync`, and the extended protocol as tokio-postgres speaks it has one per statement):
+/// on a loopback connection each send costs both processes a wakeup, which on the
+/// reference machine was most of a change's CPU (docs/benchmarks.md). A larger value (a
+/// blob of a large file) goes in binary, as spelling it in hex would double it.
+const LITERAL_MAX: usize = 64 << 10;
+
 /// A statement waiting to be sent.
 enum Queued {
-    /// `BEGIN` with the change lock, shared ([`BEGIN_SHARED`]), and the statement
-    /// [`PgConn::begin_with`] adds, if any: the whole text (simple-query). `true`: its
-    /// last statement's row is the transaction's version id ([`PgConn::begin_commit`]).
+    /// `BEGIN` with the change lock, shared ([`PgConn::begin_text`]), and what
+    /// [`PgConn::begin_commit`] adds, if any: the whole text (simple-query). `true`: its
+    /// last statement's row is the transaction's version id.
     Begin(String, bool),
+    /// Simple-query text (an `EXECUTE`, or what ends the transaction), and the statement
+    /// as the shared code wrote it (for messages).
+    Text(String, String),
     /// A statement without rows, its text as the shared code wrote it (for messages).
     Exec(Statement, Vec<OwnedParam>, String),
+    /// A query's `EXECUTE` (as [`Queued::Text`]), last in the queue: its rows go to
+    /// [`PgConn::text_rows`].
+    Query(String, String),
+}
+
+/// Queued statements as they go out: consecutive simple-query texts joined into one
+/// message ([`LITERAL_MAX`]).
+enum Message<'q> {
+    /// The text; the statements in it, for messages; whether a statement's last row is
+    /// the transaction's version id (such a text ends its message, but for a query); whether
+    /// its last statement is a query ([`Queued::Query`]).
+    Text(String, Vec<&'q str>, bool, bool),
+    /// A statement in the extended protocol, its parameters, its text.
+    Exec(&'q Statement, &'q [OwnedParam], &'q str),
+}
+
+/// `queued` as the messages that carry it, in order.
+fn messages(queued: &[Queued]) -> Vec<Message<'_>> {
+    let mut out: Vec<Message<'_>> = Vec::new();
+    for q in queued {
+        let (sql, shown, version_id, query) = match q {
+            Queued::Begin(sql, version_id) => (sql, "BEGIN", *version_id, false),
+            Queued::Text(sql, shown) => (sql, shown.as_str(), false, false),
+            Queued::Query(sql, shown) => (sql, shown.as_str(), false, true),
+            Queued::Exec(stmt, params, sql) => {
+                out.push(Message::Exec(stmt, params, sql));
+                continue;
+            }
+        };
+        match out.last_mut() {
+            Some(Message::Text(text, statements, ended, has_query))
+                if !*has_query && (!*ended || query) =>
+            {
+                text.push_str("; ");
+                text.push_str(sql);
+                statements.push(shown);
+                *ended |= version_id;
+                *has_query = query;
+            }
+            _ => out.push(Message::Text(sql.clone(), vec![shown], version_id, query)),
+        }
+    }
+    out
 }
 
 // The store moves connections between threads (each behind a mutex).
@@ -170,6 +245,7 @@ impl PgConn {
             runtime,
             client,
             statements: RefCell::new(HashMap::new()),
+            named: RefCell::new(HashMap::new()),
             queued: RefCell::new(Vec::new()),
             queued_bytes: Cell::new(0),
             in_transaction: Cell::new(false),
@@ -177,6 +253,7 @@ impl PgConn {
             reserved: RefCell::new([Vec::new(), Vec::new(), Vec::new()]),
             version_id: Cell::new(None),
             versions_seq: RefCell::new(None),
+            text_rows: RefCell::new(None),
         })
     }
 
@@ -208,28 +285,60 @@ impl PgConn {
         }
         let client = &self.client;
         type Sent<'a> = Pin<Box<dyn Future<Output = Result<()>> + 'a>>;
-        let sent: Vec<Sent<'_>> = queued
-            .iter()
-            .map(|q| -> Sent<'_> {
-                match q {
-                    Queued::Begin(sql, false) => Box::pin(async move {
-                        client.batch_execute(sql).await.map_err(|e| pg_error(&e))
+        let in_text = |e: &tokio_postgres::Error, statements: &[&str]| {
+            let mut err = pg_error(e);
+            err.reason.push_str(&format!(
+                " (in `{}`)",
+                one_line(&statements.join("; "), 240)
+            ));
+            err
+        };
+        let sent: Vec<Sent<'_>> = messages(&queued)
+            .into_iter()
+            .map(|m| -> Sent<'_> {
+                match m {
+                    Message::Text(sql, statements, false, false) => Box::pin(async move {
+                        client
+                            .batch_execute(&sql)
+                            .await
+                            .map_err(|e| in_text(&e, &statements))
                     }),
-                    Queued::Begin(sql, true) => Box::pin(async move {
-                        let answer = client.simple_query(sql).await.map_err(|e| pg_error(&e))?;
-                        let id = answer.iter().rev().find_map(|m| match m {
-                            SimpleQueryMessage::Row(r) => r.get(0)?.parse::<i64>().ok(),
-                            _ => None,
-                        });
-                        self.version_id.set(Some(id.ok_or_else(|| {
-                            StoreError::failed(format!(
-                                "no version id from `{}`",
-                                one_line(sql, 160)
-                            ))
-                        })?));
+                    Message::Text(sql, statements, version_id, query) => Box::pin(async move {
+                        let answer = client
+                            .simple_query(&sql)
+                            .await
+                            .map_err(|e| in_text(&e, &statements))?;
+                        // The rows of each statement, in order (a statement's end is its
+                        // `CommandComplete`).
+                        let mut done: Vec<Vec<tokio_postgres::SimpleQueryRow>> = Vec::new();
+                        let mut rows = Vec::new();
+                        for m in answer {
+                            match m {
+                                SimpleQueryMessage::Row(r) => rows.push(r),
+                                SimpleQueryMessage::CommandComplete(_) => {
+                                    done.push(std::mem::take(&mut rows));
+                                }
+                                _ => {}
+                            }
+                        }
+                        if query {
+                            *self.text_rows.borrow_mut() = done.pop();
+                        }
+                        if version_id {
+                            let id = done
+                                .last()
+                                .and_then(|rows| rows.last())
+                                .and_then(|r| r.get(0)?.parse::<i64>().ok());
+                            self.version_id.set(Some(id.ok_or_else(|| {
+                                StoreError::failed(format!(
+                                    "no version id from `{}`",
+                                    one_line(&sql, 160)
+                                ))
+                            })?));
+                        }
                         Ok(())
                     }),
-                    Queued::Exec(stmt, params, sql) => Box::pin(async move {
+                    Message::Exec(stmt, params, sql) => Box::pin(async move {
                         let refs: Vec<&(dyn ToSql + Sync)> =
                             params.iter().map(|p| p as _).collect();
                         client.execute(stmt, &refs).await.map(|_| ()).map_err(|e| {
@@ -273,29 +382,210 @@ impl PgConn {
             .insert(sql.to_owned(), stmt.clone());
         Ok(stmt)
     }
+
+    /// Whether the last queued statement is simple-query text, which a query can follow
+    /// in one message.
+    fn text_follows(&self) -> bool {
+        matches!(
+            self.queued.borrow().last(),
+            Some(Queued::Begin(..) | Queued::Text(..))
+        )
+    }
+
+    /// The name `sql` is prepared under with SQL's `PREPARE` on this connection, its
+    /// parameters of the types `stmt` (the same text prepared in the protocol) has:
+    /// prepared now (one round trip, with what is queued) on its first use. A `PREPARE`
+    /// lasts as long as the session, whatever becomes of the transaction it was sent in.
+    fn named(&self, sql: &str, stmt: &Statement) -> Result<String> {
+        if let Some(name) = self.named.borrow().get(sql) {
+            return Ok(name.clone());
+        }
+        let name = format!("scratchfs_{}", self.named.borrow().len() + 1);
+        let types: Vec<&str> = stmt
+            .params()
+            .iter()
+            .map(|t| literal_type(t).unwrap_or("unknown"))
+            .collect();
+        let types = if types.is_empty() {
+            String::new()
+        } else {
+            format!("({})", types.join(", "))
+        };
+        let text = format!("PREPARE {name}{types} AS {}", rewrite_placeholders(sql));
+        self.run(self.client.batch_execute(&text))
+            .map_err(|mut err| {
+                err.reason
+                    .push_str(&format!(" (preparing `{}`)", one_line(sql, 160)));
+                err
+            })?;
+        self.named.borrow_mut().insert(sql.to_owned(), name.clone());
+        Ok(name)
+    }
+}
+
+/// The SQL name of a parameter type whose values [`execute_text`] spells as literals (as
+/// [`PgParam`] sends them), or `None`: such a statement goes in the extended protocol.
+fn literal_type(ty: &Type) -> Option<&'static str> {
+    Some(match *ty {
+        Type::INT8 => "int8",
+        Type::INT4 => "int4",
+        Type::INT2 => "int2",
+        Type::BOOL => "bool",
+        Type::TEXT => "text",
+        Type::VARCHAR => "varchar",
+        Type::NAME => "name",
+        Type::BPCHAR => "bpchar",
+        Type::BYTEA => "bytea",
+        _ => return None,
+    })
+}
+
+/// `EXECUTE name(...)` of the statement `stmt` with `params` spelled as literals of the
+/// types PostgreSQL inferred for its placeholders, paired as [`PgParam`] pairs them (the
+/// same errors for a value that does not fit): NULL, an integer in decimal, a boolean as
+/// `true`/`false`, text as an escape string (`E'...'`, every `\` and `'` doubled: its
+/// meaning does not depend on `standard_conforming_strings`), bytes as `E'\\x` and hex.
+/// Text holding a NUL (which PostgreSQL's text cannot hold) is `EINVAL`.
+fn execute_text(name: &str, stmt: &Statement, params: &[Param<'_>]) -> Result<String> {
+    use std::fmt::Write;
+    let types = stmt.params();
+    if types.len() != params.len() {
+        return Err(StoreError::failed(format!(
+            "{} parameters for {} placeholders",
+            params.len(),
+            types.len()
+        )));
+    }
+    let mut out = format!("EXECUTE {name}");
+    for (i, (p, ty)) in params.iter().zip(types).enumerate() {
+        out.push_str(if i == 0 { "(" } else { ", " });
+        let refused = |e: Box<dyn StdError + Sync + Send>| StoreError::failed(e);
+        match *p {
+            Param::Null => out.push_str("NULL"),
+            Param::Int(v) => match *ty {
+                Type::INT8 => write!(out, "{v}").expect("a String takes it"),
+                Type::INT4 => write!(
+                    out,
+                    "{}",
+                    i32::try_from(v).map_err(|_| refused(out_of_range(v, ty)))?
+                )
+                .expect("a String takes it"),
+                Type::INT2 => write!(
+                    out,
+                    "{}",
+                    i16::try_from(v).map_err(|_| refused(out_of_range(v, ty)))?
+                )
+                .expect("a String takes it"),
+                Type::BOOL => match v {
+                    0 => out.push_str("false"),
+                    1 => out.push_str("true"),
+                    _ => return Err(refused(out_of_range(v, ty))),
+                },
+                _ => return Err(refused(mismatch("an integer", ty))),
+            },
+            Param::Text(t) => match *ty {
+                Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR => {
+                    if t.contains('\0') {
+                        return Err(StoreError::new(
+                            ErrorKind::Invalid,
+                            "text holding a NUL byte, which PostgreSQL's text cannot hold",
+                        ));
+                    }
+                    out.push_str("E'");
+                    for c in t.chars() {
+                        match c {
+                            '\'' => out.push_str("''"),
+                            '\\' => out.push_str("\\\\"),
+                            c => out.push(c),
+                        }
+                    }
+                    out.push('\'');
+                }
+                _ => return Err(refused(mismatch("text", ty))),
+            },
+            Param::Blob(b) => match *ty {
+                Type::BYTEA => {
+                    out.reserve(b.len() * 2 + 8);
+                    out.push_str("E'\\\\x");
+                    const HEX: &[u8; 16] = b"0123456789abcdef";
+                    for &byte in b {
+                        out.push(char::from(HEX[usize::from(byte >> 4)]));
+                        out.push(char::from(HEX[usize::from(byte & 15)]));
+                    }
+                    out.push('\'');
+                }
+                _ => return Err(refused(mismatch("bytes", ty))),
+            },
+        }
+    }
+    if !params.is_empty() {
+        out.push(')');
+    }
+    Ok(out)
 }
 
 impl PgConn {
-    /// Opens a transaction with `sql` as its first statement (simple-query text: `sql`
-    /// takes no parameters, so only values this crate made may be spelled into it, never
-    /// a name or a text from outside). Both are queued, as a `BEGIN` is: sent with the
-    /// next statement whose result is needed, in its round trip; a failure of either
-    /// (a lock not had within `lock_timeout`: `EAGAIN`) is that statement's error. The
-    /// store's lock of a lineage row opens a commit this way.
-    pub fn begin_with(&self, sql: &str) -> Result<()> {
-        self.begin_queued(sql, false)
+    /// Opens a transaction whose first statement, after the change lock, is `sql` with
+    /// `params` (a statement of the shared code's kind, `?N` placeholders: it is
+    /// prepared by name and its parameters spelled as literals, [`execute_text`]), then
+    /// takes the id of the version the transaction will insert, after its locks. All of
+    /// it is queued, as a `BEGIN` is: sent with the next statement whose result is
+    /// needed, in its message; a failure (a lock not had within `lock_timeout`: `EAGAIN`)
+    /// is that statement's error. The store's lock of a lineage row opens a commit this
+    /// way.
+    ///
+    /// The id: [`Conn::reserved_id`] of [`IdOf::Versions`] hands it out (once), so the
+    /// version's insert needs no answer and goes with the `COMMIT`. Taken after the change
+    /// lock (a checkpoint's point has every lower id committed) and after `sql`'s locks (a
+    /// lineage's versions' ids grow with their numbers). A transaction that inserts no
+    /// version leaves a gap in the ids, as a rolled-back insert does; version numbers are
+    /// not ids and have none.
+    ///
+    /// Errors: as [`Conn::exec`]'s (a statement that does not prepare, a parameter that
+    /// does not fit its placeholder), at this call; `EIO` when a transaction is open.
+    pub fn begin_commit(&self, sql: &str, params: &[Param<'_>]) -> Result<()> {
+        if self.in_transaction.get() {
+            return Err(StoreError::failed(
+                "begin_commit: a transaction is already open",
+            ));
+        }
+        let seq = self.versions_seq()?;
+        let text = format!(
+            "{}; {}; {}",
+            self.begin_text()?,
+            self.execute(sql, params)?,
+            self.execute(&format!("SELECT nextval('{seq}')"), &[])?
+        );
+        self.in_transaction.set(true);
+        self.begun.set(false);
+        self.version_id.set(None);
+        self.queued.borrow_mut().push(Queued::Begin(text, true));
+        Ok(())
     }
 
-    /// [`PgConn::begin_with`] `sql`, then takes the id of the version the transaction
-    /// will insert, after its locks and in the same round trip: [`Conn::reserved_id`] of
-    /// [`IdOf::Versions`] hands it out (once), so the version's insert needs no answer
-    /// and goes with the `COMMIT`. Taken after the change lock (a checkpoint's point has
-    /// every lower id committed) and after `sql`'s locks (a lineage's versions' ids grow
-    /// with their numbers). A transaction that inserts no version leaves a gap in the ids,
-    /// as a rolled-back insert does; version numbers are not ids and have none.
-    pub fn begin_commit(&self, sql: &str) -> Result<()> {
-        let seq = self.versions_seq()?;
-        self.begin_queued(&format!("{sql}; SELECT nextval('{seq}')"), true)
+    /// `BEGIN` and the change lock, shared ([`LOCK_SHARED`], prepared by name): how
+    /// every transaction of this crate but a checkpoint's opens.
+    fn begin_text(&self) -> Result<String> {
+        Ok(format!("BEGIN; {}", self.execute(LOCK_SHARED, &[])?))
+    }
+
+    /// `EXECUTE` of `sql` (prepared by name now if it is not yet, [`PgConn::named`]) with
+    /// `params` spelled as literals ([`execute_text`]); `EIO` for a statement whose
+    /// placeholders are of a type not spelled so.
+    fn execute(&self, sql: &str, params: &[Param<'_>]) -> Result<String> {
+        let stmt = self.statement(sql)?;
+        if let Some(t) = stmt.params().iter().find(|t| literal_type(t).is_none()) {
+            return Err(StoreError::failed(format!(
+                "a placeholder of type {t} in `{}`",
+                one_line(sql, 160)
+            )));
+        }
+        let name = self.named(sql, &stmt)?;
+        execute_text(&name, &stmt, params).map_err(|mut err| {
+            err.reason
+                .push_str(&format!(" (in `{}`)", one_line(sql, 160)));
+            err
+        })
     }
 
     /// The name of `versions.id`'s sequence, schema-qualified and quoted as an identifier
@@ -305,11 +595,6 @@ impl PgConn {
         if let Some(s) = self.versions_seq.borrow().as_ref() {
             return Ok(s.clone());
         }
-        if self.in_transaction.get() {
-            return Err(StoreError::failed(
-                "begin_commit: a transaction is already open",
-            ));
-        }
         let name: Option<String> =
             self.value("SELECT pg_get_serial_sequence('versions', 'id')", &[])?;
         let name = name
@@ -317,22 +602,6 @@ impl PgConn {
             .replace('\'', "''");
         *self.versions_seq.borrow_mut() = Some(name.clone());
         Ok(name)
-    }
-
-    fn begin_queued(&self, sql: &str, takes_version_id: bool) -> Result<()> {
-        if self.in_transaction.get() {
-            return Err(StoreError::failed(
-                "begin_with: a transaction is already open",
-            ));
-        }
-        self.in_transaction.set(true);
-        self.begun.set(false);
-        self.version_id.set(None);
-        self.queued.borrow_mut().push(Queued::Begin(
-            format!("{BEGIN_SHARED}; {sql}"),
-            takes_version_id,
-        ));
-        Ok(())
     }
 
     /// Opens a transaction holding the change lock exclusively, at once: it waits for
@@ -394,7 +663,10 @@ impl PgConn {
     /// server may still be in it: a statement before the `COMMIT` failed).
     fn end(&self, sql: &str) -> Result<()> {
         self.begun.set(true);
-        let out = self.run(self.client.batch_execute(sql));
+        self.queued
+            .borrow_mut()
+            .push(Queued::Text(sql.to_owned(), sql.to_owned()));
+        let out = self.run(std::future::ready(Ok::<(), tokio_postgres::Error>(())));
         if out.is_ok() {
             self.in_transaction.set(false);
             self.begun.set(false);
@@ -439,6 +711,34 @@ impl Conn for PgConn {
         f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
     ) -> Result<()> {
         let stmt = self.statement(sql)?;
+        if self.text_follows()
+            && stmt.params().iter().all(|t| literal_type(t).is_some())
+            && stmt.columns().iter().all(|c| text_column(c.type_()))
+        {
+            // In the message of the queued text before it (module docs).
+            let name = self.named(sql, &stmt)?;
+            let text = execute_text(&name, &stmt, params).map_err(|mut err| {
+                err.reason
+                    .push_str(&format!(" (in `{}`)", one_line(sql, 160)));
+                err
+            })?;
+            self.queued
+                .borrow_mut()
+                .push(Queued::Query(text, sql.to_owned()));
+            self.text_rows.borrow_mut().take();
+            self.run(std::future::ready(Ok::<(), tokio_postgres::Error>(())))?;
+            let rows = self.text_rows.borrow_mut().take().ok_or_else(|| {
+                StoreError::failed(format!("no result from `{}`", one_line(sql, 160)))
+            })?;
+            let columns = stmt.columns();
+            for r in &rows {
+                let row = TextRow::new(columns, r)?;
+                if f(&row)? == Flow::Stop {
+                    break;
+                }
+            }
+            return Ok(());
+        }
         let params: Vec<PgParam<'_>> = params.iter().copied().map(PgParam).collect();
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
         // All rows first, then the visitor: it may run statements of its own on this
@@ -457,20 +757,34 @@ impl Conn for PgConn {
     fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<()> {
         let stmt = self.statement(sql)?;
         if self.in_transaction.get() {
-            let owned: Vec<OwnedParam> = params.iter().map(OwnedParam::from).collect();
-            let bytes = self.queued_bytes.get()
-                + owned
-                    .iter()
-                    .map(|p| match p {
-                        OwnedParam::Text(t) => t.len(),
-                        OwnedParam::Blob(b) => b.len(),
-                        _ => 8,
-                    })
-                    .sum::<usize>();
+            let bytes: usize = params
+                .iter()
+                .map(|p| match p {
+                    Param::Text(t) => t.len(),
+                    Param::Blob(b) => b.len(),
+                    _ => 8,
+                })
+                .sum();
+            let queued = if bytes <= LITERAL_MAX
+                && stmt.params().iter().all(|t| literal_type(t).is_some())
+            {
+                let name = self.named(sql, &stmt)?;
+                let text = execute_text(&name, &stmt, params).map_err(|mut err| {
+                    err.reason
+                        .push_str(&format!(" (in `{}`)", one_line(sql, 160)));
+                    err
+                })?;
+                Queued::Text(text, sql.to_owned())
+            } else {
+                Queued::Exec(
+                    stmt,
+                    params.iter().map(OwnedParam::from).collect(),
+                    sql.to_owned(),
+                )
+            };
+            let bytes = self.queued_bytes.get() + bytes;
             self.queued_bytes.set(bytes);
-            self.queued
-                .borrow_mut()
-                .push(Queued::Exec(stmt, owned, sql.to_owned()));
+            self.queued.borrow_mut().push(queued);
             if bytes >= QUEUE_MAX {
                 // Sent now; a failure is this call's (the transaction fails whole).
                 self.run(std::future::ready(Ok::<(), tokio_postgres::Error>(())))?;
@@ -488,12 +802,11 @@ impl Conn for PgConn {
         let word = sql.trim().trim_end_matches(';').trim().to_ascii_uppercase();
         match word.as_str() {
             "BEGIN" if !self.in_transaction.get() => {
+                let text = self.begin_text()?;
                 self.in_transaction.set(true);
                 self.begun.set(false);
                 self.version_id.set(None);
-                self.queued
-                    .borrow_mut()
-                    .push(Queued::Begin(BEGIN_SHARED.to_owned(), false));
+                self.queued.borrow_mut().push(Queued::Begin(text, false));
                 Ok(())
             }
             "ROLLBACK" => {
@@ -783,6 +1096,83 @@ impl Row for tokio_postgres::Row {
             Type::BOOL => Value::Int(bool::from_sql(ty, raw).map_err(bad)?.into()),
             Type::BYTEA => Value::Blob(raw),
             _ => Value::Text(<&str>::from_sql(ty, raw).map_err(bad)?),
+        })
+    }
+}
+
+/// Whether a column of type `ty` is read from its text form ([`TextRow`]): the types
+/// [`Row`] reads, but for `BYTEA` (whose text form is twice its size: a query selecting
+/// bytes goes in the extended protocol, in binary).
+fn text_column(ty: &Type) -> bool {
+    matches!(
+        *ty,
+        Type::INT2
+            | Type::INT4
+            | Type::INT8
+            | Type::BOOL
+            | Type::TEXT
+            | Type::VARCHAR
+            | Type::NAME
+            | Type::BPCHAR
+            | Type::UNKNOWN
+    )
+}
+
+/// A row of a query sent as simple-query text ([`Queued::Query`]): its values in their
+/// text form, read by the types the statement's columns have ([`text_column`]): an
+/// integer in decimal, a boolean `t` or `f` (1 or 0), text as it is, NULL as NULL.
+struct TextRow<'a> {
+    columns: &'a [tokio_postgres::Column],
+    row: &'a tokio_postgres::SimpleQueryRow,
+}
+
+impl<'a> TextRow<'a> {
+    /// `EIO` when the row does not have the statement's columns.
+    fn new(
+        columns: &'a [tokio_postgres::Column],
+        row: &'a tokio_postgres::SimpleQueryRow,
+    ) -> Result<Self> {
+        if row.len() != columns.len() {
+            return Err(StoreError::failed(format!(
+                "a row of {} columns from a statement of {}",
+                row.len(),
+                columns.len()
+            )));
+        }
+        Ok(TextRow { columns, row })
+    }
+}
+
+impl Row for TextRow<'_> {
+    fn value(&self, i: usize) -> Result<Value<'_>> {
+        let Some(col) = self.columns.get(i) else {
+            return Err(StoreError::failed(format!(
+                "column {i}: no such column (the row has {})",
+                self.columns.len()
+            )));
+        };
+        let Some(text) = self.row.get(i) else {
+            return Ok(Value::Null);
+        };
+        let bad = || {
+            StoreError::failed(format!(
+                "column {i} ({}): `{}` is not a {}",
+                col.name(),
+                one_line(text, 40),
+                col.type_()
+            ))
+        };
+        Ok(match *col.type_() {
+            Type::INT2 | Type::INT4 | Type::INT8 => {
+                Value::Int(text.parse::<i64>().map_err(|_| bad())?)
+            }
+            Type::BOOL => match text {
+                "t" => Value::Int(1),
+                "f" => Value::Int(0),
+                _ => return Err(bad()),
+            },
+            ref ty if text_column(ty) => Value::Text(text),
+            _ => return Err(bad()),
         })
     }
 }
@@ -1095,7 +1485,7 @@ mod tests {
 
     #[test]
     fn transactions_take_the_change_lock_a_checkpoint_takes() {
-        assert!(BEGIN_SHARED.ends_with(&format!("pg_advisory_xact_lock_shared({CHANGE_LOCK})")));
+        assert!(LOCK_SHARED.ends_with(&format!("pg_advisory_xact_lock_shared({CHANGE_LOCK})")));
     }
 
     #[test]

@@ -293,19 +293,6 @@ impl Postgres {
         Ok(())
     }
 
-    /// The `SELECT pg_notify(..)` that tells the other daemons what `what` touched, as
-    /// text for [`PgConn::commit_with`] (the payload is this crate's: a hex daemon name,
-    /// a word and numbers; quoted all the same). `None` for what they need not hear of.
-    fn notify_sql(&self, what: Touched) -> Option<String> {
-        what.payload(&self.daemon).map(|payload| {
-            format!(
-                "SELECT pg_notify('{}', '{}')",
-                super::notify::CHANNEL,
-                payload.replace('\'', "''")
-            )
-        })
-    }
-
     /// Commits the open transaction on `conn`, with the notification of `what` in the
     /// same round trip; rolls back when that fails (its error returned).
     fn commit_notifying(&self, conn: &PgConn, what: Touched) -> Result<()> {
@@ -316,12 +303,14 @@ impl Postgres {
     /// waits for its WAL to be flushed ([`super::SYNCED_COMMIT`]); else it is asynchronous
     /// (the session's setting, [`PgConn::connect`]). Same round trip either way.
     fn commit_as(&self, conn: &PgConn, what: Touched, durable: bool) -> Result<()> {
-        let end = match (self.notify_sql(what), durable) {
-            (Some(sql), false) => conn.commit_with(&sql),
-            (Some(sql), true) => conn.commit_with(&format!("{}; {sql}", super::SYNCED_COMMIT)),
-            (None, false) => conn.batch("COMMIT"),
-            (None, true) => conn.commit_with(super::SYNCED_COMMIT),
-        };
+        // The notification is queued, and goes with the `COMMIT` in its message.
+        let end = self.notify(conn, what).and_then(|()| {
+            if durable {
+                conn.commit_with(super::SYNCED_COMMIT)
+            } else {
+                conn.batch("COMMIT")
+            }
+        });
         if end.is_err() {
             let _ = conn.batch("ROLLBACK");
         }
@@ -485,10 +474,11 @@ impl Store for Postgres {
             // Commits to one lineage take turns across daemons (module docs): the lock
             // opens the transaction, in the same round trip.
             // Its version id is taken there too (`reserved_id`).
-            conn.begin_commit(&format!(
-                "SELECT id FROM files WHERE id = (SELECT file_id FROM nodes WHERE ino = {ino})
-                 FOR UPDATE"
-            ))?;
+            conn.begin_commit(
+                "SELECT id FROM files WHERE id = (SELECT file_id FROM nodes WHERE ino = ?1)
+                 FOR UPDATE",
+                p![ino as i64],
+            )?;
             let applied = commit_in(conn, req, &proc_);
             match &applied {
                 Ok(Applied::Committed(c)) => self.commit_as(
