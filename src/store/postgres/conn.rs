@@ -1234,6 +1234,15 @@ pub fn pg_error(e: &tokio_postgres::Error) -> StoreError {
     StoreError::new(kind, format!("store: {}{note}", describe(e)))
 }
 
+/// Whether `e` is a guard's failure: PostgreSQL's `division_by_zero` (SQLSTATE 22012),
+/// which the store's guards raise to fail a transaction sent in one round trip on a
+/// guess that turned out wrong (`write::NO_DELETED_LINEAGE`); the store then makes the
+/// change again the long way. (An actual division by zero elsewhere would be made again
+/// the same way, and fail there as itself.)
+pub fn is_guard(e: &StoreError) -> bool {
+    e.kind == ErrorKind::Failed && e.reason.contains("(SQLSTATE 22012)")
+}
+
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
         pg_error(&e)

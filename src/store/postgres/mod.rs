@@ -13,7 +13,7 @@ mod conn;
 pub mod notify;
 mod store;
 
-pub use conn::{CHANGE_LOCK, PgConn, SYNCED_COMMIT, pg_error};
+pub use conn::{CHANGE_LOCK, PgConn, SYNCED_COMMIT, is_guard, pg_error};
 pub use store::{Postgres, display_name, is_url};
 
 /// The PostgreSQL schema: the translation of src/store/schema.sql, created with

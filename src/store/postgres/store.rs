@@ -13,13 +13,13 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::PgConn;
+use super::{PgConn, is_guard};
 use crate::identity::Caller;
 use crate::p;
 use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::write::{
-    Applied, Proc, Processes, commit_in, create_in, ino_at, note_read_in, record_rules_in,
-    reject_in, rename_in, set_attrs_in, unlink_in,
+    Applied, LineageLookup, Proc, Processes, commit_in, create_in, ino_at, note_read_in,
+    record_rules_in, reject_in, rename_in, set_attrs_in, unlink_in,
 };
 use crate::store::sql::{Conn, ConnExt, admin, checkpoint, now_ns};
 use crate::store::{
@@ -457,9 +457,17 @@ impl Store for Postgres {
         attrs: Attrs,
         caller: &Caller,
     ) -> Result<NodeRecord> {
-        self.change(caller, Touched::Tree, |tx, proc_| {
-            create_in(tx, parent, name, path, kind, attrs, proc_).map(Ok)
-        })
+        // A new file's transaction goes in one round trip, sure that no deleted lineage
+        // is at its path; made again asking for it when one is (a path re-created).
+        let create = |lookup| {
+            self.change(caller, Touched::Tree, |tx, proc_| {
+                create_in(tx, parent, name, path, kind, attrs, proc_, lookup).map(Ok)
+            })
+        };
+        match create(LineageLookup::Guarded) {
+            Err(e) if kind == Kind::File && is_guard(&e) => create(LineageLookup::Ask),
+            out => out,
+        }
     }
 
     fn commit(&self, req: CommitRequest<'_>) -> Result<Committed> {

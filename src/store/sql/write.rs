@@ -517,11 +517,32 @@ pub(crate) fn unlink_in(
     Ok(())
 }
 
+/// How [`create_in`] finds the deleted lineage a new file continues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LineageLookup {
+    /// Asks for it ([`deleted_lineage_at`]): one query, whose answer the transaction
+    /// waits for.
+    Ask,
+    /// Takes a new lineage without waiting for an answer, after a statement that fails
+    /// the transaction when there is a deleted lineage to continue ([`NO_DELETED_LINEAGE`]:
+    /// PostgreSQL's `division_by_zero`, SQLSTATE 22012), which the caller then makes
+    /// again with [`LineageLookup::Ask`]. PostgreSQL only: SQLite's division by zero is
+    /// NULL, not an error.
+    Guarded,
+}
+
+/// Fails the transaction (PostgreSQL: `division_by_zero`) when a deleted lineage that a
+/// new file at `?1` would continue is there ([`deleted_lineage_at`]'s condition).
+pub(crate) const NO_DELETED_LINEAGE: &str =
+    "SELECT 1 / (1 - COUNT(*)) FROM (SELECT 1 FROM files WHERE path = ?1
+         AND deleted_ns IS NOT NULL AND merged_into IS NULL LIMIT 1) AS deleted";
+
 /// The rows of a new file or directory, inside the caller's transaction. A file gets no
 /// version: its first commit is its first version (issue 11). It continues the lineage of
 /// the file deleted last at `path`, if any (its version numbers go on from there, and an
 /// event, op `create`, `version_id` the lineage's last version before it, marks where the
-/// new file begins), else a new one. A directory gets a `mkdir` event.
+/// new file begins), else a new one; `lookup` says how that lineage is found. A directory
+/// gets a `mkdir` event.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn create_in(
     tx: &dyn Conn,
@@ -531,11 +552,19 @@ pub(crate) fn create_in(
     kind: Kind,
     attrs: Attrs,
     caller: &Proc,
+    lookup: LineageLookup,
 ) -> Result<NodeRecord> {
     let mut file_id = None;
     let mut floor = 0;
     if kind == Kind::File {
-        let (fid, before) = match deleted_lineage_at(tx, path)? {
+        let deleted = match lookup {
+            LineageLookup::Ask => deleted_lineage_at(tx, path)?,
+            LineageLookup::Guarded => {
+                tx.exec(NO_DELETED_LINEAGE, p![path])?;
+                None
+            }
+        };
+        let (fid, before) = match deleted {
             Some(fid) => {
                 tx.exec("UPDATE files SET deleted_ns = NULL WHERE id = ?1", p![fid])?;
                 (fid, head_of(tx, fid)?.map(|v| v.id))

@@ -572,7 +572,17 @@ impl Sqlite {
                 kind,
                 attrs,
                 caller: _,
-            } => create_in(conn, *parent, name, path, *kind, *attrs, proc).map(Applied::Node),
+            } => create_in(
+                conn,
+                *parent,
+                name,
+                path,
+                *kind,
+                *attrs,
+                proc,
+                LineageLookup::Ask,
+            )
+            .map(Applied::Node),
             Op::Unlink {
                 ino,
                 file_id,
