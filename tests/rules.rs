@@ -725,3 +725,55 @@ fn spec_section_6_rows_with_shell_tools_and_python() {
     let log = refused(&m);
     assert!(log.lines().count() >= 14, "{log}");
 }
+
+/// A NUL in text the store keeps (a JSON key, a refusal's reason quoting it) loses
+/// neither the write nor the refusal's record, on either backend (helper finding: on
+/// PostgreSQL, whose text cannot hold a NUL, the commit failed with EINVAL and the
+/// refusal was not recorded).
+#[test]
+fn a_nul_in_a_json_key_is_committed_and_its_refusal_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{"writers": {"agent": {"uid": 1000}},
+            "paths": [{"path": "state.json", "format": "json", "additional_fields": false,
+                       "fields": {"ok": {"writers": ["*"]}}},
+                      {"path": "**", "writers": ["*"]}]}"#,
+    )
+    .unwrap();
+    let m = Mount::with_args(&["--rules", rules.to_str().unwrap(), "--owner", "1000:1000"]);
+    let out = m.sh_ok(
+        "exec python3 - <<'PYEOF'
+f = open('nul.json', 'w'); f.write('{\"a\\\\u0000b\": 1, \"ok\": \"x\\\\u0000\"}')
+f.close(); print('committed')
+PYEOF",
+    );
+    assert_eq!(out, "committed\n");
+    assert_eq!(
+        read(m.path("nul.json")),
+        "{\"a\\u0000b\": 1, \"ok\": \"x\\u0000\"}"
+    );
+    let history = cli(&m, &["history", "nul.json"]).1;
+    assert!(history.contains("create"), "{history}");
+    m.sh_ok("echo '{\"ok\": 1}' > state.json && chmod 666 state.json");
+    let before = refused(&m).lines().count();
+    let out = m.sh_ok(&format!(
+        "{AGENT} bash -c 'exec python3 -' <<'PYEOF'
+import errno
+f = open('state.json', 'w'); f.write('{{\"ok\": 2, \"zz\\\\u0000q\": 5}}')
+try:
+    f.close(); print('committed')
+except OSError as e:
+    print(errno.errorcode[e.errno])
+PYEOF"
+    ));
+    assert_eq!(out, "EINVAL\n");
+    assert_eq!(read(m.path("state.json")), "{\"ok\": 1}\n");
+    let log = refused(&m);
+    assert!(
+        log.lines().count() > before,
+        "the refusal is not on record: {log}"
+    );
+    assert!(log.contains("is not among the fields"), "{log}");
+}

@@ -364,6 +364,14 @@ impl PgConn {
         last.map_err(|e| pg_error(&e))
     }
 
+    /// Sends what is queued, if anything; its first failure is the error.
+    fn flush(&self) -> Result<()> {
+        if self.queued.borrow().is_empty() {
+            return Ok(());
+        }
+        self.run(std::future::ready(Ok::<(), tokio_postgres::Error>(())))
+    }
+
     /// The prepared statement for `sql` (with `?N` placeholders), from the cache or
     /// prepared now. A statement that fails to prepare is not cached, and its error
     /// names the statement (where PostgreSQL could not infer a placeholder's type, say).
@@ -371,6 +379,8 @@ impl PgConn {
         if let Some(s) = self.statements.borrow().get(sql) {
             return Ok(s.clone());
         }
+        // What is queued goes first, its failure its own (not blamed on this statement).
+        self.flush()?;
         let text = rewrite_placeholders(sql);
         let stmt = self.run(self.client.prepare(&text)).map_err(|mut err| {
             err.reason
@@ -412,6 +422,7 @@ impl PgConn {
             format!("({})", types.join(", "))
         };
         let text = format!("PREPARE {name}{types} AS {}", rewrite_placeholders(sql));
+        self.flush()?;
         self.run(self.client.batch_execute(&text))
             .map_err(|mut err| {
                 err.reason
@@ -438,6 +449,28 @@ fn literal_type(ty: &Type) -> Option<&'static str> {
         Type::BYTEA => "bytea",
         _ => return None,
     })
+}
+
+/// What stands for a NUL in text stored on PostgreSQL, whose text cannot hold one:
+/// U+2400 SYMBOL FOR NULL. Text reaches the store with NULs in a JSON key (`\u0000`), a
+/// refusal's reason that quotes one, an MCP client's name; refusing it would lose the
+/// write or the refusal's record (helper finding), so it is stored with this instead
+/// (doc/SEMANTICS.md). File contents are bytes and keep their NULs.
+pub const NUL_SHOWN: &str = "\u{2400}";
+
+/// Appends `t` to `out` as an escape string literal, `E'...'`: `'` and `\` doubled (its
+/// meaning does not depend on `standard_conforming_strings`), a NUL as [`NUL_SHOWN`].
+fn quote_text(out: &mut String, t: &str) {
+    out.push_str("E'");
+    for c in t.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            '\\' => out.push_str("\\\\"),
+            '\0' => out.push_str(NUL_SHOWN),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
 }
 
 /// `EXECUTE name(...)` of the statement `stmt` with `params` spelled as literals of the
@@ -485,21 +518,7 @@ fn execute_text(name: &str, stmt: &Statement, params: &[Param<'_>]) -> Result<St
             },
             Param::Text(t) => match *ty {
                 Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR => {
-                    if t.contains('\0') {
-                        return Err(StoreError::new(
-                            ErrorKind::Invalid,
-                            "text holding a NUL byte, which PostgreSQL's text cannot hold",
-                        ));
-                    }
-                    out.push_str("E'");
-                    for c in t.chars() {
-                        match c {
-                            '\'' => out.push_str("''"),
-                            '\\' => out.push_str("\\\\"),
-                            c => out.push(c),
-                        }
-                    }
-                    out.push('\'');
+                    quote_text(&mut out, t);
                 }
                 _ => return Err(refused(mismatch("text", ty))),
             },
@@ -554,7 +573,7 @@ impl PgConn {
             "{}; {}; {}",
             self.begin_text()?,
             self.execute(sql, params)?,
-            self.execute(&format!("SELECT nextval('{seq}')"), &[])?
+            self.execute(&format!("SELECT nextval({seq})"), &[])?
         );
         self.in_transaction.set(true);
         self.begun.set(false);
@@ -589,7 +608,7 @@ impl PgConn {
     }
 
     /// The name of `versions.id`'s sequence, schema-qualified and quoted as an identifier
-    /// by the server, its `'` doubled for a string literal: looked up on the first call
+    /// by the server, as a string literal ([`quote_text`]): looked up on the first call
     /// (one round trip per connection), then kept.
     fn versions_seq(&self) -> Result<String> {
         if let Some(s) = self.versions_seq.borrow().as_ref() {
@@ -597,9 +616,10 @@ impl PgConn {
         }
         let name: Option<String> =
             self.value("SELECT pg_get_serial_sequence('versions', 'id')", &[])?;
-        let name = name
-            .ok_or_else(|| StoreError::failed("versions.id has no sequence"))?
-            .replace('\'', "''");
+        let name = name.ok_or_else(|| StoreError::failed("versions.id has no sequence"))?;
+        let mut quoted = String::new();
+        quote_text(&mut quoted, &name);
+        let name = quoted;
         *self.versions_seq.borrow_mut() = Some(name.clone());
         Ok(name)
     }
@@ -787,7 +807,7 @@ impl Conn for PgConn {
             self.queued.borrow_mut().push(queued);
             if bytes >= QUEUE_MAX {
                 // Sent now; a failure is this call's (the transaction fails whole).
-                self.run(std::future::ready(Ok::<(), tokio_postgres::Error>(())))?;
+                self.flush()?;
             }
             return Ok(());
         }
@@ -994,7 +1014,11 @@ impl ToSql for PgParam<'_> {
             },
             Param::Text(s) => match *ty {
                 Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR | Type::UNKNOWN => {
-                    s.to_sql(ty, out)
+                    if s.contains('\0') {
+                        s.replace('\0', NUL_SHOWN).to_sql(ty, out)
+                    } else {
+                        s.to_sql(ty, out)
+                    }
                 }
                 _ => Err(mismatch("text", ty)),
             },
