@@ -314,3 +314,30 @@ fn an_older_databases_lossy_paths_are_still_found() {
     let (code, out, err) = run(&m, &[b"show", b"k\xff@1"]);
     assert_eq!((code, out), (0, b"kept\n".to_vec()), "{err}");
 }
+
+/// A version's inputs in `--json` name a file that is not UTF-8 as every other path
+/// field does (U+FFFD and `path_hex`), never in the store's own form (U+EF80-U+EFFF:
+/// helper finding).
+#[test]
+fn inputs_in_json_name_a_file_that_is_not_utf8_losslessly() {
+    let m = Mount::new();
+    let name: &[u8] = b"in\xff\xfe";
+    std::fs::write(m.mnt.join(OsStr::from_bytes(name)), "source\n").unwrap();
+    // One process reads it, then writes out.txt: out.txt's version has it as input.
+    m.sh_ok(
+        "python3 -c 'import os; os.read(os.open(b\"in\\xff\\xfe\", os.O_RDONLY), 100); \
+         open(\"out.txt\", \"w\").write(\"derived\\n\")'",
+    );
+    let h = json_lines(&m, &[b"history", b"--json", b"out.txt"]);
+    let inputs = h[0]["inputs"].as_array().expect("inputs");
+    assert_eq!(inputs.len(), 1, "{h:?}");
+    assert_eq!(json_name(&inputs[0], "path"), name, "{h:?}");
+    let (code, out, err) = run(&m, &[b"log", b"--json", b"out.txt"]);
+    assert_eq!(code, 0, "{err}");
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("path_hex"), "{out}");
+    assert!(
+        !out.chars().any(|c| ('\u{ef80}'..='\u{efff}').contains(&c)),
+        "the store's form of a path leaked: {out}"
+    );
+}

@@ -32,6 +32,32 @@ pub fn human_size(n: u64) -> String {
     format!("{n} byte{}", if n == 1 { "" } else { "s" })
 }
 
+/// `raw` as one bash word that stands for exactly those bytes, for a command line a user
+/// may paste: as it is when it holds only `A-Z a-z 0-9 _ . / @ % + = : , -`, else
+/// single-quoted (a `'` as `'\''`) when it is printable UTF-8, else as `$'...'` with each
+/// byte that is not a printable ASCII character (or is `'` or `\`) as `\xHH`.
+fn shell_word(raw: &[u8]) -> String {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b"_./@%+=:,-".contains(&b);
+    if !raw.is_empty() && raw.iter().all(|&b| plain(b)) {
+        return String::from_utf8_lossy(raw).into_owned();
+    }
+    if let Ok(text) = std::str::from_utf8(raw)
+        && !text.chars().any(char::is_control)
+    {
+        return format!("'{}'", text.replace('\'', r"'\''"));
+    }
+    let mut out = String::from("$'");
+    for &b in raw {
+        if (0x20..0x7f).contains(&b) && b != b'\'' && b != b'\\' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out.push('\'');
+    out
+}
+
 /// Prints the unified diff of `a` → `b` (default: the current version of `a`'s path).
 /// Fails (one line, exit 1) when a side is larger than [`DIFF_MAX`] or [`DIFF_MAX_LINES`]
 /// or is not text (not UTF-8, or holds a NUL byte), unless both have the same blake3 (no
@@ -58,8 +84,8 @@ pub fn diff(db: &Path, a: &OsStr, b: Option<&OsStr>, json: bool) -> Result<(), F
     } else {
         let hint = format!(
             "compare with cmp <(scratchfs show {}) <(scratchfs show {})",
-            quote_stored(&ha),
-            quote_stored(&hb)
+            shell_word(&crate::store::paths::decode(&ha)),
+            shell_word(&crate::store::paths::decode(&hb))
         );
         for (v, h) in [(&va, &ha), (&vb, &hb)] {
             if v.size > DIFF_MAX {
@@ -151,6 +177,28 @@ fn text(store: &dyn History, v: &VersionRow, label: &str, hint: &str) -> Result<
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn shell_words_give_back_the_bytes() {
+        // What bash makes of each word, compared with the bytes.
+        for raw in [
+            &b"plain/a.md@2"[..],
+            b"it's a file@1",
+            b"'); rm -rf ~; #@3",
+            b"$(touch /tmp/x)`id`@1",
+            b"caf\xc3\xa9 \\ back@1",
+            b"bad\xff\nline\t'q'\\@4",
+            b"",
+        ] {
+            let word = super::shell_word(raw);
+            let out = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(format!("printf %s {word}"))
+                .output()
+                .expect("bash");
+            assert_eq!(out.stdout, raw, "{word}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -33,6 +33,13 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
             }
             let mut o = serde_json::to_value(&e).map_err(|e| e.to_string())?;
             super::json_paths(&mut o, &["path", "new_path"]);
+            // A reason quotes paths in their stored form: shown as the paths are, the
+            // bytes that are not UTF-8 as U+FFFD.
+            if let Some(r) = o.get("reason").and_then(|r| r.as_str()) {
+                o["reason"] = String::from_utf8_lossy(&paths::decode(r))
+                    .into_owned()
+                    .into();
+            }
             println!("{o}");
             continue;
         }

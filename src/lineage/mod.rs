@@ -22,19 +22,24 @@ use crate::sync::Mutex;
 /// The inputs of a version as JSON (the `user.scratchfs.inputs` attribute, `log --json`,
 /// `history --json`): an array of objects `{"path", "version", "writer", "via", "read",
 /// "read_ns"}`, `read` as RFC 3339 UTC; `path`, `version` and `writer` are `null` for a
-/// version gc forgot.
+/// version gc forgot; a path that is not UTF-8 has U+FFFD for its bytes and `path_hex`
+/// beside it ([`crate::cli::json_name`]).
 pub fn inputs_json(inputs: &[crate::store::InputInfo]) -> serde_json::Value {
     inputs
         .iter()
         .map(|i| {
-            serde_json::json!({
+            let mut o = serde_json::json!({
                 "path": i.path,
                 "version": i.version,
                 "writer": i.writer,
                 "via": i.via,
                 "read": crate::cli::time::utc(i.read_ns).replace(' ', "T"),
                 "read_ns": i.read_ns,
-            })
+            });
+            // The path as the other JSON outputs give it: not the stored form of a name
+            // that is not UTF-8, but U+FFFD for its bytes and `path_hex` beside it.
+            crate::cli::json_paths(&mut o, &["path"]);
+            o
         })
         .collect()
 }
