@@ -455,7 +455,7 @@ fn literal_type(ty: &Type) -> Option<&'static str> {
 /// U+2400 SYMBOL FOR NULL. Text reaches the store with NULs in a JSON key (`\u0000`), a
 /// refusal's reason that quotes one, an MCP client's name; refusing it would lose the
 /// write or the refusal's record (helper finding), so it is stored with this instead
-/// (doc/SEMANTICS.md). File contents are bytes and keep their NULs.
+/// (docs/SEMANTICS.md). File contents are bytes and keep their NULs.
 pub const NUL_SHOWN: &str = "\u{2400}";
 
 /// Appends `t` to `out` as an escape string literal, `E'...'`: `'` and `\` doubled (its
@@ -476,9 +476,7 @@ fn quote_text(out: &mut String, t: &str) {
 /// `EXECUTE name(...)` of the statement `stmt` with `params` spelled as literals of the
 /// types PostgreSQL inferred for its placeholders, paired as [`PgParam`] pairs them (the
 /// same errors for a value that does not fit): NULL, an integer in decimal, a boolean as
-/// `true`/`false`, text as an escape string (`E'...'`, every `\` and `'` doubled: its
-/// meaning does not depend on `standard_conforming_strings`), bytes as `E'\\x` and hex.
-/// Text holding a NUL (which PostgreSQL's text cannot hold) is `EINVAL`.
+/// `true`/`false`, text as an escape string ([`quote_text`]), bytes as `E'\\x` and hex.
 fn execute_text(name: &str, stmt: &Statement, params: &[Param<'_>]) -> Result<String> {
     use std::fmt::Write;
     let types = stmt.params();
@@ -980,7 +978,8 @@ fn rewrite_placeholders(sql: &str) -> String {
 /// from its context: `INT8` against a BIGINT column, `INT4` in `?1 + 1` or against an
 /// `int4` expression such as `length(...)`, `BOOL` in `WHERE ?1` or `?1 AND ...`. So an
 /// integer is sent as `INT8`, `INT4` or `INT2` (refused if out of range) or `BOOL` (0 or 1
-/// only); text as any text type (`TEXT`, `VARCHAR`, `NAME`, `BPCHAR`, `UNKNOWN`); bytes as
+/// only); text as any text type (`TEXT`, `VARCHAR`, `NAME`, `BPCHAR`, `UNKNOWN`), a NUL in
+/// it as [`NUL_SHOWN`]; bytes as
 /// `BYTEA`; NULL as any type. Any other pairing (an integer where PostgreSQL inferred
 /// `numeric` or `text`, say) is an error saying to `CAST` the placeholder.
 ///
