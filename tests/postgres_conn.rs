@@ -641,15 +641,19 @@ fn values_spelled_as_literals_in_a_transaction_come_back_exactly() {
         )
         .unwrap();
     }
-    for (i, t) in texts.iter().enumerate() {
-        let v: String = c
-            .value(
-                "SELECT value FROM meta WHERE key = ?1",
-                p![format!("k{i}").as_str()],
-            )
-            .unwrap();
-        assert_eq!(v, *t, "in the transaction");
-    }
+    // Each value read back as it was written.
+    let read_back = |when: &str| {
+        for (i, t) in texts.iter().enumerate() {
+            let v: String = c
+                .value(
+                    "SELECT value FROM meta WHERE key = ?1",
+                    p![format!("k{i}").as_str()],
+                )
+                .unwrap();
+            assert_eq!(v, *t, "{when}");
+        }
+    };
+    read_back("in the transaction");
     // Integers where PostgreSQL inferred int4 and bool, NULL, and each column type read
     // from its text form (after a queued statement, so in its message).
     let row_of = |r: &dyn Row| {
@@ -705,15 +709,7 @@ fn values_spelled_as_literals_in_a_transaction_come_back_exactly() {
         )
         .unwrap();
     assert_eq!(named, 5, "statements prepared by name: {statements:?}");
-    for (i, t) in texts.iter().enumerate() {
-        let v: String = c
-            .value(
-                "SELECT value FROM meta WHERE key = ?1",
-                p![format!("k{i}").as_str()],
-            )
-            .unwrap();
-        assert_eq!(v, *t, "committed");
-    }
+    read_back("committed");
     let back: Vec<u8> = c
         .value(
             "SELECT data FROM blobs WHERE hash = ?1",

@@ -1083,16 +1083,8 @@ impl Row for tokio_postgres::Row {
         };
         let ty = col.type_();
         match *ty {
-            Type::INT2
-            | Type::INT4
-            | Type::INT8
-            | Type::BOOL
-            | Type::TEXT
-            | Type::VARCHAR
-            | Type::NAME
-            | Type::BPCHAR
-            | Type::UNKNOWN
-            | Type::BYTEA => {}
+            Type::BYTEA => {}
+            ref t if text_column(t) => {}
             Type::NUMERIC => {
                 return Err(StoreError::failed(format!(
                     "column {i} ({}) is numeric: CAST the sum (or expression) AS BIGINT",
