@@ -734,12 +734,7 @@ impl Conn for PgConn {
             && stmt.columns().iter().all(|c| text_column(c.type_()))
         {
             // In the message of the queued text before it (module docs).
-            let name = self.named(sql, &stmt)?;
-            let text = execute_text(&name, &stmt, params).map_err(|mut err| {
-                err.reason
-                    .push_str(&format!(" (in `{}`)", one_line(sql, 160)));
-                err
-            })?;
+            let text = self.execute(sql, params)?;
             self.queued
                 .borrow_mut()
                 .push(Queued::Query(text, sql.to_owned()));
@@ -786,13 +781,7 @@ impl Conn for PgConn {
             let queued = if bytes <= LITERAL_MAX
                 && stmt.params().iter().all(|t| literal_type(t).is_some())
             {
-                let name = self.named(sql, &stmt)?;
-                let text = execute_text(&name, &stmt, params).map_err(|mut err| {
-                    err.reason
-                        .push_str(&format!(" (in `{}`)", one_line(sql, 160)));
-                    err
-                })?;
-                Queued::Text(text, sql.to_owned())
+                Queued::Text(self.execute(sql, params)?, sql.to_owned())
             } else {
                 Queued::Exec(
                     stmt,
