@@ -1132,3 +1132,61 @@ fn a_daemon_in_the_middle_of_a_commit_answers_gc_at_once() {
     assert_eq!(std::fs::read_to_string(a.path("kept.md")).unwrap(), "two\n");
     b.kill9();
 }
+
+/// One name created and deleted over and over from two daemons at once keeps one history:
+/// every version at the path is in one lineage (helper finding: a create that looked for
+/// the deleted lineage to continue while the other daemon's unlink was committing made a
+/// second lineage, whose history cut the first one off).
+#[test]
+fn a_name_created_and_deleted_on_two_daemons_at_once_keeps_one_history() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    let script = |m: &Mount, tag: &str| {
+        std::process::Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                r#"
+import errno, os
+for i in range(150):
+    try:
+        with open("loop", "w") as f:
+            f.write("{tag} %d\n" % i)
+    except OSError as e:
+        # The other daemon's create and delete of the name race this one's.
+        assert e.errno in (errno.EEXIST, errno.ENOENT, errno.ESTALE), e
+    try:
+        os.unlink("loop")
+    except OSError as e:
+        assert e.errno in (errno.ENOENT, errno.ESTALE), e
+"#
+            ))
+            .current_dir(&m.mnt)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (pa, pb) = (script(&a, "a"), script(&b, "b"));
+    let (oa, ob) = (
+        pa.wait_with_output().unwrap(),
+        pb.wait_with_output().unwrap(),
+    );
+    for o in [&oa, &ob] {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let lineages = common::pg_query(
+        &db.0,
+        "SELECT COUNT(DISTINCT file_id), COUNT(*) FROM versions WHERE path = 'loop'",
+    );
+    let (n, versions) = lineages.split_once('|').unwrap();
+    assert_eq!(
+        n, "1",
+        "versions at the path in more than one lineage: {lineages}"
+    );
+    // The history of the path is all of them, numbered on without a gap.
+    let numbers = common::pg_query(
+        &db.0,
+        "SELECT MIN(version) || '-' || MAX(version) FROM versions WHERE path = 'loop'",
+    );
+    assert_eq!(numbers, format!("1-{versions}"));
+}

@@ -416,6 +416,31 @@ impl Postgres {
     }
 }
 
+/// The class of the advisory locks [`lock_paths`] takes (`pg_locks.classid`; the key is
+/// `hashtext` of the path, `objsubid` 2). "scrp".
+const PATH_LOCK_CLASS: i32 = 0x7363_7270;
+
+/// Takes, for the open transaction, the lock of each of `paths` (in the order of the
+/// paths, so that two renames never wait for each other crosswise), queued with the
+/// transaction's next statements. Creates, unlinks and renames of one path take turns
+/// across daemons this way: a create's look for the deleted lineage it continues then
+/// comes after the unlink that deleted it is committed, not during it, which made a
+/// second lineage at the path, its history cut off from the first (helper finding:
+/// create and delete loops of one name on two daemons). Paths whose `hashtext` is the
+/// same take turns too, which is only slower.
+fn lock_paths(tx: &dyn Conn, paths: &[&str]) -> Result<()> {
+    let mut paths = paths.to_vec();
+    paths.sort_unstable();
+    paths.dedup();
+    for path in paths {
+        tx.exec(
+            "SELECT pg_advisory_xact_lock(CAST(?1 AS INTEGER), hashtext(?2))",
+            p![i64::from(PATH_LOCK_CLASS), path],
+        )?;
+    }
+    Ok(())
+}
+
 /// The refusal of a change to a store opened to read the past.
 fn frozen_refusal() -> StoreError {
     StoreError::new(
@@ -461,6 +486,7 @@ impl Store for Postgres {
         // is at its path; made again asking for it when one is (a path re-created).
         let create = |lookup| {
             self.change(caller, Touched::Tree, |tx, proc_| {
+                lock_paths(tx, &[path])?;
                 create_in(tx, parent, name, path, kind, attrs, proc_, lookup).map(Ok)
             })
         };
@@ -540,6 +566,7 @@ impl Store for Postgres {
             // daemon saw is stale, as the kernel would say.
             // Renames and unlinks of one node take turns across daemons, and each
             // checks the name after the one before it committed.
+            lock_paths(tx, &[path])?;
             tx.exec("SELECT ino FROM nodes WHERE ino = ?1 FOR UPDATE", p![ino])?;
             if ino_at(tx, path)? != Some(ino) {
                 return Err(StoreError::not_found(path));
@@ -726,7 +753,9 @@ impl Store for Postgres {
     fn rename(&self, req: RenameRequest<'_>) -> Result<(Option<i64>, Option<VersionInfo>)> {
         let caller = req.caller.clone();
         let (ino, old_path) = (req.ino, req.old_path.to_string());
+        let new_path = req.new_path.to_string();
         self.change(&caller, Touched::Tree, |tx, proc_| {
+            lock_paths(tx, &[&old_path, &new_path])?;
             // Removed or moved by another host meanwhile: the name this daemon saw is
             // stale, as the kernel would say.
             // Renames and unlinks of one node take turns across daemons, and each
