@@ -777,3 +777,38 @@ PYEOF"
     );
     assert!(log.contains("is not among the fields"), "{log}");
 }
+
+/// A file unlinked while open is judged, and recorded, at the path it had: writing a
+/// secret through a handle on `vault/x` after unlinking it is refused by `vault/**`'s
+/// `deny_secrets`, not judged as a file `x` at the root (helper finding: an orphan's path
+/// was its bare name, so a version was recorded as `tmpx` for `sub/tmpx`, and a
+/// directory's rules did not reach it).
+#[test]
+fn a_file_unlinked_while_open_keeps_its_path_and_its_rules() {
+    let m = mount_with_rules();
+    let out = m.sh_ok(
+        "mkdir -p vault notes && python3 -c '
+import errno, os
+fd = os.open(\"vault/x\", os.O_CREAT | os.O_WRONLY, 0o644)
+os.unlink(\"vault/x\")
+try:
+    os.write(fd, b\"aws_key = AKIAIOSFODNN7EXAMPLE\\n\")
+    os.close(fd); print(\"committed\")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+fd = os.open(\"notes/tmpx\", os.O_CREAT | os.O_WRONLY, 0o644)
+os.unlink(\"notes/tmpx\")
+os.write(fd, b\"hi\\n\")
+os.close(fd)'",
+    );
+    assert_eq!(out, "EINVAL\n");
+    let log = cli(&m, &["log", "--rejected"]).1;
+    assert!(log.contains("vault/x"), "{log}");
+    assert!(log.contains("deny_secrets"), "{log}");
+    let log = cli(&m, &["log"]).1;
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" notes/tmpx ") && l.contains(" v1 ")),
+        "the orphan's version is not recorded at notes/tmpx: {log}"
+    );
+}

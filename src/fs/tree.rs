@@ -257,16 +257,17 @@ impl Tree {
         Ok(self.dir(parent)?.children.get(name).copied())
     }
     /// Path from the root, `/`-separated, no leading slash, as the store records it: each
-    /// name's exact bytes, losslessly as text ([`crate::store::paths::encode`]).
+    /// name's exact bytes, losslessly as text ([`crate::store::paths::encode`]). An orphan
+    /// (unlinked, or replaced by a rename, while open) keeps the path it had, under its
+    /// directory as that is named now: a commit through a handle on it is judged by that
+    /// path's rules and recorded at it (helper finding: it was its bare name, so `vault/x`
+    /// unlinked while open escaped `vault/**`'s rules, judged as a file `x` at the root).
     pub(super) fn path(&self, ino: u64) -> String {
         let mut parts = Vec::new();
         let mut at = ino;
         while at != ROOT {
             let Some(n) = self.nodes.get(&at) else { break };
             parts.push(paths::encode(&n.name).into_owned());
-            if n.orphan {
-                break;
-            }
             at = n.parent;
         }
         parts.reverse();
