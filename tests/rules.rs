@@ -139,10 +139,21 @@ fn append_only_write_once_and_read_only() {
         assert!(!ok && err.contains("Permission denied"), "{cmd}: {err}");
     }
     assert_eq!(read(m.path("frozen/f")), "v1\n");
-    // read-only: not even root may create it.
+    // read-only: not even root may create it, nor a directory by its name (helper
+    // finding: mkdir policy.md went through, and files under it).
     let e = m.sh("echo x > policy.md");
     assert!(String::from_utf8_lossy(&e.stderr).contains("Permission denied"));
-    assert!(refused(&m).lines().count() >= 9, "{}", refused(&m));
+    let (ok, err) = agent(&m, "mkdir policy.md");
+    assert!(!ok && err.contains("Permission denied"), "mkdir: {err}");
+    assert!(!m.path("policy.md").exists());
+    assert!(
+        refused(&m).contains("policy.md: writer agent refused by rule \"policy.md\": read-only"),
+        "{}",
+        refused(&m)
+    );
+    // A directory under write-once and append-only rules is still made.
+    m.sh_ok("mkdir frozen/sub");
+    assert!(refused(&m).lines().count() >= 10, "{}", refused(&m));
 }
 
 #[test]

@@ -84,7 +84,9 @@ impl Compiled {
         {
             return refuse(&name, format!("only {} may write here", ws.join(", ")));
         }
-        if action == Action::Mkdir {
+        // A directory may be made under a write-once or append-only rule (they are about
+        // files' bytes), not where the rule says read-only (docs/rules.md: create, mkdir).
+        if action == Action::Mkdir && rule.mode != Mode::ReadOnly {
             return Ok(());
         }
         match (rule.mode, action) {
