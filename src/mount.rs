@@ -610,6 +610,7 @@ pub fn open_postgres(
     }
     let daemon = store.daemon().to_string();
     let listener_pid = store.listener_pid();
+    let heads = store.heads();
     let store: Arc<dyn Store> = Arc::new(store);
     let mut fs = Fs::new(store.clone(), spill.path().to_path_buf())
         .map_err(|e| format!("database {name}: {e}"))?
@@ -655,6 +656,7 @@ pub fn open_postgres(
                 return false;
             };
             log::debug!("changes by other daemons: {changes:?}");
+            heads.forget(changes);
             if changes
                 .iter()
                 .any(|c| matches!(c, notify::Change::Rules | notify::Change::Tree))

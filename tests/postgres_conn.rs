@@ -12,7 +12,7 @@
 
 use scratchfs::p;
 use scratchfs::store::ErrorKind;
-use scratchfs::store::postgres::{PgConn, SCHEMA};
+use scratchfs::store::postgres::{PENDING_VERSION_ID, PgConn, SCHEMA};
 // A glob: the helpers (`insert`, `value`, `all`, ...) are in scope however the sql module
 // offers them.
 use scratchfs::store::sql::*;
@@ -487,7 +487,7 @@ fn a_commit_takes_its_version_id_with_its_locks() {
     let (pg, _guard) = fresh();
     let c = &pg;
     // Before anything is sent there is none; after the first query there is one, once.
-    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64])
+    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64], false)
         .unwrap();
     assert_eq!(c.reserved_id(IdOf::Versions).unwrap(), None);
     let _: i64 = c.value("SELECT 1", p![]).unwrap();
@@ -502,11 +502,11 @@ fn a_commit_takes_its_version_id_with_its_locks() {
     );
     c.batch("ROLLBACK").unwrap();
     // Taken but not used, then rolled back: the next transaction's is its own.
-    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64])
+    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64], false)
         .unwrap();
     let _: i64 = c.value("SELECT 1", p![]).unwrap();
     c.batch("ROLLBACK").unwrap();
-    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64])
+    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64], false)
         .unwrap();
     assert_eq!(
         c.reserved_id(IdOf::Versions).unwrap(),
@@ -535,6 +535,74 @@ fn a_commit_takes_its_version_id_with_its_locks() {
     let _: i64 = c.value("SELECT 1", p![]).unwrap();
     assert_eq!(c.reserved_id(IdOf::Versions).unwrap(), None);
     c.batch("ROLLBACK").unwrap();
+}
+
+/// A commit opened on a guess (`PgConn::begin_commit(.., true)`) needs no answer before
+/// its `COMMIT`: its version id is handed out as a stand-in, which a statement sent as
+/// text spells `currval` of the sequence and one sent in binary (a value over 64 KiB)
+/// gets as the real id, after what is queued was sent. The rows name the id the
+/// transaction took, which `taken_version_id` says after the `COMMIT`.
+#[test]
+fn a_commit_on_a_guess_names_the_version_id_it_takes_before_the_answer() {
+    let (pg, _guard) = fresh();
+    let c = &pg;
+    let proc_ = new_process(c);
+    let insert = "INSERT INTO versions(id, file_id, version, path, op, size, blake3, stream,
+             writer, process, pid, time_ns)
+         VALUES (?1, 1, ?2, ?3, 'write', 0, 'h', 0, 'agent', ?4, 1, 1)";
+    // An id taken and dropped first: `currval` must not name an earlier transaction's.
+    // (The insert is prepared there: a statement's first use is a round trip of its own.)
+    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64], false)
+        .unwrap();
+    let _: i64 = c.value("SELECT 1", p![]).unwrap();
+    let before = c.reserved_id(IdOf::Versions).unwrap().unwrap();
+    c.exec(insert, p![before, 1, "dropped", proc_]).unwrap();
+    c.batch("ROLLBACK").unwrap();
+    // Text only: nothing is sent before the COMMIT.
+    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64], true)
+        .unwrap();
+    let id = c.reserved_id(IdOf::Versions).unwrap().unwrap();
+    assert_eq!(id, PENDING_VERSION_ID);
+    c.exec(insert, p![id, 1, "text", proc_]).unwrap();
+    assert_eq!(c.taken_version_id(), None, "sent before the COMMIT");
+    c.batch("COMMIT").unwrap();
+    let taken = c.taken_version_id().expect("the id, after the COMMIT");
+    assert!(taken > before, "{before} then {taken}");
+    let path: String = c
+        .value("SELECT path FROM versions WHERE id = ?1", p![taken])
+        .unwrap();
+    assert_eq!(path, "text");
+    // A value too large for text goes in binary, with the real id.
+    c.begin_commit("SELECT CAST(?1 AS BIGINT)", p![1i64], true)
+        .unwrap();
+    let id = c.reserved_id(IdOf::Versions).unwrap().unwrap();
+    c.exec(insert, p![id, 2, "binary", proc_]).unwrap();
+    let big = "r".repeat(70_000);
+    c.exec(
+        "INSERT INTO events(time_ns, op, path, version_id, reason, writer, process, pid)
+         VALUES (1, 'note', 'binary', ?1, ?2, 'agent', ?3, 1)",
+        p![id, big.as_str(), proc_],
+    )
+    .unwrap();
+    let sent = c
+        .taken_version_id()
+        .expect("known once the binary statement is sent");
+    c.batch("COMMIT").unwrap();
+    assert_eq!(c.taken_version_id(), Some(sent));
+    assert!(sent > taken, "{taken} then {sent}");
+    let (path, reason): (String, i64) = c
+        .one(
+            "SELECT v.path, length(e.reason) FROM versions v JOIN events e ON e.version_id = v.id
+             WHERE v.id = ?1",
+            p![sent],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((path.as_str(), reason), ("binary", 70_000));
+    let strays: i64 = c
+        .value("SELECT COUNT(*) FROM versions WHERE id < 0", p![])
+        .unwrap();
+    assert_eq!(strays, 0);
 }
 
 #[test]

@@ -55,6 +55,11 @@ pub enum ErrorKind {
     /// An operating-system call failed with this errno (opening the database file, the
     /// redo log): that errno.
     Os(i32),
+    /// A guard found wrong what a change sent in one round trip was built on (PostgreSQL:
+    /// the store's own `division_by_zero`, SQLSTATE 22012, `write::HEAD_IS` and
+    /// `write::NO_DELETED_LINEAGE`): the store makes the change again without the guess.
+    /// It does not leave the store; `EIO` if it did.
+    Guessed,
     /// Any other failure of the backend (a query the database refused): `EIO`.
     Failed,
 }
@@ -76,7 +81,10 @@ impl ErrorKind {
             ErrorKind::Invalid => libc::EINVAL,
             ErrorKind::Unsupported => libc::ENOTSUP,
             ErrorKind::NoData => libc::ENODATA,
-            ErrorKind::Unavailable | ErrorKind::Corrupt | ErrorKind::Failed => libc::EIO,
+            ErrorKind::Unavailable
+            | ErrorKind::Corrupt
+            | ErrorKind::Guessed
+            | ErrorKind::Failed => libc::EIO,
             ErrorKind::Os(errno) => errno,
         }
     }

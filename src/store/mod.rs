@@ -294,6 +294,7 @@ pub struct Origin {
 }
 
 /// How the bytes of a new version are built.
+#[derive(Debug, Clone, Copy)]
 pub enum Build<'a> {
     /// The content of `base` up to `base_limit`, overlaid with the `dirty` ranges (sorted,
     /// disjoint, `[start, end)` file offsets) read from `source(file_offset, buf)`, zeros
@@ -353,6 +354,29 @@ pub struct CommitRequest<'a> {
     pub inputs: &'a [Input],
     /// The version it copies from another scratchpad (`adopt`), recorded in `origins`.
     pub origin: Option<&'a Origin>,
+}
+
+impl CommitRequest<'_> {
+    /// The same request again, borrowing this one (its source, its hasher state cloned):
+    /// for a store that makes a commit a second time after a first try failed and rolled
+    /// back (PostgreSQL's guessed head, `store::postgres`).
+    pub fn again(&mut self) -> CommitRequest<'_> {
+        CommitRequest {
+            ino: self.ino,
+            path: self.path,
+            op: self.op,
+            expect_head: self.expect_head,
+            build: self.build,
+            source: &mut *self.source,
+            prefix_hasher: self.prefix_hasher.clone(),
+            caller: self.caller,
+            time_ns: self.time_ns,
+            set_mtime: self.set_mtime,
+            durable: self.durable,
+            inputs: self.inputs,
+            origin: self.origin,
+        }
+    }
 }
 
 /// What a successful commit returns: the version and the hasher state after its bytes.

@@ -84,6 +84,12 @@ pub struct PgConn {
     /// The version id the open transaction took with its locks ([`PgConn::begin_commit`]),
     /// until [`Conn::reserved_id`] hands it out.
     version_id: Cell<Option<i64>>,
+    /// The open transaction was opened by [`PgConn::begin_commit`] on a guess: its version
+    /// id is handed out as [`PENDING_VERSION_ID`] and spelled `currval` of the sequence.
+    guessing: Cell<bool>,
+    /// The version id such a transaction took, once its answer is in
+    /// ([`PgConn::taken_version_id`]).
+    taken_id: Cell<Option<i64>>,
     /// The name of `versions.id`'s sequence, looked up once ([`PgConn::begin_commit`]).
     versions_seq: RefCell<Option<String>>,
     /// The rows of the last [`Queued::Query`] sent, until [`Conn::each`] takes them.
@@ -115,12 +121,35 @@ const RESERVE: i64 = 32;
 /// blob of a large file) goes in binary, as spelling it in hex would double it.
 const LITERAL_MAX: usize = 64 << 10;
 
+/// The version id [`Conn::reserved_id`] hands out in a transaction opened on a guess
+/// ([`PgConn::begin_commit`]), before the server has answered with the real one: a
+/// statement sent as text spells it `currval` of the versions sequence (the value the
+/// transaction's `nextval` took, on this session); one sent in binary is sent after the
+/// answer, with the real id. The store puts the real id into what it returns
+/// ([`PgConn::taken_version_id`]). A negative number no id is ("-scrversi" in ASCII).
+pub const PENDING_VERSION_ID: i64 = -0x7363_7276_6572_7369;
+
+/// Where the row of the version id a transaction took is in the answer to the message
+/// that opens it ([`PgConn::begin_commit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IdRow {
+    /// No id taken.
+    None,
+    /// The last statement's (but for a query after it): statements after it spell the id
+    /// as a literal, so the message ends there.
+    Last,
+    /// Statement `n`'s (0-based; a `BEGIN` message is always the first of its message):
+    /// statements after it spell the id as `currval` ([`PENDING_VERSION_ID`]), so the
+    /// message goes on.
+    At(usize),
+}
+
 /// A statement waiting to be sent.
 enum Queued {
     /// `BEGIN` with the change lock, shared ([`PgConn::begin_text`]), and what
-    /// [`PgConn::begin_commit`] adds, if any: the whole text (simple-query). `true`: its
-    /// last statement's row is the transaction's version id.
-    Begin(String, bool),
+    /// [`PgConn::begin_commit`] adds, if any: the whole text (simple-query), and where its
+    /// version id's row is.
+    Begin(String, IdRow),
     /// Simple-query text (an `EXECUTE`, or what ends the transaction), and the statement
     /// as the shared code wrote it (for messages).
     Text(String, String),
@@ -134,10 +163,10 @@ enum Queued {
 /// Queued statements as they go out: consecutive simple-query texts joined into one
 /// message ([`LITERAL_MAX`]).
 enum Message<'q> {
-    /// The text; the statements in it, for messages; whether a statement's last row is
-    /// the transaction's version id (such a text ends its message, but for a query); whether
-    /// its last statement is a query ([`Queued::Query`]).
-    Text(String, Vec<&'q str>, bool, bool),
+    /// The text; the statements in it, for messages; where the transaction's version id
+    /// is in its answer (after [`IdRow::Last`] only a query joins); whether its last
+    /// statement is a query ([`Queued::Query`]).
+    Text(String, Vec<&'q str>, IdRow, bool),
     /// A statement in the extended protocol, its parameters, its text.
     Exec(&'q Statement, &'q [OwnedParam], &'q str),
 }
@@ -146,26 +175,29 @@ enum Message<'q> {
 fn messages(queued: &[Queued]) -> Vec<Message<'_>> {
     let mut out: Vec<Message<'_>> = Vec::new();
     for q in queued {
-        let (sql, shown, version_id, query) = match q {
-            Queued::Begin(sql, version_id) => (sql, "BEGIN", *version_id, false),
-            Queued::Text(sql, shown) => (sql, shown.as_str(), false, false),
-            Queued::Query(sql, shown) => (sql, shown.as_str(), false, true),
+        let (sql, shown, id, query) = match q {
+            Queued::Begin(sql, id) => {
+                // First in its message, where `IdRow::At` counts from.
+                out.push(Message::Text(sql.clone(), vec!["BEGIN"], *id, false));
+                continue;
+            }
+            Queued::Text(sql, shown) => (sql, shown.as_str(), IdRow::None, false),
+            Queued::Query(sql, shown) => (sql, shown.as_str(), IdRow::None, true),
             Queued::Exec(stmt, params, sql) => {
                 out.push(Message::Exec(stmt, params, sql));
                 continue;
             }
         };
         match out.last_mut() {
-            Some(Message::Text(text, statements, ended, has_query))
-                if !*has_query && (!*ended || query) =>
+            Some(Message::Text(text, statements, at, has_query))
+                if !*has_query && (*at != IdRow::Last || query) =>
             {
                 text.push_str("; ");
                 text.push_str(sql);
                 statements.push(shown);
-                *ended |= version_id;
                 *has_query = query;
             }
-            _ => out.push(Message::Text(sql.clone(), vec![shown], version_id, query)),
+            _ => out.push(Message::Text(sql.clone(), vec![shown], id, query)),
         }
     }
     out
@@ -252,6 +284,8 @@ impl PgConn {
             begun: Cell::new(false),
             reserved: RefCell::new([Vec::new(), Vec::new(), Vec::new()]),
             version_id: Cell::new(None),
+            guessing: Cell::new(false),
+            taken_id: Cell::new(None),
             versions_seq: RefCell::new(None),
             text_rows: RefCell::new(None),
         })
@@ -297,13 +331,13 @@ impl PgConn {
             .into_iter()
             .map(|m| -> Sent<'_> {
                 match m {
-                    Message::Text(sql, statements, false, false) => Box::pin(async move {
+                    Message::Text(sql, statements, IdRow::None, false) => Box::pin(async move {
                         client
                             .batch_execute(&sql)
                             .await
                             .map_err(|e| in_text(&e, &statements))
                     }),
-                    Message::Text(sql, statements, version_id, query) => Box::pin(async move {
+                    Message::Text(sql, statements, id_row, query) => Box::pin(async move {
                         let answer = client
                             .simple_query(&sql)
                             .await
@@ -324,17 +358,23 @@ impl PgConn {
                         if query {
                             *self.text_rows.borrow_mut() = done.pop();
                         }
-                        if version_id {
-                            let id = done
-                                .last()
-                                .and_then(|rows| rows.last())
-                                .and_then(|r| r.get(0)?.parse::<i64>().ok());
-                            self.version_id.set(Some(id.ok_or_else(|| {
+                        let rows = match id_row {
+                            IdRow::None => return Ok(()),
+                            IdRow::Last => done.last(),
+                            IdRow::At(n) => done.get(n),
+                        };
+                        let id = rows
+                            .and_then(|rows| rows.last())
+                            .and_then(|r| r.get(0)?.parse::<i64>().ok())
+                            .ok_or_else(|| {
                                 StoreError::failed(format!(
                                     "no version id from `{}`",
                                     one_line(&sql, 160)
                                 ))
-                            })?));
+                            })?;
+                        match id_row {
+                            IdRow::At(_) => self.taken_id.set(Some(id)),
+                            _ => self.version_id.set(Some(id)),
                         }
                         Ok(())
                     }),
@@ -476,8 +516,14 @@ fn quote_text(out: &mut String, t: &str) {
 /// `EXECUTE name(...)` of the statement `stmt` with `params` spelled as literals of the
 /// types PostgreSQL inferred for its placeholders, paired as [`PgParam`] pairs them (the
 /// same errors for a value that does not fit): NULL, an integer in decimal, a boolean as
-/// `true`/`false`, text as an escape string ([`quote_text`]), bytes as `E'\\x` and hex.
-fn execute_text(name: &str, stmt: &Statement, params: &[Param<'_>]) -> Result<String> {
+/// `true`/`false`, text as an escape string ([`quote_text`]), bytes as `E'\\x` and hex;
+/// [`PENDING_VERSION_ID`] as `pending` (`currval` of the versions sequence) when given.
+fn execute_text(
+    name: &str,
+    stmt: &Statement,
+    params: &[Param<'_>],
+    pending: Option<&str>,
+) -> Result<String> {
     use std::fmt::Write;
     let types = stmt.params();
     if types.len() != params.len() {
@@ -493,6 +539,9 @@ fn execute_text(name: &str, stmt: &Statement, params: &[Param<'_>]) -> Result<St
         let refused = |e: Box<dyn StdError + Sync + Send>| StoreError::failed(e);
         match *p {
             Param::Null => out.push_str("NULL"),
+            Param::Int(PENDING_VERSION_ID) if *ty == Type::INT8 && pending.is_some() => {
+                out.push_str(pending.unwrap_or_default());
+            }
             Param::Int(v) => match *ty {
                 Type::INT8 => write!(out, "{v}").expect("a String takes it"),
                 Type::INT4 => write!(
@@ -558,15 +607,23 @@ impl PgConn {
     /// version leaves a gap in the ids, as a rolled-back insert does; version numbers are
     /// not ids and have none.
     ///
+    /// `guess`: the commit is built on what the store guessed (`write::commit_guessing`),
+    /// and needs no answer before its `COMMIT`: the id is handed out as
+    /// [`PENDING_VERSION_ID`], which statements sent as text spell `currval` of the
+    /// sequence, so the whole transaction is one message; [`PgConn::taken_version_id`]
+    /// says the id after it. Else the message ends at the id, whose answer the inserts
+    /// wait for (they spell it as a literal).
+    ///
     /// Errors: as [`Conn::exec`]'s (a statement that does not prepare, a parameter that
     /// does not fit its placeholder), at this call; `EIO` when a transaction is open.
-    pub fn begin_commit(&self, sql: &str, params: &[Param<'_>]) -> Result<()> {
+    pub fn begin_commit(&self, sql: &str, params: &[Param<'_>], guess: bool) -> Result<()> {
         if self.in_transaction.get() {
             return Err(StoreError::failed(
                 "begin_commit: a transaction is already open",
             ));
         }
         let seq = self.versions_seq()?;
+        // `BEGIN`, the change lock, `sql`, `nextval`: the id is the 4th statement's row.
         let text = format!(
             "{}; {}; {}",
             self.begin_text()?,
@@ -576,8 +633,38 @@ impl PgConn {
         self.in_transaction.set(true);
         self.begun.set(false);
         self.version_id.set(None);
-        self.queued.borrow_mut().push(Queued::Begin(text, true));
+        self.guessing.set(guess);
+        self.taken_id.set(None);
+        let at = if guess { IdRow::At(3) } else { IdRow::Last };
+        self.queued.borrow_mut().push(Queued::Begin(text, at));
         Ok(())
+    }
+
+    /// The version id the last transaction opened on a guess took
+    /// ([`PgConn::begin_commit`]), once the server has answered its message: what
+    /// [`PENDING_VERSION_ID`] stood for. `None` before that, or when it took none.
+    pub fn taken_version_id(&self) -> Option<i64> {
+        self.taken_id.get()
+    }
+
+    /// `params` with [`PENDING_VERSION_ID`] made the id the transaction took, for a
+    /// statement sent in binary, which cannot spell it `currval`: what is queued (the
+    /// transaction's first message) is sent first, so that the id is known. `EIO` when the
+    /// answer had none.
+    fn resolved<'p>(&self, params: &[Param<'p>]) -> Result<Vec<Param<'p>>> {
+        let pending = |p: &Param<'_>| matches!(p, Param::Int(PENDING_VERSION_ID));
+        if !self.guessing.get() || !params.iter().any(pending) {
+            return Ok(params.to_vec());
+        }
+        self.flush()?;
+        let id = self
+            .taken_id
+            .get()
+            .ok_or_else(|| StoreError::failed("no version id from the transaction's BEGIN"))?;
+        Ok(params
+            .iter()
+            .map(|p| if pending(p) { Param::Int(id) } else { *p })
+            .collect())
     }
 
     /// `BEGIN` and the change lock, shared ([`LOCK_SHARED`], prepared by name): how
@@ -598,7 +685,14 @@ impl PgConn {
             )));
         }
         let name = self.named(sql, &stmt)?;
-        execute_text(&name, &stmt, params).map_err(|mut err| {
+        let seq;
+        let pending = if self.guessing.get() {
+            seq = format!("currval({})", self.versions_seq()?);
+            Some(seq.as_str())
+        } else {
+            None
+        };
+        execute_text(&name, &stmt, params, pending).map_err(|mut err| {
             err.reason
                 .push_str(&format!(" (in `{}`)", one_line(sql, 160)));
             err
@@ -689,6 +783,7 @@ impl PgConn {
             self.in_transaction.set(false);
             self.begun.set(false);
             self.version_id.set(None);
+            self.guessing.set(false);
         }
         out
     }
@@ -752,7 +847,7 @@ impl Conn for PgConn {
             }
             return Ok(());
         }
-        let params: Vec<PgParam<'_>> = params.iter().copied().map(PgParam).collect();
+        let params: Vec<PgParam<'_>> = self.resolved(params)?.into_iter().map(PgParam).collect();
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
         // All rows first, then the visitor: it may run statements of its own on this
         // connection.
@@ -785,7 +880,10 @@ impl Conn for PgConn {
             } else {
                 Queued::Exec(
                     stmt,
-                    params.iter().map(OwnedParam::from).collect(),
+                    self.resolved(params)?
+                        .iter()
+                        .map(OwnedParam::from)
+                        .collect(),
                     sql.to_owned(),
                 )
             };
@@ -813,11 +911,16 @@ impl Conn for PgConn {
                 self.in_transaction.set(true);
                 self.begun.set(false);
                 self.version_id.set(None);
-                self.queued.borrow_mut().push(Queued::Begin(text, false));
+                self.guessing.set(false);
+                self.taken_id.set(None);
+                self.queued
+                    .borrow_mut()
+                    .push(Queued::Begin(text, IdRow::None));
                 Ok(())
             }
             "ROLLBACK" => {
                 self.version_id.set(None);
+                self.guessing.set(false);
                 self.queued.borrow_mut().clear();
                 self.queued_bytes.set(0);
                 self.in_transaction.set(false);
@@ -838,6 +941,9 @@ impl Conn for PgConn {
 
     fn reserved_id(&self, table: IdOf) -> Result<Option<i64>> {
         if table == IdOf::Versions {
+            if self.guessing.get() {
+                return Ok(Some(PENDING_VERSION_ID));
+            }
             return Ok(self.version_id.take());
         }
         let slot = table as usize;
@@ -1233,18 +1339,20 @@ pub fn pg_error(e: &tokio_postgres::Error) -> StoreError {
         "25006" => (ErrorKind::ReadOnly, ""),
         "42501" | "28000" | "28P01" => (ErrorKind::Denied, ""),
         "57P01" | "57P02" | "57P03" => return lost(),
+        "22012" => (ErrorKind::Guessed, ""),
         _ => (ErrorKind::Failed, ""),
     };
     StoreError::new(kind, format!("store: {}{note}", describe(e)))
 }
 
-/// Whether `e` is a guard's failure: PostgreSQL's `division_by_zero` (SQLSTATE 22012),
-/// which the store's guards raise to fail a transaction sent in one round trip on a
-/// guess that turned out wrong (`write::NO_DELETED_LINEAGE`); the store then makes the
-/// change again the long way. (An actual division by zero elsewhere would be made again
-/// the same way, and fail there as itself.)
+/// Whether `e` is a guard's failure ([`ErrorKind::Guessed`]): PostgreSQL's
+/// `division_by_zero` (SQLSTATE 22012), which the store's guards raise to fail a
+/// transaction sent in one round trip on a guess that turned out wrong
+/// (`write::NO_DELETED_LINEAGE`, `write::HEAD_IS`); the store then makes the change again
+/// the long way. (An actual division by zero elsewhere would be made again the same way,
+/// and fail there as itself: [`ErrorKind::Guessed`] too, which is `EIO`.)
 pub fn is_guard(e: &StoreError) -> bool {
-    e.kind == ErrorKind::Failed && e.reason.contains("(SQLSTATE 22012)")
+    e.kind == ErrorKind::Guessed
 }
 
 impl From<tokio_postgres::Error> for StoreError {

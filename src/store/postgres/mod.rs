@@ -13,8 +13,8 @@ mod conn;
 pub mod notify;
 mod store;
 
-pub use conn::{CHANGE_LOCK, PgConn, SYNCED_COMMIT, is_guard, pg_error};
-pub use store::{Postgres, display_name, is_url};
+pub use conn::{CHANGE_LOCK, PENDING_VERSION_ID, PgConn, SYNCED_COMMIT, is_guard, pg_error};
+pub use store::{Heads, Postgres, display_name, is_url};
 
 /// The PostgreSQL schema: the translation of src/store/schema.sql, created with
 /// `CREATE ... IF NOT EXISTS` and `CREATE OR REPLACE VIEW`, so running it again changes

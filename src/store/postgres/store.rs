@@ -13,13 +13,14 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::conn::PENDING_VERSION_ID;
 use super::{PgConn, is_guard};
 use crate::identity::Caller;
 use crate::p;
 use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::write::{
-    Applied, LineageLookup, Proc, Processes, commit_in, create_in, ino_at, note_read_in,
-    record_rules_in, reject_in, rename_in, set_attrs_in, unlink_in,
+    Applied, LineageLookup, NodeHead, Proc, Processes, commit_guessing, create_in, ino_at,
+    note_read_in, record_rules_in, reject_in, rename_in, set_attrs_in, unlink_in,
 };
 use crate::store::sql::{Conn, ConnExt, admin, checkpoint, now_ns};
 use crate::store::{
@@ -60,6 +61,63 @@ pub struct Postgres {
     /// The backend pid of this daemon's listening connection while it is up (0: none;
     /// [`super::notify::Listener::pid`]): its own gc does not wait for it.
     listener_pid: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// The heads of the files this daemon committed or made last, that their next commit
+    /// is built on in one round trip.
+    heads: std::sync::Arc<Heads>,
+}
+
+/// How many files' heads [`Heads`] keeps (all are dropped past it): a few MB at most.
+const HEADS_MAX: usize = 4096;
+
+/// The heads of the files a daemon committed (or made) last, by inode, as
+/// `write::node_head` would read them: its next commit of such a file is built on this
+/// guess, and sent in one round trip with a guard that fails it when the guess is wrong
+/// (`write::commit_guessing`), after which it is made again the long way (two round
+/// trips). A commit takes its file's entry and puts back the head it made. What may move
+/// a head is dropped from here: this daemon's unlinks, renames, attribute changes (one
+/// file), redactions, rollbacks and gcs (all), and what its listener hears of other
+/// daemons' changes ([`Heads::forget`]). Whatever is missed costs a round trip, never a
+/// wrong commit: the guard checks every column the head is made of.
+#[derive(Debug, Default)]
+pub struct Heads(Mutex<std::collections::HashMap<u64, NodeHead>>);
+
+impl Heads {
+    /// The head kept for inode `ino`, taken out.
+    fn take(&self, ino: u64) -> Option<NodeHead> {
+        self.0.lock().remove(&ino)
+    }
+
+    /// Keeps `head` as inode `ino`'s.
+    fn keep(&self, ino: u64, head: NodeHead) {
+        let mut heads = self.0.lock();
+        if heads.len() >= HEADS_MAX {
+            heads.clear();
+        }
+        heads.insert(ino, head);
+    }
+
+    /// Drops inode `ino`'s head.
+    fn drop_one(&self, ino: u64) {
+        self.0.lock().remove(&ino);
+    }
+
+    /// Drops every head.
+    fn clear(&self) {
+        self.0.lock().clear();
+    }
+
+    /// Drops what changes another daemon committed may have moved: a file's new version,
+    /// its head; a change of the tree (or a lost connection, which may have missed some),
+    /// all.
+    pub fn forget(&self, changes: &[super::notify::Change]) {
+        for c in changes {
+            match *c {
+                Touched::File { ino, .. } => self.drop_one(ino),
+                Touched::Tree => return self.clear(),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// How long a gc waits for every other live daemon to say what its open handles read
@@ -257,7 +315,83 @@ impl Postgres {
                 [..16]
                 .to_string(),
             listener_pid: Default::default(),
+            heads: Default::default(),
         }
+    }
+
+    /// The heads this daemon's commits are built on ([`Heads`]), for its listener to drop
+    /// what other daemons changed.
+    pub fn heads(&self) -> std::sync::Arc<Heads> {
+        self.heads.clone()
+    }
+
+    /// One commit ([`Store::commit`]): on `guess`, the head of the file this daemon kept,
+    /// in one round trip (failed with [`ErrorKind::Guessed`] when the guess is wrong), or
+    /// without one, reading the head first. The head after it is kept ([`Heads`]).
+    fn commit_on(&self, req: CommitRequest<'_>, guess: Option<NodeHead>) -> Result<Committed> {
+        let ino = req.ino;
+        let durable = req.durable;
+        let caller = req.caller.clone();
+        let guessed = guess.is_some();
+        let (applied, after, taken) = self.in_slot(&self.writer, |conn| {
+            let proc_ = self.process(conn, &caller)?;
+            // Commits to one lineage take turns across daemons (module docs): the lock
+            // opens the transaction, in the same round trip.
+            // Its version id is taken there too (`reserved_id`).
+            conn.begin_commit(
+                "SELECT id FROM files WHERE id = (SELECT file_id FROM nodes WHERE ino = ?1)
+                 FOR UPDATE",
+                p![ino as i64],
+                guessed,
+            )?;
+            let applied = commit_guessing(conn, req, &proc_, guess);
+            match &applied {
+                Ok((Applied::Committed(c), _)) => self.commit_as(
+                    conn,
+                    Touched::File {
+                        ino,
+                        file_id: c.file_id,
+                    },
+                    durable,
+                )?,
+                // A lost update is on record (its content kept): committed, nothing new
+                // for the other daemons but the refusal.
+                Ok((Applied::Stale(_), _)) => self.commit_notifying(conn, Touched::Events)?,
+                _ => conn.batch("ROLLBACK")?,
+            }
+            let (applied, after) = applied?;
+            Ok((applied, after, conn.taken_version_id()))
+        })?;
+        // The id the version took, where the commit handed out a stand-in.
+        let real = |v: &mut VersionInfo| -> Result<()> {
+            if v.id == PENDING_VERSION_ID {
+                v.id = taken.ok_or_else(|| {
+                    StoreError::failed("store: a commit's answer held no version id")
+                })?;
+            }
+            Ok(())
+        };
+        let mut c = match applied {
+            Applied::Committed(c) | Applied::Unchanged(c) => c,
+            Applied::Stale(e) => return Err(e),
+            Applied::Node(_) | Applied::Unlinked | Applied::Noted => {
+                return Err(StoreError::new(
+                    ErrorKind::Failed,
+                    "store: a commit did something else",
+                ));
+            }
+        };
+        real(&mut c.version)?;
+        if let Some(mut head) = after {
+            for v in [&mut head.live, &mut head.lineage_head]
+                .into_iter()
+                .flatten()
+            {
+                real(v)?;
+            }
+            self.heads.keep(ino, head);
+        }
+        Ok(c)
     }
 
     /// Where this daemon's listener says which session it is
@@ -492,52 +626,30 @@ impl Store for Postgres {
         };
         match create(LineageLookup::Guarded) {
             Err(e) if kind == Kind::File && is_guard(&e) => create(LineageLookup::Ask),
+            Ok(rec) => {
+                // A new lineage: its first commit is built on its head now.
+                if let Some(file_id) = rec.file_id {
+                    self.heads.keep(rec.ino, NodeHead::of_new_file(file_id));
+                }
+                Ok(rec)
+            }
             out => out,
         }
     }
 
-    fn commit(&self, req: CommitRequest<'_>) -> Result<Committed> {
+    fn commit(&self, mut req: CommitRequest<'_>) -> Result<Committed> {
         if self.frozen {
             return Err(frozen_refusal());
         }
-        let ino = req.ino;
-        let durable = req.durable;
-        let caller = req.caller.clone();
-        self.in_slot(&self.writer, |conn| {
-            let proc_ = self.process(conn, &caller)?;
-            // Commits to one lineage take turns across daemons (module docs): the lock
-            // opens the transaction, in the same round trip.
-            // Its version id is taken there too (`reserved_id`).
-            conn.begin_commit(
-                "SELECT id FROM files WHERE id = (SELECT file_id FROM nodes WHERE ino = ?1)
-                 FOR UPDATE",
-                p![ino as i64],
-            )?;
-            let applied = commit_in(conn, req, &proc_);
-            match &applied {
-                Ok(Applied::Committed(c)) => self.commit_as(
-                    conn,
-                    Touched::File {
-                        ino,
-                        file_id: c.file_id,
-                    },
-                    durable,
-                )?,
-                // A lost update is on record (its content kept): committed, nothing new
-                // for the other daemons but the refusal.
-                Ok(Applied::Stale(_)) => self.commit_notifying(conn, Touched::Events)?,
-                _ => conn.batch("ROLLBACK")?,
+        // On the head this daemon kept of the file, in one round trip; the long way when
+        // it has none, or the guess was wrong.
+        if let Some(guess) = self.heads.take(req.ino) {
+            match self.commit_on(req.again(), Some(guess)) {
+                Err(e) if is_guard(&e) => {}
+                out => return out,
             }
-            applied
-        })
-        .and_then(|out| match out {
-            Applied::Committed(c) | Applied::Unchanged(c) => Ok(c),
-            Applied::Stale(e) => Err(e),
-            Applied::Node(_) | Applied::Unlinked | Applied::Noted => Err(StoreError::new(
-                ErrorKind::Failed,
-                "store: a commit did something else",
-            )),
-        })
+        }
+        self.commit_on(req, None)
     }
 
     fn set_attrs(
@@ -548,6 +660,7 @@ impl Store for Postgres {
         path: &str,
         caller: &Caller,
     ) -> Result<()> {
+        self.heads.drop_one(ino);
         self.change(caller, Touched::Tree, |tx, proc_| {
             set_attrs_in(tx, ino, attrs, mtime_pinned, path, proc_).map(Ok)
         })
@@ -561,6 +674,7 @@ impl Store for Postgres {
         caller: &Caller,
         time_ns: i64,
     ) -> Result<()> {
+        self.heads.drop_one(ino);
         self.change(caller, Touched::Tree, |tx, proc_| {
             // Gone or moved already (another host unlinked or renamed it): the name this
             // daemon saw is stale, as the kernel would say.
@@ -623,6 +737,7 @@ impl Store for Postgres {
         why: &str,
         caller: &Caller,
     ) -> Result<RedactReport> {
+        self.heads.clear();
         let report = self.change(caller, Touched::Tree, |tx, proc_| {
             admin::redact_in(tx, file_id, number, path, why, proc_).map(Ok)
         })?;
@@ -733,6 +848,7 @@ impl Store for Postgres {
         if self.frozen {
             return Err(frozen_refusal());
         }
+        self.heads.clear();
         let report = self.in_slot(&self.writer, |conn| {
             conn.batch("BEGIN")?;
             let out = admin::gc_in(conn, req, shown, protected, caller)
@@ -754,6 +870,10 @@ impl Store for Postgres {
         let caller = req.caller.clone();
         let (ino, old_path) = (req.ino, req.old_path.to_string());
         let new_path = req.new_path.to_string();
+        self.heads.drop_one(ino);
+        if let Some((replaced, _)) = req.replaced {
+            self.heads.drop_one(replaced);
+        }
         self.change(&caller, Touched::Tree, |tx, proc_| {
             lock_paths(tx, &[&old_path, &new_path])?;
             // Removed or moved by another host meanwhile: the name this daemon saw is
@@ -810,6 +930,7 @@ impl Store for Postgres {
         caller: &Caller,
         time_ns: i64,
     ) -> Result<crate::checkpoint::RollbackReport> {
+        self.heads.clear();
         self.change_exclusive(caller, Touched::Tree, |tx, proc_| {
             checkpoint::rollback_named(tx, name, proc_, time_ns).map(Ok)
         })

@@ -119,11 +119,11 @@ pub(crate) fn live_head(
     Ok((live, head))
 }
 
-/// [`live_head`] of the file on inode `ino`, found and read in one statement (a commit's
-/// round trips to a server count): `None` when the inode carries no lineage (a rename
-/// replaced it).
-pub(crate) fn node_head(tx: &dyn Conn, ino: u64) -> Result<Option<NodeHead>> {
-    let row = tx.opt(
+/// [`node_head`]'s query (`?1` the inode): the lineage, its head's id, number, stream,
+/// size, time and writer, the file's birth, the end of the head's stream, `mtime_pinned`.
+/// A macro, so that [`HEAD_IS`] is the same text.
+macro_rules! node_head_sql {
+    () => {
         r#"SELECT n.file_id, v.id, v.version, v.stream, v.size, v.time_ns, v.writer,
                 (SELECT MAX(e.version_id) FROM events e
                  WHERE e.file_id = n.file_id AND e.op = 'create'),
@@ -133,31 +133,36 @@ pub(crate) fn node_head(tx: &dyn Conn, ino: u64) -> Result<Option<NodeHead>> {
          FROM nodes n
          LEFT JOIN versions v ON v.id = (SELECT w.id FROM versions w WHERE w.file_id = n.file_id
                                          ORDER BY w.version DESC LIMIT 1)
-         WHERE n.ino = ?1"#,
-        p![ino as i64],
-        |r| {
-            let Some(file_id) = r.get::<Option<i64>>(0)? else {
-                return Ok(None);
-            };
-            let head = match r.get::<Option<i64>>(1)? {
-                Some(id) => Some(VersionInfo {
-                    id,
-                    number: r.get(2)?,
-                    content: ContentRef {
-                        stream: r.get(3)?,
-                        len: r.get::<i64>(4)? as u64,
-                    },
-                    time_ns: r.get(5)?,
-                    writer: r.get::<String>(6)?.into(),
-                }),
-                None => None,
-            };
-            let born = r.get::<Option<i64>>(7)?;
-            let end = r.get::<Option<i64>>(8)?.unwrap_or(0) as u64;
-            let pinned = r.get::<i64>(9)? != 0;
-            Ok(Some((file_id, head, born, end, pinned)))
-        },
-    )?;
+         WHERE n.ino = ?1"#
+    };
+}
+
+/// [`live_head`] of the file on inode `ino`, found and read in one statement (a commit's
+/// round trips to a server count): `None` when the inode carries no lineage (a rename
+/// replaced it).
+pub(crate) fn node_head(tx: &dyn Conn, ino: u64) -> Result<Option<NodeHead>> {
+    let row = tx.opt(node_head_sql!(), p![ino as i64], |r| {
+        let Some(file_id) = r.get::<Option<i64>>(0)? else {
+            return Ok(None);
+        };
+        let head = match r.get::<Option<i64>>(1)? {
+            Some(id) => Some(VersionInfo {
+                id,
+                number: r.get(2)?,
+                content: ContentRef {
+                    stream: r.get(3)?,
+                    len: r.get::<i64>(4)? as u64,
+                },
+                time_ns: r.get(5)?,
+                writer: r.get::<String>(6)?.into(),
+            }),
+            None => None,
+        };
+        let born = r.get::<Option<i64>>(7)?;
+        let end = r.get::<Option<i64>>(8)?.unwrap_or(0) as u64;
+        let pinned = r.get::<i64>(9)? != 0;
+        Ok(Some((file_id, head, born, end, pinned)))
+    })?;
     Ok(row
         .flatten()
         .map(|(file_id, head, born, stream_end, mtime_pinned)| {
@@ -171,11 +176,38 @@ pub(crate) fn node_head(tx: &dyn Conn, ino: u64) -> Result<Option<NodeHead>> {
                 lineage_head: head,
                 stream_end,
                 mtime_pinned,
+                born,
             }
         }))
 }
 
-/// What a commit reads of the file on an inode before it writes ([`node_head`]).
+/// Fails the transaction (PostgreSQL: `division_by_zero`, SQLSTATE 22012) unless what
+/// [`node_head`] reads of inode `?1` now is what the caller guessed: lineage `?2`,
+/// `mtime_pinned` `?3`, the lineage's head `?4` (NULL: none) with its stream `?5` and
+/// size `?6` (a redaction changes those in place), the file's birth `?7` (the `create`
+/// event's version) and the end of the head's stream `?8` (0 without one). Every column
+/// `node_head` reads is one of these or follows from the head's id (a version's number,
+/// time and writer never change). [`commit_guessing`] sends it after the lineage's lock,
+/// so it sees every commit before its own. PostgreSQL only, as [`NO_DELETED_LINEAGE`].
+///
+/// It is `node_head`'s own query behind `OFFSET 0`, which keeps the planner from
+/// merging the comparisons into its join: so merged, the plan PostgreSQL made once for
+/// the prepared statement on a new (small) database joined `versions` by a hash of all of
+/// it, and kept doing so as it grew (a commit's time grew with the file's versions).
+pub(crate) const HEAD_IS: &str = concat!(
+    "SELECT 1 / COUNT(*) FROM (",
+    node_head_sql!(),
+    r#" OFFSET 0) AS h(file_id, id, version, stream, size, time_ns, writer, born, stream_end,
+                      mtime_pinned)
+     WHERE h.file_id = ?2 AND h.mtime_pinned = ?3 AND h.id IS NOT DISTINCT FROM ?4
+       AND h.stream IS NOT DISTINCT FROM ?5 AND h.size IS NOT DISTINCT FROM ?6
+       AND h.born IS NOT DISTINCT FROM ?7 AND COALESCE(h.stream_end, 0) = ?8"#
+);
+
+/// What a commit reads of the file on an inode before it writes ([`node_head`]); what a
+/// daemon keeps of a file it committed last, to send its next commit in one round trip
+/// ([`commit_guessing`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NodeHead {
     /// The lineage on the inode (`files.id`).
     pub file_id: i64,
@@ -189,6 +221,24 @@ pub(crate) struct NodeHead {
     /// Whether the inode's mtime was set explicitly (`nodes.mtime_pinned`), so that a
     /// write has to unpin it.
     pub mtime_pinned: bool,
+    /// The file's birth: the version id of the lineage's last `create` event (the
+    /// deleted file's last version when a create continued the lineage), if any.
+    pub born: Option<i64>,
+}
+
+impl NodeHead {
+    /// The head of a file just made on lineage `file_id`, a new one (no version, no
+    /// event): what [`node_head`] reads of it until its first commit.
+    pub(crate) fn of_new_file(file_id: i64) -> NodeHead {
+        NodeHead {
+            file_id,
+            live: None,
+            lineage_head: None,
+            stream_end: 0,
+            mtime_pinned: false,
+            born: None,
+        }
+    }
 }
 
 /// The deleted lineage a new file at `path` continues (SPEC §4, issue 11: a path's
@@ -814,6 +864,25 @@ fn refuse_stale(
 /// the bytes are those of the current version. `req.caller` and `req.durable` are not
 /// used (the caller resolved `caller` and owns the transaction).
 pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) -> Result<Applied> {
+    commit_guessing(tx, req, caller, None).map(|(applied, _)| applied)
+}
+
+/// [`commit_in`] on what the caller guessed the file's head is, when `known` is given: a
+/// daemon keeps the head of a file it committed last, and a commit built on it needs no
+/// answer from the store before its inserts, so that on a server it is one round trip
+/// (PostgreSQL). [`HEAD_IS`] goes first and fails the transaction (`division_by_zero`)
+/// when the guess is wrong (another daemon committed since, a rename, a redaction...);
+/// the caller then makes the commit again without a guess. `None`: the head is read
+/// ([`node_head`]). Returns also the file's head after this commit, as [`node_head`]
+/// would read it once the transaction is committed (`None` after a lost update refused).
+/// A version id the connection hands out only at `COMMIT` ([`Conn::reserved_id`]) is in
+/// both as it was handed out; the caller puts the real one in.
+pub(crate) fn commit_guessing(
+    tx: &dyn Conn,
+    req: CommitRequest<'_>,
+    caller: &Proc,
+    known: Option<NodeHead>,
+) -> Result<(Applied, Option<NodeHead>)> {
     let CommitRequest {
         ino,
         path,
@@ -831,18 +900,39 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
     } = req;
     // The file's current version; a file without one yet (created, first commit) is
     // empty, and its first version is numbered on from its lineage's (a re-created path).
+    let read = match known {
+        Some(k) => {
+            let head = k.lineage_head.as_ref();
+            tx.exec(
+                HEAD_IS,
+                p![
+                    ino as i64,
+                    k.file_id,
+                    k.mtime_pinned,
+                    head.map(|h| h.id),
+                    head.map(|h| h.content.stream),
+                    head.map(|h| h.content.len as i64),
+                    k.born,
+                    k.stream_end as i64
+                ],
+            )?;
+            k
+        }
+        None => node_head(tx, ino)?.ok_or_else(|| {
+            StoreError::new(
+                ErrorKind::Stale,
+                format!("{path}: the file was replaced by a rename while open"),
+            )
+        })?,
+    };
     let NodeHead {
         file_id,
         live,
         lineage_head,
         stream_end: head_end,
         mtime_pinned,
-    } = node_head(tx, ino)?.ok_or_else(|| {
-        StoreError::new(
-            ErrorKind::Stale,
-            format!("{path}: the file was replaced by a rename while open"),
-        )
-    })?;
+        born,
+    } = read.clone();
     let number = lineage_head.as_ref().map_or(1, |h| h.number + 1);
     let head = live.unwrap_or(VersionInfo {
         id: 0,
@@ -898,7 +988,10 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
                 "{path}: version {} was redacted after this handle opened it: its writes are not committed (open the file again)",
                 head.number
             );
-            return refuse_stale(tx, path, file_id, reason, None, caller, time_ns);
+            return Ok((
+                refuse_stale(tx, path, file_id, reason, None, caller, time_ns)?,
+                None,
+            ));
         }
         if !present {
             return Err(StoreError::new(
@@ -1028,11 +1121,14 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
             p![head.id, hash.as_str()],
         )?;
         if same {
-            return Ok(Applied::Unchanged(Committed {
-                file_id,
-                version: head,
-                hasher,
-            }));
+            return Ok((
+                Applied::Unchanged(Committed {
+                    file_id,
+                    version: head,
+                    hasher,
+                }),
+                Some(read),
+            ));
         }
     }
     if stale {
@@ -1053,15 +1149,18 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
                 head.number, head.writer
             )
         };
-        return refuse_stale(
-            tx,
-            path,
-            file_id,
-            reason,
-            Some((content, hash.as_str())),
-            caller,
-            time_ns,
-        );
+        return Ok((
+            refuse_stale(
+                tx,
+                path,
+                file_id,
+                reason,
+                Some((content, hash.as_str())),
+                caller,
+                time_ns,
+            )?,
+            None,
+        ));
     }
     // The first version of a file is labelled `create`, whatever its handle did.
     let op = if first && !matches!(op, "restore" | "rename" | "adopt" | "fork") {
@@ -1127,11 +1226,32 @@ pub(crate) fn commit_in(tx: &dyn Conn, req: CommitRequest<'_>, caller: &Proc) ->
             p![time_ns, ino as i64],
         )?;
     }
-    Ok(Applied::Committed(Committed {
+    // The new version is the lineage's head, and its stream ends where its content does:
+    // `write_range` stores the last byte of a range it writes, a hole included; a pure
+    // truncation keeps the base's stream as it was (none: the empty stream).
+    let stream_end = if content.stream == EMPTY_STREAM {
+        0
+    } else if content.stream == base.stream && !extends {
+        base_end
+    } else {
+        content.len
+    };
+    let after = NodeHead {
         file_id,
-        version,
-        hasher,
-    }))
+        live: Some(version.clone()),
+        lineage_head: Some(version.clone()),
+        stream_end,
+        mtime_pinned: mtime_pinned && !set_mtime,
+        born,
+    };
+    Ok((
+        Applied::Committed(Committed {
+            file_id,
+            version,
+            hasher,
+        }),
+        Some(after),
+    ))
 }
 
 /// The rows of a rename (SPEC §4, [`crate::store::Store::rename`]), inside the caller's
