@@ -1191,6 +1191,84 @@ for i in range(150):
     assert_eq!(numbers, format!("1-{versions}"));
 }
 
+/// The inode of `p` (the store's: the filesystem passes it through).
+fn ino_of(p: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).unwrap().ino()
+}
+
+/// A daemon alone sends no notification at its changes (a signal to every listening
+/// session, and a wakeup of its own listener, for nothing), and a daemon that mounts later
+/// hears every change made after it registered (the table `daemons`). Notifications come
+/// in commit order, so everything sent before the change after the second mount comes
+/// before its notification: none is the change made alone.
+#[test]
+fn a_daemon_alone_notifies_nobody_and_one_that_joins_hears_every_change() {
+    let db = Db::new();
+    let mut listener = postgres::Client::connect(&db.0, postgres::NoTls)
+        .expect("a session of the tests' PostgreSQL to listen on");
+    listener.batch_execute("LISTEN scratchfs").unwrap();
+    let mut probe = postgres::Client::connect(&db.0, postgres::NoTls).unwrap();
+    let registered = |probe: &mut postgres::Client| -> i64 {
+        probe
+            .query_one("SELECT COUNT(*) FROM daemons", &[])
+            .unwrap()
+            .get(0)
+    };
+    let a = Mount::on_db(&db.0);
+    wait_for("a registered", || {
+        (registered(&mut probe) == 1).then_some(())
+    });
+    std::fs::write(a.path("alone.md"), "made alone\n").unwrap();
+    std::fs::write(a.path("alone.md"), "changed alone\n").unwrap();
+    let alone = ino_of(&a.path("alone.md"));
+    let b = Mount::on_db(&db.0);
+    wait_for("b registered", || {
+        (registered(&mut probe) == 2).then_some(())
+    });
+    std::fs::write(a.path("seen.md"), "made with b there\n").unwrap();
+    let seen = ino_of(&a.path("seen.md"));
+    let file_of = |payload: &str| -> Option<u64> {
+        let mut w = payload.split(' ');
+        w.next()?;
+        (w.next()? == "file").then_some(())?;
+        w.next()?.parse().ok()
+    };
+    let mut got = Vec::new();
+    {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut n = listener.notifications();
+        let mut it = n.timeout_iter(Duration::from_secs(30));
+        loop {
+            let m = it
+                .next()
+                .unwrap()
+                .unwrap_or_else(|| panic!("within 30 s: seen.md's commit notified; got {got:?}"));
+            got.push(m.payload().to_string());
+            if file_of(m.payload()) == Some(seen) {
+                break;
+            }
+        }
+    }
+    assert!(
+        !got.iter().any(|p| file_of(p) == Some(alone)),
+        "a change made alone was notified: {got:?}"
+    );
+    // And b, which registered after alone.md was written, reads both.
+    wait_for("b reads seen.md", || {
+        (std::fs::read_to_string(b.path("seen.md")).ok()? == "made with b there\n").then_some(())
+    });
+    assert_eq!(
+        std::fs::read_to_string(b.path("alone.md")).unwrap(),
+        "changed alone\n"
+    );
+    // b's change reaches a, which is not alone either.
+    std::fs::write(b.path("alone.md"), "changed by b\n").unwrap();
+    wait_for("a reads b's change", || {
+        (std::fs::read_to_string(a.path("alone.md")).ok()? == "changed by b\n").then_some(())
+    });
+}
+
 /// Appends `line` to inode `ino` through `store`, as a daemon's flush of an `O_APPEND`
 /// handle does; returns the version's number and id.
 fn append_through(store: &dyn scratchfs::store::Store, ino: u64, line: &[u8]) -> (i64, i64) {

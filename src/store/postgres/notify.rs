@@ -182,7 +182,8 @@ fn listen_once(
     let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[])?.get(0);
     me.pid
         .store(i64::from(pid), std::sync::atomic::Ordering::Relaxed);
-    // What happened while not listening.
+    register(&mut client, daemon)?;
+    // What happened while not listening (or before registering).
     if !on(&[Change::Tree]) {
         return Ok(());
     }
@@ -221,6 +222,37 @@ fn listen_once(
             return Ok(());
         }
     }
+}
+
+/// Registers `daemon` in `daemons`, on its listening session, which is LISTENing already:
+/// the other daemons (and the CLI) notify their changes only while a daemon other than
+/// themselves is registered (`Postgres::notify`). In a transaction holding the change lock
+/// ([`super::CHANGE_LOCK`]) exclusively: every change then either committed before it,
+/// and the refresh that follows sees it, or makes its notification after it, and sees the
+/// row. Rows of daemons whose listening session no longer holds [`DAEMONS_LOCK`] (gone,
+/// or reconnecting: they register again) are dropped with it. `EACCES` for a role that
+/// may not write `daemons` (docs/deploy.md, roles).
+fn register(client: &mut postgres::Client, daemon: &str) -> Result<()> {
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&super::CHANGE_LOCK])?;
+    tx.execute(
+        "DELETE FROM daemons WHERE name = $1 OR pid NOT IN (
+             SELECT CAST(l.pid AS BIGINT) FROM pg_locks l
+             WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+               AND CAST(l.classid AS BIGINT) = $2 AND CAST(l.objid AS BIGINT) = $3)",
+        &[
+            &daemon,
+            &i64::from(DAEMONS_LOCK.0),
+            &i64::from(DAEMONS_LOCK.1),
+        ],
+    )?;
+    tx.execute(
+        "INSERT INTO daemons(name, pid, since_ns) VALUES ($1, pg_backend_pid(), $2)",
+        &[&daemon, &crate::store::sql::now_ns()],
+    )?;
+    tx.commit()?;
+    Ok(())
 }
 
 /// Answers gc `token` with what this daemon's open handles read ([`GC_ANSWER`]).

@@ -304,3 +304,13 @@ CREATE TABLE IF NOT EXISTS gc_acks (
     time_ns BIGINT NOT NULL,
     PRIMARY KEY (token, pid)
 );
+-- The daemons mounting the scratchpad (PostgreSQL only; docs/deploy.md): each registers
+-- its name in notifications and its listening session (`pid`, the one holding the
+-- daemons' advisory lock) when it starts listening, and a change is notified only when a
+-- daemon other than the one making it is registered. Rows of daemons gone stay until the
+-- next registration drops them (their session holds the lock no more). Never forked.
+CREATE TABLE IF NOT EXISTS daemons (
+    name     TEXT PRIMARY KEY,
+    pid      BIGINT NOT NULL,
+    since_ns BIGINT NOT NULL
+);

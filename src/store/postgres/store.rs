@@ -416,12 +416,17 @@ impl Postgres {
     }
 
     /// Sends what `what` touched to the other daemons, inside the open transaction (so it
-    /// is delivered at its commit, and never for a change rolled back).
+    /// is delivered at its commit, and never for a change rolled back): when one is there,
+    /// that is, a daemon other than this one is registered in `daemons`
+    /// ([`super::notify::listen`]). A daemon alone spares the server the signal to its
+    /// own listener and that listener its wakeup, at each change (docs/benchmarks.md). A
+    /// daemon that registers takes the change lock exclusively, so a change either
+    /// committed before it (and its refresh after registering sees it) or sees its row.
     fn notify(&self, tx: &dyn Conn, what: Touched) -> Result<()> {
         if let Some(payload) = what.payload(&self.daemon) {
             tx.exec(
-                "SELECT pg_notify(?1, ?2)",
-                p![super::notify::CHANNEL, &payload],
+                "SELECT pg_notify(?1, ?2) FROM daemons WHERE name <> ?3 LIMIT 1",
+                p![super::notify::CHANNEL, &payload, &self.daemon],
             )?;
         }
         Ok(())

@@ -38,8 +38,9 @@ pub const TABLES: &[&str] = &[
 ];
 
 /// Tables that hold no history, only what one operation needs for a moment (PostgreSQL's
-/// gc asking the daemons what they have open, `gc_pins` and `gc_acks`): never copied.
-pub const TRANSIENT: &[&str] = &["gc_pins", "gc_acks"];
+/// gc asking the daemons what they have open, `gc_pins` and `gc_acks`) or who is there now
+/// (PostgreSQL's `daemons`): never copied.
+pub const TRANSIENT: &[&str] = &["gc_pins", "gc_acks", "daemons"];
 
 /// Rows sent before the copy waits for the server (PostgreSQL queues statements without
 /// results: the queue is drained this often, and after [`FLUSH_BYTES`] of values).
