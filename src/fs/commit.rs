@@ -476,7 +476,11 @@ impl Fs {
                 // `"on_conflict": "overwrite"`: the later commit wins (SPEC §4). Else the
                 // base is what the handle opened, or for a write-only handle what the
                 // process had read before (issue 13: a read-modify-write with two opens).
-                if self.overwrites(ino) {
+                // A shell's `>` replaces the whole content without reading it, and the
+                // shell does not report an error of its close: two at once (`echo a > f &
+                // echo b > f`) are last-writer-wins, not a refusal nobody sees
+                // (docs/SEMANTICS.md "Lineage").
+                if self.overwrites(ino) || (Self::is_shell(&h.caller) && w.base_limit == 0) {
                     None
                 } else {
                     Some(w.lost_update_base())

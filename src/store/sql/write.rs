@@ -1138,14 +1138,17 @@ pub(crate) fn commit_guessing(
             "SELECT version FROM versions WHERE id = ?1",
             p![expect_head.unwrap_or_default()],
         )?;
-        let base = base.map_or_else(|| "?".to_string(), |n| n.to_string());
+        let had = base.map_or_else(
+            || "the file had no version when the writer opened it".to_string(),
+            |n| format!("the writer had version {n} (opened or read)"),
+        );
         let reason = if first {
             format!(
-                "{path}: lost update: the writer had version {base}, but the file was deleted and created again since (on_conflict: refuse)"
+                "{path}: lost update: {had}, but the file was deleted and created again since (on_conflict: refuse)"
             )
         } else {
             format!(
-                "{path}: lost update: the writer had version {base} (opened or read), but the current version is {} by {} (on_conflict: refuse)",
+                "{path}: lost update: {had}, but the current version is {} by {} (on_conflict: refuse)",
                 head.number, head.writer
             )
         };
