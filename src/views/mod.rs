@@ -190,7 +190,7 @@ pub fn quote_path_bytes(p: &[u8]) -> std::borrow::Cow<'_, str> {
     }
     let mut out = String::with_capacity(p.len() + 8);
     out.push('"');
-    escape_into(p, true, &mut out);
+    escape_into(p, Backslash::Quoted, &mut out);
     out.push('"');
     Cow::Owned(out)
 }
@@ -215,22 +215,50 @@ pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
         return std::borrow::Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
-    escape_into(s.as_bytes(), false, &mut out);
+    escape_into(s.as_bytes(), Backslash::Free, &mut out);
     std::borrow::Cow::Owned(out)
 }
 
 /// [`one_line`] for free text recorded by the store that may embed stored paths (a
 /// refusal's or an erasure's reason): the bytes those stand for ([`crate::store::paths`])
-/// are printed as [`quote_stored`] prints them, a byte that is not UTF-8 as `\ooo`.
+/// are printed as [`quote_stored`] prints them, a byte that is not UTF-8 as `\ooo`. A
+/// backslash of the text that an escape could be read into (one before a digit 0-7, one
+/// of `ntrabfv`, or another backslash) is doubled, so `\377` in a reason is the four
+/// characters and `\377` printed for a byte never reads two ways (helper finding); any
+/// other backslash (a rule's `\d`) prints as it is.
 pub fn one_line_stored(s: &str) -> std::borrow::Cow<'_, str> {
-    match crate::store::paths::decode(s) {
-        std::borrow::Cow::Borrowed(_) => one_line(s),
-        std::borrow::Cow::Owned(raw) => {
-            let mut out = String::with_capacity(raw.len() + 8);
-            escape_into(&raw, false, &mut out);
-            std::borrow::Cow::Owned(out)
-        }
+    let raw = crate::store::paths::decode(s);
+    let ambiguous = |t: &[u8]| t.windows(2).any(|w| w[0] == b'\\' && escapable(w[1]));
+    if let std::borrow::Cow::Borrowed(_) = raw
+        && !s.chars().any(is_unsafe)
+        && !ambiguous(s.as_bytes())
+    {
+        return std::borrow::Cow::Borrowed(s);
     }
+    let mut out = String::with_capacity(raw.len() + 8);
+    escape_into(&raw, Backslash::Stored, &mut out);
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether a backslash before `b` could be read as the start of an escape that
+/// [`escape_into`] writes: `\ooo`, `\n` and the like, `\\`.
+fn escapable(b: u8) -> bool {
+    matches!(
+        b,
+        b'0'..=b'7' | b'n' | b't' | b'r' | b'a' | b'b' | b'f' | b'v' | b'\\'
+    )
+}
+
+/// How [`escape_into`] writes a backslash of the text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backslash {
+    /// Inside quotes ([`quote_path_bytes`]): every backslash and quote escaped.
+    Quoted,
+    /// Free text ([`one_line`]): as it is.
+    Free,
+    /// Free text recorded by the store ([`one_line_stored`]): doubled where an escape
+    /// could be read into it ([`escapable`]).
+    Stored,
 }
 
 /// A character that could break a row or make it read as other text: C0 and C1
@@ -262,7 +290,8 @@ fn invisible_in_name(c: char) -> bool {
 
 /// Appends `p` C-escaped: control characters (and, if `quotes`, `"` and `\`) escaped,
 /// invalid UTF-8 bytes as `\ooo`.
-fn escape_into(mut p: &[u8], quotes: bool, out: &mut String) {
+fn escape_into(mut p: &[u8], backslash: Backslash, out: &mut String) {
+    let quotes = backslash == Backslash::Quoted;
     use std::fmt::Write;
     let octal = |bytes: &[u8], out: &mut String| {
         for b in bytes {
@@ -277,7 +306,8 @@ fn escape_into(mut p: &[u8], quotes: bool, out: &mut String) {
                 (std::str::from_utf8(v).unwrap_or_default(), r)
             }
         };
-        for c in valid.chars() {
+        let mut chars = valid.chars().peekable();
+        while let Some(c) = chars.next() {
             match c {
                 '\n' => out.push_str("\\n"),
                 '\t' => out.push_str("\\t"),
@@ -289,6 +319,15 @@ fn escape_into(mut p: &[u8], quotes: bool, out: &mut String) {
                 '"' | '\\' if quotes => {
                     out.push('\\');
                     out.push(c);
+                }
+                // Before an escape this writes too (a control character), or at the
+                // end of this valid run, before an invalid byte (written `\ooo`).
+                '\\' if backslash == Backslash::Stored
+                    && chars
+                        .peek()
+                        .is_none_or(|&n| (n.is_ascii() && escapable(n as u8)) || is_unsafe(n)) =>
+                {
+                    out.push_str("\\\\");
                 }
                 c if is_unsafe(c) || (quotes && invisible_in_name(c)) => {
                     octal(c.encode_utf8(&mut [0; 4]).as_bytes(), out)
@@ -388,6 +427,16 @@ mod tests {
         );
         let reason = format!("{}: refused\n", encode(b"k\xff"));
         assert_eq!(one_line_stored(&reason), r"k\377: refused\n");
+        // A backslash an escape could be read into is doubled; others are left.
+        let reason = format!("{} is not a'\\377, nor \\\n; \\d+ is", encode(b"k\xff"));
+        assert_eq!(
+            one_line_stored(&reason),
+            r"k\377 is not a'\\377, nor \\\n; \d+ is"
+        );
+        assert_eq!(one_line_stored(r"a'\377"), r"a'\\377");
+        assert_eq!(one_line_stored(r"match \d+ and \w"), r"match \d+ and \w");
+        let before_bad = format!("{}", encode(b"x\\\xff"));
+        assert_eq!(one_line_stored(&before_bad), r"x\\\377");
     }
 
     #[test]
