@@ -616,6 +616,9 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     // Refuse a live mount (or clear a dead one) before starting: the mount that then
     // appears at the mountpoint can only be the daemon's.
     let mp = mount::check_mountpoint(&spec.mountpoint)?;
+    // What this mount makes (the database, when new, and the log): removed again when the
+    // daemon stops before mounting, so a refused mount leaves nothing behind.
+    let mut made: Vec<PathBuf> = Vec::new();
     let (db, log_path) = match scratchfs::cli::postgres_url(&spec.db) {
         // A PostgreSQL URL is passed on as it is, never taken as a path; the log goes to
         // the user's runtime directory, named after the mountpoint (docs/deploy.md).
@@ -630,6 +633,13 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
             // Nor next to one the daemon could not open for writing (created empty if
             // missing, as the daemon's lock does): the message names the database, not
             // its log.
+            if std::fs::symlink_metadata(&db).is_err() {
+                for suffix in ["", "-wal", "-shm", "-redo"] {
+                    let mut p = db.clone().into_os_string();
+                    p.push(suffix);
+                    made.push(p.into());
+                }
+            }
             std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -647,6 +657,14 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     if let Some(rules) = &spec.rules {
         scratchfs::rules::load(rules)?;
     }
+    if std::fs::symlink_metadata(&log_path).is_err() {
+        made.push(log_path.clone());
+    }
+    let forget = |made: &[PathBuf]| {
+        for p in made {
+            let _ = std::fs::remove_file(p);
+        }
+    };
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -739,6 +757,11 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
                 said.trim().to_string()
             };
             let msg = msg.trim_start_matches("scratchfs: ");
+            if msg.is_empty() {
+                // The message names the log.
+                made.retain(|p| *p != log_path);
+            }
+            forget(&made);
             return Err(if msg.is_empty() {
                 format!(
                     "daemon exited with {status} without a message (its log: {})",
@@ -750,6 +773,8 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
         }
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
+            let _ = child.wait();
+            forget(&made);
             return Err(format!("mount {}: no answer within 60 s", mp.display()));
         }
         std::thread::sleep(std::time::Duration::from_millis(20));

@@ -796,11 +796,44 @@ fn mount_failed(mountpoint: &Path, e: &std::io::Error) -> String {
     msg
 }
 
+/// The SQLite database a mount of `spec` would make, when it is not there yet: a mount
+/// that then fails removes it ([`NewDatabase::forget`]), so a refused mount leaves no empty
+/// scratchpad behind (helper finding). `None` for a database that exists, a URL, or a
+/// mount of the past (which makes nothing).
+struct NewDatabase(Option<PathBuf>);
+
+impl NewDatabase {
+    fn of(spec: &MountSpec) -> NewDatabase {
+        let url = spec.db.to_str().is_some_and(crate::store::postgres::is_url);
+        let new = spec.at.is_none() && !url && std::fs::symlink_metadata(&spec.db).is_err();
+        NewDatabase(new.then(|| spec.db.clone()))
+    }
+
+    /// Drops `fs` (its connections) and removes the database this mount made, with its
+    /// `-wal`, `-shm` and redo log; a database that was there before is left as it is.
+    fn forget(&self, fs: Arc<Fs>) {
+        drop(fs);
+        if let Some(db) = &self.0 {
+            for suffix in ["", "-wal", "-shm", "-redo"] {
+                let mut p = db.clone().into_os_string();
+                p.push(suffix);
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
+
 /// Mounts and serves in the foreground until unmounted or signalled.
 pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
+    let new = NewDatabase::of(spec);
     let (fs, config) = prepare(spec)?;
-    let session = fuser::Session::new(Adapter::new(fs.clone()), &spec.mountpoint, &config)
-        .map_err(|e| mount_failed(&spec.mountpoint, &e))?;
+    let session = match fuser::Session::new(Adapter::new(fs.clone()), &spec.mountpoint, &config) {
+        Ok(s) => s,
+        Err(e) => {
+            new.forget(fs);
+            return Err(mount_failed(&spec.mountpoint, &e));
+        }
+    };
     fs.set_invalidator(spawn_notifier(session.notifier()));
     let mp = spec.mountpoint.clone();
     let mut signals = signal_hook::iterator::Signals::new([
@@ -851,9 +884,16 @@ pub struct Background {
 impl Background {
     /// Mounts `spec` and serves it from background threads.
     pub fn start(spec: &MountSpec) -> Result<Background, Failure> {
+        let new = NewDatabase::of(spec);
         let (fs, config) = prepare(spec)?;
-        let session = fuser::Session::new(Adapter::new(fs.clone()), &spec.mountpoint, &config)
-            .map_err(|e| mount_failed(&spec.mountpoint, &e))?;
+        let session = match fuser::Session::new(Adapter::new(fs.clone()), &spec.mountpoint, &config)
+        {
+            Ok(s) => s,
+            Err(e) => {
+                new.forget(fs);
+                return Err(mount_failed(&spec.mountpoint, &e));
+            }
+        };
         fs.set_invalidator(spawn_notifier(session.notifier()));
         let session = session
             .spawn()

@@ -1210,3 +1210,66 @@ fn restore_brings_back_a_deleted_file() {
     assert!(err.contains("no such version"), "{err}");
     assert!(!m.path("gone.md").exists());
 }
+
+/// A mount the kernel refuses (a user other than root without access to /dev/fuse)
+/// leaves no new empty scratchpad behind (helper finding: the database, its -wal, -shm and
+/// redo log stayed); a database that was there before stays as it was.
+#[test]
+fn a_refused_mount_leaves_no_new_database_and_keeps_an_old_one() {
+    let dir = tempfile::Builder::new()
+        .prefix("scratchfs-test-")
+        .tempdir()
+        .unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    for p in [dir.path(), mnt.as_path()] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    }
+    let mount_as_agent = |db: &std::path::Path, background: bool| {
+        let mut cmd = Command::new("setpriv");
+        cmd.args([
+            "--reuid",
+            "1000",
+            "--regid",
+            "1000",
+            "--clear-groups",
+            BIN,
+            "mount",
+        ])
+        .arg(&mnt)
+        .arg("--db")
+        .arg(db);
+        if background {
+            cmd.arg("--background");
+        }
+        let o = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_ne!(o.status.code(), Some(0), "the agent mounted: {err}");
+        assert!(err.contains("Permission denied"), "{err}");
+    };
+    let left = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "mnt")
+            .collect();
+        names.sort();
+        names
+    };
+    for background in [false, true] {
+        mount_as_agent(&dir.path().join("new.db"), background);
+        assert_eq!(left(), Vec::<String>::new(), "background {background}");
+    }
+    // One the agent made before (as root would, with --owner): kept, rows and all.
+    let old = dir.path().join("old.db");
+    let (store, _) = scratchfs::store::Sqlite::open(&old, (1000, 1000)).unwrap();
+    drop(store);
+    for name in left() {
+        std::os::unix::fs::chown(dir.path().join(name), Some(1000), Some(1000)).unwrap();
+    }
+    mount_as_agent(&old, false);
+    assert!(left().contains(&"old.db".to_string()), "{:?}", left());
+    let (store, fresh) = scratchfs::store::Sqlite::open(&old, (0, 0)).unwrap();
+    assert!(!fresh, "the old database lost its rows");
+    drop(store);
+}
