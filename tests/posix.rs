@@ -570,6 +570,40 @@ print(s.st_size, s.st_mtime_ns >= t - 10**9, s.st_ctime_ns >= t - 10**9)
     }
 }
 
+/// An `O_TRUNC` handle that has written nothing yet when another process commits (a
+/// shell's `cmd > f` whose dup2 flushed before the command wrote): its truncation stays
+/// owed on the version it then follows, so what it writes replaces the file whole (helper
+/// finding: the truncation was dropped, and "short" landed on the old content and the other
+/// writer's line). The other writer's version stays in the history. With and without the
+/// flush of the owed truncation in between.
+#[test]
+fn an_o_trunc_handle_overtaken_before_it_writes_still_replaces_the_file() {
+    let m = Mount::new();
+    for flush in [true, false] {
+        m.sh_ok("printf '0123456789ABCDEFGHIJ\n' > f");
+        let out = m.sh_ok(&format!(
+            "python3 -c '
+import os, subprocess
+fd = os.open(\"f\", os.O_WRONLY | os.O_TRUNC)
+if {flush}:
+    os.close(os.dup(fd))
+subprocess.run([\"sh\", \"-c\", \"echo appended >> f\"], check=True)
+os.write(fd, b\"short\\n\")
+os.close(fd)
+print(open(\"f\", \"rb\").read())
+'",
+            flush = if flush { "True" } else { "False" }
+        ));
+        assert_eq!(out, "b'short\\n'\n", "flush {flush}");
+        assert_eq!(read(m.path("f")), "short\n", "flush {flush}");
+        let versions = m.sh_ok("ls .history/f | tail -2 | xargs -I{} cat .history/f/{}");
+        assert_eq!(
+            versions, "0123456789ABCDEFGHIJ\nappended\nshort\n",
+            "flush {flush}"
+        );
+    }
+}
+
 /// Issue 10 item 11: the mount's source names the database (or --fsname), so tools tell
 /// two scratchpads apart.
 #[test]

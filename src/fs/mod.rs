@@ -1188,6 +1188,10 @@ impl Fs {
 
     /// A write handle that has neither read nor written follows the current version, so
     /// that e.g. a `truncate(2)` between its open and first write is not a lost update.
+    /// An `O_TRUNC` open's truncation, owed until the handle's commit, stays owed on the
+    /// version followed: the handle replaces that version whole, as it would have replaced
+    /// the one it opened (helper finding: the truncation was dropped, and the handle's
+    /// bytes landed on the other writer's content).
     fn rebase_if_untouched(&self, ino: u64, w: &mut WriteState) -> Result<()> {
         if w.touched {
             return Ok(());
@@ -1196,11 +1200,19 @@ impl Fs {
         if let Some(head) = &tree.get(ino)?.head
             && head.id != w.base_version
         {
+            let truncated = w.modified && !w.append && w.base_limit == 0 && w.size == 0;
             let (poisoned, refused) = (w.poisoned.take(), w.refused.take());
-            *w = WriteState::new(w.append, head.id, head.content);
-            // A refusal sticks to the handle whatever it follows.
+            let read_before = w.read_before;
+            *w = if truncated {
+                WriteState::new_truncated(head.id, head.content)
+            } else {
+                WriteState::new(w.append, head.id, head.content)
+            };
+            // A refusal sticks to the handle whatever it follows, and what its process
+            // had read before it opened still counts (issue 13).
             w.poisoned = poisoned;
             w.refused = refused;
+            w.read_before = read_before;
         }
         Ok(())
     }
