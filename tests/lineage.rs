@@ -245,6 +245,33 @@ fn two_shells_overwriting_one_file_at_once_are_last_writer_wins() {
     }
 }
 
+/// A process that reads, through a handle it opened before another writer appended, the
+/// appended bytes too (a follower) has read that newer version: its later overwrite is not
+/// a lost update (helper finding: `open(p, "w")` then got `ESTALE`, the read on record
+/// being the version the handle was opened on).
+#[test]
+fn a_follower_that_read_the_appended_version_may_overwrite_it() {
+    let m = Mount::new();
+    m.sh_ok("echo one > log.txt");
+    let o = m.sh_ok(
+        r#"python3 -c '
+import subprocess
+with open("log.txt", "rb") as f:
+    subprocess.run(["sh", "-c", "echo two >> log.txt"], check=True)
+    print(f.read())
+with open("log.txt", "w") as f:
+    f.write("rewritten\n")
+print("ok")
+'"#,
+    );
+    assert_eq!(o, "b'one\\ntwo\\n'\nok\n");
+    assert_eq!(read(m.path("log.txt")), "rewritten\n");
+    assert!(
+        !cli(&m, &["log", "--rejected"]).1.contains("log.txt"),
+        "nothing refused"
+    );
+}
+
 #[test]
 fn memory_tool_str_replace_against_a_concurrent_writer() {
     let m = Mount::new();

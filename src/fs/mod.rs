@@ -1220,7 +1220,8 @@ impl Fs {
     /// `read`: up to `size` bytes at `offset` (short at EOF).
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         let h = self.handle(fh)?;
-        let mut h = h.lock();
+        let mut guard = h.lock();
+        let h = &mut *guard;
         let ino = h.ino;
         match &mut h.kind {
             HandleKind::View(bytes) => {
@@ -1234,6 +1235,7 @@ impl Fs {
                 // the bytes already read stay true. A rewrite keeps the snapshot.
                 if offset.saturating_add(size as u64) > content.len {
                     let mut tree = self.tree.write();
+                    let mut followed = None;
                     if let Ok(node) = tree.get_mut(ino)
                         && let Some(head) = &node.head
                         && head.content.stream == content.stream
@@ -1244,6 +1246,14 @@ impl Fs {
                             // The page cache holds a prefix of the head now.
                             node.cached_version = head.id;
                         }
+                        // The process reads that version now: what it writes later is
+                        // made from it (issue 13), not from the one it opened (helper
+                        // finding: a later `open(p, "w")` was refused as a lost update).
+                        followed = self.mark_read(node, &h.caller);
+                    }
+                    drop(tree);
+                    if let Some(r) = followed {
+                        self.store_read(ino, &h.caller, r);
                     }
                 }
                 let mut buf =
