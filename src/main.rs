@@ -660,9 +660,18 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     if std::fs::symlink_metadata(&log_path).is_err() {
         made.push(log_path.clone());
     }
+    // Only while no daemon holds the database (the flock every mount takes): a mount of
+    // the same new path started at the same moment may have made it and be using it.
     let forget = |made: &[PathBuf]| {
-        for p in made {
-            let _ = std::fs::remove_file(p);
+        use std::os::fd::AsRawFd;
+        // (A PostgreSQL mount made only its log, named after its mountpoint.)
+        let held = std::fs::File::open(&db)
+            .ok()
+            .filter(|f| unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 });
+        if held.is_some() || scratchfs::cli::postgres_url(&db).is_some() {
+            for p in made {
+                let _ = std::fs::remove_file(p);
+            }
         }
     };
     let log = std::fs::OpenOptions::new()
