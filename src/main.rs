@@ -634,11 +634,7 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
             // missing, as the daemon's lock does): the message names the database, not
             // its log.
             if std::fs::symlink_metadata(&db).is_err() {
-                for suffix in ["", "-wal", "-shm", "-redo"] {
-                    let mut p = db.clone().into_os_string();
-                    p.push(suffix);
-                    made.push(p.into());
-                }
+                made = mount::made_with(&db);
             }
             std::fs::OpenOptions::new()
                 .read(true)

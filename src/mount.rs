@@ -810,17 +810,27 @@ impl NewDatabase {
     }
 
     /// Drops `fs` (its connections) and removes the database this mount made, with its
-    /// `-wal`, `-shm` and redo log; a database that was there before is left as it is.
+    /// `-wal`, `-shm` and redo log ([`crate::store::companions`] but the daemon's log,
+    /// which only a `--background` parent makes); a database that was there before is left
+    /// as it is.
     fn forget(&self, fs: Arc<Fs>) {
         drop(fs);
         if let Some(db) = &self.0 {
-            for suffix in ["", "-wal", "-shm", "-redo"] {
-                let mut p = db.clone().into_os_string();
-                p.push(suffix);
+            for p in made_with(db) {
                 let _ = std::fs::remove_file(p);
             }
         }
     }
+}
+
+/// The files a mount makes when it makes the database `db`: the database, `-wal`, `-shm`
+/// and the redo log ([`crate::store::companions`] without the daemon's log).
+pub fn made_with(db: &Path) -> Vec<PathBuf> {
+    let mut log = db.as_os_str().to_owned();
+    log.push(".log");
+    let mut files = crate::store::companions(db);
+    files.retain(|p| *p.as_os_str() != *log);
+    files
 }
 
 /// Mounts and serves in the foreground until unmounted or signalled.
