@@ -1225,24 +1225,51 @@ fn a_refused_mount_leaves_no_new_database_and_keeps_an_old_one() {
     for p in [dir.path(), mnt.as_path()] {
         std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     }
+    // The conditions this test asserts, made here rather than assumed of the machine: on
+    // stock Debian uid 1000 may mount FUSE (/dev/fuse 0666, fusermount3 set-uid root). The
+    // attempt runs in a mount namespace of its own where /dev/fuse and every fusermount in
+    // PATH are an unreadable, unexecutable file, so the kernel refuses uid 1000 whatever the
+    // machine allows; the namespace and its mounts end with the command.
+    let blocked = tempfile::tempdir().unwrap();
+    let blocker = blocked.path().join("blocked");
+    std::fs::write(&blocker, b"").unwrap();
+    std::fs::set_permissions(&blocker, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+        .unwrap();
+    let mut hide = format!("mount --bind {} /dev/fuse", blocker.display());
+    for d in std::env::var("PATH").unwrap_or_default().split(':') {
+        for name in ["fusermount3", "fusermount"] {
+            let p = std::path::Path::new(d).join(name);
+            if p.exists() {
+                hide += &format!(" && mount --bind {} {}", blocker.display(), p.display());
+            }
+        }
+    }
     let mount_as_agent = |db: &std::path::Path, background: bool| {
-        let mut cmd = Command::new("setpriv");
-        cmd.args([
-            "--reuid",
-            "1000",
-            "--regid",
-            "1000",
-            "--clear-groups",
-            BIN,
-            "mount",
-        ])
-        .arg(&mnt)
-        .arg("--db")
-        .arg(db);
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(format!("{hide} && exec \"$@\""))
+            .args([
+                "sh",
+                "setpriv",
+                "--reuid",
+                "1000",
+                "--regid",
+                "1000",
+                "--clear-groups",
+                BIN,
+                "mount",
+            ])
+            .arg(&mnt)
+            .arg("--db")
+            .arg(db);
         if background {
             cmd.arg("--background");
         }
-        let o = cmd.output().unwrap();
+        let o = output_within(
+            "a mount the agent may not make",
+            &mut cmd,
+            std::time::Duration::from_secs(120),
+        );
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert_ne!(o.status.code(), Some(0), "the agent mounted: {err}");
         assert!(err.contains("Permission denied"), "{err}");

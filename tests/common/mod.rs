@@ -510,6 +510,47 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Runs `cmd` to its end with its output captured, as `Command::output` does, but kills it
+/// and panics naming `what` when it has not ended within `limit`: a test that runs a
+/// command which could hang (a mount that was expected to be refused) never waits
+/// without a bound.
+pub fn output_within(what: &str, cmd: &mut Command, limit: Duration) -> Output {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut pipes = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = pipes.1.read_to_end(&mut v);
+        v
+    });
+    let out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = pipes.0.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what}: still running after {limit:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
 /// Lines of a file, 0 if it does not exist yet.
 pub fn count_lines(p: impl AsRef<Path>) -> usize {
     std::fs::read_to_string(p)
