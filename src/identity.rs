@@ -7,6 +7,11 @@
 //! the start time being field 22 of `/proc/<tgid>/stat` (clock ticks since boot, proc(5)).
 //! uid and gid come from the request header (the kernel's fsuid/fsgid, not forgeable);
 //! `exe`, `argv` and the environment come from `/proc/<tgid>/{exe,cmdline,environ}`.
+//! `exe` is the path as the *caller's* mount namespace renders it, so it names nothing the
+//! kernel vouches for (a bind mount in a private namespace puts any binary at any path);
+//! what identifies the executable is [`ExeFile`], the device and inode `stat(2)` of the
+//! magic link `/proc/<tgid>/exe` gives (the kernel follows it to the file itself), with
+//! whether the process shares the daemon's mount and user namespaces (docs/security.md).
 //! `SCRATCHFS_WRITER` and `SCRATCHFS_STEP` are read from the environment the process was
 //! started with (later `setenv` calls are invisible), and are cooperative claims.
 
@@ -56,6 +61,85 @@ pub struct Caller {
     /// The MCP client's version (`clientInfo.version`).
     #[serde(default)]
     pub client_version: Option<String>,
+    /// The executable's identity and owner (`stat(2)` of `/proc/<tgid>/exe`); `None` when
+    /// it could not be read. What an `exe` matcher compares (docs/rules.md).
+    #[serde(skip)]
+    pub exe_file: Option<ExeFile>,
+    /// Whether the process runs in the daemon's own mount and user namespaces (their
+    /// inode numbers, `/proc/<tgid>/ns/{mnt,user}`, namespaces(7)); `false` when they
+    /// cannot be read. A process in another namespace matches no `exe` matcher unless the
+    /// writer says `exe_any_namespace`.
+    #[serde(skip)]
+    pub same_ns: bool,
+    /// The user namespace the process runs in, by its inode number
+    /// (`/proc/<tgid>/ns/user`); 0 when unknown. A uid of a request is the kernel's view
+    /// in the namespace the mount was made in: root inside an agent's user namespace that
+    /// maps it to root outside is root here (docs/security.md).
+    #[serde(skip)]
+    pub user_ns: u64,
+    /// Supplementary groups (`/proc/<tgid>/status` `Groups:`), to tell whether the process
+    /// may write its own executable.
+    #[serde(skip)]
+    pub groups: Vec<u32>,
+}
+
+/// What `stat(2)` of `/proc/<pid>/exe` says of the file a process executes: the kernel
+/// follows the magic link to the file itself (proc(5)), so, unlike its `readlink`, the
+/// answer does not depend on which path the caller's mount namespace shows for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ExeFile {
+    /// `st_dev` and `st_ino`: the file's identity.
+    pub id: FileKey,
+    /// `st_uid`, the file's owner.
+    pub uid: u32,
+    /// `st_gid`.
+    pub gid: u32,
+    /// `st_mode` (permission bits and type).
+    pub mode: u32,
+}
+
+/// A file's identity: `(st_dev, st_ino)` (stat(2)).
+pub type FileKey = (u64, u64);
+
+impl ExeFile {
+    /// Whether a process of `uid` with groups `gid` and `groups` may write this file or
+    /// change its mode: it owns it, or its mode lets its group or everyone write. Such a
+    /// file names no one but its writers: an `exe` matcher never matches a process that
+    /// may write its own executable (root excepted, who may write anything and is trusted,
+    /// docs/security.md).
+    pub fn writable_by(&self, uid: u32, gid: u32, groups: &[u32]) -> bool {
+        self.uid == uid
+            || self.mode & 0o002 != 0
+            || (self.mode & 0o020 != 0 && (self.gid == gid || groups.contains(&self.gid)))
+    }
+}
+
+/// `stat(2)` of `path` (following links, and so the magic link `/proc/<pid>/exe`).
+pub fn exe_file(path: &str) -> Option<ExeFile> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(ExeFile {
+        id: (m.dev(), m.ino()),
+        uid: m.uid(),
+        gid: m.gid(),
+        mode: m.mode(),
+    })
+}
+
+/// The inode number of namespace `kind` (`mnt`, `user`) of process `pid` (`self` for
+/// this one): `stat(2)` of `/proc/<pid>/ns/<kind>` (namespaces(7)); `None` when it cannot
+/// be read (another user's process, for a daemon that is not root).
+fn namespace(pid: &str, kind: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/ns/{kind}"))
+        .ok()
+        .map(|m| m.ino())
+}
+
+/// This process's own mount and user namespaces, read once.
+fn own_namespaces() -> (Option<u64>, Option<u64>) {
+    static OWN: std::sync::OnceLock<(Option<u64>, Option<u64>)> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| (namespace("self", "mnt"), namespace("self", "user")))
 }
 
 impl Caller {
@@ -74,6 +158,9 @@ impl Caller {
             argv: std::env::args().collect(),
             env_writer: std::env::var(WRITER_ENV).ok(),
             step: std::env::var(STEP_ENV).ok().and_then(|s| s.parse().ok()),
+            exe_file: exe_file("/proc/self/exe"),
+            same_ns: true,
+            user_ns: own_namespaces().1.unwrap_or(0),
             ..Default::default()
         }
     }
@@ -116,7 +203,24 @@ impl Resolver {
         {
             return c.clone();
         }
-        let c = Arc::new(Self::lookup(pid, uid, gid));
+        // An exec between the two reads of the stat key would mix two programs' facts (the
+        // old program's argv with the new one's exe): read again, and cache only facts
+        // read between two equal keys.
+        let (mut key, mut c, mut tries) = (key, Self::lookup(pid, uid, gid), 0);
+        loop {
+            match stat_key(pid) {
+                Some(after) if after == key => break,
+                Some(after) if tries < 3 => {
+                    (key, c, tries) = (after, Self::lookup(pid, uid, gid), tries + 1);
+                }
+                // Gone, or still changing: facts nothing vouches for, not cached.
+                _ => {
+                    c.exe_file = None;
+                    return Arc::new(c);
+                }
+            }
+        }
+        let c = Arc::new(c);
         let mut cache = self.cache.lock();
         if cache.len() >= CACHE_LIMIT {
             cache.clear();
@@ -148,6 +252,13 @@ impl Resolver {
             c.exe = std::fs::read_link(format!("/proc/{tgid}/exe"))
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
+            c.exe_file = exe_file(&format!("/proc/{tgid}/exe"));
+            let t = tgid.to_string();
+            let (mnt, user) = (namespace(&t, "mnt"), namespace(&t, "user"));
+            let (own_mnt, own_user) = own_namespaces();
+            c.same_ns = mnt.is_some() && mnt == own_mnt && user.is_some() && user == own_user;
+            c.user_ns = user.unwrap_or(0);
+            c.groups = groups_of(tgid);
             // A command line can carry a secret (`echo KEY > f`): stored redacted, like
             // refused content (SPEC §10 "no secret at rest").
             c.argv = read_nul_list(&format!("/proc/{tgid}/cmdline"))
@@ -185,6 +296,19 @@ pub fn is_writer_name(w: &str) -> bool {
         && w.chars().all(|c| {
             c.is_ascii_graphic() || (!c.is_ascii() && !c.is_control() && !c.is_whitespace())
         })
+}
+
+/// Supplementary groups of process `pid` (`/proc/<pid>/status` `Groups:`); empty when
+/// unreadable.
+pub fn groups_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Groups:"))
+                .map(|g| g.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+        })
+        .unwrap_or_default()
 }
 
 fn tgid_of(pid: u32) -> Option<u32> {

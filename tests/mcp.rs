@@ -633,9 +633,11 @@ fn the_mount_socket_gives_no_writer_a_process_does_not_match() {
             ])
             .arg(
                 "import socket, sys\n\
-                 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n\
+                 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile()\n\
+                 greeting = f.readline()\n\
+                 if '\"scratchfs\"' not in greeting: print(greeting, end=''); sys.exit()\n\
                  s.sendall(sys.argv[2].encode() + b'\\n')\n\
-                 print(s.makefile().readline(), end='')",
+                 print(f.readline(), end='')",
             )
             .arg(&socket)
             .arg(req.to_string())

@@ -211,7 +211,7 @@ fn every_problem_is_reported_by_rules_check_and_refuses_the_mount() {
         format!("{f}:2:68: writer \"tool\" has no matchers"),
         format!(
             "{f}:2:78: writers.tool: unknown key \"uidd\" (expected one of: uid, gid, user, exe, \
-             comm, env, mcp_client, model)"
+             comm, env, mcp_client, model, exe_any_namespace)"
         ),
         format!(
             "{f}:4:48: paths[0]: unknown key \"mdoe\" (expected one of: path, writers, mode, \

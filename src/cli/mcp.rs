@@ -102,7 +102,7 @@ pub fn serve(
             }
             match super::meta(&db, "mcp_socket")? {
                 Some(p) if !p.is_empty() && super::live_mountpoint(&db)?.is_some() => {
-                    Backend::Daemon(p.into())
+                    Backend::Daemon(crate::mcp::server::Daemon::new(p.into()))
                 }
                 _ => {
                     return Err(format!(

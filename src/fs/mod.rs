@@ -186,25 +186,19 @@ pub fn invalidations_may_wait() -> bool {
     !NO_WAIT.with(|c| c.get())
 }
 
-/// The supplementary group ids of process `pid` (`Groups:` in proc(5) `status`); none
-/// when unreadable.
-fn supplementary_groups(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
-                g.split_whitespace()
-                    .filter_map(|n| n.parse().ok())
-                    .collect()
-            })
-        })
-        .unwrap_or_default()
-}
-
 thread_local! {
     /// The caller of the core calls this thread makes for a call that did not come
     /// through the mount ([`Fs::acting_as`]).
     static ACTING: std::cell::RefCell<Option<Arc<Caller>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A process's facts and command name, taken at one moment ([`Fs::process`]).
+#[derive(Debug, Clone)]
+pub struct Process {
+    /// What `/proc` said of it.
+    pub facts: Arc<Caller>,
+    /// `/proc/<tgid>/comm` then.
+    pub comm: String,
 }
 
 /// Who makes a call that does not come through the mount (issue 12).
@@ -439,7 +433,7 @@ impl Fs {
             Some(r) => {
                 let comm =
                     std::fs::read_to_string(format!("/proc/{}/comm", c.tgid)).unwrap_or_default();
-                let writer = r.rules.writer_for(&c, comm.trim_end());
+                let writer = r.writer_for(&c, comm.trim_end());
                 if writer == c.writer {
                     c
                 } else {
@@ -463,22 +457,35 @@ impl Fs {
     /// `EACCES` when `writer` is not one of the rules' writers, or is one whose process
     /// matchers (uid, gid, user, exe, comm) the process of `ctx` does not satisfy.
     pub fn remote_caller(&self, ctx: Ctx, remote: &Remote) -> Result<Arc<Caller>> {
+        self.remote_caller_of(&self.process(ctx), remote)
+    }
+
+    /// The facts of the process of `ctx` and its command name (`/proc/<tgid>/comm`), as a
+    /// caller's writer is resolved from them: what the MCP socket takes once, when a
+    /// process connects, so that what the process execs later gains the connection
+    /// nothing (issue 31).
+    pub fn process(&self, ctx: Ctx) -> Process {
         let facts = self.resolver.resolve(ctx.pid, ctx.uid, ctx.gid);
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", facts.tgid))
+            .unwrap_or_default()
+            .trim_end()
+            .to_string();
+        Process { facts, comm }
+    }
+
+    /// [`Fs::remote_caller`] for a process whose facts were taken before ([`Fs::process`]).
+    pub fn remote_caller_of(&self, p: &Process, remote: &Remote) -> Result<Arc<Caller>> {
+        let facts = &p.facts;
         let mut c = Caller {
             transport: Some(remote.transport.to_string()),
             client: remote.client.clone(),
             client_version: remote.client_version.clone(),
             step: remote.step.or(facts.step),
-            ..(*facts).clone()
+            ..(**facts).clone()
         };
-        let comm = || {
-            std::fs::read_to_string(format!("/proc/{}/comm", c.tgid))
-                .unwrap_or_default()
-                .trim_end()
-                .to_string()
-        };
+        let comm = || p.comm.clone();
         c.writer = match (&remote.writer, self.gate.rules.load().as_deref()) {
-            (Some(w), Some(r)) => match r.rules.claim(w, &c, &comm()) {
+            (Some(w), Some(r)) => match r.claim(w, &c, &comm()) {
                 Some(Ok(())) => w.clone(),
                 Some(Err(is)) => {
                     return Err(Error::new(
@@ -497,7 +504,7 @@ impl Fs {
                 }
             },
             (Some(w), None) => w.clone(),
-            (None, Some(r)) => r.rules.writer_for(&c, &comm()),
+            (None, Some(r)) => r.writer_for(&c, &comm()),
             (None, None) => c.writer,
         };
         Ok(Arc::new(c))
@@ -529,7 +536,7 @@ impl Fs {
             }
         } else if ctx.uid == a.attrs.uid {
             (mode >> 6) & 7
-        } else if ctx.gid == a.attrs.gid || supplementary_groups(ctx.pid).contains(&a.attrs.gid) {
+        } else if ctx.gid == a.attrs.gid || crate::identity::groups_of(ctx.pid).contains(&a.attrs.gid) {
             (mode >> 3) & 7
         } else {
             mode & 7

@@ -24,8 +24,57 @@ use crate::sync::Mutex;
 pub enum Backend {
     /// On a core this process opened (the database is not mounted), as process `ctx`.
     Local(Arc<Fs>, Ctx),
-    /// In the daemon of the mount, through its socket.
-    Daemon(PathBuf),
+    /// In the daemon of the mount, through its socket: connections are this process's,
+    /// shared by its MCP sessions ([`Daemon`]).
+    Daemon(Daemon),
+}
+
+/// The mount's daemon as this process reaches it: its socket, and the connections this
+/// process holds there. A call takes one (or connects) and gives it back after, so no
+/// session holds a connection between calls: fifty HTTP sessions in a row use the same
+/// one or two, and none is left behind when a session ends. A connection idle long
+/// enough for the daemon to close it ([`socket::IDLE`]) is dropped, not used.
+pub struct Daemon {
+    path: PathBuf,
+    idle: Mutex<Vec<Client>>,
+}
+
+impl Daemon {
+    /// The daemon listening at `path`.
+    pub fn new(path: PathBuf) -> Daemon {
+        Daemon {
+            path,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Runs `req` on a connection of this process's.
+    fn call(&self, req: &Request) -> Outcome {
+        let held = loop {
+            match self.idle.lock().pop() {
+                Some(c) if c.stale() => continue,
+                other => break other,
+            }
+        };
+        let mut conn = match held {
+            Some(c) => c,
+            None => match Client::connect(&self.path) {
+                Ok(c) => c,
+                Err(e) => {
+                    return Outcome::error(crate::error::Error::new(
+                        libc::EIO,
+                        format!("the mount's MCP socket {}: {e}", self.path.display()),
+                    ));
+                }
+            },
+        };
+        let out = conn.call(req);
+        // A connection that failed is dropped; the next call connects again.
+        if !(out.is_error && out.text.starts_with("the mount's daemon:")) {
+            self.idle.lock().push(conn);
+        }
+        out
+    }
 }
 
 /// What `scratchfs mcp` was started with.
@@ -42,8 +91,6 @@ pub struct Config {
 pub struct Server {
     backend: Arc<Backend>,
     config: Arc<Config>,
-    /// This session's connection to the daemon (made at its first call).
-    daemon: Arc<Mutex<Option<Client>>>,
 }
 
 /// What the server tells a client it is for (`initialize`'s `instructions`).
@@ -59,7 +106,6 @@ impl Server {
         Server {
             backend,
             config: Arc::new(config),
-            daemon: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -81,26 +127,7 @@ impl Server {
     fn run(&self, req: Request) -> Outcome {
         match &*self.backend {
             Backend::Local(fs, ctx) => socket::run_call(fs, *ctx, &req),
-            Backend::Daemon(path) => {
-                let mut conn = self.daemon.lock();
-                if conn.is_none() {
-                    match Client::connect(path) {
-                        Ok(c) => *conn = Some(c),
-                        Err(e) => {
-                            return Outcome::error(crate::error::Error::new(
-                                libc::EIO,
-                                format!("the mount's MCP socket {}: {e}", path.display()),
-                            ));
-                        }
-                    }
-                }
-                let out = conn.as_mut().expect("connected above").call(&req);
-                if out.is_error && out.text.starts_with("the mount's daemon:") {
-                    // Reconnect at the next call.
-                    *conn = None;
-                }
-                out
-            }
+            Backend::Daemon(daemon) => daemon.call(&req),
         }
     }
 }

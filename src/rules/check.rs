@@ -90,6 +90,7 @@ const WRITER_KEYS: &[&str] = &[
     "env",
     "mcp_client",
     "model",
+    "exe_any_namespace",
 ];
 /// The keys of a path rule.
 const PATH_KEYS: &[&str] = &[
@@ -475,13 +476,15 @@ fn shape(found: &mut Found, root: &Node) {
                 continue;
             }
             found.keys(&m.value, &what, WRITER_KEYS);
-            if let Some(v) = m.value.get("model") {
-                found.expect(
-                    matches!(v.kind, Kind::Bool),
-                    v,
-                    &format!("{what}.model"),
-                    "true or false",
-                );
+            for k in ["model", "exe_any_namespace"] {
+                if let Some(v) = m.value.get(k) {
+                    found.expect(
+                        matches!(v.kind, Kind::Bool),
+                        v,
+                        &format!("{what}.{k}"),
+                        "true or false",
+                    );
+                }
             }
             for k in MATCHER_KEYS {
                 let Some(v) = m.value.get(k) else { continue };
@@ -1186,7 +1189,7 @@ mod tests {
             r#"2:3: the file: unknown key "writer" (expected one of: writers, paths, ephemeral, manifest_tokens, checkpoints)"#,
             r#"3:30: writers.a.uid: expected an integer from 0 to 4294967295, found "1000""#,
             r#"3:45: writers.a.exe: expected a string, found 3"#,
-            r#"3:48: writers.a: unknown key "euid" (expected one of: uid, gid, user, exe, comm, env, mcp_client, model)"#,
+            r#"3:48: writers.a: unknown key "euid" (expected one of: uid, gid, user, exe, comm, env, mcp_client, model, exe_any_namespace)"#,
             r#"5:33: paths[0].writers: expected an array of strings, found "a""#,
             r#"5:38: paths[0]: unknown key "mdoe" (expected one of: path, writers, mode, format, fields, additional_fields, max_bytes, deny_secrets, on_conflict)"#,
             r#"5:59: paths[0].mode: expected one of "read-write", "append-only", "write-once", "read-only", found "readonly""#,

@@ -28,6 +28,8 @@ pub struct Compiled {
     globs: Vec<GlobMatcher>,
     /// The `ephemeral` globs as one matcher.
     ephemeral: GlobSet,
+    /// The identities of the files the `exe` matchers name, taken when compiled.
+    pub exe_pins: super::ExePins,
 }
 
 impl Compiled {
@@ -48,10 +50,21 @@ impl Compiled {
         }
         let ephemeral = ephemeral.build().unwrap_or_else(|_| GlobSet::empty());
         Compiled {
+            exe_pins: super::ExePins::take(&rules),
             rules,
             globs,
             ephemeral,
         }
+    }
+
+    /// The writer `caller` is ([`Rules::writer_for`], `exe` by identity).
+    pub fn writer_for(&self, caller: &Caller, comm: &str) -> String {
+        self.rules.writer_for(caller, comm, &self.exe_pins)
+    }
+
+    /// Whether `caller`, claiming writer `name`, is that writer ([`Rules::claim`]).
+    pub fn claim(&self, name: &str, caller: &Caller, comm: &str) -> Option<Result<(), String>> {
+        self.rules.claim(name, caller, comm, &self.exe_pins)
     }
 
     /// The first path rule whose glob matches `path`.

@@ -14,9 +14,12 @@ use serde::Deserialize;
 
 use crate::identity::Caller;
 
-/// A writer's matchers (SPEC §5): all given must match. `uid`, `gid`, `user` and `exe`
-/// are enforced by the kernel (the caller cannot forge them); `comm` can be changed by
-/// the process itself (prctl), and `env` is a cooperative claim.
+/// A writer's matchers (SPEC §5): all given must match. `uid`, `gid` and `user` are the
+/// kernel's (the caller cannot forge them), and so is `exe` as it is matched: by the
+/// identity of the file the process executes, never by the path its namespace shows
+/// ([`ExePins`]); `comm` can be changed by the process itself (prctl), and `env` and
+/// `mcp_client` are cooperative claims (docs/rules.md, "Which matchers the kernel vouches
+/// for").
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Matchers {
@@ -26,7 +29,10 @@ pub struct Matchers {
     pub gid: Option<u32>,
     /// User name, resolved to a uid when the rules are loaded.
     pub user: Option<String>,
-    /// Absolute path of the executable (`/proc/<pid>/exe`).
+    /// Absolute path of the executable. Matched by identity ([`ExePins`]): the process
+    /// must execute the very file (device and inode) the daemon finds at this path, not a
+    /// file it may write itself, and from the daemon's own mount and user namespaces
+    /// unless `exe_any_namespace`.
     pub exe: Option<String>,
     /// Command name (`/proc/<pid>/comm`, 15 bytes at most).
     pub comm: Option<String>,
@@ -40,6 +46,11 @@ pub struct Matchers {
     /// (issue 13). Default `false`.
     #[serde(default)]
     pub model: bool,
+    /// Not a matcher: `exe` also matches a process in another mount or user namespace
+    /// than the daemon's (a container's tool, say). Default `false`: such a process,
+    /// which may have put any file at any path it sees, matches no `exe` matcher.
+    #[serde(default)]
+    pub exe_any_namespace: bool,
 }
 
 /// `mode` of a path rule.
@@ -274,38 +285,124 @@ impl Rules {
     /// out of a writer its uid, gid, user, exe or comm pin it to (uid 1000 that the rules
     /// make `agent` cannot write as a tool's writer). `None`: no writer of that name;
     /// `Some(Err(w))`: the caller is writer `w` whatever it claims.
-    pub fn claim(&self, name: &str, c: &Caller, comm: &str) -> Option<Result<(), String>> {
+    pub fn claim(
+        &self,
+        name: &str,
+        c: &Caller,
+        comm: &str,
+        pins: &ExePins,
+    ) -> Option<Result<(), String>> {
         let (_, m) = self.writers.iter().find(|(n, _)| n == name)?;
         let claimed = Caller {
             env_writer: m.env.clone().or_else(|| c.env_writer.clone()),
             client: m.mcp_client.clone().or_else(|| c.client.clone()),
             ..c.clone()
         };
-        let is = self.writer_for(&claimed, comm);
+        let is = self.writer_for(&claimed, comm, pins);
         Some(if is == name { Ok(()) } else { Err(is) })
     }
 
     /// The writer a caller is (SPEC §5): the first writer, in file order, all of whose
-    /// matchers match; `anonymous` if none.
-    pub fn writer_for(&self, c: &Caller, comm: &str) -> String {
+    /// matchers match; `anonymous` if none. `exe` is matched by `pins`.
+    pub fn writer_for(&self, c: &Caller, comm: &str, pins: &ExePins) -> String {
         for (name, m) in &self.writers {
             let ok = m.uid.is_none_or(|u| u == c.uid)
                 && m.gid.is_none_or(|g| g == c.gid)
                 && m.user.as_deref().is_none_or(|u| user_uid(u) == Some(c.uid))
-                && m.exe.as_deref().is_none_or(|e| e == c.exe)
                 && m.comm.as_deref().is_none_or(|x| x == comm)
                 && m.env
                     .as_deref()
                     .is_none_or(|e| c.env_writer.as_deref() == Some(e))
                 && m.mcp_client
                     .as_deref()
-                    .is_none_or(|x| c.client.as_deref() == Some(x));
+                    .is_none_or(|x| c.client.as_deref() == Some(x))
+                && m.exe
+                    .as_deref()
+                    .is_none_or(|e| pins.matches(e, m.exe_any_namespace, c));
             if ok {
                 return name.clone();
             }
         }
         "anonymous".into()
     }
+}
+
+/// The files the rules' `exe` matchers name, by identity (issue 31): the device and
+/// inode `stat(2)` gives for each configured path as the daemon sees it, taken when the
+/// rules load. A process matches `exe` when the file it executes (`stat` of
+/// `/proc/<pid>/exe`, [`Caller::exe_file`]) is that file, and
+///
+/// - it may not write that file itself (it owns it, or the mode lets its group or
+///   everyone write; root excepted), and
+/// - it runs in the daemon's mount and user namespaces, unless the writer says
+///   `exe_any_namespace`.
+///
+/// The path a process's `/proc/<pid>/exe` shows is never compared: the kernel renders it
+/// in the caller's namespace, where a bind mount puts any binary at any path. When the
+/// file at a configured path is replaced (a package upgrade), a process executing the new
+/// file and showing that path makes the daemon look again; the new identity is taken only
+/// if no one but root and the daemon's user can replace the file (it and every directory
+/// above it are theirs and not writable by group or others), so an agent that can write
+/// the directory cannot make its own binary the pinned one.
+#[derive(Debug, Default)]
+pub struct ExePins {
+    pins: std::collections::HashMap<String, crate::sync::Mutex<Option<crate::identity::FileKey>>>,
+}
+
+impl ExePins {
+    /// The identities of every `exe` the rules name, taken now.
+    pub fn take(rules: &Rules) -> ExePins {
+        let pins = rules
+            .writers
+            .iter()
+            .filter_map(|(_, m)| m.exe.clone())
+            .map(|p| {
+                let id = crate::identity::exe_file(&p).map(|f| f.id);
+                (p, crate::sync::Mutex::new(id))
+            })
+            .collect();
+        ExePins { pins }
+    }
+
+    /// Whether process `c` executes the file pinned at `path` ([`ExePins`]).
+    pub fn matches(&self, path: &str, any_namespace: bool, c: &Caller) -> bool {
+        let Some(f) = c.exe_file else { return false };
+        if !(c.same_ns || any_namespace) || (c.uid != 0 && f.writable_by(c.uid, c.gid, &c.groups))
+        {
+            return false;
+        }
+        let Some(pin) = self.pins.get(path) else {
+            return false;
+        };
+        if *pin.lock() == Some(f.id) {
+            return true;
+        }
+        // Replaced since the rules loaded? Only a process that shows this very path makes
+        // the daemon look, and only a file no one else may replace is taken.
+        if c.exe != path || !replaceable_only_by_admins(path) {
+            return false;
+        }
+        let now = crate::identity::exe_file(path).map(|n| n.id);
+        *pin.lock() = now;
+        now == Some(f.id)
+    }
+}
+
+/// Whether the file at `path` and every directory above it belong to root or to this
+/// process's user and are not writable by group or others: no one else can put another
+/// file there ([`ExePins`]).
+pub fn replaceable_only_by_admins(path: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let me = unsafe { libc::geteuid() };
+    let mut p = Some(std::path::Path::new(path));
+    while let Some(at) = p {
+        match std::fs::metadata(at) {
+            Ok(m) if (m.uid() == 0 || m.uid() == me) && m.mode() & 0o022 == 0 => {}
+            _ => return false,
+        }
+        p = at.parent();
+    }
+    true
 }
 
 /// uid of a user name (getpwnam(3)).
@@ -452,17 +549,87 @@ mod tests {
             env_writer: env.map(String::from),
             ..Default::default()
         };
-        assert_eq!(r.writer_for(&c(1000, None), "bash"), "agent");
+        let pins = ExePins::take(&r);
+        assert_eq!(r.writer_for(&c(1000, None), "bash", &pins), "agent");
         assert_eq!(
-            r.writer_for(&c(1000, Some("get_order")), "python3"),
+            r.writer_for(&c(1000, Some("get_order")), "python3", &pins),
             "agent",
             "first match wins"
         );
         assert_eq!(
-            r.writer_for(&c(1001, Some("get_order")), "python3"),
+            r.writer_for(&c(1001, Some("get_order")), "python3", &pins),
             "get_order"
         );
-        assert_eq!(r.writer_for(&c(1001, None), "sh"), "anonymous");
+        assert_eq!(r.writer_for(&c(1001, None), "sh", &pins), "anonymous");
+    }
+
+    /// `exe` names a file by identity (issue 31 item 1): the path a caller shows is never
+    /// enough, a file the caller may write never matches, nor a caller in another
+    /// namespace unless the writer allows it.
+    #[test]
+    fn exe_matches_the_file_by_identity_not_the_path_a_caller_shows() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tool, other) = (dir.path().join("tool"), dir.path().join("other"));
+        std::fs::write(&tool, b"#!/bin/true\n").unwrap();
+        std::fs::write(&other, b"#!/bin/false\n").unwrap();
+        for f in [&tool, &other] {
+            std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+        }
+        let tool_path = tool.to_str().unwrap();
+        let text = format!(
+            r#"{{"writers": {{"tool": {{"exe": "{tool_path}"}},
+                "boxed": {{"exe": "{tool_path}", "exe_any_namespace": true, "env": "boxed"}}}},
+               "paths": [{{"path": "**"}}]}}"#
+        );
+        let r = Rules::parse(&text).unwrap();
+        let pins = ExePins::take(&r);
+        let f = |p: &std::path::Path| crate::identity::exe_file(p.to_str().unwrap());
+        let caller = |file, exe: &str, uid, same_ns| Caller {
+            uid,
+            gid: uid,
+            exe: exe.into(),
+            exe_file: file,
+            same_ns,
+            ..Default::default()
+        };
+        // The tool itself, as root or another user that may not write it.
+        assert_eq!(r.writer_for(&caller(f(&tool), tool_path, 0, true), "t", &pins), "tool");
+        assert_eq!(r.writer_for(&caller(f(&tool), tool_path, 1000, true), "t", &pins), "tool");
+        // Another file shown at the tool's path (a bind mount in the caller's namespace).
+        assert_eq!(
+            r.writer_for(&caller(f(&other), tool_path, 1000, true), "t", &pins),
+            "anonymous"
+        );
+        // The tool's file, owned by the caller (it could have written anything into it).
+        std::os::unix::fs::chown(&tool, Some(1000), Some(1000)).unwrap();
+        assert_eq!(
+            r.writer_for(&caller(f(&tool), tool_path, 1000, true), "t", &pins),
+            "anonymous"
+        );
+        std::os::unix::fs::chown(&tool, Some(0), Some(0)).unwrap();
+        // Writable by everyone.
+        std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o757))
+            .unwrap();
+        assert_eq!(
+            r.writer_for(&caller(f(&tool), tool_path, 1000, true), "t", &pins),
+            "anonymous"
+        );
+        std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        // Another namespace: only the writer that says so.
+        let boxed = Caller {
+            env_writer: Some("boxed".into()),
+            ..caller(f(&tool), tool_path, 1000, false)
+        };
+        assert_eq!(r.writer_for(&boxed, "t", &pins), "boxed");
+        let unboxed = Caller {
+            env_writer: None,
+            ..boxed
+        };
+        assert_eq!(r.writer_for(&unboxed, "t", &pins), "anonymous");
+        // Unknown executable.
+        assert_eq!(r.writer_for(&caller(None, tool_path, 1000, true), "t", &pins), "anonymous");
     }
 
     #[test]

@@ -1,0 +1,282 @@
+//! Attacks on what feeds the gate (issue 31, docs/security.md), each as the agent: uid
+//! 1000 and anything it can run, user namespaces included. Each test is a finding of the
+//! issue's attack, and failed before its fix.
+//!
+//! - An `exe` matcher cannot be claimed by a binary bind-mounted over the pinned path in
+//!   the agent's own namespace, nor by a process in another namespace unless the writer
+//!   allows it (item 1).
+//! - A connection to the mount's MCP socket keeps the identity of the process that
+//!   connected: a child that kept the socket while its parent exec'd the pinned tool is
+//!   not the tool (item 1).
+//! - One uid's idle connections to the socket keep no other caller out (item 3).
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+use std::time::Duration;
+
+/// A directory the agent may enter and read, outside the mount, removed with the value.
+fn public_dir() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("scratchfs-attack-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+/// A copy of `from` at `to`, root's, mode 0755: a tool's binary the agent may run but
+/// not write.
+fn install(from: &str, to: &std::path::Path) {
+    std::fs::copy(from, to).unwrap();
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Runs `script` with `sh` as uid 1000 (no supplementary groups), in the mount; its
+/// output.
+fn as_agent(m: &Mount, script: &str) -> std::process::Output {
+    output_within(
+        script,
+        Command::new("setpriv")
+            .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "sh", "-c"])
+            .arg(script)
+            .current_dir(&m.mnt),
+        Duration::from_secs(120),
+    )
+}
+
+#[test]
+fn an_exe_matcher_is_the_file_itself_not_a_path_the_agents_namespace_shows() {
+    let bin = public_dir();
+    let (tool, boxed) = (bin.path().join("tool"), bin.path().join("boxed-tool"));
+    install("/usr/bin/tee", &tool);
+    install("/usr/bin/tee", &boxed);
+    let rules = format!(
+        r#"{{ "writers": {{
+                "tool":  {{ "exe": "{}" }},
+                "boxed": {{ "exe": "{}", "exe_any_namespace": true }},
+                "agent": {{ "uid": 1000 }} }},
+            "paths": [ {{ "path": "tool.txt", "writers": ["tool"] }},
+                       {{ "path": "boxed.txt", "writers": ["boxed"] }},
+                       {{ "path": "**", "writers": ["*"] }} ] }}"#,
+        tool.display(),
+        boxed.display()
+    );
+    let rules_file = bin.path().join("rules.json");
+    std::fs::write(&rules_file, rules).unwrap();
+    let m = Mount::with_args(&[
+        "--rules",
+        rules_file.to_str().unwrap(),
+        "--owner",
+        "1000:1000",
+    ]);
+    let (tool, boxed) = (tool.display(), boxed.display());
+    // The tool itself, run by the agent's uid: its writer.
+    let o = as_agent(&m, &format!("echo honest | {tool} tool.txt"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The agent's own binary (any it can read) bind-mounted over the tool's path in a
+    // namespace of its own: /proc/PID/exe shows the tool's path there.
+    let o = as_agent(
+        &m,
+        &format!("unshare -Urm sh -c 'mount --bind /usr/bin/tee {tool} && echo forged | {tool} tool.txt'"),
+    );
+    assert!(!o.status.success(), "the bind-mounted binary wrote tool.txt");
+    // The same over a writer that accepts other namespaces: still not the file.
+    let o = as_agent(
+        &m,
+        &format!("unshare -Urm sh -c 'mount --bind /usr/bin/tee {boxed} && echo forged | {boxed} boxed.txt'"),
+    );
+    assert!(!o.status.success(), "the bind-mounted binary wrote boxed.txt");
+    // The real tool run from another namespace: only the writer that says so.
+    let o = as_agent(&m, &format!("unshare -Urm sh -c 'echo boxed | {boxed} boxed.txt'"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = as_agent(&m, &format!("unshare -Urm sh -c 'echo namespaced | {tool} tool.txt'"));
+    assert!(!o.status.success(), "a process of another namespace matched exe");
+    assert_eq!(read(m.path("tool.txt")), "honest\n");
+    assert_eq!(read(m.path("boxed.txt")), "boxed\n");
+    assert_eq!(
+        m.sql("SELECT writer FROM versions WHERE path IN ('tool.txt', 'boxed.txt') ORDER BY id"),
+        "tool\nboxed"
+    );
+    // Each forgery is on record as the agent it is.
+    let refused = m.sql(
+        "SELECT writer || ' ' || path FROM events WHERE op = 'rejected' ORDER BY id",
+    );
+    assert_eq!(
+        refused, "agent tool.txt\nagent boxed.txt\nagent tool.txt",
+        "the refusals"
+    );
+}
+
+#[test]
+fn a_socket_connection_keeps_the_identity_of_the_process_that_connected() {
+    let bin = public_dir();
+    let tool = bin.path().join("tool-python");
+    // The tool is a Python program: its binary is a copy of the interpreter, root's.
+    let python = std::fs::canonicalize("/usr/bin/python3").unwrap();
+    install(python.to_str().unwrap(), &tool);
+    let rules = format!(
+        r#"{{ "writers": {{ "tool": {{ "exe": "{}" }}, "agent": {{ "uid": 1000 }} }},
+            "paths": [ {{ "path": "tool.txt", "writers": ["tool"] }},
+                       {{ "path": "**", "writers": ["*"] }} ] }}"#,
+        tool.display()
+    );
+    let rules_file = bin.path().join("rules.json");
+    std::fs::write(&rules_file, rules).unwrap();
+    let m = Mount::with_args(&[
+        "--rules",
+        rules_file.to_str().unwrap(),
+        "--owner",
+        "1000:1000",
+    ]);
+    let socket = m.sql("SELECT value FROM meta WHERE key = 'mcp_socket'");
+    assert!(socket.ends_with(".sock"), "{socket}");
+    // The agent connects, forks a child that keeps the socket, and execs the tool's
+    // binary in the process that connected (which then waits for the child); the child
+    // waits until its parent runs the tool, then writes as the tool.
+    let attack = r#"
+import os, socket, sys, time, json
+sock, tool = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX); s.connect(sock)
+r, w = os.pipe()
+pid = os.fork()
+if pid != 0:
+    os.close(w); os.dup2(r, 0)
+    os.execv(tool, [tool, "-c", "import sys; sys.stdin.read()"])
+os.close(r)
+parent = os.getppid()
+deadline = time.time() + 60
+while os.readlink(f"/proc/{parent}/exe") != tool:
+    assert time.time() < deadline, "the parent never ran the tool"
+    time.sleep(0.01)
+req = {"tool": "write", "args": {"path": "tool.txt", "content": "forged\n"}, "writer": "tool",
+       "client": "raw", "client_version": "0", "read_only": False}
+s.sendall(json.dumps(req).encode() + b"\n")
+f = s.makefile()
+for line in f:
+    if '"is_error"' in line:
+        print(line, end=""); break
+else:
+    print(json.dumps({"is_error": True, "text": "connection closed without a reply"}))
+os.close(w)
+"#;
+    let o = output_within(
+        "the forked child's call",
+        Command::new("setpriv")
+            .args(["--reuid", "1000", "--regid", "1000", "--clear-groups"])
+            .args(["/usr/bin/python3", "-c", attack, &socket])
+            .arg(&tool),
+        Duration::from_secs(120),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["is_error"], true, "the child wrote as the tool: {r}");
+    assert!(!m.path("tool.txt").exists(), "tool.txt was written");
+    // Any process but the one that connected is refused, exec or not: the kernel names
+    // the sender of each message (what closes an exec between connect and accept).
+    let child = r#"
+import os, socket, sys, json
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile()
+f.readline()
+if os.fork() == 0:
+    s.sendall(json.dumps({"tool": "list", "args": {}, "writer": None, "client": "raw",
+                          "client_version": "0", "read_only": True}).encode() + b"\n")
+    print(f.readline(), end="")
+    os._exit(0)
+os.wait()
+"#;
+    let o = output_within(
+        "a child's call on its parent's connection",
+        Command::new("setpriv")
+            .args(["--reuid", "1000", "--regid", "1000", "--clear-groups"])
+            .args(["/usr/bin/python3", "-c", child, &socket]),
+        Duration::from_secs(120),
+    );
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(
+        r["text"].as_str().unwrap().contains("not by the process that connected"),
+        "{r}"
+    );
+    // The tool itself, connecting and calling in one process, is the tool.
+    let honest = r#"
+import socket, sys, json
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile()
+f.readline()
+req = {"tool": "write", "args": {"path": "tool.txt", "content": "honest\n"}, "writer": "tool",
+       "client": "raw", "client_version": "0", "read_only": False}
+s.sendall(json.dumps(req).encode() + b"\n")
+print(f.readline(), end="")
+"#;
+    let o = output_within(
+        "the tool's call",
+        Command::new("setpriv")
+            .args(["--reuid", "1000", "--regid", "1000", "--clear-groups"])
+            .arg(&tool)
+            .args(["-c", honest, &socket]),
+        Duration::from_secs(120),
+    );
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(read(m.path("tool.txt")), "honest\n");
+}
+
+#[test]
+fn one_uids_idle_connections_to_the_socket_keep_no_one_else_out() {
+    let m = Mount::with_args(&["--allow-other"]);
+    let socket = m.sql("SELECT value FROM meta WHERE key = 'mcp_socket'");
+    // uid 1000 opens 20 connections and holds them, idle, until told to let go.
+    let hog = r#"
+import socket, sys
+held, refused = [], 0
+for _ in range(20):
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(60)
+    line = s.makefile().readline()
+    if '"scratchfs"' in line: held.append(s)
+    else: refused += 1
+print(len(held), refused, flush=True)
+sys.stdin.read()
+"#;
+    let mut hog_proc = Command::new("setpriv")
+        .args(["--reuid", "1000", "--regid", "1000", "--clear-groups"])
+        .args(["/usr/bin/python3", "-c", hog, &socket])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut counts = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(hog_proc.stdout.take().unwrap()),
+        &mut counts,
+    )
+    .unwrap();
+    // While they are held: another uid and root each get a call through.
+    let call = r#"
+import socket, sys, json
+s = socket.socket(socket.AF_UNIX); s.settimeout(30); s.connect(sys.argv[1]); f = s.makefile()
+f.readline()
+s.sendall(json.dumps({"tool": "list", "args": {}, "writer": None, "client": "raw",
+                      "client_version": "0", "read_only": True}).encode() + b"\n")
+print(f.readline(), end="")
+"#;
+    let mut replies = Vec::new();
+    for uid in ["1001", "0"] {
+        let o = output_within(
+            "a call while uid 1000 holds its connections",
+            Command::new("setpriv")
+                .args(["--reuid", uid, "--regid", uid, "--clear-groups"])
+                .args(["/usr/bin/python3", "-c", call, &socket]),
+            Duration::from_secs(60),
+        );
+        replies.push(String::from_utf8_lossy(&o.stdout).into_owned());
+    }
+    drop(hog_proc.stdin.take());
+    hog_proc.wait().unwrap();
+    assert_eq!(counts.trim(), "8 12", "uid 1000: connections held, refused");
+    for r in replies {
+        let v: Value = serde_json::from_str(&r).unwrap_or(json!({ "text": r }));
+        assert_eq!(v["is_error"], false, "{v}");
+    }
+}
