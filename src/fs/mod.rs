@@ -186,6 +186,31 @@ pub fn invalidations_may_wait() -> bool {
     !NO_WAIT.with(|c| c.get())
 }
 
+/// The access bits `mask` asks for (of `R_OK`, `W_OK`, `X_OK`) and those the process of
+/// `ctx` has on a file of `kind` with mode, uid and gid `perm`, as the kernel decides for
+/// a mount with `default_permissions` (access(2), path_resolution(7)): root has all but
+/// execute of a file no one may execute; then the owner's, the group's (the primary or a
+/// supplementary group, `/proc/<pid>/status`) or the others' bits.
+fn permitted(perm: (u32, u32, u32), kind: Kind, mask: i32, ctx: Ctx) -> (u32, u32) {
+    let (mode, uid, gid) = perm;
+    let want = (mask & 7) as u32;
+    let allowed = if ctx.uid == 0 {
+        let x_ok = kind == Kind::Dir || mode & 0o111 != 0;
+        if want & libc::X_OK as u32 != 0 && !x_ok {
+            0o6
+        } else {
+            0o7
+        }
+    } else if ctx.uid == uid {
+        (mode >> 6) & 7
+    } else if ctx.gid == gid || crate::identity::groups_of(ctx.pid).contains(&gid) {
+        (mode >> 3) & 7
+    } else {
+        mode & 7
+    };
+    (want, allowed)
+}
+
 thread_local! {
     /// The caller of the core calls this thread makes for a call that did not come
     /// through the mount ([`Fs::acting_as`]).
@@ -526,21 +551,7 @@ impl Fs {
     pub fn access_named(&self, ino: u64, mask: i32, ctx: Ctx, shown: Option<&str>) -> Result<()> {
         let a = self.getattr(ino)?;
         let mode = a.attrs.mode;
-        let want = (mask & 7) as u32;
-        let allowed = if ctx.uid == 0 {
-            let x_ok = a.kind == Kind::Dir || mode & 0o111 != 0;
-            if want & libc::X_OK as u32 != 0 && !x_ok {
-                0o6
-            } else {
-                0o7
-            }
-        } else if ctx.uid == a.attrs.uid {
-            (mode >> 6) & 7
-        } else if ctx.gid == a.attrs.gid || crate::identity::groups_of(ctx.pid).contains(&a.attrs.gid) {
-            (mode >> 3) & 7
-        } else {
-            mode & 7
-        };
+        let (want, allowed) = permitted((mode, a.attrs.uid, a.attrs.gid), a.kind, mask, ctx);
         if want & !allowed == 0 {
             return Ok(());
         }
@@ -560,6 +571,51 @@ impl Fs {
                 ctx.uid
             ),
         ))
+    }
+
+    /// Whether the process of `ctx` may read the bytes of version `id` (`versions.id`):
+    /// the one answer every view, MCP tool and command that serves old bytes gives
+    /// (issue 31, docs/security.md "History keeps its owner"). A version is guarded by
+    /// the owner and read bits of the inode that carried it when it was committed, as
+    /// that inode is now, or was when it was unlinked ([`Fs::version_perm`]), not by
+    /// whatever file carries the lineage later: a file renamed over another, or made
+    /// again at a deleted file's path, reads its own versions, not those before it.
+    /// `EACCES` naming `shown` (the path and version asked for), the mode and the owner.
+    pub fn may_read_version(&self, id: i64, ctx: Ctx, shown: &str) -> Result<()> {
+        let (mode, uid, gid) = self.version_perm(id)?;
+        let (want, allowed) = permitted((mode, uid, gid), Kind::File, libc::R_OK, ctx);
+        if want & !allowed == 0 {
+            return Ok(());
+        }
+        Err(Error::new(
+            libc::EACCES,
+            format!(
+                "{shown}: permission denied (the version's file: mode {:04o}, owner uid {uid} \
+                 gid {gid}; caller uid {})",
+                mode & 0o7777,
+                ctx.uid
+            ),
+        ))
+    }
+
+    /// Read bits, uid and gid that guard version `id` ([`Fs::may_read_version`]): those of
+    /// the inode that carried it (the tree's attributes while it is linked, a `chmod` a
+    /// moment ago included; its last ones once unlinked), or 0400 and the daemon's user's
+    /// when no inode can be named ([`crate::store::History::version_guard`]).
+    pub fn version_perm(&self, id: i64) -> Result<(u32, u32, u32)> {
+        let Some(guard) = self.store.version_guard(id)? else {
+            let root = self.tree.read().get(ROOT)?.attrs;
+            return Ok((0o400, unsafe { libc::geteuid() }, root.gid));
+        };
+        let live = if guard.linked {
+            self.tree.read().get(guard.ino).ok().map(|n| n.attrs)
+        } else {
+            None
+        };
+        Ok(match live {
+            Some(a) => (a.mode & 0o444, a.uid, a.gid),
+            None => (guard.mode & 0o444, guard.uid, guard.gid),
+        })
     }
 
     /// Records a refusal decided before any core call, by `caller` (an MCP call's own

@@ -296,8 +296,8 @@ impl Fs {
 
     /// Attributes of a history view (docs/views.md, "Who may read a view"): a version or
     /// an archived file has its version's size and time (an archived file: its last
-    /// version, at the time it was deleted), the owner of the inode that last carried its
-    /// lineage and that inode's read bits ([`Fs::lineage_perm`]); a directory mirrors the
+    /// version, at the time it was deleted), the owner and read bits of the inode that
+    /// carried that version ([`Fs::version_perm`], issue 31); a directory mirrors the
     /// live directory or file at its path (read bits, and search where read is given), or
     /// is 0555 and the root's owner's when nothing lives there.
     pub(super) fn history_attr(&self, view: View) -> Result<Attr> {
@@ -315,13 +315,12 @@ impl Fs {
             ),
             View::Version(id) => {
                 let v = self.store.version(id as i64)?;
-                let fid = self.store.version_lineage(id as i64)?;
                 (
                     Kind::File,
                     v.content.len,
                     v.time_ns,
                     1,
-                    self.lineage_perm(fid)?,
+                    self.version_perm(id as i64)?,
                 )
             }
             View::Archived(fid) => {
@@ -335,13 +334,7 @@ impl Fs {
                     .deletion(fid as i64)?
                     .map(|d| d.1)
                     .unwrap_or(v.time_ns);
-                (
-                    Kind::File,
-                    v.content.len,
-                    t,
-                    1,
-                    self.lineage_perm(fid as i64)?,
-                )
+                (Kind::File, v.content.len, t, 1, self.version_perm(v.id)?)
             }
             _ => return Err(Error::new(libc::EINVAL, "not a history view")),
         };
@@ -354,28 +347,6 @@ impl Fs {
             nlink,
             true,
         ))
-    }
-
-    /// Mode (read bits only), uid and gid of the versions of lineage `file_id`: those of
-    /// the file that carries it now (as the tree has them, a `chmod` a moment ago
-    /// included), else of the file that carried it last, as it was when it was deleted; a
-    /// version is readable by whoever could read the file ([`crate::store::Store::lineage_owner`]).
-    /// A lineage no inode carried (none in a database scratchfs wrote) is the root
-    /// owner's, mode 0400.
-    pub(super) fn lineage_perm(&self, file_id: i64) -> Result<(u32, u32, u32)> {
-        let Some(owner) = self.store.lineage_owner(file_id)? else {
-            let root = self.tree.read().get(ROOT)?.attrs;
-            return Ok((0o400, root.uid, root.gid));
-        };
-        let live = if owner.linked {
-            self.tree.read().get(owner.ino).ok().map(|n| n.attrs)
-        } else {
-            None
-        };
-        Ok(match live {
-            Some(a) => (a.mode & 0o444, a.uid, a.gid),
-            None => (owner.mode & 0o444, owner.uid, owner.gid),
-        })
     }
 
     /// Mode, uid and gid of the history or archive directory for `path`: a live directory

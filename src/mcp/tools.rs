@@ -746,15 +746,11 @@ fn arg_u64(args: &serde_json::Value, key: &str) -> Result<Option<u64>> {
 }
 
 /// Clears the keys shown for an input the caller of `ctx` may not read (their values are
-/// that file's content), through the lineage tree.
+/// that version's content: [`Fs::may_read_version`], the guard of every old byte),
+/// through the lineage tree.
 fn hide_unreadable_keys(fs: &Fs, n: &mut crate::lineage::why::Node, ctx: Ctx) {
-    if !n.keys.is_empty() {
-        let path =
-            String::from_utf8_lossy(&crate::store::paths::decode(&n.version.path)).into_owned();
-        let ok = resolve(fs, &path, ctx).is_ok_and(|ino| fs.access(ino, libc::R_OK, ctx).is_ok());
-        if !ok {
-            n.keys.clear();
-        }
+    if !n.keys.is_empty() && fs.may_read_version(n.version.id, ctx, "").is_err() {
+        n.keys.clear();
     }
     for i in &mut n.inputs {
         hide_unreadable_keys(fs, i, ctx);
@@ -781,6 +777,7 @@ fn version_bytes(fs: &Fs, path: &str, n: i64, ctx: Ctx) -> Result<Vec<u8>> {
         .into_iter()
         .find(|v| v.number == n)
         .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no version {n}")))?;
+    fs.may_read_version(v.id, ctx, &format!("{path}@{n}"))?;
     if v.content.len > SCAN_MAX {
         return Err(Error::new(
             libc::EFBIG,

@@ -706,6 +706,13 @@ pub trait History: Send + Sync {
     /// uid and gid. The views of the lineage's versions take their owner and read bits
     /// from it (docs/views.md). `None` when no inode carried it.
     fn lineage_owner(&self, file_id: i64) -> Result<Option<LineageOwner>>;
+    /// Who guards the bytes of version `id` (`versions.id`, issue 31): the inode that
+    /// carried it when it was committed (`versions.ino`), with its attributes now, or as
+    /// they were when it was unlinked, whatever carries the lineage later. A version of a
+    /// database from before `versions.ino` (NULL) is guarded by its lineage's carrier when
+    /// only one inode ever carried it; `None` when none can be named (several carried it,
+    /// or its inode's row is gone): then only root and the user who mounted may read it.
+    fn version_guard(&self, id: i64) -> Result<Option<LineageOwner>>;
     /// The inputs of version `id` (`versions.id`), oldest read first.
     fn inputs(&self, id: i64) -> Result<Vec<InputInfo>>;
     /// The lineage of the file at `path` or of `key` of it, `depth` levels deep
@@ -817,6 +824,9 @@ impl<R: Reading> History for R {
     }
     fn lineage_owner(&self, file_id: i64) -> Result<Option<LineageOwner>> {
         self.reading(|c| sql::read::lineage_owner(c, file_id))
+    }
+    fn version_guard(&self, id: i64) -> Result<Option<LineageOwner>> {
+        self.reading(|c| sql::read::version_guard(c, id))
     }
     fn inputs(&self, id: i64) -> Result<Vec<InputInfo>> {
         self.reading(|c| sql::read::inputs(c, id))

@@ -94,6 +94,10 @@ CREATE TABLE IF NOT EXISTS versions (
     process    INTEGER NOT NULL REFERENCES processes(id),
     pid        INTEGER NOT NULL,
     time_ns    INTEGER NOT NULL,
+    -- The inode that carried the version when it was committed: its owner and mode guard
+    -- the version's bytes, whatever carries the lineage later (issue 31). NULL in rows of
+    -- a database made before it (added when such a database is opened).
+    ino        INTEGER,
     UNIQUE (file_id, version)
 );
 -- The current version of every file.

@@ -136,8 +136,18 @@ CREATE TABLE IF NOT EXISTS versions (
     process    BIGINT NOT NULL REFERENCES processes(id),
     pid        BIGINT NOT NULL,
     time_ns    BIGINT NOT NULL,
+    ino        BIGINT,
     UNIQUE (file_id, version)
 );
+-- versions.ino: the inode that carried the version when it was committed; its owner and
+-- mode guard the version's bytes, whatever carries the lineage later (issue 31). Added
+-- to a database made before it (NULL in its rows), without a lock when it is there.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                   AND table_name = 'versions' AND column_name = 'ino') THEN
+        ALTER TABLE versions ADD COLUMN ino BIGINT;
+    END IF;
+END $$;
 -- The current version of every file. The version's columns are listed: PostgreSQL
 -- refuses a view with two columns of one name (`v.*` repeats file_id, which SQLite
 -- renames to file_id:1), so the version's own file_id is left out (it is the same).

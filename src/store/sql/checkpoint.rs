@@ -598,7 +598,17 @@ pub(crate) fn rollback_in(
         let before = head_of(tx, fid)?;
         let old_content = live_head(tx, fid)?.0.map(|v| v.content);
         let content = n.content();
-        let v = insert_version(tx, fid, path, "rollback", content, &target_hash, caller, t)?;
+        let v = insert_version(
+            tx,
+            fid,
+            path,
+            "rollback",
+            content,
+            &target_hash,
+            caller,
+            t,
+            n.ino,
+        )?;
         update_fields(tx, fid, path, old_content, content, v.id)?;
         tx.exec(
             "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1, mtime_pinned = 0 WHERE ino = ?2",

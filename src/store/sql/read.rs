@@ -87,6 +87,43 @@ pub(crate) fn lineage_owner(conn: &dyn Conn, file_id: i64) -> Result<Option<Line
     )?)
 }
 
+pub(crate) fn version_guard(conn: &dyn Conn, id: i64) -> Result<Option<LineageOwner>> {
+    let owner = |r: &dyn super::Row| {
+        Ok(LineageOwner {
+            ino: r.get::<i64>(0)? as u64,
+            linked: r.get(1)?,
+            mode: r.get(2)?,
+            uid: r.get(3)?,
+            gid: r.get(4)?,
+        })
+    };
+    if let Some(o) = conn.opt(
+        "SELECT n.ino, n.parent IS NOT NULL, n.mode, n.uid, n.gid
+         FROM versions v JOIN nodes n ON n.ino = v.ino WHERE v.id = ?1",
+        p![id],
+        owner,
+    )? {
+        return Ok(Some(o));
+    }
+    // A version from before versions.ino: its lineage's carrier, when it had only one.
+    let (file_id, known): (i64, bool) = conn.one(
+        "SELECT file_id, ino IS NOT NULL FROM versions WHERE id = ?1",
+        p![id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    if known {
+        return Ok(None);
+    }
+    let carriers: i64 = conn.value(
+        "SELECT COUNT(*) FROM nodes WHERE file_id = ?1",
+        p![file_id],
+    )?;
+    if carriers != 1 {
+        return Ok(None);
+    }
+    lineage_owner(conn, file_id)
+}
+
 pub(crate) fn inputs(conn: &dyn Conn, id: i64) -> Result<Vec<InputInfo>> {
     inputs_of(conn, id)
 }

@@ -396,15 +396,17 @@ pub(crate) fn insert_version(
     hash: &str,
     c: &Proc,
     time_ns: i64,
+    ino: u64,
 ) -> Result<VersionInfo> {
     let number: i64 = tx.value(
         "SELECT COALESCE(MAX(version), 0) + 1 FROM versions WHERE file_id = ?1",
         p![file_id],
     )?;
-    insert_version_numbered(tx, file_id, number, path, op, content, hash, c, time_ns)
+    insert_version_numbered(tx, file_id, number, path, op, content, hash, c, time_ns, ino)
 }
 
-/// Inserts version `number` of lineage `file_id`.
+/// Inserts version `number` of lineage `file_id`, carried by inode `ino` (whose owner and
+/// mode guard its bytes from then on, issue 31).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn insert_version_numbered(
     tx: &dyn Conn,
@@ -416,6 +418,7 @@ pub(crate) fn insert_version_numbered(
     hash: &str,
     c: &Proc,
     time_ns: i64,
+    ino: u64,
 ) -> Result<VersionInfo> {
     let params = p![
         file_id,
@@ -428,13 +431,14 @@ pub(crate) fn insert_version_numbered(
         &c.writer,
         c.id,
         c.pid,
-        time_ns
+        time_ns,
+        ino as i64
     ];
     // An id the transaction took with its locks needs no answer: the insert goes with the
     // `COMMIT` (one round trip fewer on a server).
     let id = tx.insert_row(
         IdOf::Versions,
-        "file_id, version, path, op, size, blake3, stream, writer, process, pid, time_ns",
+        "file_id, version, path, op, size, blake3, stream, writer, process, pid, time_ns, ino",
         params,
     )?;
     Ok(VersionInfo {
@@ -1173,7 +1177,7 @@ pub(crate) fn commit_guessing(
     };
     crate::failpoint::hit("commit");
     let version = insert_version_numbered(
-        tx, file_id, number, path, op, content, &hash, caller, time_ns,
+        tx, file_id, number, path, op, content, &hash, caller, time_ns, req.ino,
     )?;
     insert_inputs(tx, version.id, inputs)?;
     if let Some(o) = origin {
@@ -1428,7 +1432,17 @@ pub(crate) fn rename_in(
             Some(src) => live_head(tx, src)?.0.map(|v| v.id),
             None => None,
         };
-        let v = insert_version(tx, fid, req.new_path, "rename", content, &hash, caller, t)?;
+        let v = insert_version(
+            tx,
+            fid,
+            req.new_path,
+            "rename",
+            content,
+            &hash,
+            caller,
+            t,
+            req.ino,
+        )?;
         if let Some(from) = from {
             tx.exec(UPSERT_INPUT, p![v.id, from, "rename", t])?;
         }

@@ -90,6 +90,26 @@ fn migrate_processes(conn: &Connection) -> Result<()> {
     }
     Ok(())
 }
+/// A database made before issue 31 gets `versions.ino` (NULL in its rows: such a
+/// version is guarded by its lineage's only carrier, or kept to admins,
+/// [`crate::store::History::version_guard`]).
+fn migrate_versions(conn: &Connection) -> Result<()> {
+    let has_table: bool = conn.one(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'versions'",
+        p![],
+        |r| r.get::<i64>(0).map(|n| n > 0),
+    )?;
+    let has_column: bool = conn.one(
+        "SELECT COUNT(*) FROM pragma_table_info('versions') WHERE name = 'ino'",
+        p![],
+        |r| r.get::<i64>(0).map(|n| n > 0),
+    )?;
+    if has_table && !has_column {
+        conn.execute_batch("ALTER TABLE versions ADD COLUMN ino INTEGER;")?;
+    }
+    Ok(())
+}
+
 /// Schema version written to `meta.schema_version`.
 pub const SCHEMA_VERSION: &str = "1";
 /// `PRAGMA application_id` of a scratchfs database (docs/schema.md): the ASCII bytes
@@ -261,6 +281,7 @@ impl Sqlite {
                 .map_err(opening(path, true))?;
         }
         migrate_processes(&conn)
+            .and_then(|()| migrate_versions(&conn))
             .map_err(|e| e.context(format_args!("cannot open database {}", path.display())))?;
         conn.execute_batch(SCHEMA).map_err(opening(path, true))?;
         let fresh: bool = conn.value::<i64>("SELECT COUNT(*) FROM nodes", p![])? == 0;
