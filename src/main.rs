@@ -362,8 +362,22 @@ enum Command {
         #[arg(long)]
         read_only: bool,
         /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at /mcp instead of stdio.
+        /// Every request needs `Authorization: Bearer TOKEN` (the token file is named on
+        /// stderr at start, or --token-file).
         #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
+        /// With --listen: the bearer token is this file's first line (at least 16
+        /// characters) instead of one made at start.
+        #[arg(long, value_name = "FILE", requires = "listen")]
+        token_file: Option<PathBuf>,
+        /// With --listen: every call acts as UID[:GID] (file modes, provenance), never as
+        /// the server's own user; required when the server runs as root.
+        #[arg(long = "as", value_name = "UID[:GID]", value_parser = parse_owner, requires = "listen")]
+        as_user: Option<(u32, u32)>,
+        /// With --listen on an address that is not loopback: serve in clear text (no TLS in
+        /// this build). Without it such an address is refused.
+        #[arg(long, requires = "listen")]
+        allow_cleartext: bool,
     },
     /// Mount on a fresh temporary directory, run CMD there with SCRATCHFS_MOUNT set,
     /// unmount, and exit with CMD's status.
@@ -571,11 +585,19 @@ fn main() -> ExitCode {
             writer,
             read_only,
             listen,
+            token_file,
+            as_user,
+            allow_cleartext,
         } => cli::mcp::serve(
             &db.db,
             rules.as_deref(),
             scratchfs::mcp::server::Config { writer, read_only },
-            listen,
+            listen.map(|addr| cli::mcp::Http {
+                addr,
+                token_file,
+                as_user,
+                allow_cleartext,
+            }),
         ),
     };
     match result {

@@ -473,6 +473,11 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
         Ok(path) => sqlite
             .set_meta("mcp_socket", &path.to_string_lossy())
             .map_err(|e| format!("database {}: {e}", db.display()))?,
+        // A runtime directory another user made first: a mount without its socket would
+        // be a silent loss of MCP (issue 31), so it does not start.
+        Err(e) if e.errno == libc::EPERM => {
+            return Err(format!("the MCP socket: {}", e.reason));
+        }
         Err(e) => {
             log::warn!("no MCP socket: {}", e.reason);
             sqlite

@@ -411,33 +411,10 @@ fn refusals_under_the_spec_rules_reach_the_model() {
 fn streamable_http() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
-    let mut server = Command::new(BIN)
-        .args([
-            "mcp",
-            "--db",
-            db.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The server says where it listens once it does.
-    let mut line = String::new();
-    std::io::BufReader::new(server.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .filter(|u| u.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let (mut server, url, token) = http_server(&db, &["--as", "0:0"]);
     let r = mcp_session(
         "http-client",
-        &["http", &url],
+        &["http", &url, &token],
         json!([
             { "tool": "append", "args": { "path": "findings.md", "content": "- over http\n" } },
             { "tool": "read", "args": { "path": "findings.md" } },
@@ -453,6 +430,99 @@ fn streamable_http() {
             "SELECT p.client FROM versions v JOIN processes p ON p.id = v.process WHERE v.path = 'findings.md' AND v.version = 2"
         ),
         "http-client"
+    );
+}
+
+/// Starts `scratchfs mcp --db DB --listen 127.0.0.1:0 EXTRA...`; the server, its URL and
+/// its token file, from the two lines it prints on stderr once it listens.
+fn http_server(db: &Path, extra: &[&str]) -> (std::process::Child, String, String) {
+    let mut server = Command::new(BIN)
+        .args(["mcp", "--db", db.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
+    let (mut line, mut token_line) = (String::new(), String::new());
+    err.read_line(&mut line).unwrap();
+    err.read_line(&mut token_line).unwrap();
+    let url = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .filter(|u| u.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let token = token_line
+        .trim()
+        .strip_suffix('>')
+        .and_then(|l| l.rsplit(' ').next())
+        .filter(|t| t.starts_with('/'))
+        .unwrap_or_else(|| panic!("no token file in {token_line:?}"))
+        .to_string();
+    (server, url, token)
+}
+
+/// The HTTP server: a request without the bearer token is 401 and reaches no tool; root
+/// may not start it without --as; and fifty sessions in a row through a mounted
+/// database's daemon all work, served as the --as user (issue 31 item 3: a session held
+/// its daemon connection until the server exited, and the 9th of uid 1000's was refused).
+#[test]
+fn http_needs_its_token_and_serves_fifty_sessions_in_a_row() {
+    let m = Mount::with_args(&["--allow-other"]);
+    m.sh_ok("mkdir -m 777 shared");
+    let refused = Command::new(BIN)
+        .args(["mcp", "--db", m.db.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--as UID[:GID]"),
+        "{refused:?}"
+    );
+    let (mut server, url, token) = http_server(&m.db, &["--as", "1000:1000"]);
+    let bare = Command::new(MCP_PYTHON)
+        .args(["-c", "import sys, urllib.request, urllib.error\n\
+try:\n    urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=b'{}', \
+headers={'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream'}))\n\
+except urllib.error.HTTPError as e:\n    print(e.code, e.headers.get('WWW-Authenticate'))"])
+        .arg(&url)
+        .output()
+        .unwrap();
+    let calls = json!([
+        { "tool": "append", "args": { "path": "shared/notes.md", "content": "- one more\n" } },
+        { "tool": "read", "args": { "path": "plan.md" } },
+    ]);
+    let r = {
+        let mut child = Command::new(MCP_PYTHON)
+            .args([MCP_CLIENT, "fifty", "http", &url, &token])
+            .env("MCP_SESSIONS", "50")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(calls.to_string().as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        serde_json::from_slice::<Value>(&o.stdout).unwrap_or(json!({ "stdout": String::from_utf8_lossy(&o.stdout) }))
+    };
+    let _ = server.kill();
+    let _ = server.wait();
+    let ok: Vec<bool> = serde_json::from_value(r["sessions"].clone()).unwrap_or_default();
+    assert_eq!(ok.len(), 50, "{r}");
+    assert!(ok.iter().all(|&o| o), "{:?} {}", ok, r["results"]);
+    assert_eq!(String::from_utf8_lossy(&bare.stdout).trim(), "401 Bearer");
+    assert_eq!(read(m.path("shared/notes.md")).matches("- one more").count(), 50);
+    // Acted as uid 1000, never as the root that started it.
+    assert_eq!(
+        m.sql("SELECT DISTINCT p.uid FROM versions v JOIN processes p ON p.id = v.process WHERE v.path = 'shared/notes.md'"),
+        "1000"
     );
 }
 

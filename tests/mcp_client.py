@@ -1,7 +1,7 @@
 """A real MCP client for tests/mcp.rs: the official MCP Python SDK (PyPI `mcp`).
 
 usage: mcp_client.py NAME stdio CMD [ARG...] < calls.json
-       mcp_client.py NAME http URL < calls.json
+       mcp_client.py NAME http URL [TOKEN_FILE] < calls.json
 
 NAME is the client's name in its handshake (clientInfo). calls.json is a JSON list of
 {"tool": NAME, "args": {...}}, or {"cat": PATH} to read a file (through a mount) in
@@ -10,6 +10,7 @@ lists (name and description), and each call's result (is_error, text, structured
 """
 import asyncio
 import json
+import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters, types
@@ -56,8 +57,23 @@ async def main():
         async with stdio_client(params) as (r, w):
             out = await session(name, r, w, calls)
     else:
-        async with streamable_http_client(sys.argv[3]) as streams:
-            out = await session(name, streams[0], streams[1], calls)
+        # The server's bearer token (scratchfs mcp --listen): the first line of the file
+        # named by the optional fourth argument.
+        headers = {}
+        if len(sys.argv) > 4:
+            with open(sys.argv[4]) as f:
+                headers["Authorization"] = "Bearer " + f.readline().strip()
+        import httpx2
+        # MCP_SESSIONS=N: N sessions in a row (each its own HTTP client, as a harness that
+        # opens one per task); "sessions" says which had no failed call.
+        n = int(os.environ.get("MCP_SESSIONS", "1"))
+        ok = []
+        for _ in range(n):
+            async with httpx2.AsyncClient(headers=headers, timeout=60) as client:
+                async with streamable_http_client(sys.argv[3], http_client=client) as streams:
+                    out = await session(name, streams[0], streams[1], calls)
+            ok.append(not any(r["is_error"] for r in out["results"]))
+        out["sessions"] = ok
     print(json.dumps(out))
 
 

@@ -15,28 +15,68 @@ use super::Failure;
 use crate::fs::Ctx;
 use crate::mcp::server::{Backend, Config, Server};
 
-/// Serves until stdin closes (stdio) or forever (`listen`).
+/// `--listen` and what goes with it (docs/security.md, "MCP over HTTP").
+#[derive(Debug, Clone)]
+pub struct Http {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// `--token-file`: the bearer token's file, else one is made at start.
+    pub token_file: Option<std::path::PathBuf>,
+    /// `--as UID:GID`: the user every call acts as (required of root).
+    pub as_user: Option<(u32, u32)>,
+    /// `--allow-cleartext`: serve a non-loopback address without TLS.
+    pub allow_cleartext: bool,
+}
+
+/// Serves until stdin closes (stdio) or forever (`http`).
 pub fn serve(
     db: &Path,
     rules: Option<&Path>,
     config: Config,
-    listen: Option<SocketAddr>,
+    http: Option<Http>,
 ) -> Result<(), Failure> {
     if config.writer.as_deref().is_some_and(str::is_empty) {
         return Err("--writer: an empty name".into());
     }
+    let me = unsafe { libc::geteuid() };
+    if let Some(h) = &http {
+        if !crate::mcp::http::loopback(&h.addr) && !h.allow_cleartext {
+            return Err(format!(
+                "--listen {}: not a loopback address, and this build serves MCP over HTTP \
+                 without TLS: every token and call would cross the network in clear text; \
+                 listen on 127.0.0.1 (behind a TLS proxy), or say --allow-cleartext",
+                h.addr
+            ));
+        }
+        if me == 0 && h.as_user.is_none() {
+            return Err(
+                "--listen as root: every local user who reaches the port would act as root; \
+                 give --as UID[:GID], the user every call acts as (docs/security.md)"
+                    .into(),
+            );
+        }
+    }
+    let as_user = http.as_ref().and_then(|h| h.as_user);
+    if as_user.is_some() && me == 0 {
+        // The calls' group checks read this process's supplementary groups: root's are
+        // not the user's.
+        if unsafe { libc::setgroups(0, std::ptr::null()) } != 0 {
+            return Err(format!("--as: setgroups: {}", std::io::Error::last_os_error()));
+        }
+    }
+    let own_ctx = || Ctx {
+        pid: std::process::id(),
+        uid: as_user.map_or(me, |a| a.0),
+        gid: as_user.map_or(unsafe { libc::getegid() }, |a| a.1),
+    };
     if let Some(url) = super::postgres_url(db) {
         // On PostgreSQL this process is one more daemon on the database (docs/deploy.md):
         // its calls commit there as a mount's do, and it refreshes on the others' changes;
         // `--rules` become the database's rules, as a mount's do.
-        let ctx = Ctx {
-            pid: std::process::id(),
-            uid: unsafe { libc::geteuid() },
-            gid: unsafe { libc::getegid() },
-        };
+        let ctx = own_ctx();
         let fs = crate::mount::open_postgres(url, (ctx.uid, ctx.gid), rules, |fs| fs)?;
         check_writer(&fs, config.writer.as_deref(), ctx)?;
-        return run_server(Arc::new(Backend::Local(fs, ctx)), config, listen);
+        return run_server(Arc::new(Backend::Local(fs, ctx)), config, http);
     }
     let db = crate::mount::absolute(db)?;
     // A file that is not a scratchfs database is left as it is; a missing one is made,
@@ -62,11 +102,7 @@ pub fn serve(
                 fs = fs.with_rules(crate::rules::enforce::Compiled::new(parsed));
                 text = Some(t);
             }
-            let ctx = Ctx {
-                pid: std::process::id(),
-                uid: unsafe { libc::geteuid() },
-                gid: unsafe { libc::getegid() },
-            };
+            let ctx = own_ctx();
             check_writer(&fs, config.writer.as_deref(), ctx)?;
             if let Some(text) = text {
                 // Recorded as a mount's are: the rules this scratchpad ran under, which
@@ -102,6 +138,11 @@ pub fn serve(
             }
             match super::meta(&db, "mcp_socket")? {
                 Some(p) if !p.is_empty() && super::live_mountpoint(&db)?.is_some() => {
+                    // The daemon knows its callers by the socket's peer: a server that is
+                    // to act as another user becomes that user before it connects.
+                    if let Some((uid, gid)) = as_user.filter(|a| a.0 != me) {
+                        become_user(uid, gid)?;
+                    }
                     Backend::Daemon(crate::mcp::server::Daemon::new(p.into()))
                 }
                 _ => {
@@ -113,15 +154,29 @@ pub fn serve(
             }
         }
     };
-    run_server(Arc::new(backend), config, listen)
+    run_server(Arc::new(backend), config, http)
 }
 
-/// Serves `backend` over stdio, or streamable HTTP at `listen`, until the client leaves.
-fn run_server(
-    backend: Arc<Backend>,
-    config: Config,
-    listen: Option<SocketAddr>,
-) -> Result<(), Failure> {
+/// Drops this process to `uid`:`gid` with no supplementary groups (setresgid(2),
+/// setresuid(2)), for good.
+fn become_user(uid: u32, gid: u32) -> Result<(), Failure> {
+    let rc = unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0 && libc::geteuid() == 0 {
+            -1
+        } else if libc::setresgid(gid, gid, gid) != 0 {
+            -1
+        } else {
+            libc::setresuid(uid, uid, uid)
+        }
+    };
+    if rc != 0 {
+        return Err(format!("--as {uid}:{gid}: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Serves `backend` over stdio, or streamable HTTP as `http` says, until the client leaves.
+fn run_server(backend: Arc<Backend>, config: Config, http: Option<Http>) -> Result<(), Failure> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -132,7 +187,7 @@ fn run_server(
     // one of this runtime's threads.
     let keep = backend.clone();
     let served = runtime.block_on(async move {
-        match listen {
+        match http {
             None => {
                 use rmcp::ServiceExt;
                 let server = Server::new(backend, config);
@@ -143,7 +198,7 @@ fn run_server(
                 running.waiting().await.map_err(|e| format!("mcp: {e}"))?;
                 Ok(())
             }
-            Some(addr) => http(backend, config, addr).await,
+            Some(h) => serve_http(backend, config, h).await,
         }
     });
     drop(runtime);
@@ -189,18 +244,31 @@ fn check_writer(fs: &crate::fs::Fs, writer: Option<&str>, ctx: Ctx) -> Result<()
         .map_err(|e| format!("--writer: {}", e.reason))
 }
 
-/// Streamable HTTP at `http://ADDR/mcp`, one session per client.
-async fn http(backend: Arc<Backend>, config: Config, addr: SocketAddr) -> Result<(), Failure> {
+/// Streamable HTTP at `http://ADDR/mcp`, one session per client, every request behind
+/// the bearer token ([`crate::mcp::http`]).
+async fn serve_http(backend: Arc<Backend>, config: Config, h: Http) -> Result<(), Failure> {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::server::conn::auto::Builder;
     use hyper_util::service::TowerToHyperService;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpService, session::local::LocalSessionManager,
     };
-    let service = TowerToHyperService::new(StreamableHttpService::new(
-        move || Ok(Server::new(backend.clone(), config.clone())),
-        LocalSessionManager::default().into(),
-        Default::default(),
+    let addr = h.addr;
+    let dir = crate::mcp::socket::runtime_dir().map_err(|e| e.reason)?;
+    let (token, token_path) = crate::mcp::http::token(h.token_file.as_deref(), &dir)?;
+    let mut http_config =
+        rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default();
+    if !crate::mcp::http::loopback(&addr) {
+        // The token, not the Host header, keeps callers out of a server meant for a network.
+        http_config = http_config.disable_allowed_hosts();
+    }
+    let service = TowerToHyperService::new(crate::mcp::http::Authorized::new(
+        StreamableHttpService::new(
+            move || Ok(Server::new(backend.clone(), config.clone())),
+            LocalSessionManager::default().into(),
+            http_config,
+        ),
+        &token,
     ));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -208,6 +276,10 @@ async fn http(backend: Arc<Backend>, config: Config, addr: SocketAddr) -> Result
     eprintln!(
         "scratchfs: MCP over streamable HTTP at http://{}/mcp",
         listener.local_addr().map_err(|e| e.to_string())?
+    );
+    eprintln!(
+        "scratchfs: every request needs Authorization: Bearer <the first line of {}>",
+        token_path.display()
     );
     loop {
         let (stream, _) = listener

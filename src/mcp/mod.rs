@@ -3,8 +3,9 @@
 //! one. [`tools`]: the tools' operations on the core (the same calls the FUSE adapter
 //! makes); [`server`]: the rmcp handler that translates MCP to them; [`socket`]: the
 //! mount's socket, through which `scratchfs mcp` runs calls in the daemon of a mounted
-//! database.
+//! database; [`http`]: who may call the streamable HTTP server (a bearer token).
 
+pub mod http;
 pub mod memory;
 pub mod server;
 pub mod socket;

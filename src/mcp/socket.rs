@@ -24,9 +24,9 @@
 //! of its first byte. The accept loop never waits for a free place: a connection over a
 //! limit is refused at once, with the reason.
 //!
-//! The socket is `$XDG_RUNTIME_DIR/scratchfs-<euid>/<blake3 of the database path>.sock`
-//! (else under the temporary directory), mode 0600, or 0666 with `--allow-other`; its
-//! path is the database's `meta.mcp_socket`. A peer whose uid the mount would not let in
+//! The socket is `<runtime dir>/<blake3 of the database path>.sock` ([`runtime_dir`]: a
+//! directory of the daemon's user's own, checked, never one another user made), mode
+//! 0600, or 0666 with `--allow-other`; its path is the database's `meta.mcp_socket`. A peer whose uid the mount would not let in
 //! (neither root, nor the mounting user, without `--allow-other`) is turned away.
 
 use std::io::{BufRead, BufReader, Write};
@@ -78,21 +78,30 @@ pub struct Request {
     pub read_only: bool,
 }
 
-/// The user's private runtime directory of scratchfs: `$XDG_RUNTIME_DIR/scratchfs-<euid>`
-/// (else under the temporary directory), where daemons put their MCP sockets and a
-/// PostgreSQL mount's log. Not created here ([`runtime_dir`] does).
+/// The user's private runtime directory of scratchfs, where daemons put their MCP
+/// sockets and a PostgreSQL mount's log: `$XDG_RUNTIME_DIR/scratchfs-<euid>`; for root
+/// without it `/run/scratchfs` (a directory only root may create entries in, so no other
+/// user can make it first); else `scratchfs-<euid>` under the temporary directory. Not
+/// created here ([`runtime_dir`] does).
 fn runtime_base() -> PathBuf {
-    let base = std::env::var_os("XDG_RUNTIME_DIR")
+    let euid = unsafe { libc::geteuid() };
+    if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .filter(|p| p.is_dir())
-        .unwrap_or_else(std::env::temp_dir);
-    let euid = unsafe { libc::geteuid() };
-    base.join(format!("scratchfs-{euid}"))
+    {
+        return xdg.join(format!("scratchfs-{euid}"));
+    }
+    if euid == 0 && crate::rules::replaceable_only_by_admins("/run") {
+        return PathBuf::from("/run/scratchfs");
+    }
+    std::env::temp_dir().join(format!("scratchfs-{euid}"))
 }
 
-/// [`runtime_base`], created if missing (mode 0755) and checked to be a directory of this
-/// user's, not a link: another user must not choose where a daemon listens or logs
-/// (`EPERM` otherwise; the creation's own errno).
+/// [`runtime_base`], created if missing, and checked with `lstat(2)` to be this user's
+/// own directory, not a link ([`own_dir`]); its mode is then 0711 (others may reach a
+/// socket in it that `--allow-other` opened to them, never list or add entries).
+/// `EPERM` when another user made it first (a squatter could take the socket's place:
+/// the mount refuses to start rather than run without MCP), else the creation's errno.
 pub fn runtime_dir() -> Result<PathBuf> {
     let dir = runtime_base();
     let io = |e: std::io::Error| {
@@ -106,16 +115,36 @@ pub fn runtime_dir() -> Result<PathBuf> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(io(e)),
     }
-    let meta = std::fs::symlink_metadata(&dir).map_err(io)?;
-    use std::os::unix::fs::MetadataExt;
-    if !meta.is_dir() || meta.uid() != unsafe { libc::geteuid() } {
-        return Err(Error::new(
-            libc::EPERM,
-            format!("directory {}: not a directory of ours", dir.display()),
-        ));
-    }
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(io)?;
+    own_dir(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)).map_err(io)?;
     Ok(dir)
+}
+
+/// `Ok` when `dir` (not followed if a link) is a directory of this process's user;
+/// `EPERM` naming who owns it otherwise.
+pub fn own_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| {
+        Error::new(
+            e.raw_os_error().unwrap_or(libc::EIO),
+            format!("directory {}: {e}", dir.display()),
+        )
+    })?;
+    let me = unsafe { libc::geteuid() };
+    if meta.file_type().is_dir() && meta.uid() == me {
+        return Ok(());
+    }
+    Err(Error::new(
+        libc::EPERM,
+        format!(
+            "directory {}: {} of uid {}, not a directory of this daemon's user (uid {me}): \
+             another user may have made it to take the socket's place; remove it, or set \
+             XDG_RUNTIME_DIR to a directory of yours",
+            dir.display(),
+            if meta.file_type().is_symlink() { "a symbolic link" } else if meta.is_dir() { "a directory" } else { "a file" },
+            meta.uid()
+        ),
+    ))
 }
 
 /// Where the daemon of database `db` (its canonical path) listens.
@@ -538,5 +567,29 @@ impl Client {
             },
             Err(e) => failed(format!("bad reply: {e}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A runtime directory another user made first, or a link, is refused (issue 31).
+    #[test]
+    fn a_runtime_directory_of_another_user_or_a_link_is_refused() {
+        let base = tempfile::tempdir().unwrap();
+        let mine = base.path().join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        assert!(own_dir(&mine).is_ok());
+        let squatted = base.path().join("squatted");
+        std::fs::create_dir(&squatted).unwrap();
+        std::os::unix::fs::chown(&squatted, Some(1000), Some(1000)).unwrap();
+        let e = own_dir(&squatted).unwrap_err();
+        assert_eq!(e.errno, libc::EPERM);
+        assert!(e.reason.contains("a directory of uid 1000"), "{}", e.reason);
+        let link = base.path().join("link");
+        std::os::unix::fs::symlink(&mine, &link).unwrap();
+        let e = own_dir(&link).unwrap_err();
+        assert!(e.reason.contains("a symbolic link"), "{}", e.reason);
     }
 }
