@@ -633,6 +633,8 @@ fn writers(found: &mut Found, root: &Node, used: &[String]) {
     };
     // The writers before this one, first occurrence of each name.
     let mut earlier: Vec<(&str, usize, Wants)> = Vec::new();
+    // Writers only self-set matchers identify (env, comm, mcp_client), at their place.
+    let mut self_set: Vec<(&str, usize)> = Vec::new();
     for m in members {
         let name = &m.key;
         // A name defined twice is an error already (only its first definition counts).
@@ -749,6 +751,24 @@ fn writers(found: &mut Found, root: &Node, used: &[String]) {
                      provenance)"
                 ),
             );
+        }
+        let kernel = wants.uid.is_some() || wants.gid.is_some() || wants.exe.is_some();
+        if !kernel {
+            self_set.push((name, m.at));
+        } else if let Some(uid) = wants.uid.filter(|&u| u != 0) {
+            // A process of this uid that sets a self-set writer's tags is that writer, not
+            // this one: the first writer that matches names it.
+            for (w, at) in &self_set {
+                found.warn(
+                    *at,
+                    format!(
+                        "writer {w:?} is identified only by matchers a process sets itself (env, \
+                         comm, mcp_client): a process of uid {uid} (writer {name:?}, listed after \
+                         it) that sets them is {w:?}; list {name:?} first, or pin {w:?} with uid, \
+                         gid or exe (docs/rules.md, \"Which matchers the kernel vouches for\")"
+                    ),
+                );
+            }
         }
         earlier.push((name, m.at, wants));
     }
@@ -1341,6 +1361,34 @@ mod tests {
                 "paths": [{"path": "**", "writers": ["tool", "agent", "other", "bin"]}]}"#,
         );
         assert!(c.problems.is_empty(), "{:#?}", c.problems);
+    }
+
+    /// Issue 31: a writer only self-set matchers name is claimed by any process that sets
+    /// them, the agent's uid included when its writer is listed after it.
+    #[test]
+    fn a_writer_only_self_set_matchers_name_warns_when_a_later_uid_can_claim_it() {
+        let c = check(
+            r#"{"writers": {"tool": {"env": "tool"}, "agent": {"uid": 1000}, "admin": {"uid": 0}},
+                "paths": [{"path": "**", "writers": ["tool", "agent", "admin"]}]}"#,
+        );
+        let got: Vec<String> = c.problems.iter().map(|p| p.to_string()).collect();
+        assert_eq!(got.len(), 1, "{got:#?}");
+        assert!(
+            got[0].starts_with("1:14: warning: writer \"tool\" is identified only by matchers a \
+                                process sets itself")
+                && got[0].contains("a process of uid 1000 (writer \"agent\", listed after it)"),
+            "{got:#?}"
+        );
+        // The agent's writer first (the SPEC example's order), or the tool pinned: none.
+        for ok in [
+            r#"{"writers": {"agent": {"uid": 1000}, "tool": {"env": "tool"}},
+                "paths": [{"path": "**", "writers": ["tool", "agent"]}]}"#,
+            r#"{"writers": {"tool": {"env": "tool", "uid": 1001}, "agent": {"uid": 1000}},
+                "paths": [{"path": "**", "writers": ["tool", "agent"]}]}"#,
+        ] {
+            let c = check(ok);
+            assert!(c.problems.is_empty(), "{:#?}", c.problems);
+        }
     }
 
     #[test]
