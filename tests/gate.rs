@@ -788,3 +788,50 @@ fn huge_sparse_sizes_meet_the_rules_by_their_size() {
     let sizes = m.sql("SELECT COALESCE(MAX(size), 0) FROM versions WHERE path LIKE 'vault/big%'");
     assert_eq!(sizes, "0");
 }
+
+/// Texts a caller chooses pass the secret check content gets (issue 31 item 4): a
+/// checkpoint named like a secret is refused without quoting it (through the CLI and
+/// through the core, over the mount's MCP socket), an MCP client named like one and a
+/// redaction's reason are kept redacted; none of it is left in the database.
+#[test]
+fn texts_a_caller_chooses_leave_no_secret_at_rest() {
+    let m = mount();
+    let (code, _, err) = cli(&m, &["checkpoint", &format!("cp{SECRET}")]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("holds") && !err.contains(SECRET), "{err}");
+    // Over the socket the core checks (not the CLI), as a client named like a secret (a
+    // PostgreSQL mount has no socket: `scratchfs mcp` is a daemon of its own there).
+    if !on_postgres() {
+        socket_calls(&m);
+    }
+    m.sh_ok(&format!("echo {SECRET} > leak.txt"));
+    let (code, _, err) = cli(&m, &["redact", "leak.txt@1", "--why", &format!("it had {SECRET}")]);
+    assert_eq!(code, 0, "{err}");
+    assert_no_secret_at_rest(&m, "a checkpoint name, an MCP client's name and version, a --why");
+}
+
+/// [`texts_a_caller_chooses_leave_no_secret_at_rest`]'s calls over the mount's socket.
+fn socket_calls(m: &Mount) {
+    let socket = m.sql("SELECT value FROM meta WHERE key = 'mcp_socket'");
+    let call = |tool: &str, args: serde_json::Value| -> serde_json::Value {
+        let req = serde_json::json!({ "tool": tool, "args": args, "writer": null,
+            "client": format!("client-{SECRET}"), "client_version": SECRET, "read_only": false });
+        let o = std::process::Command::new("python3")
+            .args(["-c", "import socket, sys\ns = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile()\nf.readline()\ns.sendall(sys.argv[2].encode() + b'\\n')\nprint(f.readline(), end='')"])
+            .arg(&socket)
+            .arg(req.to_string())
+            .output()
+            .unwrap();
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let r = call("checkpoint", serde_json::json!({ "name": format!("cp{SECRET}") }));
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!r["text"].as_str().unwrap().contains(SECRET), "{r}");
+    let r = call("append", serde_json::json!({ "path": "notes.md", "content": "x\n" }));
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(
+        m.sql("SELECT COUNT(*) FROM processes WHERE client LIKE 'client-%'"),
+        "1",
+        "the client's calls are on record"
+    );
+}

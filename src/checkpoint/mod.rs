@@ -98,7 +98,8 @@ pub fn resolve_at(store: &dyn crate::store::History, at: &str) -> Result<(Point,
 }
 
 /// Checks a checkpoint name: 1 to [`NAME_MAX`] bytes of printable characters (no control
-/// character), no `/`, not `.` or `..`. `EINVAL` names what is wrong.
+/// character), no `/`, not `.` or `..`, nothing the secret check finds
+/// ([`crate::rules::enforce::secret_in`]). `EINVAL` names what is wrong.
 pub fn check_name(name: &str) -> Result<()> {
     let bad = |why: &str| {
         Err(Error::new(
@@ -117,6 +118,20 @@ pub fn check_name(name: &str) -> Result<()> {
     }
     if name.contains('/') {
         return bad("contains '/'");
+    }
+    // A name is stored and shown in clear (it names the checkpoint): one that looks like
+    // a secret is refused, as content in a deny_secrets path is (issue 31), and not
+    // quoted back.
+    if let Some(kind) = crate::rules::enforce::secret_in(name.as_bytes()) {
+        let shown = crate::rules::enforce::redact_secrets(name.as_bytes());
+        return Err(Error::new(
+            libc::EINVAL,
+            format!(
+                "checkpoint name {}: holds {kind}, and names are kept in clear (docs/rules.md, \
+                 \"No secret at rest\"): choose another",
+                crate::views::quote_path(&String::from_utf8_lossy(&shown))
+            ),
+        ));
     }
     if name
         .chars()
@@ -215,8 +230,10 @@ mod tests {
             "hangul\u{3164}",
             "2026-12-02T12:30:00Z",
             "@1",
+            "cpAKIAIOSFODNN7EXAMPLE",
         ] {
             let e = check_name(bad).unwrap_err();
+            assert!(!e.reason.contains("AKIAIOSFODNN7EXAMPLE"), "{}", e.reason);
             assert_eq!(e.errno, libc::EINVAL, "{bad:?}");
         }
     }

@@ -163,7 +163,11 @@ impl Fs {
             .ok_or_else(|| Error::new(libc::ENOENT, format!("{path}: no such file")))?;
         let file_id = lineage.file_id;
         let _gc = self.gc_guard.write();
-        let report = self.store.redact(file_id, n, path, why, &caller)?;
+        // The reason is a caller's own text, kept with the event: no secret at rest in it
+        // either (issue 31).
+        let why = String::from_utf8_lossy(&crate::rules::enforce::redact_secrets(why.as_bytes()))
+            .into_owned();
+        let report = self.store.redact(file_id, n, path, &why, &caller)?;
         // The file's versions, and those of every other file that held a copy.
         let mut files = report.files.clone();
         files.push(file_id);

@@ -82,8 +82,9 @@ impl Fs {
             crate::checkpoint::check_note(n)?;
         }
         let kept = self.store.checkpoints()?.len();
-        self.admit(&caller, &Change::Checkpoint { name, kept }, || None)?;
+        // Before the gate, whose refusal would record the name.
         check_name(name)?;
+        self.admit(&caller, &Change::Checkpoint { name, kept }, || None)?;
         let cp = self
             .store
             .checkpoint(name, note, &caller, super::tree::now_ns())?;

@@ -501,10 +501,18 @@ impl Fs {
     /// [`Fs::remote_caller`] for a process whose facts were taken before ([`Fs::process`]).
     pub fn remote_caller_of(&self, p: &Process, remote: &Remote) -> Result<Arc<Caller>> {
         let facts = &p.facts;
+        // A client's name and version are its own words, stored with every version it
+        // makes: redacted as a command line is (issue 31, "No secret at rest").
+        let said = |t: &Option<String>| {
+            t.as_ref().map(|t| {
+                String::from_utf8_lossy(&crate::rules::enforce::redact_secrets(t.as_bytes()))
+                    .into_owned()
+            })
+        };
         let mut c = Caller {
             transport: Some(remote.transport.to_string()),
-            client: remote.client.clone(),
-            client_version: remote.client_version.clone(),
+            client: said(&remote.client),
+            client_version: said(&remote.client_version),
             step: remote.step.or(facts.step),
             ..(**facts).clone()
         };
