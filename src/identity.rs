@@ -231,10 +231,13 @@ impl Resolver {
 
     /// Reads every fact of the caller from `/proc`.
     fn lookup(pid: u32, uid: u32, gid: u32) -> Caller {
-        let tgid = if pid == 0 {
-            0
+        // One read of the thread's status: its thread group, and the groups (the same for
+        // every thread of the process).
+        let (tgid, groups) = if pid == 0 {
+            (0, Vec::new())
         } else {
-            tgid_of(pid).unwrap_or(pid)
+            let (t, g) = status_of(pid);
+            (t.unwrap_or(pid), g)
         };
         let mut c = Caller {
             pid,
@@ -258,7 +261,7 @@ impl Resolver {
             let (own_mnt, own_user) = own_namespaces();
             c.same_ns = mnt.is_some() && mnt == own_mnt && user.is_some() && user == own_user;
             c.user_ns = user.unwrap_or(0);
-            c.groups = groups_of(tgid);
+            c.groups = groups;
             // A command line can carry a secret (`echo KEY > f`): stored redacted, like
             // refused content (SPEC §10 "no secret at rest").
             c.argv = read_nul_list(&format!("/proc/{tgid}/cmdline"))
@@ -301,22 +304,24 @@ pub fn is_writer_name(w: &str) -> bool {
 /// Supplementary groups of process `pid` (`/proc/<pid>/status` `Groups:`); empty when
 /// unreadable.
 pub fn groups_of(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Groups:"))
-                .map(|g| g.split_whitespace().filter_map(|x| x.parse().ok()).collect())
-        })
-        .unwrap_or_default()
+    status_of(pid).1
 }
 
-fn tgid_of(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
+/// `Tgid:` and `Groups:` of `/proc/<pid>/status` (proc(5)).
+fn status_of(pid: u32) -> (Option<u32>, Vec<u32>) {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return (None, Vec::new());
+    };
+    let tgid = status
         .lines()
         .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
+        .and_then(|v| v.trim().parse().ok());
+    let groups = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .map(|g| g.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default();
+    (tgid, groups)
 }
 
 /// Fields 22 (start time, clock ticks since boot) and 28 (start of the stack) of
