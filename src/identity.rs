@@ -319,7 +319,11 @@ fn status_of(pid: u32) -> (Option<u32>, Vec<u32>) {
     let groups = status
         .lines()
         .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| g.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
         .unwrap_or_default();
     (tgid, groups)
 }

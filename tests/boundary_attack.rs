@@ -40,7 +40,15 @@ fn as_agent(m: &Mount, script: &str) -> std::process::Output {
     output_within(
         script,
         Command::new("setpriv")
-            .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "sh", "-c"])
+            .args([
+                "--reuid",
+                "1000",
+                "--regid",
+                "1000",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
             .arg(script)
             .current_dir(&m.mnt),
         Duration::from_secs(120),
@@ -80,20 +88,39 @@ fn an_exe_matcher_is_the_file_itself_not_a_path_the_agents_namespace_shows() {
     // namespace of its own: /proc/PID/exe shows the tool's path there.
     let o = as_agent(
         &m,
-        &format!("unshare -Urm sh -c 'mount --bind /usr/bin/tee {tool} && echo forged | {tool} tool.txt'"),
+        &format!(
+            "unshare -Urm sh -c 'mount --bind /usr/bin/tee {tool} && echo forged | {tool} tool.txt'"
+        ),
     );
-    assert!(!o.status.success(), "the bind-mounted binary wrote tool.txt");
+    assert!(
+        !o.status.success(),
+        "the bind-mounted binary wrote tool.txt"
+    );
     // The same over a writer that accepts other namespaces: still not the file.
     let o = as_agent(
         &m,
-        &format!("unshare -Urm sh -c 'mount --bind /usr/bin/tee {boxed} && echo forged | {boxed} boxed.txt'"),
+        &format!(
+            "unshare -Urm sh -c 'mount --bind /usr/bin/tee {boxed} && echo forged | {boxed} boxed.txt'"
+        ),
     );
-    assert!(!o.status.success(), "the bind-mounted binary wrote boxed.txt");
+    assert!(
+        !o.status.success(),
+        "the bind-mounted binary wrote boxed.txt"
+    );
     // The real tool run from another namespace: only the writer that says so.
-    let o = as_agent(&m, &format!("unshare -Urm sh -c 'echo boxed | {boxed} boxed.txt'"));
+    let o = as_agent(
+        &m,
+        &format!("unshare -Urm sh -c 'echo boxed | {boxed} boxed.txt'"),
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = as_agent(&m, &format!("unshare -Urm sh -c 'echo namespaced | {tool} tool.txt'"));
-    assert!(!o.status.success(), "a process of another namespace matched exe");
+    let o = as_agent(
+        &m,
+        &format!("unshare -Urm sh -c 'echo namespaced | {tool} tool.txt'"),
+    );
+    assert!(
+        !o.status.success(),
+        "a process of another namespace matched exe"
+    );
     assert_eq!(read(m.path("tool.txt")), "honest\n");
     assert_eq!(read(m.path("boxed.txt")), "boxed\n");
     assert_eq!(
@@ -101,9 +128,8 @@ fn an_exe_matcher_is_the_file_itself_not_a_path_the_agents_namespace_shows() {
         "tool\nboxed"
     );
     // Each forgery is on record as the agent it is.
-    let refused = m.sql(
-        "SELECT writer || ' ' || path FROM events WHERE op = 'rejected' ORDER BY id",
-    );
+    let refused =
+        m.sql("SELECT writer || ' ' || path FROM events WHERE op = 'rejected' ORDER BY id");
     assert_eq!(
         refused, "agent tool.txt\nagent boxed.txt\nagent tool.txt",
         "the refusals"
@@ -197,7 +223,10 @@ os.wait()
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["is_error"], true, "{r}");
     assert!(
-        r["text"].as_str().unwrap().contains("not by the process that connected"),
+        r["text"]
+            .as_str()
+            .unwrap()
+            .contains("not by the process that connected"),
         "{r}"
     );
     // The tool itself, connecting and calling in one process, is the tool.
@@ -324,10 +353,21 @@ fn old_versions_keep_the_owner_of_the_file_that_carried_them() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "mine\nagain\n");
     assert_eq!(m.sh_ok("ls .history/s.txt/ | wc -l").trim(), "3");
-    for old in [".history/s.txt/000001", ".history/s.txt/000002", ".history/d.txt/000001"] {
+    for old in [
+        ".history/s.txt/000001",
+        ".history/s.txt/000002",
+        ".history/d.txt/000001",
+    ] {
         let o = as_agent(&m, &format!("cat {old}"));
-        assert!(!o.status.success(), "the agent read root's {old}: {}", String::from_utf8_lossy(&o.stdout));
-        assert!(String::from_utf8_lossy(&o.stderr).contains("Permission denied"), "{o:?}");
+        assert!(
+            !o.status.success(),
+            "the agent read root's {old}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("Permission denied"),
+            "{o:?}"
+        );
     }
     // Its own versions it reads.
     let o = as_agent(&m, "cat .history/s.txt/000003 .history/d.txt/000002");
@@ -348,9 +388,16 @@ fn old_versions_keep_the_owner_of_the_file_that_carried_them() {
     ] {
         let r = agent_socket_call(&m, tool, args.clone());
         assert_eq!(r["is_error"], true, "{tool} {args}: {r}");
-        assert!(r["text"].as_str().unwrap().contains("permission denied"), "{tool}: {r}");
+        assert!(
+            r["text"].as_str().unwrap().contains("permission denied"),
+            "{tool}: {r}"
+        );
     }
     let r = agent_socket_call(&m, "read_version", json!({ "path": "s.txt", "version": 3 }));
     assert_eq!(r["is_error"], false, "{r}");
-    assert_eq!(read(m.path("s.txt")), "mine\n", "the refused restore changed s.txt");
+    assert_eq!(
+        read(m.path("s.txt")),
+        "mine\n",
+        "the refused restore changed s.txt"
+    );
 }

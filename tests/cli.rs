@@ -1233,8 +1233,11 @@ fn a_refused_mount_leaves_no_new_database_and_keeps_an_old_one() {
     let blocked = tempfile::tempdir().unwrap();
     let blocker = blocked.path().join("blocked");
     std::fs::write(&blocker, b"").unwrap();
-    std::fs::set_permissions(&blocker, std::os::unix::fs::PermissionsExt::from_mode(0o000))
-        .unwrap();
+    std::fs::set_permissions(
+        &blocker,
+        std::os::unix::fs::PermissionsExt::from_mode(0o000),
+    )
+    .unwrap();
     let mut hide = format!("mount --bind {} /dev/fuse", blocker.display());
     for d in std::env::var("PATH").unwrap_or_default().split(':') {
         for name in ["fusermount3", "fusermount"] {

@@ -805,9 +805,15 @@ fn texts_a_caller_chooses_leave_no_secret_at_rest() {
         socket_calls(&m);
     }
     m.sh_ok(&format!("echo {SECRET} > leak.txt"));
-    let (code, _, err) = cli(&m, &["redact", "leak.txt@1", "--why", &format!("it had {SECRET}")]);
+    let (code, _, err) = cli(
+        &m,
+        &["redact", "leak.txt@1", "--why", &format!("it had {SECRET}")],
+    );
     assert_eq!(code, 0, "{err}");
-    assert_no_secret_at_rest(&m, "a checkpoint name, an MCP client's name and version, a --why");
+    assert_no_secret_at_rest(
+        &m,
+        "a checkpoint name, an MCP client's name and version, a --why",
+    );
 }
 
 /// [`texts_a_caller_chooses_leave_no_secret_at_rest`]'s calls over the mount's socket.
@@ -824,10 +830,16 @@ fn socket_calls(m: &Mount) {
             .unwrap();
         serde_json::from_slice(&o.stdout).unwrap()
     };
-    let r = call("checkpoint", serde_json::json!({ "name": format!("cp{SECRET}") }));
+    let r = call(
+        "checkpoint",
+        serde_json::json!({ "name": format!("cp{SECRET}") }),
+    );
     assert_eq!(r["is_error"], true, "{r}");
     assert!(!r["text"].as_str().unwrap().contains(SECRET), "{r}");
-    let r = call("append", serde_json::json!({ "path": "notes.md", "content": "x\n" }));
+    let r = call(
+        "append",
+        serde_json::json!({ "path": "notes.md", "content": "x\n" }),
+    );
     assert_eq!(r["is_error"], false, "{r}");
     assert_eq!(
         m.sql("SELECT COUNT(*) FROM processes WHERE client LIKE 'client-%'"),

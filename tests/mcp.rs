@@ -437,7 +437,13 @@ fn streamable_http() {
 /// its token file, from the two lines it prints on stderr once it listens.
 fn http_server(db: &Path, extra: &[&str]) -> (std::process::Child, String, String) {
     let mut server = Command::new(BIN)
-        .args(["mcp", "--db", db.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args([
+            "mcp",
+            "--db",
+            db.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .args(extra)
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
@@ -473,7 +479,13 @@ fn http_needs_its_token_and_serves_fifty_sessions_in_a_row() {
     let m = Mount::with_args(&["--allow-other"]);
     m.sh_ok("mkdir -m 777 shared");
     let refused = Command::new(BIN)
-        .args(["mcp", "--db", m.db.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args([
+            "mcp",
+            "--db",
+            m.db.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .output()
         .unwrap();
     assert_eq!(refused.status.code(), Some(1));
@@ -483,10 +495,13 @@ fn http_needs_its_token_and_serves_fifty_sessions_in_a_row() {
     );
     let (mut server, url, token) = http_server(&m.db, &["--as", "1000:1000"]);
     let bare = Command::new(MCP_PYTHON)
-        .args(["-c", "import sys, urllib.request, urllib.error\n\
+        .args([
+            "-c",
+            "import sys, urllib.request, urllib.error\n\
 try:\n    urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=b'{}', \
 headers={'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream'}))\n\
-except urllib.error.HTTPError as e:\n    print(e.code, e.headers.get('WWW-Authenticate'))"])
+except urllib.error.HTTPError as e:\n    print(e.code, e.headers.get('WWW-Authenticate'))",
+        ])
         .arg(&url)
         .output()
         .unwrap();
@@ -510,7 +525,8 @@ except urllib.error.HTTPError as e:\n    print(e.code, e.headers.get('WWW-Authen
             .write_all(calls.to_string().as_bytes())
             .unwrap();
         let o = child.wait_with_output().unwrap();
-        serde_json::from_slice::<Value>(&o.stdout).unwrap_or(json!({ "stdout": String::from_utf8_lossy(&o.stdout) }))
+        serde_json::from_slice::<Value>(&o.stdout)
+            .unwrap_or(json!({ "stdout": String::from_utf8_lossy(&o.stdout) }))
     };
     let _ = server.kill();
     let _ = server.wait();
@@ -518,7 +534,12 @@ except urllib.error.HTTPError as e:\n    print(e.code, e.headers.get('WWW-Authen
     assert_eq!(ok.len(), 50, "{r}");
     assert!(ok.iter().all(|&o| o), "{:?} {}", ok, r["results"]);
     assert_eq!(String::from_utf8_lossy(&bare.stdout).trim(), "401 Bearer");
-    assert_eq!(read(m.path("shared/notes.md")).matches("- one more").count(), 50);
+    assert_eq!(
+        read(m.path("shared/notes.md"))
+            .matches("- one more")
+            .count(),
+        50
+    );
     // Acted as uid 1000, never as the root that started it.
     assert_eq!(
         m.sql("SELECT DISTINCT p.uid FROM versions v JOIN processes p ON p.id = v.process WHERE v.path = 'shared/notes.md'"),

@@ -61,7 +61,10 @@ pub fn serve(
         // The calls' group checks read this process's supplementary groups: root's are
         // not the user's.
         if unsafe { libc::setgroups(0, std::ptr::null()) } != 0 {
-            return Err(format!("--as: setgroups: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "--as: setgroups: {}",
+                std::io::Error::last_os_error()
+            ));
         }
     }
     let own_ctx = || Ctx {
@@ -160,17 +163,23 @@ pub fn serve(
 /// Drops this process to `uid`:`gid` with no supplementary groups (setresgid(2),
 /// setresuid(2)), for good.
 fn become_user(uid: u32, gid: u32) -> Result<(), Failure> {
-    let rc = unsafe {
-        if libc::setgroups(0, std::ptr::null()) != 0 && libc::geteuid() == 0 {
-            -1
-        } else if libc::setresgid(gid, gid, gid) != 0 {
-            -1
-        } else {
-            libc::setresuid(uid, uid, uid)
-        }
+    let failed = |what: &str| {
+        format!(
+            "--as {uid}:{gid}: {what}: {}",
+            std::io::Error::last_os_error()
+        )
     };
-    if rc != 0 {
-        return Err(format!("--as {uid}:{gid}: {}", std::io::Error::last_os_error()));
+    // SAFETY: plain system calls on this process's credentials.
+    unsafe {
+        if libc::geteuid() == 0 && libc::setgroups(0, std::ptr::null()) != 0 {
+            return Err(failed("setgroups"));
+        }
+        if libc::setresgid(gid, gid, gid) != 0 {
+            return Err(failed("setresgid"));
+        }
+        if libc::setresuid(uid, uid, uid) != 0 {
+            return Err(failed("setresuid"));
+        }
     }
     Ok(())
 }

@@ -26,7 +26,8 @@ pub const TOKEN_MIN: usize = 16;
 /// is returned with it.
 pub fn token(file: Option<&Path>, dir: &Path) -> Result<(String, PathBuf), String> {
     if let Some(f) = file {
-        let text = std::fs::read_to_string(f).map_err(|e| format!("--token-file {}: {e}", f.display()))?;
+        let text =
+            std::fs::read_to_string(f).map_err(|e| format!("--token-file {}: {e}", f.display()))?;
         let t = text.lines().next().unwrap_or("").trim().to_string();
         if t.len() < TOKEN_MIN || t.chars().any(|c| !c.is_ascii_graphic()) {
             return Err(format!(

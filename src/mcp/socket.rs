@@ -141,7 +141,13 @@ pub fn own_dir(dir: &Path) -> Result<()> {
              another user may have made it to take the socket's place; remove it, or set \
              XDG_RUNTIME_DIR to a directory of yours",
             dir.display(),
-            if meta.file_type().is_symlink() { "a symbolic link" } else if meta.is_dir() { "a directory" } else { "a file" },
+            if meta.file_type().is_symlink() {
+                "a symbolic link"
+            } else if meta.is_dir() {
+                "a directory"
+            } else {
+                "a file"
+            },
             meta.uid()
         ),
     ))
@@ -387,7 +393,11 @@ fn serve_connection(fs: &Fs, conn: UnixStream, ctx: Ctx, owner: u32, allow_other
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if rc != 0 || writeln!(out, "{GREETING}").and_then(|()| out.flush()).is_err() {
+    if rc != 0
+        || writeln!(out, "{GREETING}")
+            .and_then(|()| out.flush())
+            .is_err()
+    {
         return;
     }
     let reader = Sender {
@@ -477,8 +487,7 @@ impl std::io::Read for Sender {
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
             while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_CREDENTIALS
-                {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_CREDENTIALS {
                     let cred: libc::ucred = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
                     sender = Some(cred.pid as u32);
                 }

@@ -1374,9 +1374,10 @@ mod tests {
         let got: Vec<String> = c.problems.iter().map(|p| p.to_string()).collect();
         assert_eq!(got.len(), 1, "{got:#?}");
         assert!(
-            got[0].starts_with("1:14: warning: writer \"tool\" is identified only by matchers a \
-                                process sets itself")
-                && got[0].contains("a process of uid 1000 (writer \"agent\", listed after it)"),
+            got[0].starts_with(
+                "1:14: warning: writer \"tool\" is identified only by matchers a \
+                                process sets itself"
+            ) && got[0].contains("a process of uid 1000 (writer \"agent\", listed after it)"),
             "{got:#?}"
         );
         // The agent's writer first (the SPEC example's order), or the tool pinned: none.

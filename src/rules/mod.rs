@@ -367,8 +367,7 @@ impl ExePins {
     /// Whether process `c` executes the file pinned at `path` ([`ExePins`]).
     pub fn matches(&self, path: &str, any_namespace: bool, c: &Caller) -> bool {
         let Some(f) = c.exe_file else { return false };
-        if !(c.same_ns || any_namespace) || (c.uid != 0 && f.writable_by(c.uid, c.gid, &c.groups))
-        {
+        if !(c.same_ns || any_namespace) || (c.uid != 0 && f.writable_by(c.uid, c.gid, &c.groups)) {
             return false;
         }
         let Some(pin) = self.pins.get(path) else {
@@ -594,8 +593,14 @@ mod tests {
             ..Default::default()
         };
         // The tool itself, as root or another user that may not write it.
-        assert_eq!(r.writer_for(&caller(f(&tool), tool_path, 0, true), "t", &pins), "tool");
-        assert_eq!(r.writer_for(&caller(f(&tool), tool_path, 1000, true), "t", &pins), "tool");
+        assert_eq!(
+            r.writer_for(&caller(f(&tool), tool_path, 0, true), "t", &pins),
+            "tool"
+        );
+        assert_eq!(
+            r.writer_for(&caller(f(&tool), tool_path, 1000, true), "t", &pins),
+            "tool"
+        );
         // Another file shown at the tool's path (a bind mount in the caller's namespace).
         assert_eq!(
             r.writer_for(&caller(f(&other), tool_path, 1000, true), "t", &pins),
@@ -629,7 +634,10 @@ mod tests {
         };
         assert_eq!(r.writer_for(&unboxed, "t", &pins), "anonymous");
         // Unknown executable.
-        assert_eq!(r.writer_for(&caller(None, tool_path, 1000, true), "t", &pins), "anonymous");
+        assert_eq!(
+            r.writer_for(&caller(None, tool_path, 1000, true), "t", &pins),
+            "anonymous"
+        );
     }
 
     #[test]

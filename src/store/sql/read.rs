@@ -114,10 +114,7 @@ pub(crate) fn version_guard(conn: &dyn Conn, id: i64) -> Result<Option<LineageOw
     if known {
         return Ok(None);
     }
-    let carriers: i64 = conn.value(
-        "SELECT COUNT(*) FROM nodes WHERE file_id = ?1",
-        p![file_id],
-    )?;
+    let carriers: i64 = conn.value("SELECT COUNT(*) FROM nodes WHERE file_id = ?1", p![file_id])?;
     if carriers != 1 {
         return Ok(None);
     }

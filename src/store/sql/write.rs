@@ -402,7 +402,9 @@ pub(crate) fn insert_version(
         "SELECT COALESCE(MAX(version), 0) + 1 FROM versions WHERE file_id = ?1",
         p![file_id],
     )?;
-    insert_version_numbered(tx, file_id, number, path, op, content, hash, c, time_ns, ino)
+    insert_version_numbered(
+        tx, file_id, number, path, op, content, hash, c, time_ns, ino,
+    )
 }
 
 /// Inserts version `number` of lineage `file_id`, carried by inode `ino` (whose owner and
