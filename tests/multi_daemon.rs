@@ -1354,3 +1354,81 @@ fn a_commit_on_a_kept_head_that_another_daemon_moved_is_made_again_on_the_real_o
     assert!(shown.status.success(), "{shown:?}");
     assert_eq!(String::from_utf8_lossy(&shown.stdout), text);
 }
+
+/// Issue 31 item 5 across daemons: a handle opened by `O_CREAT` on one daemon, on a file
+/// that has no version yet, follows the version another daemon's process commits: once
+/// the daemon has heard of it, the handle's `pwrite` lands on it (as POSIX gives), and
+/// before that its commit is refused with `ESTALE` by the store; never a silent overwrite
+/// of the other's bytes with zeros (it was, close() returning 0). Twenty rounds without
+/// waiting, then one that waits for the daemon to hear of the other's commit.
+#[test]
+fn a_create_handle_follows_or_is_refused_never_overwrites_another_daemons_version() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    let out = a.sh_ok(&format!(
+        r#"python3 - <<'PYEOF'
+import os, subprocess, sys, time
+B = "{b}"
+# Waits, in a process started before any descriptor is open (a fork or exec while one
+# is open would flush it, FUSE-TRAPS §5), until a path has b's size on a.
+waiter = subprocess.Popen([sys.executable, "-c", """
+import os, sys, time
+for name in sys.stdin:
+    deadline = time.time() + 30
+    while os.stat(name.strip()).st_size != 1234 and time.time() < deadline:
+        time.sleep(0.005)
+    print(os.stat(name.strip()).st_size, flush=True)
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+want = b"x" * 1234 + bytes(23455 - 1234) + b"y"
+def round(name, wait):
+    fd = os.open(name, os.O_CREAT | os.O_RDWR, 0o644)
+    deadline = time.time() + 30
+    while not os.path.exists(os.path.join(B, name)):
+        assert time.time() < deadline, "b never heard of the name"
+        time.sleep(0.005)
+    with open(os.path.join(B, name), "r+b") as f:
+        f.write(b"x" * 1234)
+    if wait:
+        waiter.stdin.write(name + "\n")
+        waiter.stdin.flush()
+        assert waiter.stdout.readline() == "1234\n", "a never heard of b's version"
+        # The creator's own stat too (its handle's pending size was the empty file's).
+        deadline = time.time() + 30
+        while os.fstat(fd).st_size != 1234:
+            assert time.time() < deadline, "the creator's fstat: " + str(os.fstat(fd).st_size)
+            time.sleep(0.005)
+    os.pwrite(fd, b"y", 23455)
+    try:
+        os.close(fd)
+        outcome = "followed"
+    except OSError as e:
+        assert e.errno == 116, e
+        outcome = "ESTALE"
+    # Refused before a heard of b's version: it reads that version once it has.
+    expected = want if outcome == "followed" else b"x" * 1234
+    deadline = time.time() + 30
+    while (got := open(name, "rb").read()) != expected and time.time() < deadline:
+        time.sleep(0.005)
+    assert got == expected, (name, outcome, len(got), got[:8])
+    return outcome
+print(sorted(set(round(f"n{{i}}", False) for i in range(20))))
+print(round("waited", True))
+PYEOF"#,
+        b = b.mnt.display()
+    ));
+    let mut lines = out.lines();
+    let quick = lines.next().unwrap();
+    assert!(
+        quick.contains("followed") || quick.contains("ESTALE"),
+        "{out}"
+    );
+    assert_eq!(lines.next(), Some("followed"), "{out}");
+    // b sees what a committed.
+    let want_len = 23456;
+    wait_for("b sees a's version built on its own", || {
+        (std::fs::metadata(b.path("waited")).ok()?.len() == want_len).then_some(())
+    });
+    let bytes = std::fs::read(b.path("waited")).unwrap();
+    assert!(bytes.starts_with(&[b'x'; 1234]) && bytes.ends_with(b"\0y"));
+}

@@ -356,6 +356,14 @@ impl Fs {
         let HandleKind::Write(w) = &mut h.kind else {
             return Ok(());
         };
+        // The release (or fsync) of a create's handle that wrote nothing, on a file that
+        // got a version from elsewhere meanwhile: the empty first version it owed is
+        // behind that version, as a `touch` before another process's write is (issue 31
+        // item 5; it was refused as a lost update, on record). An `O_TRUNC` create (a
+        // shell's `: > f`) still commits its truncation.
+        if force && !w.touched && !w.replaces && w.owes_create_only() {
+            self.rebase_if_untouched(fh, ino, w)?;
+        }
         if !w.modified {
             return match &w.refused {
                 Some(e) if !force => Err(e.clone()),

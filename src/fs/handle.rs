@@ -181,6 +181,11 @@ pub struct WriteState {
     /// (issue 13). A commit replacing the content checks for a lost update from it when
     /// it is older than `base_version`: read with one open, written with another.
     pub read_before: Option<i64>,
+    /// Opened with `O_TRUNC` and neither read, written nor truncated since: a later
+    /// version it follows ([`super::Fs`]'s `rebase_if_untouched`) is replaced whole, as
+    /// the version it opened would have been, whether or not that one was empty (or the
+    /// file had no version): docs/SEMANTICS.md, `O_TRUNC`.
+    pub replaces: bool,
 }
 
 impl WriteState {
@@ -202,6 +207,7 @@ impl WriteState {
             refused: None,
             open_trunc_only: false,
             read_before: None,
+            replaces: false,
         }
     }
 
@@ -220,6 +226,7 @@ impl WriteState {
     /// if the base was not empty.
     pub fn new_truncated(base_version: i64, base: ContentRef) -> Self {
         let mut w = WriteState::new(false, base_version, base);
+        w.replaces = true;
         if base.len > 0 {
             w.base_limit = 0;
             w.size = 0;
@@ -239,6 +246,14 @@ impl WriteState {
         self.op = "create";
     }
 
+    /// Whether the only thing this handle would commit is the first version its create
+    /// owes ([`WriteState::owe_create`]): it has written nothing, so the file is, for it,
+    /// a file whose current version is empty, and a version committed meanwhile by
+    /// another handle, process or daemon is the one it follows (issue 31 item 5).
+    pub fn owes_create_only(&self) -> bool {
+        self.modified && self.open_trunc_only && self.op == "create"
+    }
+
     /// Writes `data` at `offset` (ignored for append handles, which append in order).
     /// Returns the size of the private copy afterwards.
     pub fn write(&mut self, spill_dir: &Path, offset: u64, data: &[u8]) -> Result<u64> {
@@ -251,6 +266,7 @@ impl WriteState {
         self.touched = true;
         self.wrote = true;
         self.open_trunc_only = false;
+        self.replaces = false;
         if !self.append && self.op != "create" {
             self.op = "write";
         }
@@ -261,6 +277,7 @@ impl WriteState {
     /// or the setattr that follows an `O_TRUNC` open, FUSE-TRAPS §4).
     pub fn truncate(&mut self, size: u64) -> Result<()> {
         self.open_trunc_only = false;
+        self.replaces = false;
         if !self.append && size == self.size && self.dirty.0.is_empty() && self.base_limit == size {
             // Nothing changes (e.g. ftruncate to the current size): not a modification.
             self.touched = true;

@@ -832,16 +832,16 @@ impl Fs {
         }
         if let Some(size) = set.size {
             check_size(Some(size))?;
-            let handle = fh.and_then(|fh| self.handles.lock().get(&fh).cloned());
+            let handle = fh.and_then(|fh| self.handles.lock().get(&fh).cloned().map(|h| (fh, h)));
             let mut done = false;
-            if let Some(h) = handle {
+            if let Some((fh, h)) = handle {
                 let mut h = h.lock();
                 let caller = h.caller.clone();
                 if let HandleKind::Write(w) = &mut h.kind {
                     if let Some(e) = &w.poisoned {
                         return Err(e.clone());
                     }
-                    self.rebase_if_untouched(ino, w)?;
+                    self.rebase_if_untouched(fh, ino, w)?;
                     let path = self.tree.read().path(ino);
                     let change = Change::TruncateHandle {
                         path: &path,
@@ -1257,21 +1257,34 @@ impl Fs {
             .ok_or_else(|| Error::new(libc::EBADF, format!("no open handle {fh}")))
     }
 
-    /// A write handle that has neither read nor written follows the current version, so
-    /// that e.g. a `truncate(2)` between its open and first write is not a lost update.
+    /// A write handle `fh` that has neither read nor written follows the current version,
+    /// so that e.g. a `truncate(2)` between its open and first write is not a lost update.
     /// An `O_TRUNC` open's truncation, owed until the handle's commit, stays owed on the
     /// version followed: the handle replaces that version whole, as it would have replaced
     /// the one it opened (helper finding: the truncation was dropped, and the handle's
-    /// bytes landed on the other writer's content).
-    fn rebase_if_untouched(&self, ino: u64, w: &mut WriteState) -> Result<()> {
+    /// bytes landed on the other writer's content); so does an `O_TRUNC` open of an empty
+    /// file or of one without a version ([`WriteState::replaces`]).
+    ///
+    /// A file without a version is a file whose current version is empty: the handle of
+    /// its create, which owes that first version ([`WriteState::owes_create_only`]),
+    /// follows a version another handle, process or daemon committed meanwhile like any
+    /// other handle, and no longer owes anything (issue 31 item 5: its `pwrite`,
+    /// `ftruncate` or `posix_fallocate` replaced that version with zeros and its bytes).
+    /// A handle that has written is not moved: its commit is checked against the version
+    /// it had (none: `ESTALE` when the file has one now).
+    pub(super) fn rebase_if_untouched(&self, fh: u64, ino: u64, w: &mut WriteState) -> Result<()> {
         if w.touched {
             return Ok(());
         }
-        let tree = self.tree.read();
-        if let Some(head) = &tree.get(ino)?.head
-            && head.id != w.base_version
-        {
-            let truncated = w.modified && !w.append && w.base_limit == 0 && w.size == 0;
+        let settled = {
+            let tree = self.tree.read();
+            let Some(head) = &tree.get(ino)?.head else {
+                return Ok(());
+            };
+            if head.id == w.base_version {
+                return Ok(());
+            }
+            let truncated = w.replaces && !w.append;
             let (poisoned, refused) = (w.poisoned.take(), w.refused.take());
             let read_before = w.read_before;
             *w = if truncated {
@@ -1284,6 +1297,20 @@ impl Fs {
             w.poisoned = poisoned;
             w.refused = refused;
             w.read_before = read_before;
+            // A change this handle owed (flushed, not committed) that it owes no more
+            // (a create's first version, a truncation of what is empty now): opens
+            // waiting for it go on.
+            !w.modified && tree.get(ino)?.owed_by == Some(fh)
+        };
+        if settled {
+            let mut tree = self.tree.write();
+            if let Ok(n) = tree.get_mut(ino)
+                && n.owed_by == Some(fh)
+            {
+                n.owed_by = None;
+            }
+            drop(tree);
+            self.owed_settled();
         }
         Ok(())
     }
@@ -1338,9 +1365,15 @@ impl Fs {
                 // local filesystem: processes that share a file under locks (SQLite in
                 // rollback-journal mode) see each other's commits. The version it read
                 // becomes its base, so writing on stale data is still a lost update.
-                if !w.modified {
+                // The handle of a create that has written nothing holds nothing either:
+                // the first version it owes is the empty file, which another commit
+                // replaced (issue 31 item 5: a second process creating one SQLite
+                // database read its own empty copy, "file is not a database"). A handle
+                // that reads bases what it writes on what it read, not on its `O_TRUNC`.
+                if !w.modified || w.owes_create_only() {
                     w.touched = false;
-                    self.rebase_if_untouched(ino, w)?;
+                    w.replaces = false;
+                    self.rebase_if_untouched(fh, ino, w)?;
                 }
                 w.touched = true;
                 self.read_private(w, offset, size)
@@ -1367,7 +1400,7 @@ impl Fs {
         if let Some(e) = &w.poisoned {
             return Err(e.clone());
         }
-        self.rebase_if_untouched(ino, w)?;
+        self.rebase_if_untouched(fh, ino, w)?;
         let at = if w.append {
             w.base.len + w.size
         } else {

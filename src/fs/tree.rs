@@ -177,9 +177,17 @@ impl Node {
     /// [`super::CACHED_READERS_WAIT`], as a local writer's open waits for them
     /// (docs/SEMANTICS.md). Opens meanwhile get `head`, bypassing the page cache, so
     /// they read it whole whatever size `stat` says.
+    ///
+    /// A file without a version whose pending size is the empty first version a create's
+    /// handle owes (it has written nothing) is a file whose current version is empty: that
+    /// handle follows `head` at its next operation, so the size its process sees is
+    /// `head`'s, as after a commit on this daemon (issue 31 item 5).
     pub(super) fn take_head(&mut self, head: Option<VersionInfo>) {
         if head.as_ref().map(|h| h.id) != self.head.as_ref().map(|h| h.id) {
             self.size_untold = true;
+        }
+        if self.head.is_none() && head.is_some() && self.pending_size == Some(0) {
+            self.pending_size = None;
         }
         if self.cache_readers == 0 {
             self.cached_version = 0;
