@@ -267,3 +267,42 @@ for trial in range(12):
     }
     assert_eq!(out.lines().count(), 12, "{out}");
 }
+
+/// A follower of a file that starts empty (`touch log; tail -f log`, or a file created and
+/// still without a version) reads the lines another process appends: it saw the size grow
+/// and read zero bytes, forever (with a non-empty file it worked). Python's reader and
+/// coreutils' `tail -f`; each polls for the line with a deadline.
+#[test]
+fn a_follower_of_an_empty_file_reads_what_is_appended() {
+    let m = Mount::new();
+    for (name, make) in [
+        ("touched", "open('touched', 'wb').close(); keep = None"),
+        ("unversioned", "keep = os.open('unversioned', os.O_CREAT | os.O_WRONLY, 0o644)"),
+    ] {
+        let out = py(
+            &m,
+            &format!(
+                "{make}\n\
+                 r = open('{name}', 'rb', buffering=0)\n\
+                 got = r.read()\n\
+                 other(\"f = open('{name}', 'ab'); f.write(b'appended line\\\\n'); f.close()\")\n\
+                 deadline = time.time() + 20\n\
+                 while b'\\n' not in got and time.time() < deadline:\n\
+                 \x20   got += r.read()\n\
+                 \x20   time.sleep(0.01)\n\
+                 print(repr(got))\n\
+                 if keep is not None: print(close(keep))"
+            ),
+        );
+        assert!(out.starts_with("b'appended line\\n'\n"), "{name}: {out}");
+    }
+    // coreutils' tail -f (it polls a FUSE file's size once a second).
+    let out = m.sh_ok(
+        "o=$(mktemp); touch tailed; tail -f tailed > $o & t=$!; \
+         for i in $(seq 2000); do ls -l /proc/$t/fd | grep -q tailed && break; sleep 0.01; done; \
+         echo appended line >> tailed; \
+         for i in $(seq 2000); do grep -q appended $o && break; sleep 0.01; done; \
+         kill $t; cat $o; rm $o",
+    );
+    assert_eq!(out, "appended line\n");
+}

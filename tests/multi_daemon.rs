@@ -1432,3 +1432,30 @@ PYEOF"#,
     let bytes = std::fs::read(b.path("waited")).unwrap();
     assert!(bytes.starts_with(&[b'x'; 1234]) && bytes.ends_with(b"\0y"));
 }
+
+/// A follower on one daemon of a file that starts empty (`touch log; tail -f log`) reads
+/// the line another daemon's process appends (issue 31 item 5: it read nothing).
+#[test]
+fn a_follower_of_an_empty_file_reads_another_daemons_append() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let b = Mount::on_db(&db.0);
+    std::fs::write(a.path("log"), "").unwrap();
+    wait_for("b sees the file", || b.path("log").exists().then_some(()));
+    let out = a.sh_ok(&format!(
+        r#"python3 - <<'PYEOF'
+import os, time
+r = open("log", "rb", buffering=0)
+got = r.read()
+with open("{b}/log", "ab") as f:
+    f.write(b"appended line\n")
+deadline = time.time() + 30
+while b"\n" not in got and time.time() < deadline:
+    got += r.read()
+    time.sleep(0.01)
+print(repr(got))
+PYEOF"#,
+        b = b.mnt.display()
+    ));
+    assert_eq!(out, "b'appended line\\n'\n");
+}

@@ -1330,13 +1330,15 @@ impl Fs {
             HandleKind::Read(content, cached) => {
                 // A follower (tail -f): a read past the snapshot's end picks up a later
                 // version that only extends it (an append: the same stream, longer), so
-                // the bytes already read stay true. A rewrite keeps the snapshot.
+                // the bytes already read stay true. A rewrite keeps the snapshot. Every
+                // version extends an empty one (`touch log; tail -f log`, or a file
+                // without a version: issue 31 item 5, the follower read nothing, forever).
                 if offset.saturating_add(size as u64) > content.len {
                     let mut tree = self.tree.write();
                     let mut followed = None;
                     if let Ok(node) = tree.get_mut(ino)
                         && let Some(head) = &node.head
-                        && head.content.stream == content.stream
+                        && (content.len == 0 || head.content.stream == content.stream)
                         && head.content.len > content.len
                     {
                         *content = head.content;

@@ -196,8 +196,10 @@ impl Node {
             && let Some(old) = &self.head
             && old.id == self.cached_version
         {
+            // Every version extends an empty one (its followers read on into it).
             let extends = head.as_ref().is_some_and(|h| {
-                h.content.stream == old.content.stream && h.content.len >= old.content.len
+                (old.content.len == 0 || h.content.stream == old.content.stream)
+                    && h.content.len >= old.content.len
             });
             if !extends {
                 self.held = Some(Box::new(HeldSize {
