@@ -110,7 +110,10 @@ fn a_create_handle_follows_a_version_committed_before_it_changes_anything() {
         }
     }
     let refused = rejected(&m);
-    assert!(!refused.contains("rejected f"), "nothing refused: {refused}");
+    assert!(
+        !refused.contains("rejected f"),
+        "nothing refused: {refused}"
+    );
 }
 
 /// The log: created `O_CREAT|O_EXCL|O_WRONLY`, another process appends a line,
@@ -195,7 +198,10 @@ fn an_o_trunc_open_of_a_file_without_a_version_still_replaces_what_it_follows() 
     let m = Mount::new();
     for (name, make) in [
         // Created and held open by this script: no version.
-        ("none", "keep = os.open('none', os.O_CREAT | os.O_WRONLY, 0o644)"),
+        (
+            "none",
+            "keep = os.open('none', os.O_CREAT | os.O_WRONLY, 0o644)",
+        ),
         // An empty version.
         ("empty", "open('empty', 'wb').close(); keep = None"),
     ] {
@@ -277,7 +283,10 @@ fn a_follower_of_an_empty_file_reads_what_is_appended() {
     let m = Mount::new();
     for (name, make) in [
         ("touched", "open('touched', 'wb').close(); keep = None"),
-        ("unversioned", "keep = os.open('unversioned', os.O_CREAT | os.O_WRONLY, 0o644)"),
+        (
+            "unversioned",
+            "keep = os.open('unversioned', os.O_CREAT | os.O_WRONLY, 0o644)",
+        ),
     ] {
         let out = py(
             &m,
