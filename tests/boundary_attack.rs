@@ -400,4 +400,14 @@ fn old_versions_keep_the_owner_of_the_file_that_carried_them() {
         "mine\n",
         "the refused restore changed s.txt"
     );
+    // The refused restore is a refusal on record, as the gate's are (its writer: the
+    // agent's, anonymous without rules).
+    assert_eq!(
+        m.sql(
+            "SELECT COUNT(*) FROM events e JOIN processes p ON p.id = e.process \
+             WHERE e.op = 'rejected' AND e.reason LIKE 'restore: s.txt@2%' AND p.uid = 1000"
+        ),
+        "1",
+        "the refused restore is not on record"
+    );
 }

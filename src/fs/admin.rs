@@ -40,11 +40,15 @@ impl Fs {
             .into_iter()
             .find(|v| v.number == n)
             .ok_or_else(|| Error::new(libc::ENOENT, format!("restore: no version {n}")))?;
-        // Old bytes brought back into a file its caller may read: only bytes the caller
-        // could read where they were written (issue 31).
-        let shown = format!("restore: {}@{n}", self.tree.read().path(ino));
-        self.may_read_version(v.id, ctx, &shown)?;
         let caller = self.caller(ctx);
+        // Old bytes brought back into a file its caller may read: only bytes the caller
+        // could read where they were written (issue 31); refused on record, as the gate's
+        // refusals are.
+        let at = self.tree.read().path(ino);
+        if let Err(e) = self.may_read_version(v.id, ctx, &format!("restore: {at}@{n}")) {
+            self.record_remote_refusal(&at, &caller, &e);
+            return Err(e);
+        }
         let _ns = self.ns_guard.read();
         // A commit of old content by the caller: the same checks as a write of it.
         let path = self.tree.read().path(ino);
