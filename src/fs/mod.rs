@@ -1061,7 +1061,20 @@ impl Fs {
             self.admit(&caller, &change, || None)?;
         }
         self.settle_owed(ino);
-        let draining = writable && flags & libc::O_APPEND == 0;
+        // The first appender too (issue 31 item 5): its direct writes extend the kernel's
+        // i_size under page-cache readers, who would read zeros where the appended bytes
+        // go. From its open on, readers of the file bypass the page cache
+        // (`Node::appended`): a later appender finds no reader to wait for but those the
+        // first one waited for already (a `tail -f` opened before it delays one append,
+        // not each).
+        let append = writable && flags & libc::O_APPEND != 0;
+        let first_append = append
+            && self
+                .tree
+                .write()
+                .get_mut(ino)
+                .is_ok_and(|n| !std::mem::replace(&mut n.appended, true));
+        let draining = writable && (!append || first_append);
         if draining {
             self.drain_cached_readers(ino);
         }
@@ -1135,7 +1148,9 @@ impl Fs {
             // changes the kernel's i_size for every reader of the inode (its O_TRUNC open
             // sets it to 0, its direct writes extend it), and a reader reading through the
             // page cache is bounded by it: it would see an empty or cut file.
-            let quiet = node.writer_tgids.is_empty() && node.draining == 0;
+            // Nor on a file an appender opened (`Node::appended`): one may open again at
+            // any moment, and its writes would extend the size under this reader.
+            let quiet = node.writer_tgids.is_empty() && node.draining == 0 && !node.appended;
             let pending = node.pending_size.is_some();
             // Nor while the kernel may still hold another version's size
             // (`size_untold`: a version from another daemon or a rollback, no getattr yet).
@@ -1215,7 +1230,8 @@ impl Fs {
         }
     }
 
-    /// Before a write handle other than `O_APPEND` opens: readers reading through the
+    /// Before a write handle opens (an `O_APPEND` one only if it is the file's first since
+    /// the mount, `Node::appended`): readers reading through the
     /// page cache (opened while no writer was) are let finish first, up to
     /// [`CACHED_READERS_WAIT`], because the writer's `O_TRUNC` or direct writes change the
     /// kernel's i_size under them (they would read an empty or cut file). Readers that

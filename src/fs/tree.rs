@@ -25,6 +25,12 @@ pub(super) struct Node {
     /// Write handles waiting in their open for page-cache readers to finish: readers
     /// opening meanwhile bypass the page cache.
     pub(super) draining: u32,
+    /// An `O_APPEND` write handle was opened on the file (since the mount): readers of it
+    /// bypass the page cache from then on (`Fs::open`). An appender's direct writes
+    /// extend the kernel's one `i_size` for every reader of the inode, and a reader
+    /// through the page cache then reads the cached last page's zeros where the appended
+    /// bytes go, which no version held (issue 31 item 5).
+    pub(super) appended: bool,
     /// mtime was set explicitly (utimens) after the last write: a commit keeps it, so
     /// that `cp -a` and `touch -d` on an open file are not overridden at close.
     pub(super) mtime_pinned: bool,
@@ -132,6 +138,7 @@ impl Node {
             pending_size: None,
             writer_tgids: Vec::new(),
             draining: 0,
+            appended: false,
             mtime_pinned: r.mtime_pinned,
             owed_by: None,
             cached_version: 0,
