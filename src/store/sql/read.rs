@@ -75,33 +75,27 @@ pub(crate) fn lineage_owner(conn: &dyn Conn, file_id: i64) -> Result<Option<Line
              ORDER BY c.depth, n.parent IS NOT NULL DESC, n.unlinked_ns DESC, n.ino DESC
              LIMIT 1",
         p![file_id],
-        |r| {
-            Ok(LineageOwner {
-                ino: r.get::<i64>(0)? as u64,
-                linked: r.get(1)?,
-                mode: r.get(2)?,
-                uid: r.get(3)?,
-                gid: r.get(4)?,
-            })
-        },
+        owner_of,
     )?)
 }
 
+/// A [`LineageOwner`] from a row `(ino, linked, mode, uid, gid)` of `nodes`.
+fn owner_of(r: &dyn super::Row) -> Result<LineageOwner> {
+    Ok(LineageOwner {
+        ino: r.get::<i64>(0)? as u64,
+        linked: r.get(1)?,
+        mode: r.get(2)?,
+        uid: r.get(3)?,
+        gid: r.get(4)?,
+    })
+}
+
 pub(crate) fn version_guard(conn: &dyn Conn, id: i64) -> Result<Option<LineageOwner>> {
-    let owner = |r: &dyn super::Row| {
-        Ok(LineageOwner {
-            ino: r.get::<i64>(0)? as u64,
-            linked: r.get(1)?,
-            mode: r.get(2)?,
-            uid: r.get(3)?,
-            gid: r.get(4)?,
-        })
-    };
     if let Some(o) = conn.opt(
         "SELECT n.ino, n.parent IS NOT NULL, n.mode, n.uid, n.gid
          FROM versions v JOIN nodes n ON n.ino = v.ino WHERE v.id = ?1",
         p![id],
-        owner,
+        owner_of,
     )? {
         return Ok(Some(o));
     }
