@@ -411,3 +411,72 @@ fn old_versions_keep_the_owner_of_the_file_that_carried_them() {
         "the refused restore is not on record"
     );
 }
+
+/// MANIFEST and MCP `list` name only what the reader could find with `ls` (issue 31 item
+/// 4): the agent sees no name, size or writer of a file in root's 0700 directory, nor a
+/// refusal or deleted content under it, only how many files it cannot list; MANIFEST's
+/// size is that of what it reads. Root sees everything.
+#[test]
+fn names_in_directories_the_reader_cannot_list_stay_out_of_its_manifest() {
+    let dir = public_dir();
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{ "paths": [ { "path": "private/capped-*", "max_bytes": 4 },
+                        { "path": "**", "writers": ["*"] } ] }"#,
+    )
+    .unwrap();
+    let m = Mount::with_args(&["--rules", rules.to_str().unwrap(), "--owner", "1000:1000"]);
+    m.sh_ok(
+        "mkdir -m 700 private && mkdir -m 755 private/deeper open \
+         && echo plans > private/acquisition-of-acme-corp.txt \
+         && echo deeper > private/deeper/acme-board-minutes.txt \
+         && echo old > private/acme-old-plan.txt && rm private/acme-old-plan.txt \
+         && echo public > open/visible.txt \
+         && { echo too long > private/capped-acme-terms.txt; true; }",
+    );
+    let o = as_agent(
+        &m,
+        "cat MANIFEST; echo; stat -c %s MANIFEST; cat MANIFEST | wc -c",
+    );
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        !out.contains("acme"),
+        "the agent's MANIFEST names root's private files:\n{out}"
+    );
+    assert!(out.contains("open/visible.txt"), "{out}");
+    assert!(
+        out.contains("; 2 in directories you cannot list"),
+        "the hidden files are not counted:\n{out}"
+    );
+    let sizes: Vec<&str> = out.lines().rev().take(2).collect();
+    assert_eq!(
+        sizes[0].trim(),
+        sizes[1].trim(),
+        "stat size != bytes read:\n{out}"
+    );
+    // Root's MANIFEST names them, and the refusal and the deletion under private/.
+    let root_view = m.sh_ok("cat MANIFEST");
+    for name in [
+        "private/acquisition-of-acme-corp.txt",
+        "private/capped-acme-terms.txt",
+        "private/acme-old-plan.txt",
+    ] {
+        assert!(root_view.contains(name), "root misses {name}:\n{root_view}");
+    }
+    assert!(!root_view.contains("cannot list"), "{root_view}");
+    if on_postgres() {
+        // No MCP socket on a PostgreSQL mount (docs/mcp.md).
+        return;
+    }
+    let r = agent_socket_call(&m, "list", json!({}));
+    assert_eq!(r["is_error"], false, "{r}");
+    let text = r.to_string();
+    assert!(
+        !text.contains("acme"),
+        "the agent's list names root's private files: {r}"
+    );
+    assert_eq!(r["structured"]["unlisted"], 2, "{r}");
+    assert!(text.contains("open/visible.txt"), "{r}");
+}

@@ -111,6 +111,30 @@ impl Rows {
         self.temporaries.len()
     }
 
+    /// The inode of each directory of [`Rows::dirs`], in that order (the root first).
+    pub(super) fn dir_inos(&self) -> Vec<u64> {
+        let mut inos = vec![0; self.dirs.len()];
+        for (&ino, &i) in &self.index {
+            if let Some(slot) = inos.get_mut(i) {
+                *slot = ino;
+            }
+        }
+        inos
+    }
+
+    /// The rows whose directory `closed` (by index in [`Rows::dirs`]) does not mark, and
+    /// how many it does.
+    pub(super) fn files_outside(&self, closed: &[bool]) -> (Vec<manifest::File>, usize) {
+        let kept: Vec<manifest::File> = self
+            .files
+            .iter()
+            .filter(|f| !closed.get(f.dir).copied().unwrap_or(false))
+            .cloned()
+            .collect();
+        let hidden = self.files.len() - kept.len();
+        (kept, hidden)
+    }
+
     /// Brings inode `ino`'s row up to date with what the tree has (`seen`). Returns
     /// `false` when that needs a walk of the tree instead: a directory whose path
     /// changed while `paths_matter` (the rules' globs judge its files by path).

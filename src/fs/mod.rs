@@ -192,6 +192,20 @@ pub fn invalidations_may_wait() -> bool {
 /// execute of a file no one may execute; then the owner's, the group's (the primary or a
 /// supplementary group, `/proc/<pid>/status`) or the others' bits.
 fn permitted(perm: (u32, u32, u32), kind: Kind, mask: i32, ctx: Ctx) -> (u32, u32) {
+    permitted_among(perm, kind, mask, ctx, &|gid| {
+        crate::identity::groups_of(ctx.pid).contains(&gid)
+    })
+}
+
+/// [`permitted`], with the caller's supplementary groups asked of `in_group` (only when
+/// neither its uid nor its gid decides), for a check repeated over many inodes.
+fn permitted_among(
+    perm: (u32, u32, u32),
+    kind: Kind,
+    mask: i32,
+    ctx: Ctx,
+    in_group: &dyn Fn(u32) -> bool,
+) -> (u32, u32) {
     let (mode, uid, gid) = perm;
     let want = (mask & 7) as u32;
     let allowed = if ctx.uid == 0 {
@@ -203,7 +217,7 @@ fn permitted(perm: (u32, u32, u32), kind: Kind, mask: i32, ctx: Ctx) -> (u32, u3
         }
     } else if ctx.uid == uid {
         (mode >> 6) & 7
-    } else if ctx.gid == gid || crate::identity::groups_of(ctx.pid).contains(&gid) {
+    } else if ctx.gid == gid || in_group(gid) {
         (mode >> 3) & 7
     } else {
         mode & 7
@@ -695,6 +709,9 @@ impl Fs {
     /// ([`Fs::getattr_for`]).
     pub fn lookup_for(&self, parent: u64, name: &[u8], ctx: Ctx) -> Result<Attr> {
         let a = self.lookup(parent, name)?;
+        if View::of(a.ino) == Some(View::Manifest) {
+            return self.view_attr_for(View::Manifest, Some(ctx));
+        }
         if a.volatile && a.kind == Kind::File && !a.synthesized {
             let tgid = self.pending_viewer(a.ino, ctx);
             if let Ok(b) = self.tree.read().attr_as(a.ino, tgid) {
@@ -755,7 +772,7 @@ impl Fs {
     /// i_size to 0) asks for the bytes of its snapshot instead of seeing an empty file.
     pub fn getattr_for(&self, ino: u64, ctx: Ctx) -> Result<Attr> {
         if let Some(view) = View::of(ino) {
-            return self.view_attr(view);
+            return self.view_attr_for(view, Some(ctx));
         }
         let tgid = self.pending_viewer(ino, ctx);
         // An answer that tells the kernel the head's size (not a held or pending one)
@@ -1020,7 +1037,7 @@ impl Fs {
             self.follow_rewritten_head(ino)?;
         }
         if let Some(view) = View::of(ino) {
-            let opened = self.open_view(view, writable || flags & libc::O_TRUNC != 0)?;
+            let opened = self.open_view(view, writable || flags & libc::O_TRUNC != 0, ctx)?;
             if ctx.pid != 0
                 && matches!(view, View::Version(_) | View::Archived(_))
                 && let Ok((_, id)) = self.history_content(view)

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use super::manifest_rows::{FxMap, Rows, Seen, Touched, mix};
 use super::tree::{Node, Tree, ViewMemo};
-use super::{Attr, Fs, OpenFlags, ROOT, now_ns};
+use super::{Attr, Ctx, Fs, OpenFlags, ROOT, now_ns};
 use crate::error::{Error, Result};
 use crate::fs::handle::{Handle, HandleKind, Slot};
 use crate::identity::Caller;
@@ -23,6 +23,10 @@ const OUTLINE_CACHE: usize = 1024;
 /// emptied when one more would pass either bound.
 const OUTLINE_CACHE_BYTES: usize = 8 << 20;
 
+/// Renderings of MANIFEST kept for readers who cannot list every directory (8): one per
+/// set of directories hidden, so that readers of a few uids share theirs.
+const PER_READER_KEPT: usize = 8;
+
 /// Most files the MCP tool `list` returns (10,000).
 const LIST_MAX: usize = 10_000;
 
@@ -33,6 +37,41 @@ const RESTORABLE_SCAN: usize = 4096;
 /// Files whose start MANIFEST reads while it holds the tree (a few changed since the last
 /// rendering); more are read without it, before the tree is walked again.
 const SNIFF_UNDER_LOCK: usize = 64;
+
+/// A reader, as MANIFEST and `list` judge what it may find (issue 31 item 4): what `ls`
+/// would show it, a name in a directory on which it has read and search, under
+/// directories on which it has search (access(2) `R_OK | X_OK`, the mount's own check),
+/// its supplementary groups read once.
+pub(super) struct Listable {
+    ctx: Ctx,
+    groups: std::sync::OnceLock<Vec<u32>>,
+}
+
+impl Listable {
+    fn new(ctx: Ctx) -> Listable {
+        Listable {
+            ctx,
+            groups: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Whether the reader has read and search on a directory with attributes `a`.
+    fn lists(&self, a: &Attrs) -> bool {
+        let in_group = |gid: u32| {
+            self.groups
+                .get_or_init(|| crate::identity::groups_of(self.ctx.pid))
+                .contains(&gid)
+        };
+        let (want, allowed) = super::permitted_among(
+            (a.mode, a.uid, a.gid),
+            Kind::Dir,
+            libc::R_OK | libc::X_OK,
+            self.ctx,
+            &in_group,
+        );
+        want & !allowed == 0
+    }
+}
 
 /// What MANIFEST reads of a file in its pass over the inodes, besides its row.
 struct Extra<'t> {
@@ -160,6 +199,9 @@ pub struct ViewState {
     last_change_ns: AtomicI64,
     /// MANIFEST as rendered at a generation.
     manifest: Mutex<Option<(u64, Arc<Vec<u8>>)>>,
+    /// MANIFEST as rendered at a generation for readers who cannot list some directories
+    /// (issue 31), by a digest of which ones: at most [`PER_READER_KEPT`].
+    per_reader: Mutex<Vec<(u64, u64, Arc<Vec<u8>>)>>,
     /// Held while MANIFEST renders: one rendering at a time (the others then find it
     /// cached), and one writer of the files' [`ViewMemo`]s; holds MANIFEST's rows
     /// between renderings (`manifest_rows.rs`; `None` until the first).
@@ -314,10 +356,19 @@ impl Fs {
     /// read bits (what a file holds is for those who may read it; docs/views.md), history
     /// views [`Fs::history_attr`].
     pub(super) fn view_attr(&self, view: View) -> Result<Attr> {
+        self.view_attr_for(view, None)
+    }
+
+    /// [`Fs::view_attr`] as reader `ctx` sees it: MANIFEST's size is that of the text it
+    /// reads ([`Fs::manifest_for`]).
+    pub(super) fn view_attr_for(&self, view: View, ctx: Option<Ctx>) -> Result<Attr> {
         if !matches!(view, View::Manifest | View::Outline(_)) {
             return self.history_attr(view);
         }
-        let bytes = self.view_content(view)?;
+        let bytes = match (view, ctx) {
+            (View::Manifest, Some(ctx)) => self.manifest_for(ctx)?,
+            _ => self.view_content(view)?,
+        };
         let tree = self.tree.read();
         let root = tree.get(ROOT)?.attrs;
         let (t, mode, uid, gid) = match view {
@@ -353,12 +404,18 @@ impl Fs {
 
     /// `open` of a view: `EACCES` for writing; else a snapshot of its content, served with
     /// direct I/O so that size and content always agree (FUSE-TRAPS §1).
-    pub(super) fn open_view(&self, view: View, writable: bool) -> Result<(u64, OpenFlags)> {
+    pub(super) fn open_view(
+        &self,
+        view: View,
+        writable: bool,
+        ctx: Ctx,
+    ) -> Result<(u64, OpenFlags)> {
         if writable {
             return Err(Error::new(libc::EACCES, "views are read-only"));
         }
         let kind = match view {
-            View::Manifest | View::Outline(_) => HandleKind::View(self.view_content(view)?),
+            View::Manifest => HandleKind::View(self.manifest_for(ctx)?),
+            View::Outline(_) => HandleKind::View(self.view_content(view)?),
             // Versions never change: read them from the store as they are needed.
             _ => HandleKind::Read(self.history_content(view)?.0, false),
         };
@@ -399,7 +456,7 @@ impl Fs {
         let read = self.manifest()?.to_vec();
         let _one = self.views.rendering.lock();
         let mut fresh = None;
-        let (refusals, restorable, erasures) = self.manifest_events()?;
+        let (refusals, restorable, erasures) = self.manifest_events(None)?;
         let walked = self.render_manifest(&mut fresh, restorable, refusals, erasures)?;
         Ok((read, walked.into_bytes()))
     }
@@ -420,28 +477,129 @@ impl Fs {
         {
             return Ok(bytes.clone());
         }
-        let (refusals, restorable, erasures) = self.manifest_events()?;
+        let (refusals, restorable, erasures) = self.manifest_events(None)?;
         let text = self.render_manifest(&mut rows, restorable, refusals, erasures)?;
         let bytes = Arc::new(text.into_bytes());
         *self.views.manifest.lock() = Some((generation, bytes.clone()));
         Ok(bytes)
     }
 
+    /// MANIFEST as reader `ctx` may see it (issue 31 item 4): the shared rendering when
+    /// it can list every directory (root, or a tree open to it), else one of its own, in
+    /// which the files of directories it cannot list are only counted and the refusals,
+    /// restorable content and erasures under them are left out ([`Listable`]).
+    fn manifest_for(&self, ctx: Ctx) -> Result<Arc<Vec<u8>>> {
+        if ctx.uid == 0 {
+            return self.manifest();
+        }
+        let generation = self.views.generation.load(Ordering::Acquire);
+        let mut slot = self.views.rendering.lock();
+        let listable = Listable::new(ctx);
+        let rows = self.rows_now(&mut slot)?;
+        let Some(closed) = self.closed_dirs(rows, &listable) else {
+            drop(slot);
+            return self.manifest();
+        };
+        let key = {
+            let mut h = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(&closed, &mut h);
+            std::hash::Hasher::finish(&h)
+        };
+        if let Some((_, _, bytes)) = self
+            .views
+            .per_reader
+            .lock()
+            .iter()
+            .find(|(g, k, _)| *g == generation && *k == key)
+        {
+            return Ok(bytes.clone());
+        }
+        let (refusals, restorable, erasures) = self.manifest_events(Some(&listable))?;
+        let text = self.render_rows(rows, restorable, refusals, erasures, Some(&closed))?;
+        let bytes = Arc::new(text.into_bytes());
+        let mut kept = self.views.per_reader.lock();
+        kept.retain(|(g, _, _)| *g == generation);
+        if kept.len() >= PER_READER_KEPT {
+            kept.remove(0);
+        }
+        kept.push((generation, key, bytes.clone()));
+        Ok(bytes)
+    }
+
+    /// The directories of `rows` (by index in [`Rows::dirs`]) whose files `listable`'s
+    /// reader cannot find with `ls`: it lacks read or search on the directory or on one
+    /// above it. `None` when it can list every one.
+    fn closed_dirs(&self, rows: &Rows, listable: &Listable) -> Option<Vec<bool>> {
+        let tree = self.tree.read();
+        let inos = rows.dir_inos();
+        let mut closed = vec![false; inos.len()];
+        let mut any = false;
+        for (i, ino) in inos.iter().enumerate() {
+            let parent = rows.dirs[i].parent;
+            let above = i != 0 && parent < i && closed[parent];
+            let own = tree.get(*ino).map_or(false, |n| listable.lists(&n.attrs));
+            closed[i] = above || !own;
+            any |= closed[i];
+        }
+        any.then_some(closed)
+    }
+
+    /// Whether `listable`'s reader can find something at `path` (as stored) with `ls`:
+    /// it can list every directory of the path that lives now. Directories gone are not
+    /// judged, as `.archive` judges them (SPEC §7: 0555 where nothing lives).
+    fn path_listed(&self, path: &str, listable: &Listable) -> bool {
+        let tree = self.tree.read();
+        let Ok(root) = tree.get(ROOT) else {
+            return false;
+        };
+        if !listable.lists(&root.attrs) {
+            return false;
+        }
+        let raw = paths::decode(path);
+        let mut dirs: Vec<&[u8]> = raw.split(|&b| b == b'/').collect();
+        dirs.pop();
+        let mut ino = ROOT;
+        for name in dirs {
+            match tree.child(ino, name).ok().flatten() {
+                Some(next) => match tree.get(next) {
+                    Ok(n) if n.kind == Kind::Dir => {
+                        if !listable.lists(&n.attrs) {
+                            return false;
+                        }
+                        ino = next;
+                    }
+                    _ => return true,
+                },
+                None => return true,
+            }
+        }
+        true
+    }
+
     /// The refusals, restorable content and erasures MANIFEST shows (after writing the
-    /// store's batch).
+    /// store's batch); with `reader`, only those of paths it can list
+    /// ([`Fs::path_listed`]) and content it may read ([`Fs::may_read_version`]). The
+    /// totals stay the store's.
     #[allow(clippy::type_complexity)]
     fn manifest_events(
         &self,
+        reader: Option<&Listable>,
     ) -> Result<(
         (Vec<Refusal>, u64),
         Vec<manifest::Restorable>,
         (Vec<Refusal>, u64),
     )> {
         self.store.sync()?;
-        let (refusals, count) = self.store.refusals(manifest::REFUSALS_SHOWN)?;
+        let shown = |path: &str| reader.is_none_or(|l| self.path_listed(path, l));
+        let (mut refusals, count) = self.store.refusals(manifest::REFUSALS_SHOWN)?;
+        refusals.retain(|r| shown(&r.path));
         let restorable: Vec<manifest::Restorable> = self
             .restorable_shown()?
             .into_iter()
+            .filter(|r| {
+                shown(&r.path)
+                    && reader.is_none_or(|l| self.may_read_version(r.version_id, l.ctx, "").is_ok())
+            })
             .map(|r| manifest::Restorable {
                 deleted: r.deleted,
                 path: r.path,
@@ -455,6 +613,7 @@ impl Fs {
             let (runs, n) = self.store.erasures(manifest::REFUSALS_SHOWN)?;
             (
                 runs.into_iter()
+                    .filter(|r| shown(&r.path))
                     .map(|r| Refusal {
                         reason: r.reason,
                         writer: r.writer,
@@ -535,15 +694,37 @@ impl Fs {
     /// MANIFEST's data, structured, for the MCP tool `list` (issue 12): the files it
     /// knows of (temporaries left out), at most `LIST_MAX` (10,000) of them, the newest
     /// first; the latest refusals, restorable content and history erasures it shows.
-    pub fn listing(&self) -> Result<serde_json::Value> {
-        let (refusals, restorable, erasures) = self.manifest_events()?;
-        let files = {
+    ///
+    /// As MANIFEST does for reader `ctx` ([`Fs::manifest_for`]): files in directories it
+    /// cannot list are counted in `unlisted`, not named.
+    pub fn listing(&self, ctx: Ctx) -> Result<serde_json::Value> {
+        let listable = Listable::new(ctx);
+        let (files, unlisted, reader) = {
             let mut slot = self.views.rendering.lock();
             let rows = self.rows_now(&mut slot)?;
-            manifest::listing(&rows.dirs, &rows.files, LIST_MAX, now_ns())
+            let closed = (ctx.uid != 0)
+                .then(|| self.closed_dirs(rows, &listable))
+                .flatten();
+            match closed {
+                None => (
+                    manifest::listing(&rows.dirs, &rows.files, LIST_MAX, now_ns()),
+                    0,
+                    None,
+                ),
+                Some(closed) => {
+                    let (files, hidden) = rows.files_outside(&closed);
+                    (
+                        manifest::listing(&rows.dirs, &files, LIST_MAX, now_ns()),
+                        hidden,
+                        Some(&listable),
+                    )
+                }
+            }
         };
+        let (refusals, restorable, erasures) = self.manifest_events(reader)?;
         Ok(serde_json::json!({
             "files": files,
+            "unlisted": unlisted,
             "refusals": refusals.0,
             "refusals_total": refusals.1,
             "restorable": restorable,
@@ -562,20 +743,40 @@ impl Fs {
         refusals: (Vec<Refusal>, u64),
         erasures: (Vec<Refusal>, u64),
     ) -> Result<String> {
-        let rules_now = self.gate.rules.load();
-        let rules = rules_now.as_deref();
         let mut current = slot.take();
         let rows = self.rows_now(&mut current)?;
+        let text = self.render_rows(rows, restorable, refusals, erasures, None);
+        *slot = current;
+        text
+    }
+
+    /// Renders MANIFEST from `rows` (brought up to date), leaving out the files of the
+    /// directories `closed` marks (by index in [`Rows::dirs`]) but for their count.
+    fn render_rows(
+        &self,
+        rows: &mut Rows,
+        restorable: Vec<manifest::Restorable>,
+        refusals: (Vec<Refusal>, u64),
+        erasures: (Vec<Refusal>, u64),
+        closed: Option<&[bool]>,
+    ) -> Result<String> {
+        let rules_now = self.gate.rules.load();
+        let rules = rules_now.as_deref();
         let caps = |path: &str| {
             rules
                 .and_then(|r| r.rule_for(path))
                 .and_then(|r| r.max_bytes)
         };
         let root_ctime = self.tree.read().get(ROOT)?.attrs.ctime_ns;
+        let (files, unlisted) = match closed {
+            Some(closed) => rows.files_outside(closed),
+            None => (std::mem::take(&mut rows.files), 0),
+        };
         let mut input = manifest::Input {
             dirs: std::mem::take(&mut rows.dirs),
-            files: std::mem::take(&mut rows.files),
+            files,
             temporaries: rows.temporaries(),
+            unlisted,
             restorable,
             refusals,
             erasures,
@@ -588,8 +789,9 @@ impl Fs {
         };
         let text = manifest::render(&input);
         rows.dirs = std::mem::take(&mut input.dirs);
-        rows.files = std::mem::take(&mut input.files);
-        *slot = current;
+        if closed.is_none() {
+            rows.files = std::mem::take(&mut input.files);
+        }
         Ok(text)
     }
 

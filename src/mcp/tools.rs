@@ -800,7 +800,7 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
         "list" => {
             let text = read_all(fs, "MANIFEST", ctx)?;
             let text = String::from_utf8_lossy(&text).into_owned();
-            Outcome::ok(text, Some(fs.listing()?))
+            Outcome::ok(text, Some(fs.listing(ctx)?))
         }
         "read" => {
             let section = match (

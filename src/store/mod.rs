@@ -175,6 +175,9 @@ pub struct RedactReport {
 /// A refused commit, as MANIFEST summarises it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefusalInfo {
+    /// The path it concerns, as stored (`events.path`; for `gc` and `redact` runs, the
+    /// path or pattern they were given, possibly empty).
+    pub path: String,
     /// One-line reason (path, writer, rule, what failed).
     pub reason: String,
     /// Writer refused.

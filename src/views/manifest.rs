@@ -17,7 +17,9 @@
 //! ```
 //!
 //! - A header with the time of the last change and the totals (estimated tokens of text
-//!   files only), how many temporaries were left out, and whether the table was folded.
+//!   files only), how many temporaries were left out, how many files lie in directories
+//!   the reader cannot list (`; 3 in directories you cannot list`: each reader is shown
+//!   only what `ls` would show it, issue 31), and whether the table was folded.
 //! - One row per live file: path, bytes, estimated tokens (bytes/4; `binary` for a binary
 //!   file, [`super::is_binary`]), current version number, its writer, its age relative to
 //!   the header's time (the last change, so the text stays the same until something
@@ -201,6 +203,9 @@ pub struct Input<'a> {
     pub files: Vec<File>,
     /// How many live temporaries were left out.
     pub temporaries: usize,
+    /// How many live files were left out because the reader cannot list a directory
+    /// above them (issue 31): counted, never named.
+    pub unlisted: usize,
     /// The latest deletions and shrinking commits, newest first.
     pub restorable: Vec<Restorable>,
     /// The latest refusals, newest first, and how many there are in all.
@@ -1216,6 +1221,13 @@ pub fn render(input: &Input) -> String {
                 "; {} temporar{} not listed",
                 thousands(input.temporaries as u64),
                 if input.temporaries == 1 { "y" } else { "ies" }
+            );
+        }
+        if input.unlisted > 0 {
+            let _ = write!(
+                h,
+                "; {} in directories you cannot list",
+                thousands(input.unlisted as u64),
             );
         }
         if folded {

@@ -429,7 +429,8 @@ pub(crate) fn events_of(
     let count: i64 = conn.value(&format!("SELECT COUNT(*) FROM events WHERE {filter}"), p![])?;
     let rows = conn.all(
         &format!(
-            "SELECT reason, writer, time_ns FROM events WHERE {filter} ORDER BY id DESC LIMIT ?1"
+            "SELECT reason, writer, time_ns, path FROM events WHERE {filter}
+             ORDER BY id DESC LIMIT ?1"
         ),
         p![limit as i64],
         |r| {
@@ -437,6 +438,7 @@ pub(crate) fn events_of(
                 reason: r.get::<Option<String>>(0)?.unwrap_or_default(),
                 writer: r.get(1)?,
                 time_ns: r.get(2)?,
+                path: r.get(3)?,
             })
         },
     )?;
