@@ -68,14 +68,15 @@ pub struct Caller {
     /// Whether the process runs in the daemon's own mount and user namespaces (their
     /// inode numbers, `/proc/<tgid>/ns/{mnt,user}`, namespaces(7)); `false` when they
     /// cannot be read. A process in another namespace matches no `exe` matcher unless the
-    /// writer says `exe_any_namespace`.
-    #[serde(skip)]
+    /// writer says `exe_any_namespace`. Recorded with the provenance (`processes.own_ns`).
+    #[serde(default)]
     pub same_ns: bool,
     /// The user namespace the process runs in, by its inode number
     /// (`/proc/<tgid>/ns/user`); 0 when unknown. A uid of a request is the kernel's view
     /// in the namespace the mount was made in: root inside an agent's user namespace that
-    /// maps it to root outside is root here (docs/security.md).
-    #[serde(skip)]
+    /// maps it to root outside is root here (docs/security.md). Recorded with the
+    /// provenance (`processes.user_ns`).
+    #[serde(default)]
     pub user_ns: u64,
     /// Supplementary groups (`/proc/<tgid>/status` `Groups:`), to tell whether the process
     /// may write its own executable.

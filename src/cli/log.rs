@@ -86,6 +86,14 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
                 )
             }
         }
+        if e.own_ns == Some(false) {
+            // A sandbox's process: the uid is the kernel's in the mount's namespace.
+            line += &format!(
+                "  in another namespace (uid {}, user:[{}])",
+                e.uid,
+                e.user_ns.unwrap_or_default()
+            );
+        }
         if let Some(r) = &e.reason {
             let errno = e
                 .errno

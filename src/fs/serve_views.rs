@@ -201,7 +201,7 @@ pub struct ViewState {
     manifest: Mutex<Option<(u64, Arc<Vec<u8>>)>>,
     /// MANIFEST as rendered at a generation for readers who cannot list some directories
     /// (issue 31), by a digest of which ones: at most [`PER_READER_KEPT`].
-    per_reader: Mutex<Vec<(u64, u64, Arc<Vec<u8>>)>>,
+    per_reader: Mutex<Vec<ReaderManifest>>,
     /// Held while MANIFEST renders: one rendering at a time (the others then find it
     /// cached), and one writer of the files' [`ViewMemo`]s; holds MANIFEST's rows
     /// between renderings (`manifest_rows.rs`; `None` until the first).
@@ -215,6 +215,10 @@ pub struct ViewState {
     /// Nodes of `.checkpoints/NAME/` and the checkpoint trees computed last.
     pub(super) checkpoints: super::serve_checkpoints::Registry,
 }
+
+/// MANIFEST as rendered for a set of hidden directories: (generation, digest of the set,
+/// text).
+type ReaderManifest = (u64, u64, Arc<Vec<u8>>);
 
 /// An outline as rendered for (version id, path).
 type CachedOutline = (i64, String, Arc<Vec<u8>>);
@@ -537,7 +541,7 @@ impl Fs {
         for (i, ino) in inos.iter().enumerate() {
             let parent = rows.dirs[i].parent;
             let above = i != 0 && parent < i && closed[parent];
-            let own = tree.get(*ino).map_or(false, |n| listable.lists(&n.attrs));
+            let own = tree.get(*ino).is_ok_and(|n| listable.lists(&n.attrs));
             closed[i] = above || !own;
             any |= closed[i];
         }

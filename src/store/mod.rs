@@ -656,6 +656,15 @@ pub struct LogEntry {
     pub client: Option<String>,
     /// The MCP client's version.
     pub client_version: Option<String>,
+    /// The process's uid, as the kernel gave it in the namespace the mount was made in.
+    pub uid: u32,
+    /// The inode number of the process's user namespace (`/proc/PID/ns/user`); `None`
+    /// when unknown (and in rows from before issue 31).
+    pub user_ns: Option<i64>,
+    /// Whether the process ran in the daemon's own mount and user namespaces: `false` for
+    /// one in a sandbox's namespaces (a uid 0 there is root outside it only if the
+    /// namespace maps it so, docs/security.md); `None` when unknown.
+    pub own_ns: Option<bool>,
     /// What the writer had read before the commit (versions only; issue 13):
     /// [`crate::lineage::inputs_json`]; filled by the caller.
     pub inputs: Option<serde_json::Value>,

@@ -60,7 +60,10 @@ CREATE TABLE IF NOT EXISTS extents (
 -- transport: `mcp` for a change made through the MCP server (NULL: the mount or the
 -- CLI); client, client_version: the MCP client's, from its handshake (added for the MCP
 -- server: older databases get the three columns, NULL, when opened; no comment inside the
--- column list, which SQLite's ALTER TABLE rewrites).
+-- column list, which SQLite's ALTER TABLE rewrites). user_ns: the inode number of the
+-- process's user namespace (/proc/PID/ns/user); own_ns: 1 when the process ran in the
+-- daemon's own mount and user namespaces, 0 in others (a sandbox's), NULL unknown (issue
+-- 31; NULL in the rows of a database from before).
 CREATE TABLE IF NOT EXISTS processes (
     id         INTEGER PRIMARY KEY,
     writer     TEXT NOT NULL,
@@ -74,7 +77,9 @@ CREATE TABLE IF NOT EXISTS processes (
     step       INTEGER,
     transport  TEXT,
     client     TEXT,
-    client_version TEXT
+    client_version TEXT,
+    user_ns    INTEGER,
+    own_ns     INTEGER
 );
 CREATE INDEX IF NOT EXISTS files_by_path ON files(path);
 -- The inodes that carried a lineage (the views of its versions take their owner).
@@ -128,14 +133,15 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE VIEW IF NOT EXISTS version_log AS
     SELECT v.id, v.file_id, v.version, v.path, v.op, v.size, v.blake3, v.stream, v.writer,
            v.pid, p.tgid, p.start_time, p.uid, p.gid, p.exe, p.argv, p.env_writer, p.step,
-           v.time_ns, v.process, p.transport, p.client, p.client_version
+           v.time_ns, v.process, p.transport, p.client, p.client_version, p.user_ns,
+           p.own_ns
     FROM versions v JOIN processes p ON p.id = v.process;
 -- Every event with its full provenance.
 CREATE VIEW IF NOT EXISTS event_log AS
     SELECT e.id, e.time_ns, e.op, e.path, e.new_path, e.file_id, e.version_id, e.errno,
            e.reason, e.stream, e.size, e.blake3, e.writer, e.pid, p.tgid, p.start_time, p.uid,
            p.gid, p.exe, p.argv, p.env_writer, p.step, e.process, p.transport, p.client,
-           p.client_version
+           p.client_version, p.user_ns, p.own_ns
     FROM events e JOIN processes p ON p.id = e.process;
 CREATE INDEX IF NOT EXISTS events_rejected ON events(id) WHERE op = 'rejected';
 -- A lineage's events: its deletions and its creates (a `create` event's version_id is the

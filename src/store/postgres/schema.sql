@@ -116,7 +116,9 @@ CREATE TABLE IF NOT EXISTS processes (
     step       BIGINT,
     transport  TEXT,
     client     TEXT,
-    client_version TEXT
+    client_version TEXT,
+    user_ns    BIGINT,
+    own_ns     BIGINT
 );
 CREATE INDEX IF NOT EXISTS files_by_path ON files(path);
 -- The inodes that carried a lineage (the views of its versions take their owner).
@@ -146,6 +148,15 @@ DO $$ BEGIN
     IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
                    AND table_name = 'versions' AND column_name = 'ino') THEN
         ALTER TABLE versions ADD COLUMN ino BIGINT;
+    END IF;
+END $$;
+-- processes.user_ns and own_ns (issue 31): the caller's user namespace and whether it ran
+-- in the daemon's own namespaces (see the SQLite schema); NULL in older rows.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                   AND table_name = 'processes' AND column_name = 'user_ns') THEN
+        ALTER TABLE processes ADD COLUMN user_ns BIGINT;
+        ALTER TABLE processes ADD COLUMN own_ns BIGINT;
     END IF;
 END $$;
 -- The current version of every file. The version's columns are listed: PostgreSQL
@@ -179,14 +190,15 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE OR REPLACE VIEW version_log AS
     SELECT v.id, v.file_id, v.version, v.path, v.op, v.size, v.blake3, v.stream, v.writer,
            v.pid, p.tgid, p.start_time, p.uid, p.gid, p.exe, p.argv, p.env_writer, p.step,
-           v.time_ns, v.process, p.transport, p.client, p.client_version
+           v.time_ns, v.process, p.transport, p.client, p.client_version, p.user_ns,
+           p.own_ns
     FROM versions v JOIN processes p ON p.id = v.process;
 -- Every event with its full provenance.
 CREATE OR REPLACE VIEW event_log AS
     SELECT e.id, e.time_ns, e.op, e.path, e.new_path, e.file_id, e.version_id, e.errno,
            e.reason, e.stream, e.size, e.blake3, e.writer, e.pid, p.tgid, p.start_time, p.uid,
            p.gid, p.exe, p.argv, p.env_writer, p.step, e.process, p.transport, p.client,
-           p.client_version
+           p.client_version, p.user_ns, p.own_ns
     FROM events e JOIN processes p ON p.id = e.process;
 CREATE INDEX IF NOT EXISTS events_rejected ON events(id) WHERE op = 'rejected';
 -- A lineage's events: its deletions and its creates (a `create` event's version_id is the

@@ -422,18 +422,29 @@ pub(crate) fn log(conn: &dyn Conn, filter: &LogFilter) -> Result<Vec<LogEntry>> 
             _ => "NULL, NULL, NULL",
         },
     };
+    // One from before issue 31 has no user namespace.
+    let ns = match conn.dialect() {
+        Dialect::Postgres => "uid, user_ns, own_ns",
+        Dialect::Sqlite => match conn.value::<i64>(
+            "SELECT COUNT(*) FROM pragma_table_info('version_log') WHERE name = 'user_ns'",
+            p![],
+        ) {
+            Ok(n) if n > 0 => "uid, user_ns, own_ns",
+            _ => "uid, NULL, NULL",
+        },
+    };
     conn.all(
         &format!(
             "SELECT time_ns, 'version', op, path, NULL, version, size, writer, step, tgid, exe,
-                    NULL, NULL, {via}, id, 1, id
+                    NULL, NULL, {via}, {ns}, id, 1, id
              FROM version_log WHERE ?2 = 0 AND (CAST(?1 AS TEXT) IS NULL OR path IN (?1, ?3))
              UNION ALL
              SELECT time_ns, 'event', op, path, new_path, NULL, size, writer, step, tgid, exe,
-                    errno, reason, {via}, NULL,
+                    errno, reason, {via}, {ns}, NULL,
                     CASE WHEN op IN ({NAMESPACE_OPS}) THEN 0 ELSE 2 END, id
              FROM event_log WHERE (?2 = 0 OR op = 'rejected')
                  AND (CAST(?1 AS TEXT) IS NULL OR path IN (?1, ?3) OR new_path IN (?1, ?3))
-             ORDER BY 1, 18, 19"
+             ORDER BY 1, 21, 22"
         ),
         p![&filter.path, filter.rejected, &filter.lossy],
         |r| {
@@ -454,8 +465,11 @@ pub(crate) fn log(conn: &dyn Conn, filter: &LogFilter) -> Result<Vec<LogEntry>> 
                 transport: r.get(13)?,
                 client: r.get(14)?,
                 client_version: r.get(15)?,
+                uid: r.get(16)?,
+                user_ns: r.get(17)?,
+                own_ns: r.get::<Option<i64>>(18)?.map(|o| o != 0),
                 inputs: None,
-                id: r.get(16)?,
+                id: r.get(19)?,
             })
         },
     )

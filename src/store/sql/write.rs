@@ -32,6 +32,10 @@ pub(crate) enum Applied {
 /// The `processes` row of these caller facts, inserted when new.
 pub(crate) fn process_id(conn: &dyn Conn, c: &Caller) -> Result<i64> {
     let argv = argv_json(c);
+    // The user namespace by its inode number, and whether the process ran in the daemon's
+    // own namespaces: unknown (NULL) when its namespace could not be read.
+    let user_ns = (c.user_ns != 0).then_some(c.user_ns as i64);
+    let own_ns = user_ns.map(|_| c.same_ns as i64);
     let facts = p![
         &c.writer,
         c.tgid,
@@ -44,19 +48,23 @@ pub(crate) fn process_id(conn: &dyn Conn, c: &Caller) -> Result<i64> {
         c.step,
         &c.transport,
         &c.client,
-        &c.client_version
+        &c.client_version,
+        user_ns,
+        own_ns
     ];
     let found: Option<i64> = conn
         .opt_value("SELECT id FROM processes WHERE writer = ?1 AND tgid = ?2 AND start_time = ?3
              AND uid = ?4 AND gid = ?5 AND exe = ?6 AND argv = ?7 AND env_writer IS NOT DISTINCT FROM ?8
              AND step IS NOT DISTINCT FROM ?9 AND transport IS NOT DISTINCT FROM ?10
-             AND client IS NOT DISTINCT FROM ?11 AND client_version IS NOT DISTINCT FROM ?12", facts)?;
+             AND client IS NOT DISTINCT FROM ?11 AND client_version IS NOT DISTINCT FROM ?12
+             AND user_ns IS NOT DISTINCT FROM ?13 AND own_ns IS NOT DISTINCT FROM ?14", facts)?;
     Ok(match found {
         Some(id) => id,
         None => conn.insert(
             "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
-                    env_writer, step, transport, client, client_version)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
+                    env_writer, step, transport, client, client_version, user_ns, own_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                 RETURNING id",
             facts,
         )?,
     })

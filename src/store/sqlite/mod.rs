@@ -62,8 +62,9 @@ pub use file::{Probe, cannot_open, companions, make_private, open_read_only, pro
 
 const SCHEMA: &str = include_str!("../schema.sql");
 
-/// A database made before issue 12 gets `processes.transport` and `processes.client`
-/// (NULL in its rows), and the views `version_log` and `event_log` that show them (made
+/// A database made before issue 12 gets `processes.transport` and `processes.client`,
+/// one made before issue 31 `processes.user_ns` and `own_ns` (NULL in its rows), and the
+/// views `version_log` and `event_log` that show them (made
 /// again by [`SCHEMA`]). Nothing else changes (docs/schema.md, "Migrations").
 fn migrate_processes(conn: &Connection) -> Result<()> {
     let has_table: bool = conn.one(
@@ -84,6 +85,20 @@ fn migrate_processes(conn: &Connection) -> Result<()> {
             "ALTER TABLE processes ADD COLUMN transport TEXT;
              ALTER TABLE processes ADD COLUMN client TEXT;
              ALTER TABLE processes ADD COLUMN client_version TEXT;
+             DROP VIEW IF EXISTS version_log;
+             DROP VIEW IF EXISTS event_log;",
+        )?;
+    }
+    let has_ns: bool = conn.one(
+        "SELECT COUNT(*) FROM pragma_table_info('processes') WHERE name = 'user_ns'",
+        p![],
+        |r| r.get::<i64>(0).map(|n| n > 0),
+    )?;
+    if !has_ns {
+        // Issue 31: the caller's user namespace, and whether it was the daemon's.
+        conn.execute_batch(
+            "ALTER TABLE processes ADD COLUMN user_ns INTEGER;
+             ALTER TABLE processes ADD COLUMN own_ns INTEGER;
              DROP VIEW IF EXISTS version_log;
              DROP VIEW IF EXISTS event_log;",
         )?;
