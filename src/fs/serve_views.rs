@@ -582,8 +582,10 @@ impl Fs {
 
     /// The refusals, restorable content and erasures MANIFEST shows (after writing the
     /// store's batch); with `reader`, only those of paths it can list
-    /// ([`Fs::path_listed`]) and content it may read ([`Fs::may_read_version`]). The
-    /// totals stay the store's.
+    /// ([`Fs::path_listed`]), as `ls .archive/` and `ls .history/` show them (a deleted
+    /// file's name is listed there whoever may read its bytes). The totals stay the
+    /// store's. What a reader sees depends only on which directories it cannot list, so
+    /// readers who cannot list the same ones share a rendering.
     #[allow(clippy::type_complexity)]
     fn manifest_events(
         &self,
@@ -600,10 +602,7 @@ impl Fs {
         let restorable: Vec<manifest::Restorable> = self
             .restorable_shown()?
             .into_iter()
-            .filter(|r| {
-                shown(&r.path)
-                    && reader.is_none_or(|l| self.may_read_version(r.version_id, l.ctx, "").is_ok())
-            })
+            .filter(|r| shown(&r.path))
             .map(|r| manifest::Restorable {
                 deleted: r.deleted,
                 path: r.path,
