@@ -6,7 +6,6 @@
 mod common;
 use common::*;
 use serde_json::{Value, json};
-use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -431,43 +430,6 @@ fn streamable_http() {
         ),
         "http-client"
     );
-}
-
-/// Starts `scratchfs mcp --db DB --listen 127.0.0.1:0 EXTRA...`; the server, its URL and
-/// its token file, from the two lines it prints on stderr once it listens.
-fn http_server(db: &Path, extra: &[&str]) -> (std::process::Child, String, String) {
-    let mut server = Command::new(BIN)
-        .args([
-            "mcp",
-            "--db",
-            db.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
-    let (mut line, mut token_line) = (String::new(), String::new());
-    err.read_line(&mut line).unwrap();
-    err.read_line(&mut token_line).unwrap();
-    let url = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .filter(|u| u.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    let token = token_line
-        .trim()
-        .strip_suffix('>')
-        .and_then(|l| l.rsplit(' ').next())
-        .filter(|t| t.starts_with('/'))
-        .unwrap_or_else(|| panic!("no token file in {token_line:?}"))
-        .to_string();
-    (server, url, token)
 }
 
 /// The HTTP server: a request without the bearer token is 401 and reaches no tool; root
