@@ -28,6 +28,30 @@ pub struct Http {
     pub allow_cleartext: bool,
 }
 
+/// What `--listen` takes with the starting user's rights, before the server may become
+/// the `--as` user: the bound port and the token (a `--token-file`, or the 0600 file made
+/// in the starting user's runtime directory, which the `--as` user must not read).
+struct Listening {
+    listener: std::net::TcpListener,
+    token: String,
+    token_path: std::path::PathBuf,
+}
+
+impl Listening {
+    fn new(h: &Http) -> Result<Listening, Failure> {
+        let dir = crate::mcp::socket::runtime_dir().map_err(|e| e.reason)?;
+        let (token, token_path) = crate::mcp::http::token(h.token_file.as_deref(), &dir)?;
+        let listener = std::net::TcpListener::bind(h.addr)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| format!("--listen {}: {e}", h.addr))?;
+        Ok(Listening {
+            listener,
+            token,
+            token_path,
+        })
+    }
+}
+
 /// Serves until stdin closes (stdio) or forever (`http`).
 pub fn serve(
     db: &Path,
@@ -57,6 +81,12 @@ pub fn serve(
         }
     }
     let as_user = http.as_ref().and_then(|h| h.as_user);
+    // Before this process may become the --as user (below, on a mounted database): its
+    // token file would otherwise be made in, and its token read from, that user's reach.
+    let http = match http {
+        Some(h) => Some((Listening::new(&h)?, h)),
+        None => None,
+    };
     if as_user.is_some() && me == 0 {
         // The calls' group checks read this process's supplementary groups: root's are
         // not the user's.
@@ -185,7 +215,11 @@ fn become_user(uid: u32, gid: u32) -> Result<(), Failure> {
 }
 
 /// Serves `backend` over stdio, or streamable HTTP as `http` says, until the client leaves.
-fn run_server(backend: Arc<Backend>, config: Config, http: Option<Http>) -> Result<(), Failure> {
+fn run_server(
+    backend: Arc<Backend>,
+    config: Config,
+    http: Option<(Listening, Http)>,
+) -> Result<(), Failure> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -207,7 +241,7 @@ fn run_server(backend: Arc<Backend>, config: Config, http: Option<Http>) -> Resu
                 running.waiting().await.map_err(|e| format!("mcp: {e}"))?;
                 Ok(())
             }
-            Some(h) => serve_http(backend, config, h).await,
+            Some((l, h)) => serve_http(backend, config, l, h).await,
         }
     });
     drop(runtime);
@@ -255,7 +289,12 @@ fn check_writer(fs: &crate::fs::Fs, writer: Option<&str>, ctx: Ctx) -> Result<()
 
 /// Streamable HTTP at `http://ADDR/mcp`, one session per client, every request behind
 /// the bearer token ([`crate::mcp::http`]).
-async fn serve_http(backend: Arc<Backend>, config: Config, h: Http) -> Result<(), Failure> {
+async fn serve_http(
+    backend: Arc<Backend>,
+    config: Config,
+    l: Listening,
+    h: Http,
+) -> Result<(), Failure> {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::server::conn::auto::Builder;
     use hyper_util::service::TowerToHyperService;
@@ -263,8 +302,6 @@ async fn serve_http(backend: Arc<Backend>, config: Config, h: Http) -> Result<()
         StreamableHttpService, session::local::LocalSessionManager,
     };
     let addr = h.addr;
-    let dir = crate::mcp::socket::runtime_dir().map_err(|e| e.reason)?;
-    let (token, token_path) = crate::mcp::http::token(h.token_file.as_deref(), &dir)?;
     let mut http_config =
         rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default();
     if !crate::mcp::http::loopback(&addr) {
@@ -277,10 +314,9 @@ async fn serve_http(backend: Arc<Backend>, config: Config, h: Http) -> Result<()
             LocalSessionManager::default().into(),
             http_config,
         ),
-        &token,
+        &l.token,
     ));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
+    let listener = tokio::net::TcpListener::from_std(l.listener)
         .map_err(|e| format!("--listen {addr}: {e}"))?;
     eprintln!(
         "scratchfs: MCP over streamable HTTP at http://{}/mcp",
@@ -288,7 +324,7 @@ async fn serve_http(backend: Arc<Backend>, config: Config, h: Http) -> Result<()
     );
     eprintln!(
         "scratchfs: every request needs Authorization: Bearer <the first line of {}>",
-        token_path.display()
+        l.token_path.display()
     );
     loop {
         let (stream, _) = listener
