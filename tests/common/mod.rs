@@ -629,7 +629,8 @@ impl Drop for KillOnDrop {
 }
 
 /// Starts `scratchfs mcp --db DB --listen 127.0.0.1:0 EXTRA...`; the server, its URL
-/// and its token file, from the two lines it prints on stderr once it listens.
+/// (`https://` with `--tls-cert`) and its token file, from the two lines it prints on
+/// stderr once it listens.
 pub fn http_server(db: &Path, extra: &[&str]) -> (KillOnDrop, String, String) {
     http_server_on("127.0.0.1:0", db, extra)
 }
@@ -655,7 +656,7 @@ pub fn http_server_on(addr: &str, db: &Path, extra: &[&str]) -> (KillOnDrop, Str
         .trim()
         .rsplit(' ')
         .next()
-        .filter(|u| u.starts_with("http://"))
+        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
     let token = token_line
