@@ -15,7 +15,9 @@
 //!   gc);
 //! - [`rules`]: writer rules (the file format, its check, writer resolution);
 //! - [`mcp`]: the MCP tools over the core (issue 12);
-//! - [`checkpoint`]: checkpoints, the tree at a point, rollback's report (issue 14).
+//! - [`checkpoint`]: checkpoints, the tree at a point, rollback's report (issue 14);
+//! - [`tls`]: rustls server (and later client) configurations from PEM files, for the
+//!   transports that speak TLS (`mcp --listen --tls-cert`, issue 31).
 
 pub mod checkpoint;
 pub mod cli;
@@ -32,4 +34,5 @@ pub mod store;
 pub mod sync;
 #[cfg(test)]
 mod test_alloc;
+pub mod tls;
 pub mod views;

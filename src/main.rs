@@ -374,10 +374,18 @@ enum Command {
         /// the server's own user; required when the server runs as root.
         #[arg(long = "as", value_name = "UID[:GID]", value_parser = parse_owner, requires = "listen")]
         as_user: Option<(u32, u32)>,
-        /// With --listen on an address that is not loopback: serve in clear text (no TLS in
-        /// this build). Without it such an address is refused.
-        #[arg(long, requires = "listen")]
+        /// With --listen on an address that is not loopback: serve in clear text. Without
+        /// it (or --tls-cert and --tls-key) such an address is refused.
+        #[arg(long, requires = "listen", conflicts_with = "tls_cert")]
         allow_cleartext: bool,
+        /// With --listen: serve HTTPS with this certificate (PEM; the server's
+        /// certificate first, then any intermediates). Needs --tls-key.
+        #[arg(long, value_name = "FILE", requires_all = ["listen", "tls_key"])]
+        tls_cert: Option<PathBuf>,
+        /// With --listen: the private key of --tls-cert's certificate (PEM, unencrypted:
+        /// PKCS #8, PKCS #1 or SEC1). Needs --tls-cert.
+        #[arg(long, value_name = "FILE", requires_all = ["listen", "tls_cert"])]
+        tls_key: Option<PathBuf>,
     },
     /// Mount on a fresh temporary directory, run CMD there with SCRATCHFS_MOUNT set,
     /// unmount, and exit with CMD's status.
@@ -588,6 +596,8 @@ fn main() -> ExitCode {
             token_file,
             as_user,
             allow_cleartext,
+            tls_cert,
+            tls_key,
         } => cli::mcp::serve(
             &db.db,
             rules.as_deref(),
@@ -597,6 +607,7 @@ fn main() -> ExitCode {
                 token_file,
                 as_user,
                 allow_cleartext,
+                tls: tls_cert.zip(tls_key),
             }),
         ),
     };

@@ -9,6 +9,7 @@
 //!   connected: a child that kept the socket while its parent exec'd the pinned tool is
 //!   not the tool (item 1).
 //! - One uid's idle connections to the socket keep no other caller out (item 3).
+//! - `mcp --listen` keeps its bearer token from the agent whose uid it acts as (item 3).
 
 mod common;
 use common::*;
@@ -479,4 +480,98 @@ fn names_in_directories_the_reader_cannot_list_stay_out_of_its_manifest() {
     );
     assert_eq!(r["structured"]["unlisted"], 2, "{r}");
     assert!(text.contains("open/visible.txt"), "{r}");
+}
+
+/// `scratchfs mcp --listen` as root, acting as the agent's uid (`--as`), on the agent's
+/// mount: the agent reaches the port but not the token. Without it, with a wrong one, or
+/// with another scheme, every request is 401; the token file is root's, mode 0600, in a
+/// directory the agent may not list; the server's memory and environment are closed to
+/// it (the server drops to the agent's uid on a mounted SQLite database, and is then not
+/// dumpable). It failed before the server took its token while still root: the token
+/// file was made after the drop, in /tmp/scratchfs-1000, the agent's own.
+#[test]
+fn the_http_server_keeps_its_token_from_the_agent() {
+    let m = Mount::with_args(&["--allow-other"]);
+    let (mut server, url, token) = http_server(&m.db, &["--as", "1000:1000"]);
+    let attack = r#"
+import json, os, sys, urllib.request, urllib.error
+url, token_file, pid = sys.argv[1], sys.argv[2], sys.argv[3]
+body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "agent", "version": "0"}}}).encode()
+def post(auth):
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if auth is not None:
+        h["Authorization"] = auth
+    try:
+        return urllib.request.urlopen(urllib.request.Request(url, data=body, headers=h),
+                                      timeout=30).status
+    except urllib.error.HTTPError as e:
+        return e.code
+def attempt(f):
+    try:
+        f()
+        return "done"
+    except OSError as e:
+        return type(e).__name__
+out = {
+    "none": post(None),
+    "wrong": post("Bearer " + "0" * 64),
+    "empty": post("Bearer "),
+    "basic": post("Basic YWdlbnQ6YWdlbnQ="),
+    "read token": attempt(lambda: open(token_file).read()),
+    "list its directory": attempt(lambda: os.listdir(os.path.dirname(token_file))),
+    "add to its directory": attempt(lambda: open(os.path.dirname(token_file) + "/mine", "w")),
+    "server memory": attempt(lambda: open("/proc/%s/mem" % pid, "rb").read(1)),
+    "server environment": attempt(lambda: open("/proc/%s/environ" % pid, "rb").read()),
+}
+if len(sys.argv) > 4:
+    out["right"] = post("Bearer " + open(token_file).read().strip())
+print(json.dumps(out))
+"#;
+    let pid = server.id().to_string();
+    let run = |who: &[&str], extra: &[&str]| -> Value {
+        let o = output_within(
+            "requests to the HTTP server",
+            Command::new("setpriv")
+                .args(who)
+                .args(["/usr/bin/python3", "-c", attack, &url, &token, &pid])
+                .args(extra),
+            Duration::from_secs(120),
+        );
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o:?}"))
+    };
+    let agent = run(
+        &["--reuid", "1000", "--regid", "1000", "--clear-groups"],
+        &[],
+    );
+    // The same requests from root, and one with the token: the refusals are the token's.
+    let root = run(
+        &["--reuid", "0", "--regid", "0", "--clear-groups"],
+        &["with the token"],
+    );
+    let meta = std::fs::metadata(&token);
+    let _ = server.kill();
+    let _ = server.wait();
+    use std::os::unix::fs::MetadataExt;
+    let meta = meta.unwrap();
+    assert_eq!(
+        (meta.uid(), meta.mode() & 0o777),
+        (0, 0o600),
+        "the token file {token}"
+    );
+    assert_eq!(
+        agent,
+        json!({
+            "none": 401, "wrong": 401, "empty": 401, "basic": 401,
+            "read token": "PermissionError",
+            "list its directory": "PermissionError",
+            "add to its directory": "PermissionError",
+            "server memory": "PermissionError",
+            "server environment": "PermissionError",
+        }),
+        "as the agent"
+    );
+    assert_eq!(root["right"], 200, "{root}");
+    assert_eq!(root["none"], 401, "{root}");
 }

@@ -6,7 +6,6 @@
 mod common;
 use common::*;
 use serde_json::{Value, json};
-use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -433,43 +432,6 @@ fn streamable_http() {
     );
 }
 
-/// Starts `scratchfs mcp --db DB --listen 127.0.0.1:0 EXTRA...`; the server, its URL and
-/// its token file, from the two lines it prints on stderr once it listens.
-fn http_server(db: &Path, extra: &[&str]) -> (std::process::Child, String, String) {
-    let mut server = Command::new(BIN)
-        .args([
-            "mcp",
-            "--db",
-            db.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
-    let (mut line, mut token_line) = (String::new(), String::new());
-    err.read_line(&mut line).unwrap();
-    err.read_line(&mut token_line).unwrap();
-    let url = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .filter(|u| u.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    let token = token_line
-        .trim()
-        .strip_suffix('>')
-        .and_then(|l| l.rsplit(' ').next())
-        .filter(|t| t.starts_with('/'))
-        .unwrap_or_else(|| panic!("no token file in {token_line:?}"))
-        .to_string();
-    (server, url, token)
-}
-
 /// The HTTP server: a request without the bearer token is 401 and reaches no tool; root
 /// may not start it without --as; and fifty sessions in a row through a mounted
 /// database's daemon all work, served as the --as user (issue 31 item 3: a session held
@@ -545,6 +507,332 @@ except urllib.error.HTTPError as e:\n    print(e.code, e.headers.get('WWW-Authen
         m.sql("SELECT DISTINCT p.uid FROM versions v JOIN processes p ON p.id = v.process WHERE v.path = 'shared/notes.md'"),
         "1000"
     );
+}
+
+/// A throwaway PKI in `dir` (rcgen): a root CA, an intermediate CA it signed, and a server
+/// certificate for 127.0.0.1 and localhost that the intermediate signed.
+struct Pki {
+    /// The root CA's certificate: what a client trusts.
+    ca: std::path::PathBuf,
+    /// The server's certificate, then the intermediate's: what the server presents.
+    chain: std::path::PathBuf,
+    /// The server certificate's key (mode 0600, root's).
+    key: std::path::PathBuf,
+    /// A key of no certificate here.
+    other_key: std::path::PathBuf,
+}
+
+fn pki(dir: &Path) -> Pki {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
+        IsCa, KeyPair, KeyUsagePurpose,
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let ca_params = |name: &str| {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(DnType::CommonName, name);
+        p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        p
+    };
+    let root = CertifiedIssuer::self_signed(
+        ca_params("scratchfs test root CA"),
+        KeyPair::generate().unwrap(),
+    )
+    .unwrap();
+    let intermediate = CertifiedIssuer::signed_by(
+        ca_params("scratchfs test intermediate CA"),
+        KeyPair::generate().unwrap(),
+        &root,
+    )
+    .unwrap();
+    let mut leaf = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    leaf.distinguished_name
+        .push(DnType::CommonName, "scratchfs test server");
+    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate().unwrap();
+    let cert = leaf.signed_by(&key, &intermediate).unwrap();
+    let pki = Pki {
+        ca: dir.join("ca.pem"),
+        chain: dir.join("chain.pem"),
+        key: dir.join("key.pem"),
+        other_key: dir.join("other-key.pem"),
+    };
+    std::fs::write(&pki.ca, root.pem()).unwrap();
+    std::fs::write(&pki.chain, cert.pem() + &intermediate.pem()).unwrap();
+    std::fs::write(&pki.key, key.serialize_pem()).unwrap();
+    std::fs::write(&pki.other_key, KeyPair::generate().unwrap().serialize_pem()).unwrap();
+    for k in [&pki.key, &pki.other_key] {
+        std::fs::set_permissions(k, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    pki
+}
+
+/// tests/mcp_client.py over http(s) to `url` with `token`, `calls` on its stdin, `env`
+/// added (MCP_CA_FILE); its output, whatever its exit status.
+fn http_client(
+    url: &str,
+    token: &str,
+    env: &[(&str, &Path)],
+    calls: Value,
+) -> std::process::Output {
+    let calls_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(calls_file.path(), calls.to_string()).unwrap();
+    let mut cmd = Command::new(MCP_PYTHON);
+    cmd.args([MCP_CLIENT, "tls-client", "http", url, token])
+        .env_remove("SSL_CERT_FILE")
+        .env_remove("SSL_CERT_DIR")
+        .stdin(std::fs::File::open(calls_file.path()).unwrap());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    output_within(
+        "the MCP client",
+        &mut cmd,
+        std::time::Duration::from_secs(120),
+    )
+}
+
+/// A TLS handshake with 127.0.0.1:`port`, trusting the CA in `ca` and checking the name
+/// 127.0.0.1 (Python's ssl module): the version agreed, or the error.
+fn tls_hello(port: &str, ca: &Path) -> String {
+    let o = output_within(
+        "a TLS handshake",
+        Command::new("/usr/bin/python3").args([
+            "-c",
+            "import socket, ssl, sys\n\
+c = ssl.create_default_context(cafile=sys.argv[2])\n\
+try:\n    s = c.wrap_socket(socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=30), server_hostname='127.0.0.1')\n    print(s.version())\n\
+except Exception as e:\n    print(type(e).__name__, e)",
+            port,
+            ca.to_str().unwrap(),
+        ]),
+        std::time::Duration::from_secs(60),
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// `--tls-cert` and `--tls-key` (issue 31 item 3): the server speaks HTTPS with the chain
+/// it was given (server certificate and intermediate), read before it becomes the `--as`
+/// user (the key is root's 0600). A client that trusts the root CA makes real MCP calls
+/// through the MCP Python SDK; one that does not is refused in the handshake
+/// (CERTIFICATE_VERIFY_FAILED) and makes none; clear HTTP to the port gets no HTTP answer;
+/// a client that connects and says nothing holds up no other handshake and is dropped
+/// after the handshake timeout (10 s); after each of these the next good client is
+/// served.
+#[test]
+fn https_serves_a_client_that_trusts_its_ca_and_no_other() {
+    let m = Mount::with_args(&["--allow-other"]);
+    m.sh_ok("mkdir -m 777 shared");
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let (mut server, url, token) = http_server(
+        &m.db,
+        &[
+            "--tls-cert",
+            pki.chain.to_str().unwrap(),
+            "--tls-key",
+            pki.key.to_str().unwrap(),
+            "--as",
+            "1000:1000",
+        ],
+    );
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let port = url.rsplit(':').next().unwrap().trim_end_matches("/mcp");
+    // A client that opens TCP and says nothing. While it holds its connection, another
+    // completes a handshake: handshakes do not wait for each other. Then the server ends
+    // the silent one when the handshake's time is up.
+    let mut silent = KillOnDrop(
+        Command::new("/usr/bin/python3")
+            .args([
+                "-c",
+                "import socket, sys, time\n\
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); t = time.monotonic()\n\
+print('connected', flush=True); sys.stdin.readline()\n\
+s.setblocking(False)\n\
+try:\n    print('closed' if s.recv(1) == b'' else 'data', flush=True)\n\
+except BlockingIOError:\n    print('open', flush=True)\n\
+except OSError as e:\n    print('closed', type(e).__name__, flush=True)\n\
+s.setblocking(True); s.settimeout(60)\n\
+try:\n    print(len(s.recv(1)), round(time.monotonic() - t))\n\
+except OSError as e:\n    print('error', type(e).__name__, round(time.monotonic() - t))",
+                port,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut silent_out = std::io::BufReader::new(silent.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut silent_out, &mut line).unwrap();
+    assert_eq!(line, "connected\n");
+    let hello = tls_hello(port, &pki.ca);
+    std::io::Write::write_all(silent.stdin.as_mut().unwrap(), b"go\n").unwrap();
+    let mut held = String::new();
+    std::io::BufRead::read_line(&mut silent_out, &mut held).unwrap();
+    let calls = json!([
+        { "tool": "append", "args": { "path": "shared/tls.md", "content": "- over https\n" } },
+        { "tool": "read", "args": { "path": "shared/tls.md" } },
+    ]);
+    // A client with the default trust store: refused in the handshake, no call made.
+    let untrusting = http_client(&url, &token, &[], calls.clone());
+    // Clear HTTP to the TLS port: no HTTP answer.
+    let clear = output_within(
+        "clear HTTP to the TLS port",
+        Command::new("/usr/bin/python3").args([
+            "-c",
+            "import sys, urllib.request\n\
+try:\n    r = urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=b'{}'), timeout=30)\n    print('answered', r.status)\n\
+except urllib.error.HTTPError as e:\n    print('answered', e.code)\n\
+except Exception as e:\n    print('failed', type(e).__name__)",
+            &url.replace("https://", "http://"),
+        ]),
+        std::time::Duration::from_secs(60),
+    );
+    // The CA trusted: real calls, as the --as user.
+    let trusting = http_client(&url, &token, &[("MCP_CA_FILE", &pki.ca)], calls);
+    let mut ended = String::new();
+    std::io::BufRead::read_line(&mut silent_out, &mut ended).unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(
+        hello, "TLSv1.3",
+        "a handshake while another client held its connection"
+    );
+    assert_eq!(
+        held.trim(),
+        "open",
+        "the silent client's connection when another's handshake was done"
+    );
+    let stderr = String::from_utf8_lossy(&untrusting.stderr);
+    assert!(
+        !untrusting.status.success() && stderr.contains("CERTIFICATE_VERIFY_FAILED"),
+        "a client that does not trust the CA: {untrusting:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&clear.stdout).starts_with("failed"),
+        "clear HTTP to the TLS port: {clear:?}"
+    );
+    let r: Value = serde_json::from_slice(&trusting.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {trusting:?}");
+    });
+    assert_eq!(ok(&r, 0), "shared/tls.md: 13 bytes");
+    assert_eq!(ok(&r, 1), "- over https\n");
+    assert_eq!(
+        read(m.path("shared/tls.md")).matches("over https").count(),
+        1,
+        "only the trusting client's append"
+    );
+    assert_eq!(
+        m.sql("SELECT DISTINCT p.uid FROM versions v JOIN processes p ON p.id = v.process WHERE v.path = 'shared/tls.md'"),
+        "1000"
+    );
+    // Ended by the server (end of stream or a reset) after about 10 s, not by its own
+    // 60 s timeout.
+    let secs: u64 = ended.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(
+        (ended.starts_with("0 ") || ended.starts_with("error ConnectionReset"))
+            && (9..=30).contains(&secs),
+        "the silent client: {ended}"
+    );
+}
+
+/// What `--tls-cert` and `--tls-key` refuse at start, exit status 1 and the file named: a
+/// missing file, a certificate file without a certificate, a key file without a key, and
+/// a key that is not the certificate's (both named). A non-loopback address needs TLS or
+/// --allow-cleartext, and with TLS it is served.
+#[test]
+fn tls_files_are_checked_at_start_and_a_network_address_needs_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let pki = pki(dir.path());
+    let missing = dir.path().join("missing.pem");
+    let p = |f: &Path| f.to_str().unwrap().to_string();
+    let start = |addr: &str, tls: Option<(&Path, &Path)>| {
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "mcp",
+            "--db",
+            &p(&db),
+            "--listen",
+            addr,
+            "--as",
+            "1000:1000",
+        ])
+        .stdin(Stdio::null());
+        if let Some((cert, key)) = tls {
+            cmd.args(["--tls-cert", &p(cert), "--tls-key", &p(key)]);
+        }
+        output_within(
+            "a server that should be refused",
+            &mut cmd,
+            std::time::Duration::from_secs(60),
+        )
+    };
+    let refused = |addr: &str, tls: Option<(&Path, &Path)>, says: &[&str]| {
+        let o = start(addr, tls);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{addr} {tls:?}: {err}");
+        for s in says {
+            assert!(err.contains(s), "{addr} {tls:?}: {s:?} not in {err}");
+        }
+    };
+    let (chain, key, other) = (p(&pki.chain), p(&pki.key), p(&pki.other_key));
+    refused(
+        "0.0.0.0:0",
+        None,
+        &["--listen 0.0.0.0:0: not a loopback address", "--tls-cert"],
+    );
+    refused(
+        "127.0.0.1:0",
+        Some((&missing, &pki.key)),
+        &[&format!("--tls-cert {}: No such file", p(&missing))],
+    );
+    refused(
+        "127.0.0.1:0",
+        Some((&pki.chain, &missing)),
+        &[&format!("--tls-key {}: No such file", p(&missing))],
+    );
+    refused(
+        "127.0.0.1:0",
+        Some((&pki.key, &pki.key)),
+        &[&format!("--tls-cert {key}: no certificate in it")],
+    );
+    refused(
+        "127.0.0.1:0",
+        Some((&pki.chain, &pki.chain)),
+        &[&format!("--tls-key {chain}: no private key in it")],
+    );
+    refused(
+        "127.0.0.1:0",
+        Some((&pki.chain, &pki.other_key)),
+        &[
+            &format!("--tls-key {other} with --tls-cert {chain}"),
+            "not the key of the certificate",
+        ],
+    );
+    // One flag without the other: a usage error.
+    let o = Command::new(BIN)
+        .args(["mcp", "--db", &p(&db), "--listen", "127.0.0.1:0"])
+        .args(["--tls-cert", &chain])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    // With TLS, a non-loopback address is served: a handshake that verifies the chain up
+    // to the root CA completes on it.
+    let (mut server, url, _token) = http_server_on(
+        "0.0.0.0:0",
+        &db,
+        &["--tls-cert", &chain, "--tls-key", &key, "--as", "1000:1000"],
+    );
+    let port = url.rsplit(':').next().unwrap().trim_end_matches("/mcp");
+    let hello = tls_hello(port, &pki.ca);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(url.starts_with("https://0.0.0.0:"), "{url}");
+    assert_eq!(hello, "TLSv1.3");
 }
 
 /// The credit scenario half through MCP and half through a FUSE mount of the same

@@ -3,6 +3,9 @@
 usage: mcp_client.py NAME stdio CMD [ARG...] < calls.json
        mcp_client.py NAME http URL [TOKEN_FILE] < calls.json
 
+Over https, MCP_CA_FILE names the PEM file of the one CA the client trusts (without it:
+the default trust store, which knows no test CA).
+
 NAME is the client's name in its handshake (clientInfo). calls.json is a JSON list of
 {"tool": NAME, "args": {...}}, or {"cat": PATH} to read a file (through a mount) in
 between. Prints one JSON object: the server's name, the tools it
@@ -64,12 +67,16 @@ async def main():
             with open(sys.argv[4]) as f:
                 headers["Authorization"] = "Bearer " + f.readline().strip()
         import httpx2
+        verify = True
+        if os.environ.get("MCP_CA_FILE"):
+            import ssl
+            verify = ssl.create_default_context(cafile=os.environ["MCP_CA_FILE"])
         # MCP_SESSIONS=N: N sessions in a row (each its own HTTP client, as a harness that
         # opens one per task); "sessions" says which had no failed call.
         n = int(os.environ.get("MCP_SESSIONS", "1"))
         ok = []
         for _ in range(n):
-            async with httpx2.AsyncClient(headers=headers, timeout=60) as client:
+            async with httpx2.AsyncClient(headers=headers, timeout=60, verify=verify) as client:
                 async with streamable_http_client(sys.argv[3], http_client=client) as streams:
                     out = await session(name, streams[0], streams[1], calls)
             ok.append(not any(r["is_error"] for r in out["results"]))

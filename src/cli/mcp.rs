@@ -26,6 +26,39 @@ pub struct Http {
     pub as_user: Option<(u32, u32)>,
     /// `--allow-cleartext`: serve a non-loopback address without TLS.
     pub allow_cleartext: bool,
+    /// `--tls-cert`, `--tls-key`: serve HTTPS with this certificate chain and key (PEM).
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+}
+
+/// What `--listen` takes with the starting user's rights, before the server may become
+/// the `--as` user: the bound port, the token (a `--token-file`, or the 0600 file made in
+/// the starting user's runtime directory, which the `--as` user must not read) and the
+/// TLS key.
+struct Listening {
+    listener: std::net::TcpListener,
+    token: String,
+    token_path: std::path::PathBuf,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Listening {
+    fn new(h: &Http) -> Result<Listening, Failure> {
+        let tls = match &h.tls {
+            Some((cert, key)) => Some(crate::mcp::http::tls_acceptor(cert, key)?),
+            None => None,
+        };
+        let dir = crate::mcp::socket::runtime_dir().map_err(|e| e.reason)?;
+        let (token, token_path) = crate::mcp::http::token(h.token_file.as_deref(), &dir)?;
+        let listener = std::net::TcpListener::bind(h.addr)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| format!("--listen {}: {e}", h.addr))?;
+        Ok(Listening {
+            listener,
+            token,
+            token_path,
+            tls,
+        })
+    }
 }
 
 /// Serves until stdin closes (stdio) or forever (`http`).
@@ -40,11 +73,11 @@ pub fn serve(
     }
     let me = unsafe { libc::geteuid() };
     if let Some(h) = &http {
-        if !crate::mcp::http::loopback(&h.addr) && !h.allow_cleartext {
+        if !crate::mcp::http::loopback(&h.addr) && !h.allow_cleartext && h.tls.is_none() {
             return Err(format!(
-                "--listen {}: not a loopback address, and this build serves MCP over HTTP \
-                 without TLS: every token and call would cross the network in clear text; \
-                 listen on 127.0.0.1 (behind a TLS proxy), or say --allow-cleartext",
+                "--listen {}: not a loopback address, and without TLS every token and call \
+                 would cross the network in clear text; give --tls-cert FILE --tls-key FILE \
+                 (HTTPS), listen on 127.0.0.1, or say --allow-cleartext",
                 h.addr
             ));
         }
@@ -57,6 +90,13 @@ pub fn serve(
         }
     }
     let as_user = http.as_ref().and_then(|h| h.as_user);
+    // Before this process may become the --as user (below, on a mounted database): its
+    // token file would otherwise be made in, and its key and token read from, that
+    // user's reach.
+    let http = match http {
+        Some(h) => Some((Listening::new(&h)?, h)),
+        None => None,
+    };
     if as_user.is_some() && me == 0 {
         // The calls' group checks read this process's supplementary groups: root's are
         // not the user's.
@@ -185,7 +225,11 @@ fn become_user(uid: u32, gid: u32) -> Result<(), Failure> {
 }
 
 /// Serves `backend` over stdio, or streamable HTTP as `http` says, until the client leaves.
-fn run_server(backend: Arc<Backend>, config: Config, http: Option<Http>) -> Result<(), Failure> {
+fn run_server(
+    backend: Arc<Backend>,
+    config: Config,
+    http: Option<(Listening, Http)>,
+) -> Result<(), Failure> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -207,7 +251,7 @@ fn run_server(backend: Arc<Backend>, config: Config, http: Option<Http>) -> Resu
                 running.waiting().await.map_err(|e| format!("mcp: {e}"))?;
                 Ok(())
             }
-            Some(h) => serve_http(backend, config, h).await,
+            Some((l, h)) => serve_http(backend, config, l, h).await,
         }
     });
     drop(runtime);
@@ -253,9 +297,14 @@ fn check_writer(fs: &crate::fs::Fs, writer: Option<&str>, ctx: Ctx) -> Result<()
         .map_err(|e| format!("--writer: {}", e.reason))
 }
 
-/// Streamable HTTP at `http://ADDR/mcp`, one session per client, every request behind
-/// the bearer token ([`crate::mcp::http`]).
-async fn serve_http(backend: Arc<Backend>, config: Config, h: Http) -> Result<(), Failure> {
+/// Streamable HTTP at `http://ADDR/mcp` (`https://` with `--tls-cert`), one session per
+/// client, every request behind the bearer token ([`crate::mcp::http`]).
+async fn serve_http(
+    backend: Arc<Backend>,
+    config: Config,
+    l: Listening,
+    h: Http,
+) -> Result<(), Failure> {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::server::conn::auto::Builder;
     use hyper_util::service::TowerToHyperService;
@@ -263,8 +312,6 @@ async fn serve_http(backend: Arc<Backend>, config: Config, h: Http) -> Result<()
         StreamableHttpService, session::local::LocalSessionManager,
     };
     let addr = h.addr;
-    let dir = crate::mcp::socket::runtime_dir().map_err(|e| e.reason)?;
-    let (token, token_path) = crate::mcp::http::token(h.token_file.as_deref(), &dir)?;
     let mut http_config =
         rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default();
     if !crate::mcp::http::loopback(&addr) {
@@ -277,28 +324,44 @@ async fn serve_http(backend: Arc<Backend>, config: Config, h: Http) -> Result<()
             LocalSessionManager::default().into(),
             http_config,
         ),
-        &token,
+        &l.token,
     ));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
+    let listener = tokio::net::TcpListener::from_std(l.listener)
         .map_err(|e| format!("--listen {addr}: {e}"))?;
     eprintln!(
-        "scratchfs: MCP over streamable HTTP at http://{}/mcp",
+        "scratchfs: MCP over streamable HTTP at {}://{}/mcp",
+        if l.tls.is_some() { "https" } else { "http" },
         listener.local_addr().map_err(|e| e.to_string())?
     );
     eprintln!(
         "scratchfs: every request needs Authorization: Bearer <the first line of {}>",
-        token_path.display()
+        l.token_path.display()
     );
+    /// A connection's byte stream, TCP or TLS over TCP.
+    trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+    impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
     loop {
-        let (stream, _) = listener
+        let (stream, peer) = listener
             .accept()
             .await
             .map_err(|e| format!("--listen {addr}: {e}"))?;
         let service = service.clone();
+        let tls = l.tls.clone();
         tokio::spawn(async move {
+            let io: Box<dyn Stream> = match tls {
+                None => Box::new(stream),
+                // Each handshake in its own task and bounded in time: a client that fails
+                // it, or opens TCP and says nothing, holds up no one else.
+                Some(acceptor) => match crate::mcp::http::handshake(&acceptor, stream).await {
+                    Ok(s) => Box::new(s),
+                    Err(e) => {
+                        log::info!("--listen {addr}: {peer}: {e}");
+                        return;
+                    }
+                },
+            };
             let _ = Builder::new(TokioExecutor::default())
-                .serve_connection(TokioIo::new(stream), service)
+                .serve_connection(TokioIo::new(io), service)
                 .await;
         });
     }

@@ -1,6 +1,7 @@
 //! Who may call `scratchfs mcp --listen` (issue 31, docs/security.md): a bearer token
 //! (RFC 6750) on every request, and an address that does not put calls on a network in
-//! clear text unless told so.
+//! clear text unless told so: HTTPS with `--tls-cert` and `--tls-key` (the configuration
+//! from [`crate::tls`]), or `--allow-cleartext`.
 //!
 //! The token is the one in `--token-file`, or one made at start (32 random bytes from
 //! `/dev/urandom`, hex) and written to a file of mode 0600 in the user's runtime
@@ -61,6 +62,54 @@ pub fn token(file: Option<&Path>, dir: &Path) -> Result<(String, PathBuf), Strin
 /// text without `--allow-cleartext`.
 pub fn loopback(addr: &std::net::SocketAddr) -> bool {
     addr.ip().is_loopback()
+}
+
+/// How long a client has to complete its TLS handshake after it connects (10 s): one that
+/// opens TCP and says nothing is dropped then, not kept for good.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The TLS side of `--tls-cert CERT --tls-key KEY`: [`crate::tls::server_config`], offering
+/// HTTP/2 and HTTP/1.1 by ALPN (RFC 7301). The error names the flag and file(s) at fault.
+pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
+    use crate::tls::Error;
+    let mut config = crate::tls::server_config(cert, key).map_err(|e| match &e {
+        Error::Pair {
+            cert: c,
+            key: k,
+            reason,
+        } => format!(
+            "--tls-key {} with --tls-cert {}: {reason}",
+            k.display(),
+            c.display()
+        ),
+        Error::NoCertificate { .. } => format!("--tls-cert {e}"),
+        Error::NoKey { .. } => format!("--tls-key {e}"),
+        Error::Read { path, .. } | Error::Pem { path, .. } if path == cert => {
+            format!("--tls-cert {e}")
+        }
+        Error::Read { .. } | Error::Pem { .. } => format!("--tls-key {e}"),
+    })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The server's side of a TLS handshake on `stream`, within [`HANDSHAKE_TIMEOUT`]; the
+/// reason it failed otherwise (the client's alert, not TLS at all, the time ran out).
+pub async fn handshake<IO>(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: IO,
+) -> Result<tokio_rustls::server::TlsStream<IO>, String>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(format!("TLS handshake: {e}")),
+        Err(_) => Err(format!(
+            "TLS handshake: not done within {} s",
+            HANDSHAKE_TIMEOUT.as_secs()
+        )),
+    }
 }
 
 /// A service that passes a request on to `inner` only with the right bearer token.

@@ -603,3 +603,68 @@ pub fn mcp_session(name: &str, target: &[&str], calls: serde_json::Value) -> ser
         panic!("{e}: {}", String::from_utf8_lossy(&o.stdout));
     })
 }
+
+/// A child process killed and reaped when dropped (a server a test started: a failed
+/// assertion must not leave it running, holding the test runner's output open).
+pub struct KillOnDrop(pub Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `scratchfs mcp --db DB --listen 127.0.0.1:0 EXTRA...`; the server, its URL
+/// (`https://` with `--tls-cert`) and its token file, from the two lines it prints on
+/// stderr once it listens.
+pub fn http_server(db: &Path, extra: &[&str]) -> (KillOnDrop, String, String) {
+    http_server_on("127.0.0.1:0", db, extra)
+}
+
+/// [`http_server`] listening on `addr`.
+pub fn http_server_on(addr: &str, db: &Path, extra: &[&str]) -> (KillOnDrop, String, String) {
+    let mut server = KillOnDrop(
+        Command::new(BIN)
+            .args(["mcp", "--db", db.to_str().unwrap(), "--listen", addr])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    use std::io::BufRead;
+    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
+    let (mut line, mut token_line) = (String::new(), String::new());
+    err.read_line(&mut line).unwrap();
+    err.read_line(&mut token_line).unwrap();
+    let url = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let token = token_line
+        .trim()
+        .strip_suffix('>')
+        .and_then(|l| l.rsplit(' ').next())
+        .filter(|t| t.starts_with('/'))
+        .unwrap_or_else(|| panic!("no token file in {token_line:?}"))
+        .to_string();
+    (server, url, token)
+}

@@ -226,8 +226,8 @@ impl PgConn {
     /// `PGPASSWORD`, `PGDATABASE` (else the user name), `PGSSLMODE`. `~/.pgpass` and
     /// `PGSERVICE` are not read.
     ///
-    /// TLS: this build has no TLS implementation (no TLS crate is linked), so the
-    /// connection is always in plain text: `sslmode` `disable` and `prefer` (the
+    /// TLS: this client has none yet (the build's rustls, `crate::tls`, serves only `mcp
+    /// --listen` so far), so the connection is always in plain text: `sslmode` `disable` and `prefer` (the
     /// default, which then falls back to plain text) connect; `require` (or libpq's
     /// `verify-ca`/`verify-full` in `PGSSLMODE`) fails with `ENOTSUP`, saying TLS needs
     /// a build with TLS.
@@ -1496,7 +1496,7 @@ fn config_from(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Config
             }
         });
     }
-    // TLS is not available in this build (no TLS crate is linked; `NoTls` connects):
+    // TLS is not available to this client yet (`NoTls` connects; src/tls.rs is not wired):
     // `prefer` falls back to plain text, `require` cannot be met.
     if config.get_ssl_mode() == SslMode::Require {
         return Err(StoreError::new(

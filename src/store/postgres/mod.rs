@@ -6,8 +6,9 @@
 //! environment defaults, errors as errnos, the change lock), notifications between
 //! daemons ([`notify`]), and the schema text [`SCHEMA`].
 //!
-//! TLS: this build links no TLS implementation; `sslmode=require` (in the URL or
-//! `PGSSLMODE`) is refused with a message saying so ([`PgConn::connect`]).
+//! TLS: this client has none yet (the build's rustls, [`crate::tls`], serves only `mcp
+//! --listen` so far); `sslmode=require` (in the URL or `PGSSLMODE`) is refused with a
+//! message saying so ([`PgConn::connect`]).
 
 mod conn;
 pub mod notify;
