@@ -1189,3 +1189,50 @@ fn a_killed_daemons_socket_is_removed_by_the_next() {
     drop(live);
     std::fs::remove_file(&live_path).unwrap();
 }
+
+/// A client that starts a request and never finishes its headers (any local user can
+/// reach the port before the token is asked for) is dropped after `HEADER_READ_TIMEOUT`
+/// (30 s), and holds up no other client meanwhile (issue 31 item 3: each request's time
+/// is bounded). Before the bound, the connection stayed open for good.
+#[test]
+fn a_client_that_never_finishes_its_headers_is_dropped() {
+    use std::io::{Read, Write};
+    let m = Mount::new();
+    let (_server, url, _token) = http_server(&m.db, &["--as", "1000:1000"]);
+    let hostport = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let mut slow = std::net::TcpStream::connect(&hostport).unwrap();
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .unwrap();
+    let started = std::time::Instant::now();
+    // Meanwhile another client is answered (401 without its token: served, not held up).
+    let mut other = std::net::TcpStream::connect(&hostport).unwrap();
+    other
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}")
+        .unwrap();
+    other
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut head = [0u8; 12];
+    other.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 401");
+    // The slow one is closed by the server (end of file, or a reset), within the bound
+    // and a margin for a busy machine.
+    slow.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    let mut buf = Vec::new();
+    let r = slow.read_to_end(&mut buf);
+    let waited = started.elapsed();
+    assert!(
+        !matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+            || e.kind() == std::io::ErrorKind::TimedOut),
+        "the server kept the connection open for {waited:?}: {r:?}"
+    );
+    assert!(
+        waited >= std::time::Duration::from_secs(25),
+        "closed after {waited:?}, before the header timeout: {r:?} {:?}",
+        String::from_utf8_lossy(&buf)
+    );
+}

@@ -340,14 +340,45 @@ async fn serve_http(
     /// A connection's byte stream, TCP or TLS over TCP.
     trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
     impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
+    let mut builder = Builder::new(TokioExecutor::default());
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(crate::mcp::http::HEADER_READ_TIMEOUT);
+    // A peer that stops answering is dropped (HTTP/2 pings; a stream of server-sent
+    // events stays open while the peer answers them).
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(Some(std::time::Duration::from_secs(30)))
+        .keep_alive_timeout(std::time::Duration::from_secs(20));
+    let builder = Arc::new(builder);
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        crate::mcp::http::CONNECTIONS_MAX,
+    ));
     loop {
-        let (stream, peer) = listener
-            .accept()
+        // At the bound, the next connection waits in the kernel's queue until one ends.
+        let slot = slots
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|e| format!("--listen {addr}: {e}"))?;
+        let (stream, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Out of file descriptors, a connection reset before it was accepted:
+                // the server goes on (after a pause, so that a lasting EMFILE does not
+                // spin).
+                log::warn!("--listen {addr}: accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let service = service.clone();
         let tls = l.tls.clone();
+        let builder = builder.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let io: Box<dyn Stream> = match tls {
                 None => Box::new(stream),
                 // Each handshake in its own task and bounded in time: a client that fails
@@ -360,9 +391,7 @@ async fn serve_http(
                     }
                 },
             };
-            let _ = Builder::new(TokioExecutor::default())
-                .serve_connection(TokioIo::new(io), service)
-                .await;
+            let _ = builder.serve_connection(TokioIo::new(io), service).await;
         });
     }
 }

@@ -68,6 +68,13 @@ pub fn loopback(addr: &std::net::SocketAddr) -> bool {
 /// opens TCP and says nothing is dropped then, not kept for good.
 pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a client has to send a request's headers once it starts one (HTTP/1.1;
+/// 30 s): a client that trickles them holds its connection no longer.
+pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Connections served at once (1,024); more wait in the kernel's accept queue.
+pub const CONNECTIONS_MAX: usize = 1024;
+
 /// The TLS side of `--tls-cert CERT --tls-key KEY`: [`crate::tls::server_config`], offering
 /// HTTP/2 and HTTP/1.1 by ALPN (RFC 7301). The error names the flag and file(s) at fault.
 pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
