@@ -1085,7 +1085,10 @@ impl Fs {
         // first one waited for already (a `tail -f` opened before it delays one append,
         // not each).
         let append = writable && flags & libc::O_APPEND != 0;
+        // Looked up under the read lock first: every later append open (a shell's `>>` in
+        // a loop) takes no write lock of the tree here.
         let first_append = append
+            && !self.tree.read().get(ino).is_ok_and(|n| n.appended)
             && self
                 .tree
                 .write()
