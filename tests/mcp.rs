@@ -1193,9 +1193,10 @@ fn a_killed_daemons_socket_is_removed_by_the_next() {
 /// A client that starts a request and never finishes its headers (any local user can
 /// reach the port before the token is asked for) is dropped after `HEADER_READ_TIMEOUT`
 /// (30 s), and holds up no other client meanwhile (issue 31 item 3: each request's time
-/// is bounded). Before the bound, the connection stayed open for good.
+/// is bounded); one that says nothing at all, or nothing more after a reply, after
+/// `IDLE_TIMEOUT` (60 s). Before the bounds, such connections stayed open for good.
 #[test]
-fn a_client_that_never_finishes_its_headers_is_dropped() {
+fn a_client_that_never_finishes_its_headers_or_says_nothing_is_dropped() {
     use std::io::{Read, Write};
     let m = Mount::new();
     let (_server, url, _token) = http_server(&m.db, &["--as", "1000:1000"]);
@@ -1207,6 +1208,8 @@ fn a_client_that_never_finishes_its_headers_is_dropped() {
     slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         .unwrap();
     let started = std::time::Instant::now();
+    // One that connects and says nothing at all.
+    let mut silent = std::net::TcpStream::connect(&hostport).unwrap();
     // Meanwhile another client is answered (401 without its token: served, not held up).
     let mut other = std::net::TcpStream::connect(&hostport).unwrap();
     other
@@ -1235,4 +1238,22 @@ fn a_client_that_never_finishes_its_headers_is_dropped() {
         "closed after {waited:?}, before the header timeout: {r:?} {:?}",
         String::from_utf8_lossy(&buf)
     );
+    // The silent one, and the other after its reply (kept alive, saying nothing more),
+    // are closed once no byte has moved for IDLE_TIMEOUT (60 s); before, they stayed
+    // open for good and 1,024 of them locked every caller out.
+    for (what, conn) in [("silent", &mut silent), ("idle after a reply", &mut other)] {
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(150)))
+            .unwrap();
+        let r = conn.read_to_end(&mut Vec::new());
+        let waited = started.elapsed();
+        assert!(
+            !matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+                || e.kind() == std::io::ErrorKind::TimedOut),
+            "{what}: the server kept the connection open for {waited:?}: {r:?}"
+        );
+        assert!(
+            waited >= std::time::Duration::from_secs(50),
+            "{what}: closed after {waited:?}, before the idle timeout: {r:?}"
+        );
+    }
 }

@@ -391,6 +391,9 @@ async fn serve_http(
                     }
                 },
             };
+            // Closed when no byte moves either way for a minute while it waits for the
+            // client: a silent connection does not keep its slot.
+            let io = crate::mcp::http::Idle::new(io, crate::mcp::http::IDLE_TIMEOUT);
             let _ = builder.serve_connection(TokioIo::new(io), service).await;
         });
     }
