@@ -471,6 +471,16 @@ fn names_in_directories_the_reader_cannot_list_stay_out_of_its_manifest() {
         // No MCP socket on a PostgreSQL mount (docs/mcp.md).
         return;
     }
+    // MCP `read` of MANIFEST: the agent's text, and its size (not root's: its length
+    // would tell how long the hidden names are, and when they change).
+    let r = agent_socket_call(&m, "read", json!({ "path": "MANIFEST" }));
+    assert_eq!(r["is_error"], false, "{r}");
+    let agent_len = sizes[1].trim().parse::<u64>().unwrap();
+    assert_eq!(
+        r["structured"]["total_bytes"].as_u64(),
+        Some(agent_len),
+        "MCP read of MANIFEST names another size than the agent's text: {r}"
+    );
     let r = agent_socket_call(&m, "list", json!({}));
     assert_eq!(r["is_error"], false, "{r}");
     let text = r.to_string();

@@ -765,6 +765,16 @@ impl Fs {
         self.tree.read().attr(ino)
     }
 
+    /// The attributes a caller that does not come through the kernel (MCP) is shown:
+    /// MANIFEST's size is that of the text `ctx` reads ([`Fs::view_attr_for`]); anything
+    /// else as [`Fs::getattr`] answers (without telling the kernel anything).
+    pub fn attr_seen_by(&self, ino: u64, ctx: Ctx) -> Result<Attr> {
+        if View::of(ino) == Some(View::Manifest) {
+            return self.view_attr_for(View::Manifest, Some(ctx));
+        }
+        self.getattr(ino)
+    }
+
     /// `getattr` as the requesting process sees it: while a write handle holds uncommitted
     /// changes, only processes with a write handle on the file get its pending size
     /// (FUSE-TRAPS §3); any other gets the committed size, so that a reader reading through

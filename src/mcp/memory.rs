@@ -64,7 +64,7 @@ fn size(n: u64) -> String {
 fn stat(fs: &Fs, p: &str, ctx: Ctx) -> Result<Option<(u64, Kind, u64)>> {
     match tools::resolve(fs, p, ctx) {
         Ok(ino) => {
-            let a = fs.getattr(ino)?;
+            let a = fs.attr_seen_by(ino, ctx)?;
             Ok(Some((ino, a.kind, a.size)))
         }
         Err(e) if e.errno == libc::ENOENT => Ok(None),
@@ -300,7 +300,7 @@ fn view(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
                 } else {
                     format!("{rel}/{name}")
                 };
-                let s = fs.getattr(child).map(|a| a.size).unwrap_or(0);
+                let s = fs.attr_seen_by(child, ctx).map(|a| a.size).unwrap_or(0);
                 if k == Kind::Dir {
                     found.push((r.clone() + "/", s));
                     if depth < 2 {

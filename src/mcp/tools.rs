@@ -119,7 +119,7 @@ fn read_window(fs: &Fs, path: &str, offset: u64, max: usize, ctx: Ctx) -> Result
     // the one the kernel makes on the mount.
     fs.access_named(ino, libc::R_OK, ctx, Some(path))?;
     let (fh, _) = fs.open(ino, libc::O_RDONLY, ctx)?;
-    let size = fs.getattr(ino).map(|a| a.size);
+    let size = fs.attr_seen_by(ino, ctx).map(|a| a.size);
     let mut out = Vec::new();
     let r = loop {
         let want = (max - out.len()).min(CHUNK as usize) as u32;
