@@ -585,3 +585,43 @@ print(json.dumps(out))
     assert_eq!(root["right"], 200, "{root}");
     assert_eq!(root["none"], 401, "{root}");
 }
+
+/// A deleted file keeps the directories that hid it: root's 0644 file in root's 0700
+/// directory, deleted, then the directory renamed or removed, is not readable by the
+/// agent through `.archive` or `.history` (found by the attack helper: once the
+/// directory was gone, the file's own 0644 let the agent read it). What the agent could
+/// reach stays readable: its own deleted files, and root's 0644 file in an open
+/// directory.
+#[test]
+fn a_deleted_file_keeps_the_directories_that_hid_it() {
+    let m = Mount::with_args(&["--owner", "1000:1000"]);
+    m.sh_ok(
+        "mkdir -m 700 secret gone && mkdir -m 755 pub \
+         && echo hidden > secret/readable.md && chmod 644 secret/readable.md \
+         && rm secret/readable.md && echo keep > secret/keep.md && mv secret secret2 \
+         && echo gone > gone/g.md && chmod 644 gone/g.md && rm -r gone \
+         && echo public > pub/p.md && rm pub/p.md",
+    );
+    let o = as_agent(&m, "mkdir mine && echo own > mine/a.md && rm -r mine");
+    assert!(o.status.success(), "{o:?}");
+    for hidden in [
+        ".archive/secret/readable.md",
+        ".history/secret/readable.md/000001",
+        ".archive/gone/g.md",
+        ".history/gone/g.md/000001",
+    ] {
+        let o = as_agent(&m, &format!("cat {hidden}"));
+        assert!(
+            !o.status.success(),
+            "the agent read {hidden}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    let o = as_agent(&m, "cat .archive/mine/a.md .archive/pub/p.md");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "own\npublic\n", "{o:?}");
+    // Root reads them all.
+    assert_eq!(
+        m.sh_ok("cat .archive/secret/readable.md .archive/gone/g.md"),
+        "hidden\ngone\n"
+    );
+}

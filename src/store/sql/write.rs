@@ -545,9 +545,36 @@ pub(crate) fn node_columns(r: &dyn Row) -> Result<NodeRecord> {
     })
 }
 
+/// The mode an unlinked node keeps (`?2`: its inode; before it leaves its parent): its
+/// own, less the read, write and search bits of each class (its owner, its group, the
+/// others) that could not search every directory above it then (issue 31: a file in
+/// root's 0700 directory, deleted, and the directory removed or renamed after, must not
+/// become readable through `.archive` or `.history` by the file's own 0644). A class is
+/// judged as a user of it who is nothing more: the file's owner by the directories'
+/// owner, group or other bits (root: always), a member of the file's group by their
+/// group bits when the group is theirs, else other bits; the others by other bits.
+/// Set-id and sticky bits stay.
+const KEPT_MODE: &str = "mode & (3584 | COALESCE((
+    WITH RECURSIVE up(ino) AS (
+        SELECT parent FROM nodes WHERE ino = ?2 AND parent IS NOT NULL
+        UNION ALL
+        SELECT n.parent FROM nodes n JOIN up ON n.ino = up.ino
+        WHERE n.parent IS NOT NULL AND n.parent <> n.ino
+    )
+    SELECT (CASE WHEN MIN(CASE WHEN f.uid = 0 OR (CASE WHEN d.uid = f.uid THEN (d.mode & 64)
+                                                       WHEN d.gid = f.gid THEN (d.mode & 8)
+                                                       ELSE (d.mode & 1) END) <> 0
+                               THEN 1 ELSE 0 END) = 1 THEN 448 ELSE 0 END)
+         | (CASE WHEN MIN(CASE WHEN (CASE WHEN d.gid = f.gid THEN (d.mode & 8)
+                                          ELSE (d.mode & 1) END) <> 0
+                               THEN 1 ELSE 0 END) = 1 THEN 56 ELSE 0 END)
+         | (CASE WHEN MIN(CASE WHEN (d.mode & 1) <> 0 THEN 1 ELSE 0 END) = 1 THEN 7 ELSE 0 END)
+    FROM up JOIN nodes d ON d.ino = up.ino JOIN nodes f ON f.ino = ?2
+), 511))";
+
 /// The rows of an unlink (`file_id` set) or rmdir, inside the caller's transaction: the
-/// node leaves its parent, the lineage is marked deleted (every version stays) and an
-/// event records it.
+/// node leaves its parent (keeping the mode [`KEPT_MODE`] gives it), the lineage is
+/// marked deleted (every version stays) and an event records it.
 pub(crate) fn unlink_in(
     tx: &dyn Conn,
     ino: u64,
@@ -562,7 +589,9 @@ pub(crate) fn unlink_in(
         p![time_ns, ino as i64],
     )?;
     tx.exec(
-        "UPDATE nodes SET parent = NULL, unlinked_ns = ?1 WHERE ino = ?2",
+        &format!(
+            "UPDATE nodes SET mode = {KEPT_MODE}, parent = NULL, unlinked_ns = ?1 WHERE ino = ?2"
+        ),
         p![time_ns, ino as i64],
     )?;
     crate::store::sql::checkpoint::log_node(tx, ino, None, time_ns)?;
@@ -1324,7 +1353,10 @@ pub(crate) fn rename_in(
     touch_dir(tx, req.new_parent, t)?;
     if let Some((old_ino, old_fid)) = req.replaced {
         tx.exec(
-            "UPDATE nodes SET parent = NULL, unlinked_ns = ?1, file_id = NULL WHERE ino = ?2",
+            &format!(
+                "UPDATE nodes SET mode = {KEPT_MODE}, parent = NULL, unlinked_ns = ?1,
+                        file_id = NULL WHERE ino = ?2"
+            ),
             p![t, old_ino as i64],
         )?;
         crate::store::sql::checkpoint::log_node(tx, old_ino, None, t)?;
