@@ -1257,3 +1257,34 @@ fn a_client_that_never_finishes_its_headers_or_says_nothing_is_dropped() {
         );
     }
 }
+
+/// A token file the server made goes when the server ends on SIGTERM (they piled up in
+/// /run/scratchfs before); one given with `--token-file` stays. (A server that became
+/// the `--as` user on a mounted database cannot remove root's file any more: it stays,
+/// out of that user's reach; here the database is not mounted, so the server stays root.)
+#[test]
+fn the_token_file_the_server_made_goes_with_it() {
+    let mut m = Mount::new();
+    m.unmount();
+    let (mut server, _url, made) = http_server(&m.db, &["--as", "1000:1000"]);
+    assert!(std::path::Path::new(&made).exists(), "{made}");
+    let given = m.dir.path().join("given.token");
+    std::fs::write(&given, "0123456789abcdef0123456789\n").unwrap();
+    let mut m2 = Mount::new();
+    m2.unmount();
+    let (mut other, _, named) = http_server(
+        &m2.db,
+        &["--as", "1000:1000", "--token-file", given.to_str().unwrap()],
+    );
+    assert_eq!(named, given.to_str().unwrap());
+    for s in [&mut server, &mut other] {
+        unsafe { libc::kill(s.id() as i32, libc::SIGTERM) };
+        let status = s.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{status:?}");
+    }
+    assert!(
+        !std::path::Path::new(&made).exists(),
+        "{made} is still there"
+    );
+    assert!(given.exists(), "the --token-file was removed");
+}

@@ -312,6 +312,18 @@ async fn serve_http(
         StreamableHttpService, session::local::LocalSessionManager,
     };
     let addr = h.addr;
+    // SIGTERM, SIGINT and SIGHUP end the server; a token file it made goes with it (one
+    // given with --token-file stays). Taken before the server says where it listens, so
+    // that whoever read that may stop it at once.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut ends = Vec::new();
+    for kind in [
+        SignalKind::terminate(),
+        SignalKind::interrupt(),
+        SignalKind::hangup(),
+    ] {
+        ends.push(signal(kind).map_err(|e| format!("--listen: signals: {e}"))?);
+    }
     let mut http_config =
         rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default();
     if !crate::mcp::http::loopback(&addr) {
@@ -356,45 +368,62 @@ async fn serve_http(
     let slots = Arc::new(tokio::sync::Semaphore::new(
         crate::mcp::http::CONNECTIONS_MAX,
     ));
-    loop {
-        // At the bound, the next connection waits in the kernel's queue until one ends.
-        let slot = slots
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|e| format!("--listen {addr}: {e}"))?;
-        let (stream, peer) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                // Out of file descriptors, a connection reset before it was accepted:
-                // the server goes on (after a pause, so that a lasting EMFILE does not
-                // spin).
-                log::warn!("--listen {addr}: accept: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let service = service.clone();
-        let tls = l.tls.clone();
-        let builder = builder.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let io: Box<dyn Stream> = match tls {
-                None => Box::new(stream),
-                // Each handshake in its own task and bounded in time: a client that fails
-                // it, or opens TCP and says nothing, holds up no one else.
-                Some(acceptor) => match crate::mcp::http::handshake(&acceptor, stream).await {
-                    Ok(s) => Box::new(s),
-                    Err(e) => {
-                        log::info!("--listen {addr}: {peer}: {e}");
-                        return;
-                    }
-                },
+    let serving = async move {
+        loop {
+            // At the bound, the next connection waits in the kernel's queue until one ends.
+            let slot = slots
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|e| format!("--listen {addr}: {e}"))?;
+            let (stream, peer) = match listener.accept().await {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors, a connection reset before it was accepted:
+                    // the server goes on (after a pause, so that a lasting EMFILE does not
+                    // spin).
+                    log::warn!("--listen {addr}: accept: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
             };
-            // Closed when no byte moves either way for a minute while it waits for the
-            // client: a silent connection does not keep its slot.
-            let io = crate::mcp::http::Idle::new(io, crate::mcp::http::IDLE_TIMEOUT);
-            let _ = builder.serve_connection(TokioIo::new(io), service).await;
-        });
+            let service = service.clone();
+            let tls = l.tls.clone();
+            let builder = builder.clone();
+            tokio::spawn(async move {
+                let _slot = slot;
+                let io: Box<dyn Stream> = match tls {
+                    None => Box::new(stream),
+                    // Each handshake in its own task and bounded in time: a client that fails
+                    // it, or opens TCP and says nothing, holds up no one else.
+                    Some(acceptor) => match crate::mcp::http::handshake(&acceptor, stream).await {
+                        Ok(s) => Box::new(s),
+                        Err(e) => {
+                            log::info!("--listen {addr}: {peer}: {e}");
+                            return;
+                        }
+                    },
+                };
+                // Closed when no byte moves either way for a minute while it waits for the
+                // client: a silent connection does not keep its slot.
+                let io = crate::mcp::http::Idle::new(io, crate::mcp::http::IDLE_TIMEOUT);
+                let _ = builder.serve_connection(TokioIo::new(io), service).await;
+            });
+        }
+    };
+    let [a, b, c] = &mut ends[..] else {
+        unreachable!("three signals")
+    };
+    tokio::select! {
+        r = serving => return r,
+        _ = a.recv() => {}
+        _ = b.recv() => {}
+        _ = c.recv() => {}
     }
+    if h.token_file.is_none() {
+        // Gone with the server (a server that became the --as user may not remove it:
+        // it stays, root's, out of that user's reach).
+        let _ = std::fs::remove_file(&l.token_path);
+    }
+    Ok(())
 }
