@@ -203,23 +203,7 @@ fn a_container_reaches_a_host_mount_bound_into_it_and_mounts_its_own() {
         mnt = m.mnt.display(),
         point = point.display()
     );
-    run_ok(
-        "a container with the host mount bound in",
-        &[
-            "unshare",
-            "--mount",
-            "--pid",
-            "--ipc",
-            "--uts",
-            "--net",
-            "--fork",
-            "--mount-proc",
-            "sh",
-            "-c",
-            &script,
-        ]
-        .map(String::from),
-    );
+    in_container("a container with the host mount bound in", &script, true);
     assert_eq!(read(m.path("c.md")), "from the container\n");
     // Same user namespace, another mount namespace: not the daemon's own.
     assert_eq!(
@@ -253,22 +237,7 @@ fn a_container_reaches_a_host_mount_bound_into_it_and_mounts_its_own() {
     // the unmount (it writes its redo log into the database as it ends): the end of the
     // container's pid namespace would kill it first, leaving the version in the redo log
     // (safe, applied at the next open, but not in the table this test reads).
-    run_ok(
-        "a container that mounts its own scratchpad",
-        &[
-            "unshare",
-            "--mount",
-            "--pid",
-            "--ipc",
-            "--uts",
-            "--fork",
-            "--mount-proc",
-            "sh",
-            "-c",
-            &script,
-        ]
-        .map(String::from),
-    );
+    in_container("a container that mounts its own scratchpad", &script, false);
     let q = |sql: &str| db_query(&db, sql);
     // The daemon and the agent share the container's namespaces: its own.
     assert_eq!(
@@ -332,6 +301,20 @@ fn scratchfs_run_with_the_agents_sandbox_records_the_agent() {
     if on_postgres() {
         drop_pg_database(&db);
     }
+}
+
+/// Runs `script` with `sh` in namespaces of its own, as a container runtime makes them
+/// (mount with its own /proc, pid, ipc, uts, and with `net` a network of its own),
+/// asserting it succeeded.
+fn in_container(what: &str, script: &str, net: bool) {
+    let mut argv: Vec<String> = ["unshare", "--mount", "--pid", "--ipc", "--uts"]
+        .map(String::from)
+        .to_vec();
+    if net {
+        argv.push("--net".into());
+    }
+    argv.extend(["--fork", "--mount-proc", "sh", "-c", script].map(String::from));
+    run_ok(what, &argv);
 }
 
 /// A query on a database that is not mounted (a path or a PostgreSQL URL).

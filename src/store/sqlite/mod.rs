@@ -62,6 +62,15 @@ pub use file::{Probe, cannot_open, companions, make_private, open_read_only, pro
 
 const SCHEMA: &str = include_str!("../schema.sql");
 
+/// Whether `table` has a column named `column` (a migration's test, docs/schema.md).
+fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool> {
+    conn.one(
+        "SELECT COUNT(*) FROM pragma_table_info(?1) WHERE name = ?2",
+        p![table, column],
+        |r| r.get::<i64>(0).map(|n| n > 0),
+    )
+}
+
 /// A database made before issue 12 gets `processes.transport` and `processes.client`,
 /// one made before issue 31 `processes.user_ns` and `own_ns` (NULL in its rows), and the
 /// views `version_log` and `event_log` that show them (made
@@ -75,12 +84,7 @@ fn migrate_processes(conn: &Connection) -> Result<()> {
     if !has_table {
         return Ok(());
     }
-    let has_column: bool = conn.one(
-        "SELECT COUNT(*) FROM pragma_table_info('processes') WHERE name = 'transport'",
-        p![],
-        |r| r.get::<i64>(0).map(|n| n > 0),
-    )?;
-    if !has_column {
+    if !has_column(conn, "processes", "transport")? {
         conn.execute_batch(
             "ALTER TABLE processes ADD COLUMN transport TEXT;
              ALTER TABLE processes ADD COLUMN client TEXT;
@@ -89,12 +93,7 @@ fn migrate_processes(conn: &Connection) -> Result<()> {
              DROP VIEW IF EXISTS event_log;",
         )?;
     }
-    let has_ns: bool = conn.one(
-        "SELECT COUNT(*) FROM pragma_table_info('processes') WHERE name = 'user_ns'",
-        p![],
-        |r| r.get::<i64>(0).map(|n| n > 0),
-    )?;
-    if !has_ns {
+    if !has_column(conn, "processes", "user_ns")? {
         // Issue 31: the caller's user namespace, and whether it was the daemon's.
         conn.execute_batch(
             "ALTER TABLE processes ADD COLUMN user_ns INTEGER;
@@ -114,12 +113,7 @@ fn migrate_versions(conn: &Connection) -> Result<()> {
         p![],
         |r| r.get::<i64>(0).map(|n| n > 0),
     )?;
-    let has_column: bool = conn.one(
-        "SELECT COUNT(*) FROM pragma_table_info('versions') WHERE name = 'ino'",
-        p![],
-        |r| r.get::<i64>(0).map(|n| n > 0),
-    )?;
-    if has_table && !has_column {
+    if has_table && !has_column(conn, "versions", "ino")? {
         conn.execute_batch("ALTER TABLE versions ADD COLUMN ino INTEGER;")?;
     }
     Ok(())
