@@ -22,8 +22,15 @@ pub const LIVE_APPEND_DELAY: Duration = Duration::from_secs(1);
 /// commits.
 #[derive(Default)]
 pub(super) struct LiveAppends {
-    due: Mutex<BTreeMap<u64, Instant>>,
+    due: Mutex<Due>,
     wake: Condvar,
+}
+
+/// The scheduled handles, and until when the thread sleeps (`None`: it is not waiting).
+#[derive(Default)]
+struct Due {
+    at: BTreeMap<u64, Instant>,
+    sleeping_until: Option<Instant>,
 }
 
 impl LiveAppends {
@@ -31,44 +38,52 @@ impl LiveAppends {
     /// the first of them (a later write does not postpone it).
     pub(super) fn schedule(&self, fh: u64) {
         let mut due = self.due.lock();
-        if let std::collections::btree_map::Entry::Vacant(e) = due.entry(fh) {
-            e.insert(Instant::now() + LIVE_APPEND_DELAY);
-            self.wake.notify_one();
+        if let std::collections::btree_map::Entry::Vacant(e) = due.at.entry(fh) {
+            let at = Instant::now() + LIVE_APPEND_DELAY;
+            e.insert(at);
+            // Woken only if it would sleep past this handle's time: its idle sleep is no
+            // longer than the delay, so a burst of short-lived appenders (one `>>` per
+            // line) never wakes it (it was a context switch per append, issue 32).
+            if due.sleeping_until.is_some_and(|until| until > at) {
+                self.wake.notify_one();
+            }
         }
     }
 
     /// Handle `fh` is gone (released): nothing to commit for it.
     pub(super) fn cancel(&self, fh: u64) {
-        self.due.lock().remove(&fh);
+        self.due.lock().at.remove(&fh);
     }
 
     /// Takes every scheduled handle, due or not.
     fn take_all(&self) -> Vec<u64> {
-        std::mem::take(&mut *self.due.lock()).into_keys().collect()
+        std::mem::take(&mut self.due.lock().at).into_keys().collect()
     }
 
     /// Waits (at most `idle`) until a handle is due, and returns the handles due.
     fn wait_due(&self, idle: Duration) -> Vec<u64> {
         let mut due = self.due.lock();
         let now = Instant::now();
-        let next = due.values().min().copied();
-        match next {
-            Some(t) if t <= now => {}
-            Some(t) => {
-                self.wake.wait_for(&mut due, t - now);
-            }
-            None => {
-                self.wake.wait_for(&mut due, idle);
-            }
+        let next = due.at.values().min().copied();
+        let until = match next {
+            Some(t) if t <= now => None,
+            Some(t) => Some(t),
+            None => Some(now + idle),
+        };
+        if let Some(until) = until {
+            due.sleeping_until = Some(until);
+            self.wake.wait_until(&mut due, until);
+            due.sleeping_until = None;
         }
         let now = Instant::now();
         let ready: Vec<u64> = due
+            .at
             .iter()
             .filter(|&(_, &t)| t <= now)
             .map(|(&fh, _)| fh)
             .collect();
         for fh in &ready {
-            due.remove(fh);
+            due.at.remove(fh);
         }
         ready
     }
