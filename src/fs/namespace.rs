@@ -160,15 +160,8 @@ impl Fs {
         flags: i32,
         ctx: Ctx,
     ) -> Result<(Attr, u64, OpenFlags)> {
-        let made = self.make(
-            parent,
-            name,
-            Kind::File,
-            mode,
-            umask,
-            ctx,
-            &self.caller(ctx),
-        );
+        let caller = self.caller(ctx);
+        let made = self.make(parent, name, Kind::File, mode, umask, ctx, &caller);
         let attr = match made {
             // open(2) without O_EXCL opens the file that is there: another daemon of the
             // same database made the name meanwhile (PostgreSQL, docs/SEMANTICS.md), or
@@ -178,7 +171,9 @@ impl Fs {
             }
             made => made?,
         };
-        match self.open_inner(attr.ino, flags, ctx, false) {
+        // The handle is opened as the caller just resolved (one resolution per request,
+        // issue 32: it was two reads of `/proc/PID/stat` per create).
+        match self.acting_as(caller, || self.open_inner(attr.ino, flags, ctx, false)) {
             Ok((fh, of)) => Ok((attr, fh, of)),
             Err(e) => {
                 self.forget(attr.ino, 1);
