@@ -274,7 +274,7 @@ pub trait Conn {
 }
 
 /// The tables whose ids [`Conn::reserved_id`] may hand out in advance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IdOf {
     /// `streams.id`.
     Streams,
@@ -398,39 +398,46 @@ pub trait ConnExt: Conn {
     /// text, never input) are `params` (`?1`, `?2`...) and returns its id: one handed out
     /// ahead ([`Conn::reserved_id`]), so the insert needs no answer and is queued, else
     /// read back with `RETURNING`.
-    fn insert_row(&self, table: IdOf, columns: &str, params: &[Param<'_>]) -> Result<i64> {
-        let (t, id_column) = table.column();
-        let marks = |n: usize| {
-            (1..=n)
-                .map(|i| format!("?{i}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+    fn insert_row(&self, table: IdOf, columns: &'static str, params: &[Param<'_>]) -> Result<i64> {
         match self.reserved_id(table)? {
             Some(id) => {
                 let mut with_id = params.to_vec();
                 with_id.push(id.into());
-                self.exec(
-                    &format!(
-                        "INSERT INTO {t}({columns}, {id_column}) VALUES ({})",
-                        marks(with_id.len())
-                    ),
-                    &with_id,
-                )?;
+                self.exec(insert_text(table, columns, with_id.len(), true), &with_id)?;
                 Ok(id)
             }
-            None => self.insert(
-                &format!(
-                    "INSERT INTO {t}({columns}) VALUES ({}) RETURNING {id_column}",
-                    marks(params.len())
-                ),
-                params,
-            ),
+            None => self.insert(insert_text(table, columns, params.len(), false), params),
         }
     }
 }
 
 impl<C: Conn + ?Sized> ConnExt for C {}
+
+/// The text of [`ConnExt::insert_row`]'s statement: `INSERT INTO t(columns, id) VALUES
+/// (?1, ...)` when the id is given (`with_id`), else `INSERT INTO t(columns) VALUES (...)
+/// RETURNING id`, for `n` parameters. Made once per shape and kept (a handful: the
+/// columns are this crate's constants), since a create made two of them per request
+/// (issue 32: 5% of a create's instructions).
+fn insert_text(table: IdOf, columns: &'static str, n: usize, with_id: bool) -> &'static str {
+    type Key = (IdOf, &'static str, usize, bool);
+    static TEXTS: std::sync::LazyLock<crate::sync::RwLock<std::collections::HashMap<Key, &'static str>>> =
+        std::sync::LazyLock::new(Default::default);
+    let key = (table, columns, n, with_id);
+    if let Some(&t) = TEXTS.read().get(&key) {
+        return t;
+    }
+    let (t, id_column) = table.column();
+    let marks = (1..=n).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ");
+    let text = if with_id {
+        format!("INSERT INTO {t}({columns}, {id_column}) VALUES ({marks})")
+    } else {
+        format!("INSERT INTO {t}({columns}) VALUES ({marks}) RETURNING {id_column}")
+    };
+    *TEXTS
+        .write()
+        .entry(key)
+        .or_insert_with(|| Box::leak(text.into_boxed_str()))
+}
 
 /// A boxed connection (a command's, of either backend) is a connection.
 impl<C: Conn + ?Sized> Conn for Box<C> {
