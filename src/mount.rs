@@ -838,6 +838,15 @@ pub fn made_with(db: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The FUSE requests this process answered, by kind: `create 10, flush 10, ...`.
+fn requests_served() -> String {
+    crate::fuse::requests()
+        .iter()
+        .map(|(r, n)| format!("{} {n}", r.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Mounts and serves in the foreground until unmounted or signalled.
 pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
     let new = NewDatabase::of(spec);
@@ -871,6 +880,7 @@ pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
     let served = session
         .run()
         .map_err(|e| format!("session {}: {e}", spec.mountpoint.display()));
+    log::info!("requests served: {}", requests_served());
     // A mount of the past has no socket; the one there is a live mount's.
     if spec.at.is_none()
         && let Ok(db) = absolute(&spec.db)

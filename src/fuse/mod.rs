@@ -2,7 +2,10 @@
 //! types, logs, catches panics (replying `EIO`, FUSE-TRAPS §15) and replies; it makes no
 //! decision of its own.
 
+mod count;
 mod notifier;
+
+pub use count::{Opcode, requests};
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -138,7 +141,9 @@ fn xattr_reply(r: crate::error::Result<Vec<u8>>, size: u32, reply: ReplyXattr) {
 }
 
 /// Runs `f`, turning a panic into `EIO` so that one bad request cannot wedge the mount.
-fn guard<T>(op: &str, f: impl FnOnce() -> crate::error::Result<T>) -> crate::error::Result<T> {
+fn guard<T>(op: Opcode, f: impl FnOnce() -> crate::error::Result<T>) -> crate::error::Result<T> {
+    count::count(op);
+    let op = op.name();
     let t0 = std::time::Instant::now();
     let r = catch_unwind(AssertUnwindSafe(f));
     log::trace!("{op} took {} us", t0.elapsed().as_micros());
@@ -179,7 +184,7 @@ impl Filesystem for Adapter {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        match guard("readdirplus", || self.fs.readdirplus(ino.0, offset, 4096)) {
+        match guard(Opcode::Readdirplus, || self.fs.readdirplus(ino.0, offset, 4096)) {
             Ok(entries) => {
                 let mut sent = true;
                 for (e, a) in entries {
@@ -208,7 +213,7 @@ impl Filesystem for Adapter {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match guard("lookup", || {
+        match guard(Opcode::Lookup, || {
             self.fs.lookup_for(parent.0, name.as_bytes(), ctx(req))
         }) {
             Ok(a) => reply.entry_with_ttls(&ttl(&a), &entry_ttl(&a), &file_attr(&a), Generation(0)),
@@ -245,14 +250,14 @@ impl Filesystem for Adapter {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        let _ = guard("forget", || {
+        let _ = guard(Opcode::Forget, || {
             self.fs.forget(ino.0, nlookup);
             Ok(())
         });
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match guard("getattr", || self.fs.getattr_for(ino.0, ctx(req))) {
+        match guard(Opcode::Getattr, || self.fs.getattr_for(ino.0, ctx(req))) {
             Ok(a) => reply.attr(&ttl(&a), &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -284,7 +289,7 @@ impl Filesystem for Adapter {
             atime_ns: atime.map(ns),
             mtime_ns: mtime.map(ns),
         };
-        match guard("setattr", || {
+        match guard(Opcode::Setattr, || {
             self.fs.setattr(ino.0, set, fh.map(|f| f.0), ctx(req))
         }) {
             Ok(a) => reply.attr(&ttl(&a), &file_attr(&a)),
@@ -302,7 +307,7 @@ impl Filesystem for Adapter {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        match guard("fallocate", || {
+        match guard(Opcode::Fallocate, || {
             self.fs.fallocate(fh.0, offset, length, mode, ctx(req))
         }) {
             Ok(()) => reply.ok(),
@@ -320,7 +325,7 @@ impl Filesystem for Adapter {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        match guard("mknod", || self.fs.mknod()) {
+        match guard(Opcode::Mknod, || self.fs.mknod()) {
             Ok(never) => match never {},
             Err(e) => reply.error(errno(&e)),
         }
@@ -335,7 +340,7 @@ impl Filesystem for Adapter {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        match guard("mkdir", || {
+        match guard(Opcode::Mkdir, || {
             self.fs
                 .mkdir(parent.0, name.as_bytes(), mode, umask, ctx(req))
         }) {
@@ -345,7 +350,7 @@ impl Filesystem for Adapter {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match guard("unlink", || {
+        match guard(Opcode::Unlink, || {
             self.fs.remove(parent.0, name.as_bytes(), false, ctx(req))
         }) {
             Ok(()) => reply.ok(),
@@ -354,7 +359,7 @@ impl Filesystem for Adapter {
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match guard("rmdir", || {
+        match guard(Opcode::Rmdir, || {
             self.fs.remove(parent.0, name.as_bytes(), true, ctx(req))
         }) {
             Ok(()) => reply.ok(),
@@ -372,7 +377,7 @@ impl Filesystem for Adapter {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        match guard("rename", || {
+        match guard(Opcode::Rename, || {
             self.fs.rename(
                 parent.0,
                 name.as_bytes(),
@@ -388,7 +393,7 @@ impl Filesystem for Adapter {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match guard("open", || self.fs.open(ino.0, flags.0, ctx(req))) {
+        match guard(Opcode::Open, || self.fs.open(ino.0, flags.0, ctx(req))) {
             Ok((fh, of)) => reply.opened(FileHandle(fh), fopen(of)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -405,7 +410,7 @@ impl Filesystem for Adapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match guard("read", || self.fs.read(fh.0, offset, size)) {
+        match guard(Opcode::Read, || self.fs.read(fh.0, offset, size)) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(errno(&e)),
         }
@@ -423,7 +428,7 @@ impl Filesystem for Adapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match guard("write", || self.fs.write(fh.0, offset, data)) {
+        match guard(Opcode::Write, || self.fs.write(fh.0, offset, data)) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(&e)),
         }
@@ -437,7 +442,7 @@ impl Filesystem for Adapter {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match guard("flush", || self.fs.flush(fh.0)) {
+        match guard(Opcode::Flush, || self.fs.flush(fh.0)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -453,7 +458,7 @@ impl Filesystem for Adapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match guard("release", || self.fs.release(fh.0)) {
+        match guard(Opcode::Release, || self.fs.release(fh.0)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
@@ -467,14 +472,14 @@ impl Filesystem for Adapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match guard("fsync", || self.fs.fsync(fh.0)) {
+        match guard(Opcode::Fsync, || self.fs.fsync(fh.0)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match guard("opendir", || self.fs.opendir(ino.0)) {
+        match guard(Opcode::Opendir, || self.fs.opendir(ino.0)) {
             Ok(of) => reply.opened(FileHandle(0), fopen(of)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -488,7 +493,7 @@ impl Filesystem for Adapter {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        match guard("readdir", || self.fs.readdir(ino.0, offset, 4096)) {
+        match guard(Opcode::Readdir, || self.fs.readdir(ino.0, offset, 4096)) {
             Ok(entries) => {
                 for e in entries {
                     let kind = match e.kind {
@@ -518,14 +523,14 @@ impl Filesystem for Adapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match guard("fsyncdir", || self.fs.fsyncdir()) {
+        match guard(Opcode::Fsyncdir, || self.fs.fsyncdir()) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match guard("statfs", || self.fs.statfs()) {
+        match guard(Opcode::Statfs, || self.fs.statfs()) {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
             ),
@@ -535,7 +540,7 @@ impl Filesystem for Adapter {
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         xattr_reply(
-            guard("getxattr", || {
+            guard(Opcode::Getxattr, || {
                 self.fs.getxattr(ino.0, name.as_bytes(), ctx(req))
             }),
             size,
@@ -544,7 +549,7 @@ impl Filesystem for Adapter {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        xattr_reply(guard("listxattr", || self.fs.listxattr(ino.0)), size, reply);
+        xattr_reply(guard(Opcode::Listxattr, || self.fs.listxattr(ino.0)), size, reply);
     }
 
     fn setxattr(
@@ -557,7 +562,7 @@ impl Filesystem for Adapter {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        match guard("setxattr", || {
+        match guard(Opcode::Setxattr, || {
             self.fs.setxattr(ino.0, name.as_bytes(), value, ctx(req))
         }) {
             Ok(()) => reply.ok(),
@@ -566,7 +571,7 @@ impl Filesystem for Adapter {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        match guard("removexattr", || {
+        match guard(Opcode::Removexattr, || {
             self.fs.setxattr(ino.0, b"", b"", ctx(req))
         }) {
             Ok(()) => reply.ok(),
@@ -584,7 +589,7 @@ impl Filesystem for Adapter {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match guard("create", || {
+        match guard(Opcode::Create, || {
             self.fs
                 .create(parent.0, name.as_bytes(), mode, umask, flags, ctx(req))
         }) {

@@ -8,6 +8,7 @@
 //! to a shorter length is a new `len` on the same stream and stores nothing; any other
 //! change writes a new stream whose unchanged chunks dedupe against existing blobs.
 
+pub mod count;
 pub mod digest;
 pub mod error;
 mod fork;

@@ -312,6 +312,7 @@ impl PgConn {
         &self,
         last: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>,
     ) -> Result<T> {
+        crate::store::count::round_trip();
         let queued = std::mem::take(&mut *self.queued.borrow_mut());
         self.queued_bytes.set(0);
         if queued.is_empty() {
@@ -757,6 +758,7 @@ impl PgConn {
         self.in_transaction.set(true);
         self.begun.set(true);
         self.run(self.client.batch_execute(sql)).inspect_err(|_| {
+            crate::store::count::round_trip();
             let _ = self.runtime.block_on(self.client.batch_execute("ROLLBACK"));
             self.in_transaction.set(false);
             self.begun.set(false);
@@ -779,6 +781,7 @@ impl PgConn {
             .borrow_mut()
             .push(Queued::Text(sql.to_owned(), sql.to_owned()));
         let out = self.run(std::future::ready(Ok::<(), tokio_postgres::Error>(())));
+        drop(crate::store::count::change());
         if out.is_ok() {
             self.in_transaction.set(false);
             self.begun.set(false);

@@ -43,6 +43,7 @@ impl Conn for rusqlite::Connection {
         params: &[Param<'_>],
         f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
     ) -> Result<()> {
+        crate::store::count::statement();
         let mut stmt = self.prepare_cached(sql)?;
         let writes = !stmt.readonly();
         let mut rows = stmt.query(rusqlite::params_from_iter(params.iter()))?;
@@ -63,12 +64,14 @@ impl Conn for rusqlite::Connection {
     }
 
     fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<()> {
+        crate::store::count::statement();
         self.prepare_cached(sql)?
             .execute(rusqlite::params_from_iter(params.iter()))?;
         Ok(())
     }
 
     fn batch(&self, sql: &str) -> Result<()> {
+        crate::store::count::statement();
         self.execute_batch(sql)?;
         Ok(())
     }

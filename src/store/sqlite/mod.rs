@@ -679,6 +679,9 @@ impl Sqlite {
         prefix_hasher: Option<(i64, ContentHasher)>,
     ) -> Result<Applied> {
         let mut conn = self.batch_lock()?;
+        // Counted after the batch's own statements (its BEGIN, a fold of a full batch),
+        // which depend on the time, not on the change.
+        let _counted = crate::store::count::change();
         let (seq, pending) = {
             let mut redo = self.redo.lock();
             redo.last_seq += 1;
@@ -737,6 +740,7 @@ impl Sqlite {
                 return self.apply_logged(op, &[], None).map(|_| ());
             }
             let seq = redo.last_seq + 1;
+            let _counted = crate::store::count::change();
             redo.log.append(seq, &op, &[])?;
             redo.last_seq = seq;
             redo.ops += 1;
