@@ -171,8 +171,22 @@ impl Caller {
 /// time so that a reused pid is never mistaken for the earlier process.
 #[derive(Default)]
 pub struct Resolver {
-    cache: Mutex<HashMap<u32, (StatKey, Arc<Caller>)>>,
+    cache: Mutex<HashMap<u32, Cached>>,
 }
+
+/// A resolved caller, with what vouches for it: its stat key and, for the first
+/// [`KEPT_STAT_FILES`] entries, its `/proc/<pid>/stat` kept open, so that a hit costs one
+/// `pread` rather than an open, a read and a close (a path walk through procfs; issue 32).
+/// A file kept open names the process, not the number: once the process is gone, reading
+/// it fails (`ESRCH`) even if the pid is reused, and the entry is resolved afresh.
+struct Cached {
+    key: StatKey,
+    caller: Arc<Caller>,
+    stat: Option<Arc<std::fs::File>>,
+}
+
+/// How many cache entries keep their `/proc/<pid>/stat` open (file descriptors held).
+const KEPT_STAT_FILES: usize = 256;
 
 /// What makes a cached caller still valid for a pid: (thread start time, stack start).
 type StatKey = (u64, u64);
@@ -194,22 +208,33 @@ impl Resolver {
     /// and 28; the latter changes at every `execve`, so a process that forks and then
     /// execs is resolved afresh) and the request's uid and gid are unchanged.
     pub fn resolve(&self, pid: u32, uid: u32, gid: u32) -> Arc<Caller> {
-        let Some(key) = (pid != 0).then(|| stat_key(pid)).flatten() else {
+        if pid == 0 {
+            return Arc::new(Self::lookup(pid, uid, gid));
+        }
+        let cached = self
+            .cache
+            .lock()
+            .get(&pid)
+            .map(|e| (e.key, e.caller.clone(), e.stat.clone()));
+        if let Some((k, c, stat)) = cached {
+            let now = match &stat {
+                Some(f) => key_of(f),
+                None => stat_key(pid),
+            };
+            if now == Some(k) && c.uid == uid && c.gid == gid {
+                return c;
+            }
+        }
+        let stat = std::fs::File::open(format!("/proc/{pid}/stat")).ok();
+        let Some(key) = stat.as_ref().and_then(key_of) else {
             return Arc::new(Self::lookup(pid, uid, gid));
         };
-        if let Some((k, c)) = self.cache.lock().get(&pid)
-            && *k == key
-            && c.uid == uid
-            && c.gid == gid
-        {
-            return c.clone();
-        }
         // An exec between the two reads of the stat key would mix two programs' facts (the
         // old program's argv with the new one's exe): read again, and cache only facts
         // read between two equal keys.
         let (mut key, mut c, mut tries) = (key, Self::lookup(pid, uid, gid), 0);
         loop {
-            match stat_key(pid) {
+            match stat.as_ref().and_then(key_of) {
                 Some(after) if after == key => break,
                 Some(after) if tries < 3 => {
                     (key, c, tries) = (after, Self::lookup(pid, uid, gid), tries + 1);
@@ -226,7 +251,16 @@ impl Resolver {
         if cache.len() >= CACHE_LIMIT {
             cache.clear();
         }
-        cache.insert(pid, (key, c.clone()));
+        cache.remove(&pid);
+        let kept = cache.values().filter(|e| e.stat.is_some()).count();
+        cache.insert(
+            pid,
+            Cached {
+                key,
+                caller: c.clone(),
+                stat: stat.filter(|_| kept < KEPT_STAT_FILES).map(Arc::new),
+            },
+        );
         c
     }
 
@@ -333,13 +367,15 @@ fn status_of(pid: u32) -> (Option<u32>, Vec<u32>) {
 /// `/proc/<pid>/stat`. The command name (field 2) may contain spaces and parentheses, so
 /// fields are counted after its closing parenthesis.
 fn stat_key(pid: u32) -> Option<StatKey> {
-    // One open, one read, one close: this runs on every open for writing.
-    use std::io::Read;
+    key_of(&std::fs::File::open(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The stat key read from an open `/proc/<pid>/stat` (one `pread` at offset 0, which
+/// procfs answers afresh); `None` once the process is gone.
+fn key_of(f: &std::fs::File) -> Option<StatKey> {
+    use std::os::unix::fs::FileExt;
     let mut buf = [0u8; 1024];
-    let n = std::fs::File::open(format!("/proc/{pid}/stat"))
-        .ok()?
-        .read(&mut buf)
-        .ok()?;
+    let n = f.read_at(&mut buf, 0).ok()?;
     let stat = std::str::from_utf8(&buf[..n]).ok()?;
     let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
     let start = rest.nth(19)?.parse().ok()?;
@@ -395,6 +431,26 @@ mod tests {
         assert!(after.exe.ends_with("sleep"), "{}", after.exe);
         assert_eq!(after.env_writer.as_deref(), Some("after"));
         assert_eq!(after.start_time, before.start_time);
+    }
+
+    #[test]
+    fn a_process_gone_is_not_its_cached_caller() {
+        // Its `/proc/<pid>/stat` is kept open by the cache; once the process is gone, that
+        // file reads nothing, and the pid (free for reuse) is resolved afresh.
+        let r = Resolver::new();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let before = r.resolve(pid, 0, 0);
+        assert!(before.exe.ends_with("sleep"), "{}", before.exe);
+        assert!(
+            r.cache.lock().get(&pid).is_some_and(|e| e.stat.is_some()),
+            "the entry keeps its stat file open"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let after = r.resolve(pid, 0, 0);
+        assert!(!Arc::ptr_eq(&before, &after), "the cached caller of a process gone");
+        assert_eq!(after.exe, "", "facts of a process gone: {after:?}");
     }
 
     #[test]
