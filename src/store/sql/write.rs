@@ -353,7 +353,7 @@ pub(crate) struct Proc {
 /// `processes` row ids by caller facts, so that a change does not look its process up
 /// each time (rows are never deleted, so ids stay valid; at most 4096 kept).
 #[derive(Default)]
-pub(crate) struct Processes(crate::sync::Mutex<std::collections::HashMap<Caller, i64>>);
+pub(crate) struct Processes(crate::sync::Mutex<std::collections::HashMap<u64, Vec<(Caller, i64)>>>);
 
 impl Processes {
     /// Forgets every id (a rolled-back batch may have inserted rows that are gone).
@@ -363,8 +363,15 @@ impl Processes {
 
     /// The `processes` row of `c` through `conn` (inserted when new).
     pub(crate) fn of(&self, conn: &dyn Conn, c: &Caller) -> Result<Proc> {
-        let key = process_key(c);
-        let cached = self.0.lock().get(&key).copied();
+        // Looked up by a hash of the facts and compared whole, without copying the caller
+        // (its clone, hash and drop were 5% of an append's instructions, issue 32).
+        let hash = facts_hash(c);
+        let cached = self.0.lock().get(&hash).and_then(|entries| {
+            entries
+                .iter()
+                .find(|(k, _)| same_facts(k, c))
+                .map(|&(_, id)| id)
+        });
         let id = match cached {
             Some(id) => id,
             None => {
@@ -373,7 +380,7 @@ impl Processes {
                 if cache.len() >= 4096 {
                     cache.clear();
                 }
-                cache.insert(key, id);
+                cache.entry(hash).or_default().push((process_key(c), id));
                 id
             }
         };
@@ -383,6 +390,77 @@ impl Processes {
             writer: c.writer.clone(),
         })
     }
+}
+
+/// A hash of the facts that identify a `processes` row: every field of `c` but its
+/// request pid (what [`process_key`] clears), as `Caller`'s own `Hash` would hash them.
+/// Destructured, so that a field added to `Caller` is a compile error here until it is
+/// placed.
+fn facts_hash(c: &Caller) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let Caller {
+        writer,
+        pid: _,
+        tgid,
+        start_time,
+        uid,
+        gid,
+        exe,
+        argv,
+        env_writer,
+        step,
+        transport,
+        client,
+        client_version,
+        exe_file,
+        same_ns,
+        user_ns,
+        groups,
+    } = c;
+    let mut h = std::hash::DefaultHasher::new();
+    (writer, tgid, start_time, uid, gid, exe, argv, env_writer).hash(&mut h);
+    (step, transport, client, client_version, exe_file, same_ns, user_ns, groups).hash(&mut h);
+    h.finish()
+}
+
+/// Whether `a` and `b` have the same facts but for their request pids (`==` of their
+/// [`process_key`]s, without making them). Destructured as [`facts_hash`] is.
+fn same_facts(a: &Caller, b: &Caller) -> bool {
+    let Caller {
+        writer,
+        pid: _,
+        tgid,
+        start_time,
+        uid,
+        gid,
+        exe,
+        argv,
+        env_writer,
+        step,
+        transport,
+        client,
+        client_version,
+        exe_file,
+        same_ns,
+        user_ns,
+        groups,
+    } = a;
+    *writer == b.writer
+        && *tgid == b.tgid
+        && *start_time == b.start_time
+        && *uid == b.uid
+        && *gid == b.gid
+        && *exe == b.exe
+        && *argv == b.argv
+        && *env_writer == b.env_writer
+        && *step == b.step
+        && *transport == b.transport
+        && *client == b.client
+        && *client_version == b.client_version
+        && *exe_file == b.exe_file
+        && *same_ns == b.same_ns
+        && *user_ns == b.user_ns
+        && *groups == b.groups
 }
 
 /// The facts that identify a `processes` row (a caller without its request pid).
@@ -1621,4 +1699,54 @@ pub(crate) fn note_read_in(
         ],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn processes_are_told_apart_by_every_fact_but_the_request_pid() {
+        let base = Caller {
+            writer: "w".into(),
+            pid: 7,
+            tgid: 7,
+            start_time: 1,
+            uid: 1,
+            gid: 1,
+            exe: "/bin/x".into(),
+            argv: vec!["x".into()],
+            ..Default::default()
+        };
+        let key = process_key(&base);
+        let other_thread = Caller {
+            pid: 8,
+            ..base.clone()
+        };
+        assert!(same_facts(&key, &other_thread));
+        assert_eq!(facts_hash(&base), facts_hash(&other_thread));
+        let changes: Vec<fn(&mut Caller)> = vec![
+            |c| c.writer = "v".into(),
+            |c| c.tgid = 9,
+            |c| c.start_time = 2,
+            |c| c.uid = 2,
+            |c| c.gid = 2,
+            |c| c.exe = "/bin/y".into(),
+            |c| c.argv.push("-v".into()),
+            |c| c.env_writer = Some("w".into()),
+            |c| c.step = Some(3),
+            |c| c.transport = Some("mcp".into()),
+            |c| c.client = Some("cli".into()),
+            |c| c.client_version = Some("1".into()),
+            |c| c.exe_file = Some(crate::identity::ExeFile::default()),
+            |c| c.same_ns = true,
+            |c| c.user_ns = 4,
+            |c| c.groups = vec![5],
+        ];
+        for (i, change) in changes.iter().enumerate() {
+            let mut c = base.clone();
+            change(&mut c);
+            assert!(!same_facts(&key, &c), "fact {i} changed, yet the same process");
+        }
+    }
 }
