@@ -865,9 +865,34 @@ fn tune_allocator() {
     }
 }
 
+/// Raises the daemon's soft limit of open files to its hard limit (getrlimit(2)): a
+/// daemon holds a file per write handle that spilled, the databases', and up to 256
+/// callers' `/proc/PID/stat` (src/identity.rs); a soft limit of 1,024 (the usual default)
+/// would refuse handles an agent may open. Not fatal when it cannot.
+fn raise_open_files_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write `lim`.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                log::warn!(
+                    "raising the open files limit to {}: {}",
+                    lim.rlim_max,
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    }
+}
+
 /// Mounts and serves in the foreground until unmounted or signalled.
 pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
     tune_allocator();
+    raise_open_files_limit();
     let new = NewDatabase::of(spec);
     let (fs, config) = prepare(spec)?;
     let session = match fuser::Session::new(Adapter::new(fs.clone()), &spec.mountpoint, &config) {

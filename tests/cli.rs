@@ -1303,3 +1303,46 @@ fn a_refused_mount_leaves_no_new_database_and_keeps_an_old_one() {
     assert!(!fresh, "the old database lost its rows");
     drop(store);
 }
+
+#[test]
+fn the_daemon_raises_its_open_files_limit_to_the_hard_one() {
+    // Started with a soft limit of 256 open files: it holds a file per spilled write
+    // handle and up to 256 callers' /proc/PID/stat, so it raises the soft limit itself.
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    /// The daemon, unmounted and ended when the test ends, passed or not.
+    struct Daemon(std::process::Child, std::path::PathBuf);
+    impl Drop for Daemon {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.1).status();
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let daemon = Daemon(
+        Command::new("sh")
+            .arg("-c")
+            .arg(r#"ulimit -Sn 256 && exec "$0" mount "$1" --db "$2""#)
+            .arg(BIN)
+            .arg(&mnt)
+            .arg(dir.path().join("s.db"))
+            .spawn()
+            .unwrap(),
+        mnt.clone(),
+    );
+    common::wait_for("the mount", || mnt.join("state.json").exists());
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", daemon.0.id())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap_or_else(|| panic!("no open files limit in {limits}"));
+    let n: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    assert!(
+        n[1] == "unlimited" || n[1].parse::<u64>().unwrap() > 256,
+        "the hard limit must be above 256 for this test to tell anything: {line}"
+    );
+    assert_eq!(n[0], n[1], "soft limit not raised to the hard one: {line}");
+    let st = Command::new(BIN).arg("unmount").arg(&mnt).status().unwrap();
+    assert!(st.success());
+}
