@@ -438,7 +438,10 @@ mod tests {
         // Its `/proc/<pid>/stat` is kept open by the cache; once the process is gone, that
         // file reads nothing, and the pid (free for reuse) is resolved afresh.
         let r = Resolver::new();
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let pid = child.id();
         let before = r.resolve(pid, 0, 0);
         assert!(before.exe.ends_with("sleep"), "{}", before.exe);
@@ -449,7 +452,10 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         let after = r.resolve(pid, 0, 0);
-        assert!(!Arc::ptr_eq(&before, &after), "the cached caller of a process gone");
+        assert!(
+            !Arc::ptr_eq(&before, &after),
+            "the cached caller of a process gone"
+        );
         assert_eq!(after.exe, "", "facts of a process gone: {after:?}");
     }
 

@@ -57,7 +57,9 @@ impl LiveAppends {
 
     /// Takes every scheduled handle, due or not.
     fn take_all(&self) -> Vec<u64> {
-        std::mem::take(&mut self.due.lock().at).into_keys().collect()
+        std::mem::take(&mut self.due.lock().at)
+            .into_keys()
+            .collect()
     }
 
     /// Waits (at most `idle`) until a handle is due, and returns the handles due.

@@ -184,7 +184,9 @@ impl Filesystem for Adapter {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        match guard(Opcode::Readdirplus, || self.fs.readdirplus(ino.0, offset, 4096)) {
+        match guard(Opcode::Readdirplus, || {
+            self.fs.readdirplus(ino.0, offset, 4096)
+        }) {
             Ok(entries) => {
                 let mut sent = true;
                 for (e, a) in entries {
@@ -549,7 +551,11 @@ impl Filesystem for Adapter {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        xattr_reply(guard(Opcode::Listxattr, || self.fs.listxattr(ino.0)), size, reply);
+        xattr_reply(
+            guard(Opcode::Listxattr, || self.fs.listxattr(ino.0)),
+            size,
+            reply,
+        );
     }
 
     fn setxattr(

@@ -420,14 +420,18 @@ impl<C: Conn + ?Sized> ConnExt for C {}
 /// (issue 32: 5% of a create's instructions).
 fn insert_text(table: IdOf, columns: &'static str, n: usize, with_id: bool) -> &'static str {
     type Key = (IdOf, &'static str, usize, bool);
-    static TEXTS: std::sync::LazyLock<crate::sync::RwLock<std::collections::HashMap<Key, &'static str>>> =
-        std::sync::LazyLock::new(Default::default);
+    static TEXTS: std::sync::LazyLock<
+        crate::sync::RwLock<std::collections::HashMap<Key, &'static str>>,
+    > = std::sync::LazyLock::new(Default::default);
     let key = (table, columns, n, with_id);
     if let Some(&t) = TEXTS.read().get(&key) {
         return t;
     }
     let (t, id_column) = table.column();
-    let marks = (1..=n).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", ");
+    let marks = (1..=n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let text = if with_id {
         format!("INSERT INTO {t}({columns}, {id_column}) VALUES ({marks})")
     } else {

@@ -419,7 +419,17 @@ fn facts_hash(c: &Caller) -> u64 {
     } = c;
     let mut h = std::hash::DefaultHasher::new();
     (writer, tgid, start_time, uid, gid, exe, argv, env_writer).hash(&mut h);
-    (step, transport, client, client_version, exe_file, same_ns, user_ns, groups).hash(&mut h);
+    (
+        step,
+        transport,
+        client,
+        client_version,
+        exe_file,
+        same_ns,
+        user_ns,
+        groups,
+    )
+        .hash(&mut h);
     h.finish()
 }
 
@@ -1746,7 +1756,10 @@ mod tests {
         for (i, change) in changes.iter().enumerate() {
             let mut c = base.clone();
             change(&mut c);
-            assert!(!same_facts(&key, &c), "fact {i} changed, yet the same process");
+            assert!(
+                !same_facts(&key, &c),
+                "fact {i} changed, yet the same process"
+            );
         }
     }
 }
