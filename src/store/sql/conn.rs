@@ -437,8 +437,8 @@ fn insert_text(table: IdOf, columns: &'static str, n: usize, with_id: bool) -> &
     } else {
         format!("INSERT INTO {t}({columns}) VALUES ({marks}) RETURNING {id_column}")
     };
-    *TEXTS
-        .write()
+    let mut texts = TEXTS.write();
+    texts
         .entry(key)
         .or_insert_with(|| Box::leak(text.into_boxed_str()))
 }
