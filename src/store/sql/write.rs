@@ -392,12 +392,34 @@ impl Processes {
     }
 }
 
-/// A hash of the facts that identify a `processes` row: every field of `c` but its
-/// request pid (what [`process_key`] clears), as `Caller`'s own `Hash` would hash them.
-/// Destructured, so that a field added to `Caller` is a compile error here until it is
-/// placed.
-fn facts_hash(c: &Caller) -> u64 {
-    use std::hash::{Hash, Hasher};
+/// The facts of `c` that identify a `processes` row: every field but its request pid (what
+/// [`process_key`] clears), borrowed. Destructured, so that a field added to `Caller` is a
+/// compile error here until it is placed.
+#[allow(clippy::type_complexity)]
+fn facts(
+    c: &Caller,
+) -> (
+    (
+        &String,
+        &u32,
+        &u64,
+        &u32,
+        &u32,
+        &String,
+        &Vec<String>,
+        &Option<String>,
+    ),
+    (
+        &Option<i64>,
+        &Option<String>,
+        &Option<String>,
+        &Option<String>,
+        &Option<crate::identity::ExeFile>,
+        &bool,
+        &u64,
+        &Vec<u32>,
+    ),
+) {
     let Caller {
         writer,
         pid: _,
@@ -417,60 +439,33 @@ fn facts_hash(c: &Caller) -> u64 {
         user_ns,
         groups,
     } = c;
-    let mut h = std::hash::DefaultHasher::new();
-    (writer, tgid, start_time, uid, gid, exe, argv, env_writer).hash(&mut h);
     (
-        step,
-        transport,
-        client,
-        client_version,
-        exe_file,
-        same_ns,
-        user_ns,
-        groups,
+        (writer, tgid, start_time, uid, gid, exe, argv, env_writer),
+        (
+            step,
+            transport,
+            client,
+            client_version,
+            exe_file,
+            same_ns,
+            user_ns,
+            groups,
+        ),
     )
-        .hash(&mut h);
+}
+
+/// A hash of [`facts`] of `c`.
+fn facts_hash(c: &Caller) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    facts(c).hash(&mut h);
     h.finish()
 }
 
-/// Whether `a` and `b` have the same facts but for their request pids (`==` of their
-/// [`process_key`]s, without making them). Destructured as [`facts_hash`] is.
+/// Whether `a` and `b` have the same [`facts`]: `==` of their [`process_key`]s, without
+/// making them.
 fn same_facts(a: &Caller, b: &Caller) -> bool {
-    let Caller {
-        writer,
-        pid: _,
-        tgid,
-        start_time,
-        uid,
-        gid,
-        exe,
-        argv,
-        env_writer,
-        step,
-        transport,
-        client,
-        client_version,
-        exe_file,
-        same_ns,
-        user_ns,
-        groups,
-    } = a;
-    *writer == b.writer
-        && *tgid == b.tgid
-        && *start_time == b.start_time
-        && *uid == b.uid
-        && *gid == b.gid
-        && *exe == b.exe
-        && *argv == b.argv
-        && *env_writer == b.env_writer
-        && *step == b.step
-        && *transport == b.transport
-        && *client == b.client
-        && *client_version == b.client_version
-        && *exe_file == b.exe_file
-        && *same_ns == b.same_ns
-        && *user_ns == b.user_ns
-        && *groups == b.groups
+    facts(a) == facts(b)
 }
 
 /// The facts that identify a `processes` row (a caller without its request pid).
