@@ -64,6 +64,62 @@ fn each(what: &str, total: u64, n: u64) -> u64 {
     total / n
 }
 
+/// What one operation costs: the requests of kinds `each_once` exactly once each, at most
+/// `requests` requests in all, and exactly `changes` store changes, `statements` SQLite
+/// statements (on SQLite) or `round_trips` PostgreSQL round trips (on PostgreSQL).
+struct Expect {
+    what: &'static str,
+    each_once: &'static [&'static str],
+    requests: u64,
+    changes: u64,
+    statements: u64,
+    round_trips: u64,
+}
+
+impl Expect {
+    /// Checks the cost of `n` operations that took `secs`, and returns the slack allowed
+    /// for requests: a name or directory entry the kernel looked up again because its 1 s
+    /// TTL ran out during the loop (a busy machine) is one LOOKUP more per second.
+    fn check(
+        &self,
+        n: u64,
+        req: &BTreeMap<&'static str, u64>,
+        store: StoreCounts,
+        secs: f64,
+        pg: bool,
+    ) -> u64 {
+        let what = self.what;
+        let slack = secs.ceil() as u64 + 1;
+        for kind in self.each_once {
+            assert_eq!(
+                req.get(kind).copied(),
+                Some(n),
+                "{what}: {kind} requests: {req:?}"
+            );
+        }
+        let total: u64 = req.values().sum();
+        assert!(
+            total <= self.requests * n + slack,
+            "{what} costs {} requests: {total} for {n}: {req:?}",
+            self.requests
+        );
+        assert_eq!(
+            each("changes", store.changes, n),
+            self.changes,
+            "{what}: {store:?}"
+        );
+        if pg {
+            let trips = each("round trips", store.round_trips, n);
+            assert_eq!(trips, self.round_trips, "{what}: {store:?}");
+        } else {
+            let statements = each("statements", store.statements, n);
+            assert_eq!(statements, self.statements, "{what}: {store:?}");
+            assert_eq!(store.round_trips, 0, "{what}: {store:?}");
+        }
+        slack
+    }
+}
+
 #[test]
 fn a_create_and_an_append_cost_what_they_cost() {
     let dir = tempfile::tempdir().unwrap();
@@ -118,56 +174,40 @@ fn a_create_and_an_append_cost_what_they_cost() {
     eprintln!("create + 4 KiB + close, {N}: {req:?}, {store:?}, {secs:.3} s");
     // Per create: the kernel's LOOKUP of the new name and GETATTR of the directory (a
     // create in it dropped its attributes), then CREATE, WRITE, FLUSH (the commit) and
-    // RELEASE. A name or directory entry the kernel had to look up again because its
-    // 1 s TTL ran out during the loop (a busy machine) is one LOOKUP more per second.
-    let slack = secs.ceil() as u64 + 1;
-    for kind in ["create", "write", "flush", "release"] {
-        assert_eq!(req.get(kind).copied(), Some(N), "{kind} requests: {req:?}");
-    }
+    // RELEASE. Two changes: the create and its first version (at flush). SQLite: the
+    // create's savepoint, deleted-lineage query, files, nodes, tree_log, the directory's
+    // times, release; the commit's savepoint, head query, stream, blob, extent, version,
+    // release. PostgreSQL: each change one round trip (the commit sent whole, since this
+    // daemon made the file's head itself).
+    let create_cost = Expect {
+        what: "a create + write + close",
+        each_once: &["create", "write", "flush", "release"],
+        requests: 6,
+        changes: 2,
+        statements: 14,
+        round_trips: 2,
+    };
+    let slack = create_cost.check(N, &req, store, secs, pg);
     let looked = req.get("lookup").copied().unwrap_or(0);
     let got = req.get("getattr").copied().unwrap_or(0);
     assert!(
         (N..=N + slack).contains(&looked) && got <= N + slack,
         "a create costs one LOOKUP and at most one GETATTR: {req:?}"
     );
-    let total: u64 = req.values().sum();
-    assert!(
-        total <= 6 * N + slack,
-        "a create + write + close costs 6 requests: {total} for {N}: {req:?}"
-    );
-    // Two changes: the create and its first version (at flush).
-    assert_eq!(each("changes", store.changes, N), 2, "{store:?}");
-    if pg {
-        // Each change one round trip: the create's transaction, and the commit sent whole
-        // since this daemon made the file's head itself.
-        assert_eq!(each("round trips", store.round_trips, N), 2, "{store:?}");
-    } else {
-        // The create: savepoint, deleted-lineage query, files, nodes, tree_log, the
-        // directory's times, release; the commit: savepoint, head query, stream, blob,
-        // extent, version, release.
-        assert_eq!(each("statements", store.statements, N), 14, "{store:?}");
-        assert_eq!(store.round_trips, 0, "{store:?}");
-    }
 
     let (req, store, secs) = cost(N, |_| append());
     eprintln!("open(O_APPEND) + 100 B + close, {N}: {req:?}, {store:?}, {secs:.3} s");
-    let slack = secs.ceil() as u64 + 1;
-    for kind in ["open", "write", "flush", "release"] {
-        assert_eq!(req.get(kind).copied(), Some(N), "{kind} requests: {req:?}");
-    }
-    let total: u64 = req.values().sum();
-    assert!(
-        total <= 4 * N + slack,
-        "an append costs 4 requests (OPEN, WRITE, FLUSH, RELEASE): {total} for {N}: {req:?}"
-    );
-    // One change: the version appended (at flush).
-    assert_eq!(each("changes", store.changes, N), 1, "{store:?}");
-    if pg {
-        assert_eq!(each("round trips", store.round_trips, N), 1, "{store:?}");
-    } else {
-        // Savepoint, head query, extent, version, release.
-        assert_eq!(each("statements", store.statements, N), 5, "{store:?}");
-    }
+    // One change, the version appended at flush: savepoint, head query, extent, version,
+    // release.
+    let append_cost = Expect {
+        what: "an append",
+        each_once: &["open", "write", "flush", "release"],
+        requests: 4,
+        changes: 1,
+        statements: 5,
+        round_trips: 1,
+    };
+    append_cost.check(N, &req, store, secs, pg);
 
     bg.stop().unwrap();
     if pg {
