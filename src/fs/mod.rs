@@ -1726,7 +1726,7 @@ impl Fs {
                 );
             }
         }
-        for &c in dir.cookies.range(offset.saturating_sub(4) / 2..) {
+        for c in dir.cookies_from(offset.saturating_sub(4) / 2) {
             if out.len() >= max {
                 break;
             }

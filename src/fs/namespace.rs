@@ -105,7 +105,7 @@ impl Fs {
         if pnode.orphan {
             return Err(Error::new(libc::ENOENT, "parent directory was removed"));
         }
-        if pnode.children.contains_key(name) {
+        if pnode.child(name).is_some() {
             return Err(Error::new(
                 libc::EEXIST,
                 format!("{}: file exists", tree.child_path(parent, name)),
@@ -279,7 +279,7 @@ impl Fs {
             (false, Kind::Dir) => {
                 return Err(Error::new(libc::EISDIR, format!("{path}: is a directory")));
             }
-            (true, Kind::Dir) if !node.children.is_empty() => {
+            (true, Kind::Dir) if node.has_children() => {
                 return Err(Error::new(
                     libc::ENOTEMPTY,
                     format!("{path}: directory not empty"),
@@ -403,7 +403,7 @@ impl Fs {
                         format!("{new_path}: not a directory"),
                     ));
                 }
-                (Kind::Dir, Kind::Dir) if !o.children.is_empty() => {
+                (Kind::Dir, Kind::Dir) if o.has_children() => {
                     return Err(Error::new(
                         libc::ENOTEMPTY,
                         format!("{new_path}: directory not empty"),
@@ -425,7 +425,7 @@ impl Fs {
         if kind == Kind::Dir {
             let mut stack = vec![(ino, old_path.clone(), new_path.clone())];
             while let Some((d, from, to)) = stack.pop() {
-                for (cname, &c) in &tree.get(d)?.children {
+                for (cname, c) in tree.get(d)?.children() {
                     let cname = crate::store::paths::encode(cname);
                     let (cf, ct) = (format!("{from}/{cname}"), format!("{to}/{cname}"));
                     let cn = tree.get(c)?;

@@ -50,10 +50,9 @@ pub(super) struct Node {
     /// so opens bypass the page cache until a `getattr` answers
     /// ([`super::Fs::getattr_for`]).
     pub(super) size_untold: bool,
-    /// Children by name, and their inodes in cookie order (directories only).
-    pub(super) children: HashMap<Vec<u8>, u64>,
-    pub(super) cookies: BTreeSet<u64>,
-    pub(super) subdirs: u32,
+    /// A directory's entries; `None` for a file, which so pays one pointer for them
+    /// instead of their 80 bytes (issue 32: the table holds a `Node` per inode).
+    entries: Option<Box<Entries>>,
     /// Unlinked (or replaced by a rename) but still referenced by the kernel or a handle.
     pub(super) orphan: bool,
     /// What MANIFEST learned of this file, kept for its next rendering.
@@ -63,6 +62,17 @@ pub(super) struct Node {
     pub(super) step: Option<i64>,
     /// The file's last read through the mount (MANIFEST's `read` column, issue 13).
     pub(super) last_read: Option<Box<ReadMark>>,
+}
+
+/// A directory's entries ([`Node::entries`]).
+#[derive(Debug, Default)]
+struct Entries {
+    /// Children by name.
+    children: HashMap<Vec<u8>, u64>,
+    /// The children's inodes, in cookie (readdir offset) order.
+    cookies: BTreeSet<u64>,
+    /// How many children are directories (a directory's link count is 2 + this).
+    subdirs: u32,
 }
 
 /// A file's last read, and when the store last recorded one ([`super::Fs::mark_read`]).
@@ -125,8 +135,9 @@ impl ViewMemo {
 }
 
 impl Node {
-    pub(super) fn from_record(r: NodeRecord) -> Node {
-        Node {
+    /// The node of a record as the store loaded or made it, boxed as the table holds it.
+    pub(super) fn from_record(r: NodeRecord) -> Box<Node> {
+        Box::new(Node {
             parent: r.parent,
             name: r.name.into(),
             kind: r.kind,
@@ -145,9 +156,7 @@ impl Node {
             cache_readers: 0,
             held: None,
             size_untold: false,
-            children: HashMap::new(),
-            cookies: BTreeSet::new(),
-            subdirs: 0,
+            entries: (r.kind == Kind::Dir).then(Box::default),
             orphan: false,
             memo: ViewMemo::default(),
             step: r.step,
@@ -157,7 +166,25 @@ impl Node {
                     read,
                 })
             }),
-        }
+        })
+    }
+    /// The inode of child `name` (a directory's; `None` for a file).
+    pub(super) fn child(&self, name: &[u8]) -> Option<u64> {
+        self.entries.as_ref()?.children.get(name).copied()
+    }
+    /// Whether the node is a directory with at least one child.
+    pub(super) fn has_children(&self) -> bool {
+        self.entries.as_ref().is_some_and(|e| !e.children.is_empty())
+    }
+    /// The children, by name (none for a file), in no order.
+    pub(super) fn children(&self) -> impl Iterator<Item = (&[u8], u64)> {
+        self.entries
+            .iter()
+            .flat_map(|e| e.children.iter().map(|(n, &i)| (n.as_slice(), i)))
+    }
+    /// The children's inodes from inode `from` on, in cookie order (none for a file).
+    pub(super) fn cookies_from(&self, from: u64) -> impl Iterator<Item = u64> {
+        self.entries.iter().flat_map(move |e| e.cookies.range(from..).copied())
     }
     /// The current version's id and content; a file without a version yet (created, not
     /// committed) is empty, id 0.
@@ -243,7 +270,10 @@ pub(super) struct HeldSize {
 
 #[derive(Default)]
 pub(super) struct Tree {
-    pub(super) nodes: HashMap<u64, Node>,
+    /// Every inode the daemon knows, boxed: the table's slots (a power of two of them,
+    /// never given back when nodes go) then cost 16 bytes each instead of a node's size,
+    /// and a rehash moves pointers (issue 32, the daemon's resident size).
+    pub(super) nodes: HashMap<u64, Box<Node>>,
     /// The orphans still in `nodes` (a kernel lookup or a handle holds them), so that a
     /// create looks at them without a pass over the handles ([`Tree::make_orphan`]).
     pub(super) orphans: BTreeSet<u64>,
@@ -253,11 +283,13 @@ impl Tree {
     pub(super) fn get(&self, ino: u64) -> Result<&Node> {
         self.nodes
             .get(&ino)
+            .map(|n| &**n)
             .ok_or_else(|| Error::new(libc::ENOENT, format!("inode {ino}: not found")))
     }
     pub(super) fn get_mut(&mut self, ino: u64) -> Result<&mut Node> {
         self.nodes
             .get_mut(&ino)
+            .map(|n| &mut **n)
             .ok_or_else(|| Error::new(libc::ENOENT, format!("inode {ino}: not found")))
     }
     pub(super) fn dir(&self, ino: u64) -> Result<&Node> {
@@ -271,7 +303,7 @@ impl Tree {
         Ok(n)
     }
     pub(super) fn child(&self, parent: u64, name: &[u8]) -> Result<Option<u64>> {
-        Ok(self.dir(parent)?.children.get(name).copied())
+        Ok(self.dir(parent)?.child(name))
     }
     /// Path from the root, `/`-separated, no leading slash, as the store records it: each
     /// name's exact bytes, losslessly as text ([`crate::store::paths::encode`]). An orphan
@@ -312,9 +344,8 @@ impl Tree {
             return false;
         };
         let is_file = |n: &[u8]| {
-            dir.children
-                .get(n)
-                .and_then(|ino| self.nodes.get(ino))
+            dir.child(n)
+                .and_then(|ino| self.nodes.get(&ino))
                 .is_some_and(|node| node.kind == Kind::File)
         };
         is_file(db) && is_file(&[db, b"-wal".as_slice()].concat())
@@ -331,7 +362,7 @@ impl Tree {
 
     /// Links `ino` into `parent`'s listing, times untouched (loading the tree).
     pub(super) fn link(&mut self, parent: u64, ino: u64, name: &[u8], kind: Kind) {
-        if let Some(p) = self.nodes.get_mut(&parent) {
+        if let Some(p) = self.nodes.get_mut(&parent).and_then(|p| p.entries.as_mut()) {
             p.children.insert(name.to_vec(), ino);
             p.cookies.insert(ino);
             if kind == Kind::Dir {
@@ -345,10 +376,12 @@ impl Tree {
             let now = now_ns();
             p.attrs.mtime_ns = now;
             p.attrs.ctime_ns = now;
-            p.children.remove(name);
-            p.cookies.remove(&ino);
-            if kind == Kind::Dir {
-                p.subdirs = p.subdirs.saturating_sub(1);
+            if let Some(e) = p.entries.as_mut() {
+                e.children.remove(name);
+                e.cookies.remove(&ino);
+                if kind == Kind::Dir {
+                    e.subdirs = e.subdirs.saturating_sub(1);
+                }
             }
         }
     }
@@ -395,7 +428,7 @@ impl Tree {
             nlink: match n.kind {
                 // A directory removed (rmdir, or replaced by a rename) but still open.
                 Kind::Dir if n.orphan => 0,
-                Kind::Dir => 2 + n.subdirs,
+                Kind::Dir => 2 + n.entries.as_ref().map_or(0, |e| e.subdirs),
                 Kind::File if n.orphan => 0,
                 Kind::File => 1,
             },
@@ -422,4 +455,42 @@ pub(super) fn check_name(name: &[u8]) -> Result<()> {
         return Err(Error::new(libc::EINVAL, "invalid name"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(ino: u64, kind: Kind) -> NodeRecord {
+        NodeRecord {
+            ino,
+            parent: 1,
+            name: b"x".to_vec(),
+            kind,
+            attrs: Attrs {
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+                atime_ns: 0,
+                mtime_ns: 0,
+                ctime_ns: 0,
+            },
+            file_id: (kind == Kind::File).then_some(1),
+            head: None,
+            mtime_pinned: false,
+            step: None,
+            last_read: None,
+        }
+    }
+
+    /// The daemon holds a node per inode (issue 32: its resident size): a file's carries
+    /// no directory's entries, and a node stays within the size it was brought down to.
+    #[test]
+    fn a_file_node_is_small_and_carries_no_directory_entries() {
+        let file = Node::from_record(record(2, Kind::File));
+        assert!(file.entries.is_none(), "a file has no entries");
+        assert!(Node::from_record(record(3, Kind::Dir)).entries.is_some());
+        let size = std::mem::size_of::<Node>();
+        assert!(size <= 288, "a node is {size} bytes (was 352 with entries inline)");
+    }
 }
