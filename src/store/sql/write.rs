@@ -705,7 +705,18 @@ pub(crate) enum LineageLookup {
     /// again with [`LineageLookup::Ask`]. PostgreSQL only: SQLite's division by zero is
     /// NULL, not an error.
     Guarded,
+    /// Inserts a new lineage unless there is a deleted one to continue, in one statement
+    /// ([`NEW_LINEAGE_UNLESS_DELETED`]), and asks for that one only when there is: the
+    /// common create is one statement instead of two (issue 32). For a connection that
+    /// answers each statement at once (SQLite), where the id comes back by `RETURNING`.
+    InsertUnlessDeleted,
 }
+
+/// Inserts the lineage of a new file at `?1`, returning its id, unless a deleted lineage
+/// that file would continue is there ([`deleted_lineage_at`]'s condition): then no row.
+pub(crate) const NEW_LINEAGE_UNLESS_DELETED: &str =
+    "INSERT INTO files(path) SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM files WHERE path = ?1
+         AND deleted_ns IS NOT NULL AND merged_into IS NULL) RETURNING id";
 
 /// Fails the transaction (PostgreSQL: `division_by_zero`) when a deleted lineage that a
 /// new file at `?1` would continue is there ([`deleted_lineage_at`]'s condition).
@@ -733,19 +744,27 @@ pub(crate) fn create_in(
     let mut file_id = None;
     let mut floor = 0;
     if kind == Kind::File {
-        let deleted = match lookup {
-            LineageLookup::Ask => deleted_lineage_at(tx, path)?,
+        // The new lineage's id when it was made with the lookup, else the deleted one.
+        let (new, deleted) = match lookup {
+            LineageLookup::Ask => (None, deleted_lineage_at(tx, path)?),
             LineageLookup::Guarded => {
                 tx.exec(NO_DELETED_LINEAGE, p![path])?;
-                None
+                (None, None)
+            }
+            LineageLookup::InsertUnlessDeleted => {
+                match tx.opt_value::<i64>(NEW_LINEAGE_UNLESS_DELETED, p![path])? {
+                    Some(id) => (Some(id), None),
+                    None => (None, deleted_lineage_at(tx, path)?),
+                }
             }
         };
-        let (fid, before) = match deleted {
-            Some(fid) => {
+        let (fid, before) = match (new, deleted) {
+            (Some(fid), _) => (fid, None),
+            (None, Some(fid)) => {
                 tx.exec("UPDATE files SET deleted_ns = NULL WHERE id = ?1", p![fid])?;
                 (fid, head_of(tx, fid)?.map(|v| v.id))
             }
-            None => (tx.insert_row(IdOf::Files, "path", p![path])?, None),
+            (None, None) => (tx.insert_row(IdOf::Files, "path", p![path])?, None),
         };
         // A continued lineage: the event's version is what tells the file's versions
         // from the deleted file's (`live_head`). A new lineage needs none: its first

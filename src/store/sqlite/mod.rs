@@ -610,7 +610,7 @@ impl Sqlite {
                 *kind,
                 *attrs,
                 proc,
-                LineageLookup::Ask,
+                LineageLookup::InsertUnlessDeleted,
             )
             .map(Applied::Node),
             Op::Unlink {
