@@ -82,6 +82,16 @@ pub struct Caller {
     /// may write its own executable.
     #[serde(skip)]
     pub groups: Vec<u32>,
+    /// No other process of the request's uid may control this one: the kernel names
+    /// another user as the process's controller ([`controller_of`]: the owner of
+    /// `/proc/<tgid>/stat`, proc(5)), as for a non-dumpable process (one that exec'd a
+    /// set-user-ID or set-group-ID program: no `ptrace`, no `/proc/<pid>/mem`, and the
+    /// loader ignored `LD_PRELOAD`; prctl(2) `PR_SET_DUMPABLE`). A process its own uid
+    /// controls may be made to run any code and even to show another executable
+    /// (`PR_SET_MM_MAP` with `exe_fd`, from a child sharing its memory in a user namespace
+    /// of its own): it matches no `exe` matcher unless it is root's (docs/rules.md).
+    #[serde(skip)]
+    pub sealed: bool,
 }
 
 /// What `stat(2)` of `/proc/<pid>/exe` says of the file a process executes: the kernel
@@ -125,6 +135,18 @@ pub fn exe_file(path: &str) -> Option<ExeFile> {
         gid: m.gid(),
         mode: m.mode(),
     })
+}
+
+/// The user the kernel lets control process `tgid` (ptrace(2) "access mode checks"): the
+/// owner of `/proc/<tgid>/stat`, which procfs sets afresh at every lookup of the path to
+/// the process's effective uid while it is dumpable, and to root (of the user namespace
+/// its memory belongs to) once it is not (proc(5); the directory `/proc/<tgid>` itself
+/// keeps the effective uid either way). `None` once the process is gone.
+pub fn controller_of(tgid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{tgid}/stat"))
+        .ok()
+        .map(|m| m.uid())
 }
 
 /// The inode number of namespace `kind` (`mnt`, `user`) of process `pid` (`self` for
@@ -221,7 +243,7 @@ impl Resolver {
                 Some(f) => key_of(f),
                 None => stat_key(pid),
             };
-            if now == Some(k) && c.uid == uid && c.gid == gid {
+            if now == Some(k) && c.uid == uid && c.gid == gid && still_sealed(&c) {
                 return c;
             }
         }
@@ -291,6 +313,7 @@ impl Resolver {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
             c.exe_file = exe_file(&format!("/proc/{tgid}/exe"));
+            c.sealed = controller_of(tgid).is_some_and(|owner| owner != uid);
             let t = tgid.to_string();
             let (mnt, user) = (namespace(&t, "mnt"), namespace(&t, "user"));
             let (own_mnt, own_user) = own_namespaces();
@@ -323,6 +346,20 @@ impl Resolver {
             .unwrap_or_else(|| "anonymous".to_string());
         c
     }
+}
+
+/// Whether a cached caller that was [`Caller::sealed`] still is, and still executes the
+/// same file; always true for one that was not (nothing it could match depends on it).
+/// The stat key does not tell a sealed tool that exec'd a program its caller named from
+/// the tool (the program keeps the tool's set-group-ID, so it stays sealed, and it may
+/// put the old stack start back, `PR_SET_MM_MAP`, or run with ASLR off): its executable
+/// does. Two `stat`s per request, for sealed callers only (attack round of issue 32).
+fn still_sealed(c: &Caller) -> bool {
+    if !c.sealed {
+        return true;
+    }
+    controller_of(c.tgid).is_some_and(|owner| owner != c.uid)
+        && exe_file(&format!("/proc/{}/exe", c.tgid)).map(|f| f.id) == c.exe_file.map(|f| f.id)
 }
 
 /// A `SCRATCHFS_WRITER` value names a writer when it is 1 to 64 printable characters
@@ -457,6 +494,57 @@ mod tests {
             "the cached caller of a process gone"
         );
         assert_eq!(after.exe, "", "facts of a process gone: {after:?}");
+    }
+
+    /// Runs a copy of `sleep` as uid 1000 (no supplementary groups) from a directory uid
+    /// 1000 may enter; `setgid`: the copy is set-group-ID `nogroup` (65534), so that the
+    /// process is not dumpable. Needs root (the test suite runs as root).
+    fn sleep_as_agent(dir: &std::path::Path, setgid: bool) -> std::process::Child {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        let bin = dir.join(if setgid { "sealed-sleep" } else { "sleep" });
+        std::fs::copy("/bin/sleep", &bin).unwrap();
+        if setgid {
+            std::os::unix::fs::chown(&bin, Some(0), Some(65534)).unwrap();
+        }
+        let mode = if setgid { 0o2755 } else { 0o755 };
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(mode)).unwrap();
+        std::process::Command::new(&bin)
+            .arg("30")
+            .uid(1000)
+            .gid(1000)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {} as uid 1000 (root needed): {e}", bin.display()))
+    }
+
+    /// A process of uid 1000 is sealed only when the kernel names another controller (a
+    /// set-group-ID program); a sealed caller's cached facts are reused only while it
+    /// still executes the same file, whatever its stat key says (attack round of issue
+    /// 32: a tool that exec'd its caller's program, stack start put back).
+    #[test]
+    fn a_sealed_caller_is_reused_only_while_it_executes_the_same_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let r = Resolver::new();
+        let mut plain = sleep_as_agent(dir.path(), false);
+        let mut sealed = sleep_as_agent(dir.path(), true);
+        let c = r.resolve(plain.id(), 1000, 1000);
+        assert!(c.exe.ends_with("/sleep") && !c.sealed, "{c:?}");
+        let pid = sealed.id();
+        let c = r.resolve(pid, 1000, 1000);
+        assert!(c.exe.ends_with("/sealed-sleep") && c.sealed, "{c:?}");
+        assert!(Arc::ptr_eq(&c, &r.resolve(pid, 1000, 1000)), "a hit");
+        // As if it had exec'd another file with the stat key unchanged.
+        let mut other = (*c).clone();
+        other.exe_file = exe_file("/bin/sh");
+        r.cache.lock().get_mut(&pid).unwrap().caller = Arc::new(other);
+        let again = r.resolve(pid, 1000, 1000);
+        assert_eq!(again.exe_file, c.exe_file, "the facts of the file it executes");
+        for child in [&mut plain, &mut sealed] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
     }
 
     #[test]

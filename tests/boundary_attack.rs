@@ -28,11 +28,19 @@ fn public_dir() -> tempfile::TempDir {
     d
 }
 
-/// A copy of `from` at `to`, root's, mode 0755: a tool's binary the agent may run but
-/// not write.
+/// A copy of `from` at `to`, root's, mode 0755: a binary the agent may run but not write.
 fn install(from: &str, to: &std::path::Path) {
     std::fs::copy(from, to).unwrap();
     std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// [`install`], set-group-ID `nogroup` (65534, mode 2755): a tool's binary as
+/// docs/rules.md says to install one an `exe` matcher names. The agent may run it, but
+/// not control the process it runs in (no `ptrace`, no `LD_PRELOAD`: not dumpable).
+fn install_tool(from: &str, to: &std::path::Path) {
+    install(from, to);
+    std::os::unix::fs::chown(to, Some(0), Some(65534)).unwrap();
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o2755)).unwrap();
 }
 
 /// Runs `script` with `sh` as uid 1000 (no supplementary groups), in the mount; its
@@ -60,18 +68,23 @@ fn as_agent(m: &Mount, script: &str) -> std::process::Output {
 fn an_exe_matcher_is_the_file_itself_not_a_path_the_agents_namespace_shows() {
     let bin = public_dir();
     let (tool, boxed) = (bin.path().join("tool"), bin.path().join("boxed-tool"));
-    install("/usr/bin/tee", &tool);
-    install("/usr/bin/tee", &boxed);
+    let plain = bin.path().join("plain-tool");
+    install_tool("/usr/bin/tee", &tool);
+    install_tool("/usr/bin/tee", &boxed);
+    install("/usr/bin/tee", &plain);
     let rules = format!(
         r#"{{ "writers": {{
                 "tool":  {{ "exe": "{}" }},
                 "boxed": {{ "exe": "{}", "exe_any_namespace": true }},
+                "plain": {{ "exe": "{}" }},
                 "agent": {{ "uid": 1000 }} }},
             "paths": [ {{ "path": "tool.txt", "writers": ["tool"] }},
                        {{ "path": "boxed.txt", "writers": ["boxed"] }},
+                       {{ "path": "plain.txt", "writers": ["plain"] }},
                        {{ "path": "**", "writers": ["*"] }} ] }}"#,
         tool.display(),
-        boxed.display()
+        boxed.display(),
+        plain.display()
     );
     let rules_file = bin.path().join("rules.json");
     std::fs::write(&rules_file, rules).unwrap();
@@ -81,10 +94,18 @@ fn an_exe_matcher_is_the_file_itself_not_a_path_the_agents_namespace_shows() {
         "--owner",
         "1000:1000",
     ]);
-    let (tool, boxed) = (tool.display(), boxed.display());
+    let (tool, boxed, plain) = (tool.display(), boxed.display(), plain.display());
     // The tool itself, run by the agent's uid: its writer.
     let o = as_agent(&m, &format!("echo honest | {tool} tool.txt"));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A tool binary that is not set-group-ID runs in a process the agent controls (it may
+    // preload a library into it, trace it, or make its own process show that binary as
+    // its executable): not the tool (attack round of issue 32).
+    let o = as_agent(&m, &format!("echo preloaded | {plain} plain.txt"));
+    assert!(
+        !o.status.success(),
+        "a process the agent controls matched exe"
+    );
     // The agent's own binary (any it can read) bind-mounted over the tool's path in a
     // namespace of its own: /proc/PID/exe shows the tool's path there.
     let o = as_agent(
@@ -108,16 +129,33 @@ fn an_exe_matcher_is_the_file_itself_not_a_path_the_agents_namespace_shows() {
         !o.status.success(),
         "the bind-mounted binary wrote boxed.txt"
     );
-    // The real tool run from another namespace: only the writer that says so.
+    // The real tool in a user namespace the agent made: the agent is root there and may
+    // trace it (and the kernel ignores the set-group-ID bit of a group not mapped in it),
+    // so not even the writer that accepts other namespaces.
     let o = as_agent(
         &m,
         &format!("unshare -Urm sh -c 'echo boxed | {boxed} boxed.txt'"),
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = as_agent(
-        &m,
-        &format!("unshare -Urm sh -c 'echo namespaced | {tool} tool.txt'"),
+    assert!(
+        !o.status.success(),
+        "a tool in the agent's own user namespace matched exe"
     );
+    // The real tool in a mount namespace root made for the agent (a sandbox): only the
+    // writer that says so.
+    let in_sandbox = |script: String| {
+        output_within(
+            "the sandboxed tool",
+            Command::new("unshare")
+                .args(["-m", "setpriv", "--reuid", "1000", "--regid", "1000"])
+                .args(["--clear-groups", "sh", "-c"])
+                .arg(script)
+                .current_dir(&m.mnt),
+            Duration::from_secs(120),
+        )
+    };
+    let o = in_sandbox(format!("echo boxed | {boxed} boxed.txt"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = in_sandbox(format!("echo namespaced | {tool} tool.txt"));
     assert!(
         !o.status.success(),
         "a process of another namespace matched exe"
@@ -125,14 +163,15 @@ fn an_exe_matcher_is_the_file_itself_not_a_path_the_agents_namespace_shows() {
     assert_eq!(read(m.path("tool.txt")), "honest\n");
     assert_eq!(read(m.path("boxed.txt")), "boxed\n");
     assert_eq!(
-        m.sql("SELECT writer FROM versions WHERE path IN ('tool.txt', 'boxed.txt') ORDER BY id"),
+        m.sql("SELECT writer FROM versions WHERE path IN ('tool.txt', 'boxed.txt', 'plain.txt') ORDER BY id"),
         "tool\nboxed"
     );
     // Each forgery is on record as the agent it is.
     let refused =
         m.sql("SELECT writer || ' ' || path FROM events WHERE op = 'rejected' ORDER BY id");
     assert_eq!(
-        refused, "agent tool.txt\nagent boxed.txt\nagent tool.txt",
+        refused,
+        "agent plain.txt\nagent tool.txt\nagent boxed.txt\nagent boxed.txt\nagent tool.txt",
         "the refusals"
     );
 }
@@ -143,7 +182,7 @@ fn a_socket_connection_keeps_the_identity_of_the_process_that_connected() {
     let tool = bin.path().join("tool-python");
     // The tool is a Python program: its binary is a copy of the interpreter, root's.
     let python = std::fs::canonicalize("/usr/bin/python3").unwrap();
-    install(python.to_str().unwrap(), &tool);
+    install_tool(python.to_str().unwrap(), &tool);
     let rules = format!(
         r#"{{ "writers": {{ "tool": {{ "exe": "{}" }}, "agent": {{ "uid": 1000 }} }},
             "paths": [ {{ "path": "tool.txt", "writers": ["tool"] }},
@@ -175,7 +214,12 @@ if pid != 0:
 os.close(r)
 parent = os.getppid()
 deadline = time.time() + 60
-while os.readlink(f"/proc/{parent}/exe") != tool:
+def runs_tool():
+    try:
+        return os.readlink(f"/proc/{parent}/exe") == tool
+    except PermissionError:  # no longer dumpable: it runs the set-group-ID tool
+        return True
+while not runs_tool():
     assert time.time() < deadline, "the parent never ran the tool"
     time.sleep(0.01)
 req = {"tool": "write", "args": {"path": "tool.txt", "content": "forged\n"}, "writer": "tool",

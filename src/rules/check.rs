@@ -703,6 +703,19 @@ fn writers(found: &mut Found, root: &Node, used: &[String]) {
                         target.display().to_string()
                     ),
                 ));
+            } else if let Ok(meta) = std::fs::metadata(path)
+                && meta.is_file()
+                && std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o6000 == 0
+            {
+                found.warn(
+                    exe.at,
+                    format!(
+                        "writer {name:?}: exe {path:?} is neither set-user-ID nor set-group-ID \
+                         on this machine, so only root's processes of it match: a process \
+                         another user runs is that user's to control (docs/rules.md, \
+                         \"Which matchers the kernel vouches for\")"
+                    ),
+                );
             }
         }
         if let Some(comm) = m.value.get("comm").filter(|v| v.str().is_some()) {
@@ -1354,6 +1367,30 @@ mod tests {
             r#"12:5: writer "spare" is named in no rule's writers (it only names callers in provenance)"#.into(),
         ];
         assert_eq!(got, want, "{got:#?}");
+        // A tool binary any user runs as itself: only root's processes of it match.
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("tool");
+        std::fs::write(&tool, b"#!/bin/true\n").unwrap();
+        let mode = |m| {
+            std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(m))
+                .unwrap()
+        };
+        mode(0o755);
+        let text = format!(
+            r#"{{"writers": {{"tool": {{"exe": "{}"}}}}, "paths": [{{"path": "**", "writers": ["tool"]}}]}}"#,
+            tool.display()
+        );
+        let c = check(&text);
+        let got: Vec<String> = c.problems.iter().map(|p| p.message.clone()).collect();
+        assert_eq!(
+            got,
+            [format!(
+                r#"writer "tool": exe "{}" is neither set-user-ID nor set-group-ID on this machine, so only root's processes of it match: a process another user runs is that user's to control (docs/rules.md, "Which matchers the kernel vouches for")"#,
+                tool.display()
+            )]
+        );
+        mode(0o2755);
+        assert!(check(&text).problems.is_empty(), "set-group-ID: no warning");
         // Not shadowed: a narrower writer first, or a different value.
         let c = check(
             r#"{"writers": {"tool": {"uid": 1000, "env": "tool"}, "agent": {"uid": 1000},

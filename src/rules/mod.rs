@@ -367,7 +367,9 @@ impl ExePins {
     /// Whether process `c` executes the file pinned at `path` ([`ExePins`]).
     pub fn matches(&self, path: &str, any_namespace: bool, c: &Caller) -> bool {
         let Some(f) = c.exe_file else { return false };
-        if !(c.same_ns || any_namespace) || (c.uid != 0 && f.writable_by(c.uid, c.gid, &c.groups)) {
+        if !(c.same_ns || any_namespace)
+            || (c.uid != 0 && (!c.sealed || f.writable_by(c.uid, c.gid, &c.groups)))
+        {
             return false;
         }
         let Some(pin) = self.pins.get(path) else {
@@ -563,8 +565,8 @@ mod tests {
     }
 
     /// `exe` names a file by identity (issue 31 item 1): the path a caller shows is never
-    /// enough, a file the caller may write never matches, nor a caller in another
-    /// namespace unless the writer allows it.
+    /// enough, a file the caller may write never matches, nor a process its own user
+    /// controls, nor a caller in another namespace unless the writer allows it.
     #[test]
     fn exe_matches_the_file_by_identity_not_the_path_a_caller_shows() {
         let dir = tempfile::tempdir().unwrap();
@@ -584,12 +586,14 @@ mod tests {
         let r = Rules::parse(&text).unwrap();
         let pins = ExePins::take(&r);
         let f = |p: &std::path::Path| crate::identity::exe_file(p.to_str().unwrap());
+        // A caller another user controls (a non-dumpable process), unless it is root.
         let caller = |file, exe: &str, uid, same_ns| Caller {
             uid,
             gid: uid,
             exe: exe.into(),
             exe_file: file,
             same_ns,
+            sealed: uid != 0,
             ..Default::default()
         };
         // The tool itself, as root or another user that may not write it.
@@ -601,6 +605,13 @@ mod tests {
             r.writer_for(&caller(f(&tool), tool_path, 1000, true), "t", &pins),
             "tool"
         );
+        // The tool run by a user who controls the process (it may preload, trace, or set
+        // its executable): not the tool (attack round of issue 32).
+        let controlled = Caller {
+            sealed: false,
+            ..caller(f(&tool), tool_path, 1000, true)
+        };
+        assert_eq!(r.writer_for(&controlled, "t", &pins), "anonymous");
         // Another file shown at the tool's path (a bind mount in the caller's namespace).
         assert_eq!(
             r.writer_for(&caller(f(&other), tool_path, 1000, true), "t", &pins),

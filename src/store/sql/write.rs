@@ -418,6 +418,7 @@ fn facts(
         &bool,
         &u64,
         &Vec<u32>,
+        &bool,
     ),
 ) {
     let Caller {
@@ -438,6 +439,7 @@ fn facts(
         same_ns,
         user_ns,
         groups,
+        sealed,
     } = c;
     (
         (writer, tgid, start_time, uid, gid, exe, argv, env_writer),
@@ -450,6 +452,7 @@ fn facts(
             same_ns,
             user_ns,
             groups,
+            sealed,
         ),
     )
 }
