@@ -82,14 +82,15 @@ pub struct Caller {
     /// may write its own executable.
     #[serde(skip)]
     pub groups: Vec<u32>,
-    /// No other process of the request's uid may control this one: the kernel names
-    /// another user as the process's controller ([`controller_of`]: the owner of
-    /// `/proc/<tgid>/stat`, proc(5)), as for a non-dumpable process (one that exec'd a
-    /// set-user-ID or set-group-ID program: no `ptrace`, no `/proc/<pid>/mem`, and the
-    /// loader ignored `LD_PRELOAD`; prctl(2) `PR_SET_DUMPABLE`). A process its own uid
-    /// controls may be made to run any code and even to show another executable
-    /// (`PR_SET_MM_MAP` with `exe_fd`, from a child sharing its memory in a user namespace
-    /// of its own): it matches no `exe` matcher unless it is root's (docs/rules.md).
+    /// The process runs the program it shows as a set-user-ID or set-group-ID program
+    /// ([`ExeFile::set_id_of`]: its ids came from executing that very file) and no other
+    /// process of the request's uid may control it (the kernel names another user as its
+    /// controller, [`controller_of`]: it is not dumpable, so no `ptrace`, no
+    /// `/proc/<pid>/mem`, and the loader ignored `LD_PRELOAD`). A process its own uid
+    /// controls may be made to run any code, may make itself non-dumpable, and may even
+    /// show another executable (`PR_SET_MM_MAP` with `exe_fd`, from a child sharing its
+    /// memory in a user namespace of its own): it matches no `exe` matcher unless it is
+    /// root's (docs/rules.md).
     #[serde(skip)]
     pub sealed: bool,
 }
@@ -113,6 +114,22 @@ pub struct ExeFile {
 pub type FileKey = (u64, u64);
 
 impl ExeFile {
+    /// Whether a process with `ids` got them by executing this file as a set-user-ID or
+    /// set-group-ID program (execve(2)): the file is set-user-ID and the process's
+    /// effective uid is the file's owner but its real uid is not, or set-group-ID (with
+    /// group execute) and its effective gid is the file's group but its real gid is not.
+    /// A process cannot give itself such ids without executing such a file (setresgid(2)
+    /// needs `CAP_SETGID`), while anything it may do to itself (`PR_SET_DUMPABLE`,
+    /// `PR_SET_MM_MAP` with `exe_fd`) leaves them as they were.
+    pub fn set_id_of(&self, ids: &Ids) -> bool {
+        let (mode, [ruid, euid, ..], [rgid, egid, ..]) = (self.mode, ids.uid, ids.gid);
+        let setuid = mode & libc::S_ISUID != 0 && euid == self.uid && ruid != self.uid;
+        let setgid = mode & (libc::S_ISGID | libc::S_IXGRP) == (libc::S_ISGID | libc::S_IXGRP)
+            && egid == self.gid
+            && rgid != self.gid;
+        setuid || setgid
+    }
+
     /// Whether a process of `uid` with groups `gid` and `groups` may write this file or
     /// change its mode: it owns it, or its mode lets its group or everyone write. Such a
     /// file names no one but its writers: an `exe` matcher never matches a process that
@@ -290,11 +307,11 @@ impl Resolver {
     fn lookup(pid: u32, uid: u32, gid: u32) -> Caller {
         // One read of the thread's status: its thread group, and the groups (the same for
         // every thread of the process).
-        let (tgid, groups) = if pid == 0 {
-            (0, Vec::new())
+        let (tgid, groups, ids) = if pid == 0 {
+            (0, Vec::new(), None)
         } else {
-            let (t, g) = status_of(pid);
-            (t.unwrap_or(pid), g)
+            let st = status_of(pid);
+            (st.tgid.unwrap_or(pid), st.groups, st.ids)
         };
         let mut c = Caller {
             pid,
@@ -313,7 +330,8 @@ impl Resolver {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
             c.exe_file = exe_file(&format!("/proc/{tgid}/exe"));
-            c.sealed = controller_of(tgid).is_some_and(|owner| owner != uid);
+            c.sealed = c.exe_file.zip(ids).is_some_and(|(f, ids)| f.set_id_of(&ids))
+                && controller_of(tgid).is_some_and(|owner| owner != uid);
             let t = tgid.to_string();
             let (mnt, user) = (namespace(&t, "mnt"), namespace(&t, "user"));
             let (own_mnt, own_user) = own_namespaces();
@@ -376,28 +394,46 @@ pub fn is_writer_name(w: &str) -> bool {
 /// Supplementary groups of process `pid` (`/proc/<pid>/status` `Groups:`); empty when
 /// unreadable.
 pub fn groups_of(pid: u32) -> Vec<u32> {
-    status_of(pid).1
+    status_of(pid).groups
 }
 
-/// `Tgid:` and `Groups:` of `/proc/<pid>/status` (proc(5)).
-fn status_of(pid: u32) -> (Option<u32>, Vec<u32>) {
+/// A process's user and group ids (`/proc/<pid>/status` `Uid:` and `Gid:`, proc(5)):
+/// real, effective, saved, filesystem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ids {
+    /// Real, effective, saved and filesystem uid.
+    pub uid: [u32; 4],
+    /// Real, effective, saved and filesystem gid.
+    pub gid: [u32; 4],
+}
+
+/// What [`Resolver`] reads of `/proc/<pid>/status` (proc(5)).
+struct Status {
+    /// `Tgid:`.
+    tgid: Option<u32>,
+    /// `Groups:`, the supplementary groups.
+    groups: Vec<u32>,
+    /// `Uid:` and `Gid:`.
+    ids: Option<Ids>,
+}
+
+/// `Tgid:`, `Groups:`, `Uid:` and `Gid:` of `/proc/<pid>/status` (proc(5)).
+fn status_of(pid: u32) -> Status {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return (None, Vec::new());
+        return Status {
+            tgid: None,
+            groups: Vec::new(),
+            ids: None,
+        };
     };
-    let tgid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok());
-    let groups = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| {
-            g.split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    (tgid, groups)
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name));
+    let numbers = |v: &str| -> Vec<u32> { v.split_whitespace().filter_map(|x| x.parse().ok()).collect() };
+    let four = |name: &str| -> Option<[u32; 4]> { numbers(field(name)?).try_into().ok() };
+    Status {
+        tgid: field("Tgid:").and_then(|v| v.trim().parse().ok()),
+        groups: field("Groups:").map(numbers).unwrap_or_default(),
+        ids: four("Uid:").zip(four("Gid:")).map(|(uid, gid)| Ids { uid, gid }),
+    }
 }
 
 /// Fields 22 (start time, clock ticks since boot) and 28 (start of the stack) of
@@ -517,8 +553,9 @@ mod tests {
             .unwrap_or_else(|e| panic!("cannot run {} as uid 1000 (root needed): {e}", bin.display()))
     }
 
-    /// A process of uid 1000 is sealed only when the kernel names another controller (a
-    /// set-group-ID program); a sealed caller's cached facts are reused only while it
+    /// A process of uid 1000 is sealed only when it runs a set-group-ID program and the
+    /// kernel names another controller (not when it merely made itself non-dumpable); a
+    /// sealed caller's cached facts are reused only while it
     /// still executes the same file, whatever its stat key says (attack round of issue
     /// 32: a tool that exec'd its caller's program, stack start put back).
     #[test]
@@ -531,6 +568,42 @@ mod tests {
         let mut sealed = sleep_as_agent(dir.path(), true);
         let c = r.resolve(plain.id(), 1000, 1000);
         assert!(c.exe.ends_with("/sleep") && !c.sealed, "{c:?}");
+        // A process that made itself non-dumpable is still its user's: it could have done
+        // anything to itself first (helper finding).
+        // Here a set-group-ID copy of the interpreter, run with no_new_privs: the kernel
+        // ignores the bit (as for a traced exec), so the process keeps the agent's gid
+        // and its code is the agent's (a preloaded library would be loaded).
+        let python = dir.path().join("sealed-python");
+        std::fs::copy(std::fs::canonicalize("/usr/bin/python3").unwrap(), &python).unwrap();
+        std::os::unix::fs::chown(&python, Some(0), Some(65534)).unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o2755)).unwrap();
+        let mut own = {
+            use std::os::unix::process::CommandExt;
+            let mut cmd = std::process::Command::new(&python);
+            cmd.args(["-c", "import ctypes, time\nctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\nprint(flush=True)\ntime.sleep(30)"])
+                .uid(1000)
+                .gid(1000)
+                .stdout(std::process::Stdio::piped());
+            // SAFETY: prctl only sets a flag of the child, between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            cmd.spawn().unwrap()
+        };
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(own.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(controller_of(own.id()), Some(0), "not dumpable");
+        let c = r.resolve(own.id(), 1000, 1000);
+        assert!(!c.sealed, "a process that made itself non-dumpable: {c:?}");
         let pid = sealed.id();
         let c = r.resolve(pid, 1000, 1000);
         assert!(c.exe.ends_with("/sealed-sleep") && c.sealed, "{c:?}");
@@ -541,7 +614,7 @@ mod tests {
         r.cache.lock().get_mut(&pid).unwrap().caller = Arc::new(other);
         let again = r.resolve(pid, 1000, 1000);
         assert_eq!(again.exe_file, c.exe_file, "the facts of the file it executes");
-        for child in [&mut plain, &mut sealed] {
+        for child in [&mut plain, &mut sealed, &mut own] {
             child.kill().unwrap();
             child.wait().unwrap();
         }
