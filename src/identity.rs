@@ -166,6 +166,75 @@ pub fn controller_of(tgid: u32) -> Option<u32> {
         .map(|m| m.uid())
 }
 
+/// Whether every piece of code process `tgid` may run comes from a file its user cannot
+/// write, the executable `exe` among them: each executable mapping of
+/// `/proc/<tgid>/maps` (proc(5)) is the kernel's (`[vdso]`, `[vsyscall]`) or a file,
+/// found through the process's own root (`/proc/<tgid>/root`, so in its mount namespace)
+/// with the device and inode the mapping names, that neither the request's ids nor the
+/// process's real ones (`ids`, with `groups`) may write ([`ExeFile::writable_by`]).
+/// Anonymous executable memory (a JIT's, or code copied there), a memfd or a deleted
+/// file fails it. A set-group-ID tool that may make files with its group's
+/// set-group-ID bit (`cp --preserve=mode` of the agent's own binary) would otherwise
+/// mint the agent a program that runs with the tool's group, whose code is the agent's
+/// and which may show the tool as its executable (`PR_SET_MM_MAP`; third attack round of
+/// issue 32). Read only for a process [`ExeFile::set_id_of`] already holds.
+fn code_is_sealed(tgid: u32, exe: &ExeFile, ids: &Ids, gid: u32, groups: &[u32]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{tgid}/maps")) else {
+        return false;
+    };
+    let mut exe_mapped = false;
+    for line in maps.lines() {
+        // address perms offset dev inode [path]
+        let mut f = line.splitn(6, ' ');
+        let (Some(_), Some(perms), Some(_), Some(dev), Some(inode)) =
+            (f.next(), f.next(), f.next(), f.next(), f.next())
+        else {
+            return false;
+        };
+        if perms.as_bytes().get(2) != Some(&b'x') {
+            continue;
+        }
+        let path = f.next().unwrap_or("").trim_start();
+        let Ok(inode) = inode.parse::<u64>() else {
+            return false;
+        };
+        if inode == 0 {
+            if path == "[vdso]" || path == "[vsyscall]" {
+                continue;
+            }
+            return false;
+        }
+        let Some((major, minor)) = dev
+            .split_once(':')
+            .and_then(|(a, b)| Some((u32::from_str_radix(a, 16).ok()?, u32::from_str_radix(b, 16).ok()?)))
+        else {
+            return false;
+        };
+        if !path.starts_with('/') || path.ends_with(" (deleted)") {
+            return false;
+        }
+        let Ok(m) = std::fs::metadata(format!("/proc/{tgid}/root{path}")) else {
+            return false;
+        };
+        if (m.dev(), m.ino()) != (libc::makedev(major, minor), inode) {
+            return false;
+        }
+        let file = ExeFile {
+            id: (m.dev(), m.ino()),
+            uid: m.uid(),
+            gid: m.gid(),
+            mode: m.mode(),
+        };
+        let [ruid, _, _, fsuid] = ids.uid;
+        if file.writable_by(fsuid, gid, groups) || file.writable_by(ruid, ids.gid[0], groups) {
+            return false;
+        }
+        exe_mapped |= file.id == exe.id;
+    }
+    exe_mapped
+}
+
 /// The inode number of namespace `kind` (`mnt`, `user`) of process `pid` (`self` for
 /// this one): `stat(2)` of `/proc/<pid>/ns/<kind>` (namespaces(7)); `None` when it cannot
 /// be read (another user's process, for a daemon that is not root).
@@ -330,8 +399,11 @@ impl Resolver {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
             c.exe_file = exe_file(&format!("/proc/{tgid}/exe"));
-            c.sealed = c.exe_file.zip(ids).is_some_and(|(f, ids)| f.set_id_of(&ids))
-                && controller_of(tgid).is_some_and(|owner| owner != uid);
+            c.sealed = c.exe_file.zip(ids).is_some_and(|(f, ids)| {
+                f.set_id_of(&ids)
+                    && controller_of(tgid).is_some_and(|owner| owner != uid)
+                    && code_is_sealed(tgid, &f, &ids, gid, &groups)
+            });
             let t = tgid.to_string();
             let (mnt, user) = (namespace(&t, "mnt"), namespace(&t, "user"));
             let (own_mnt, own_user) = own_namespaces();
@@ -553,9 +625,10 @@ mod tests {
             .unwrap_or_else(|e| panic!("cannot run {} as uid 1000 (root needed): {e}", bin.display()))
     }
 
-    /// A process of uid 1000 is sealed only when it runs a set-group-ID program and the
-    /// kernel names another controller (not when it merely made itself non-dumpable); a
-    /// sealed caller's cached facts are reused only while it
+    /// A process of uid 1000 is sealed only when it runs a set-group-ID program, the
+    /// kernel names another controller (not when it merely made itself non-dumpable) and
+    /// its code is in files the agent cannot write (not a set-group-ID binary of the
+    /// agent's own); a sealed caller's cached facts are reused only while it
     /// still executes the same file, whatever its stat key says (attack round of issue
     /// 32: a tool that exec'd its caller's program, stack start put back).
     #[test]
@@ -604,6 +677,27 @@ mod tests {
         assert_eq!(controller_of(own.id()), Some(0), "not dumpable");
         let c = r.resolve(own.id(), 1000, 1000);
         assert!(!c.sealed, "a process that made itself non-dumpable: {c:?}");
+        // A set-group-ID binary of the agent's own (a tool that may set modes minted it,
+        // `cp --preserve=mode`): the tool's group, not dumpable, but the agent's code
+        // (third attack round).
+        let minted = dir.path().join("minted");
+        std::fs::copy("/bin/sleep", &minted).unwrap();
+        std::os::unix::fs::chown(&minted, Some(1000), Some(65534)).unwrap();
+        std::fs::set_permissions(&minted, std::fs::Permissions::from_mode(0o2755)).unwrap();
+        let mut mint = {
+            use std::os::unix::process::CommandExt;
+            std::process::Command::new(&minted)
+                .arg("30")
+                .uid(1000)
+                .gid(1000)
+                .spawn()
+                .unwrap()
+        };
+        let c = r.resolve(mint.id(), 1000, 1000);
+        assert!(
+            c.exe_file.is_some_and(|f| f.gid == 65534) && !c.sealed,
+            "the agent's own set-group-ID binary: {c:?}"
+        );
         let pid = sealed.id();
         let c = r.resolve(pid, 1000, 1000);
         assert!(c.exe.ends_with("/sealed-sleep") && c.sealed, "{c:?}");
@@ -614,7 +708,7 @@ mod tests {
         r.cache.lock().get_mut(&pid).unwrap().caller = Arc::new(other);
         let again = r.resolve(pid, 1000, 1000);
         assert_eq!(again.exe_file, c.exe_file, "the facts of the file it executes");
-        for child in [&mut plain, &mut sealed, &mut own] {
+        for child in [&mut plain, &mut sealed, &mut own, &mut mint] {
             child.kill().unwrap();
             child.wait().unwrap();
         }
