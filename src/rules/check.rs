@@ -635,6 +635,8 @@ fn writers(found: &mut Found, root: &Node, used: &[String]) {
     let mut earlier: Vec<(&str, usize, Wants)> = Vec::new();
     // Writers only self-set matchers identify (env, comm, mcp_client), at their place.
     let mut self_set: Vec<(&str, usize)> = Vec::new();
+    // The group of each set-group-ID `exe`, by writer, to tell writers that share one.
+    let mut tool_groups: Vec<(u32, String)> = Vec::new();
     for m in members {
         let name = &m.key;
         // A name defined twice is an error already (only its first definition counts).
@@ -703,6 +705,24 @@ fn writers(found: &mut Found, root: &Node, used: &[String]) {
                         target.display().to_string()
                     ),
                 ));
+            } else if let Ok(meta) = std::fs::metadata(path)
+                && meta.is_file()
+                && std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o2010
+                    == 0o2010
+            {
+                let gid = std::os::unix::fs::MetadataExt::gid(&meta);
+                if let Some((_, other)) = tool_groups.iter().find(|(g, w)| *g == gid && w != name) {
+                    found.warn(
+                        exe.at,
+                        format!(
+                            "writer {name:?}: exe {path:?} is set-group-ID to group {gid}, as \
+                             writer {other:?}'s is: a process of either tool has that group, so \
+                             what one can make (a set-group-ID file, a program it runs) may pass \
+                             as the other; give each tool a group of its own (docs/rules.md)"
+                        ),
+                    );
+                }
+                tool_groups.push((gid, name.clone()));
             } else if let Ok(meta) = std::fs::metadata(path)
                 && meta.is_file()
                 && std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o6000 == 0
@@ -1391,6 +1411,17 @@ mod tests {
         );
         mode(0o2755);
         assert!(check(&text).problems.is_empty(), "set-group-ID: no warning");
+        // Two tools of one group: each can pass as the other.
+        let text2 = format!(
+            r#"{{"writers": {{"tool": {{"exe": "{0}"}}, "twin": {{"exe": "{0}", "env": "t"}}}},
+                "paths": [{{"path": "**", "writers": ["tool", "twin"]}}]}}"#,
+            tool.display()
+        );
+        let got: Vec<String> = check(&text2).problems.iter().map(|p| p.message.clone()).collect();
+        assert!(
+            got.iter().any(|m| m.starts_with(r#"writer "twin": exe"#) && m.contains(r#"as writer "tool"'s is"#)),
+            "{got:#?}"
+        );
         // Not shadowed: a narrower writer first, or a different value.
         let c = check(
             r#"{"writers": {"tool": {"uid": 1000, "env": "tool"}, "agent": {"uid": 1000},
