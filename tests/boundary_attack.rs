@@ -94,6 +94,16 @@ fn an_exe_matcher_is_the_file_itself_not_a_path_the_agents_namespace_shows() {
         "--owner",
         "1000:1000",
     ]);
+    // The mount prints what `rules check` would (on stderr, the daemon's log): the plain
+    // tool matches only root's processes.
+    let log = std::fs::read_to_string(m.dir.path().join("daemon.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "exe \"{}\" is neither set-user-ID nor set-group-ID",
+            plain.display()
+        )),
+        "the daemon's log: {log}"
+    );
     let (tool, boxed, plain) = (tool.display(), boxed.display(), plain.display());
     // The tool itself, run by the agent's uid: its writer.
     let o = as_agent(&m, &format!("echo honest | {tool} tool.txt"));

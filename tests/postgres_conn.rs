@@ -50,7 +50,11 @@ fn fresh() -> (PgConn, DropSchema) {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    let schema = format!("t_{}_{ns}", std::process::id());
+    // Tests run in parallel threads of one process, and two may read the same clock:
+    // a counter keeps their schemas apart (two once collided, 23505 on the schema name).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let schema = format!("t_{}_{ns}_{n}", std::process::id());
     pg.batch(&format!(
         "CREATE SCHEMA {schema}; SET search_path TO {schema}"
     ))
