@@ -205,10 +205,12 @@ fn code_is_sealed(tgid: u32, exe: &ExeFile, ids: &Ids, gid: u32, groups: &[u32])
             }
             return false;
         }
-        let Some((major, minor)) = dev
-            .split_once(':')
-            .and_then(|(a, b)| Some((u32::from_str_radix(a, 16).ok()?, u32::from_str_radix(b, 16).ok()?)))
-        else {
+        let Some((major, minor)) = dev.split_once(':').and_then(|(a, b)| {
+            Some((
+                u32::from_str_radix(a, 16).ok()?,
+                u32::from_str_radix(b, 16).ok()?,
+            ))
+        }) else {
             return false;
         };
         if !path.starts_with('/') || path.ends_with(" (deleted)") {
@@ -499,12 +501,18 @@ fn status_of(pid: u32) -> Status {
         };
     };
     let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name));
-    let numbers = |v: &str| -> Vec<u32> { v.split_whitespace().filter_map(|x| x.parse().ok()).collect() };
+    let numbers = |v: &str| -> Vec<u32> {
+        v.split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect()
+    };
     let four = |name: &str| -> Option<[u32; 4]> { numbers(field(name)?).try_into().ok() };
     Status {
         tgid: field("Tgid:").and_then(|v| v.trim().parse().ok()),
         groups: field("Groups:").map(numbers).unwrap_or_default(),
-        ids: four("Uid:").zip(four("Gid:")).map(|(uid, gid)| Ids { uid, gid }),
+        ids: four("Uid:")
+            .zip(four("Gid:"))
+            .map(|(uid, gid)| Ids { uid, gid }),
     }
 }
 
@@ -622,7 +630,12 @@ mod tests {
             .uid(1000)
             .gid(1000)
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {} as uid 1000 (root needed): {e}", bin.display()))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run {} as uid 1000 (root needed): {e}",
+                    bin.display()
+                )
+            })
     }
 
     /// A process of uid 1000 is sealed only when it runs a set-group-ID program, the
@@ -707,7 +720,10 @@ mod tests {
         other.exe_file = exe_file("/bin/sh");
         r.cache.lock().get_mut(&pid).unwrap().caller = Arc::new(other);
         let again = r.resolve(pid, 1000, 1000);
-        assert_eq!(again.exe_file, c.exe_file, "the facts of the file it executes");
+        assert_eq!(
+            again.exe_file, c.exe_file,
+            "the facts of the file it executes"
+        );
         for child in [&mut plain, &mut sealed, &mut own, &mut mint] {
             child.kill().unwrap();
             child.wait().unwrap();

@@ -174,7 +174,9 @@ impl Node {
     }
     /// Whether the node is a directory with at least one child.
     pub(super) fn has_children(&self) -> bool {
-        self.entries.as_ref().is_some_and(|e| !e.children.is_empty())
+        self.entries
+            .as_ref()
+            .is_some_and(|e| !e.children.is_empty())
     }
     /// The children, by name (none for a file), in no order.
     pub(super) fn children(&self) -> impl Iterator<Item = (&[u8], u64)> {
@@ -184,7 +186,9 @@ impl Node {
     }
     /// The children's inodes from inode `from` on, in cookie order (none for a file).
     pub(super) fn cookies_from(&self, from: u64) -> impl Iterator<Item = u64> {
-        self.entries.iter().flat_map(move |e| e.cookies.range(from..).copied())
+        self.entries
+            .iter()
+            .flat_map(move |e| e.cookies.range(from..).copied())
     }
     /// The current version's id and content; a file without a version yet (created, not
     /// committed) is empty, id 0.
@@ -491,6 +495,9 @@ mod tests {
         assert!(file.entries.is_none(), "a file has no entries");
         assert!(Node::from_record(record(3, Kind::Dir)).entries.is_some());
         let size = std::mem::size_of::<Node>();
-        assert!(size <= 288, "a node is {size} bytes (was 352 with entries inline)");
+        assert!(
+            size <= 288,
+            "a node is {size} bytes (was 352 with entries inline)"
+        );
     }
 }

@@ -707,8 +707,7 @@ fn writers(found: &mut Found, root: &Node, used: &[String]) {
                 ));
             } else if let Ok(meta) = std::fs::metadata(path)
                 && meta.is_file()
-                && std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o2010
-                    == 0o2010
+                && std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o2010 == 0o2010
             {
                 let gid = std::os::unix::fs::MetadataExt::gid(&meta);
                 if let Some((_, other)) = tool_groups.iter().find(|(g, w)| *g == gid && w != name) {
@@ -1417,9 +1416,14 @@ mod tests {
                 "paths": [{{"path": "**", "writers": ["tool", "twin"]}}]}}"#,
             tool.display()
         );
-        let got: Vec<String> = check(&text2).problems.iter().map(|p| p.message.clone()).collect();
+        let got: Vec<String> = check(&text2)
+            .problems
+            .iter()
+            .map(|p| p.message.clone())
+            .collect();
         assert!(
-            got.iter().any(|m| m.starts_with(r#"writer "twin": exe"#) && m.contains(r#"as writer "tool"'s is"#)),
+            got.iter().any(|m| m.starts_with(r#"writer "twin": exe"#)
+                && m.contains(r#"as writer "tool"'s is"#)),
             "{got:#?}"
         );
         // Not shadowed: a narrower writer first, or a different value.
