@@ -724,8 +724,10 @@ fn writers(found: &mut Found, root: &Node, used: &[String]) {
                 tool_groups.push((gid, name.clone()));
             } else if let Ok(meta) = std::fs::metadata(path)
                 && meta.is_file()
-                && std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o6000 == 0
+                && std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o4000 == 0
             {
+                // Neither set-user-ID nor set-group-ID with group execute (without it the
+                // kernel does not honour the bit, execve(2)).
                 found.warn(
                     exe.at,
                     format!(
@@ -1407,6 +1409,12 @@ mod tests {
                 r#"writer "tool": exe "{}" is neither set-user-ID nor set-group-ID on this machine, so only root's processes of it match: a process another user runs is that user's to control (docs/rules.md, "Which matchers the kernel vouches for")"#,
                 tool.display()
             )]
+        );
+        mode(0o2745);
+        assert_eq!(
+            check(&text).problems.len(),
+            1,
+            "set-group-ID without group execute"
         );
         mode(0o2755);
         assert!(check(&text).problems.is_empty(), "set-group-ID: no warning");

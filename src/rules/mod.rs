@@ -364,7 +364,11 @@ impl ExePins {
         ExePins { pins }
     }
 
-    /// Whether process `c` executes the file pinned at `path` ([`ExePins`]).
+    /// Whether process `c` executes the file pinned at `path` ([`ExePins`]) as a process
+    /// its own user cannot control ([`Caller::sealed`]: it runs the file set-group-ID or
+    /// set-user-ID, is not dumpable, and its code is in files the user cannot write), or
+    /// is root's; in the daemon's namespaces unless `any_namespace`; and may not write the
+    /// file itself.
     pub fn matches(&self, path: &str, any_namespace: bool, c: &Caller) -> bool {
         let Some(f) = c.exe_file else { return false };
         if !(c.same_ns || any_namespace)
@@ -586,7 +590,7 @@ mod tests {
         let r = Rules::parse(&text).unwrap();
         let pins = ExePins::take(&r);
         let f = |p: &std::path::Path| crate::identity::exe_file(p.to_str().unwrap());
-        // A caller another user controls (a non-dumpable process), unless it is root.
+        // Callers sealed (a set-group-ID tool's process), unless root's.
         let caller = |file, exe: &str, uid, same_ns| Caller {
             uid,
             gid: uid,
