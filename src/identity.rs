@@ -619,6 +619,15 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
         let bin = dir.join(if setgid { "sealed-sleep" } else { "sleep" });
+        let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path and `st` a buffer statvfs fills.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+        assert!(
+            st.f_flag & libc::ST_NOSUID == 0,
+            "cannot test a set-group-ID program: {} is on a nosuid filesystem",
+            dir.display()
+        );
         std::fs::copy("/bin/sleep", &bin).unwrap();
         if setgid {
             std::os::unix::fs::chown(&bin, Some(0), Some(65534)).unwrap();

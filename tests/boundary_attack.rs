@@ -38,9 +38,31 @@ fn install(from: &str, to: &std::path::Path) {
 /// docs/rules.md says to install one an `exe` matcher names. The agent may run it, but
 /// not control the process it runs in (no `ptrace`, no `LD_PRELOAD`: not dumpable).
 fn install_tool(from: &str, to: &std::path::Path) {
+    let dir = to.parent().unwrap();
+    assert!(
+        !nosuid(dir),
+        "cannot test a set-group-ID tool: {} is on a nosuid filesystem",
+        dir.display()
+    );
     install(from, to);
     std::os::unix::fs::chown(to, Some(0), Some(65534)).unwrap();
     std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o2755)).unwrap();
+}
+
+/// Whether the filesystem holding `dir` is mounted `nosuid` (statvfs(3) `ST_NOSUID`): the
+/// kernel ignores set-user-ID and set-group-ID bits there.
+fn nosuid(dir: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a buffer statvfs fills.
+    assert_eq!(
+        unsafe { libc::statvfs(c.as_ptr(), &mut st) },
+        0,
+        "statvfs {}",
+        dir.display()
+    );
+    st.f_flag & libc::ST_NOSUID != 0
 }
 
 /// Runs `script` with `sh` as uid 1000 (no supplementary groups), in the mount; its
