@@ -179,7 +179,6 @@ pub fn controller_of(tgid: u32) -> Option<u32> {
 /// and which may show the tool as its executable (`PR_SET_MM_MAP`; third attack round of
 /// issue 32). Read only for a process [`ExeFile::set_id_of`] already holds.
 fn code_is_sealed(tgid: u32, exe: &ExeFile, ids: &Ids, gid: u32, groups: &[u32]) -> bool {
-    use std::os::unix::fs::MetadataExt;
     let Ok(maps) = std::fs::read_to_string(format!("/proc/{tgid}/maps")) else {
         return false;
     };
@@ -216,18 +215,12 @@ fn code_is_sealed(tgid: u32, exe: &ExeFile, ids: &Ids, gid: u32, groups: &[u32])
         if !path.starts_with('/') || path.ends_with(" (deleted)") {
             return false;
         }
-        let Ok(m) = std::fs::metadata(format!("/proc/{tgid}/root{path}")) else {
+        let Some(file) = exe_file(&format!("/proc/{tgid}/root{path}")) else {
             return false;
         };
-        if (m.dev(), m.ino()) != (libc::makedev(major, minor), inode) {
+        if file.id != (libc::makedev(major, minor), inode) {
             return false;
         }
-        let file = ExeFile {
-            id: (m.dev(), m.ino()),
-            uid: m.uid(),
-            gid: m.gid(),
-            mode: m.mode(),
-        };
         let [ruid, _, _, fsuid] = ids.uid;
         if file.writable_by(fsuid, gid, groups) || file.writable_by(ruid, ids.gid[0], groups) {
             return false;
