@@ -1279,3 +1279,70 @@ fn the_token_file_the_server_made_goes_with_it() {
     );
     assert!(given.exists(), "the --token-file was removed");
 }
+
+/// Issue 33 item 1: a client of each MCP era (2025-11-25 with its `initialize`, and the
+/// stateless 2026-07-28, whose requests carry the client in `_meta`) is named in the
+/// provenance and matched by an `mcp_client` writer, over stdio and over HTTP. Before,
+/// a stateless client was recorded as `(mcp)` and refused as `anonymous`.
+#[test]
+fn a_client_of_either_mcp_era_is_named_and_matched_by_its_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{
+  "writers": {
+    "modern": { "mcp_client": "stateless-agent" },
+    "legacy": { "mcp_client": "handshake-agent" }
+  },
+  "paths": [
+    { "path": "modern.md", "writers": ["modern"] },
+    { "path": "legacy.md", "writers": ["legacy"] },
+    { "path": "**", "writers": ["*"] }
+  ]
+}"#,
+    )
+    .unwrap();
+    let rules_arg = rules.to_str().unwrap();
+    let calls = json!([
+        { "tool": "append", "args": { "path": "modern.md", "content": "m\n" } },
+        { "tool": "append", "args": { "path": "legacy.md", "content": "l\n" } },
+    ]);
+    let db_arg = db.to_str().unwrap();
+    let target = ["stdio", BIN, "mcp", "--db", db_arg, "--rules", rules_arg];
+    let modern = mcp_session_at(ERA_STATELESS, "stateless-agent", &target, calls.clone());
+    assert_eq!(ok(&modern, 0), "modern.md: 2 bytes");
+    assert!(refused(&modern, 1).contains("legacy"), "{modern}");
+    let legacy = mcp_session_at(ERA_HANDSHAKE, "handshake-agent", &target, calls.clone());
+    assert!(refused(&legacy, 0).contains("modern"), "{legacy}");
+    assert_eq!(ok(&legacy, 1), "legacy.md: 2 bytes");
+
+    // Over HTTP, the stateless client again (each request its own, no session).
+    let (mut server, url, token) = http_server(&db, &["--as", "0:0", "--rules", rules_arg]);
+    let http = mcp_session_at(
+        ERA_STATELESS,
+        "stateless-agent",
+        &["http", &url, &token],
+        calls,
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(ok(&http, 0), "modern.md: 4 bytes");
+    assert!(refused(&http, 1).contains("legacy"), "{http}");
+
+    let who = |path: &str| {
+        sql(
+            &db,
+            &format!(
+                "SELECT v.version || ' ' || v.writer || ' ' || p.client FROM versions v \
+                 JOIN processes p ON p.id = v.process WHERE v.path = '{path}' ORDER BY v.version"
+            ),
+        )
+    };
+    assert_eq!(
+        who("modern.md"),
+        "1 modern stateless-agent\n2 modern stateless-agent"
+    );
+    assert_eq!(who("legacy.md"), "1 legacy handshake-agent");
+}

@@ -6,7 +6,11 @@ usage: mcp_client.py NAME stdio CMD [ARG...] < calls.json
 Over https, MCP_CA_FILE names the PEM file of the one CA the client trusts (without it:
 the default trust store, which knows no test CA).
 
-NAME is the client's name in its handshake (clientInfo). calls.json is a JSON list of
+MCP_ERA=2026-07-28 makes the client fastmcp 4 (PyPI `fastmcp`) speaking the stateless
+revision (no `initialize`: `server/discover`, the client's name in each request's
+`_meta`); without it, the Python SDK speaks 2025-11-25 (an `initialize` handshake).
+
+NAME is the client's name (clientInfo). calls.json is a JSON list of
 {"tool": NAME, "args": {...}}, or {"cat": PATH} to read a file (through a mount) in
 between. Prints one JSON object: the server's name, the tools it
 lists (name and description), and each call's result (is_error, text, structured).
@@ -21,6 +25,38 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 
+def tool_json(t):
+    return {
+        "name": t.name,
+        "title": t.title,
+        "description": t.description,
+        "schema": t.input_schema,
+        "output_schema": t.output_schema,
+        "annotations": t.annotations.model_dump(by_alias=True, exclude_none=True) if t.annotations else None,
+    }
+
+
+async def run_calls(out, call, calls):
+    for c in calls:
+        if "cat" in c:
+            # A read through the mount between two calls, within the kernel's cache
+            # timeouts (1 s): what a process on the mount sees at once.
+            try:
+                with open(c["cat"], "rb") as f:
+                    text = f.read().decode("utf-8", "replace")
+                out["results"].append({"is_error": False, "text": text, "structured": None})
+            except OSError as e:
+                out["results"].append({"is_error": True, "text": str(e), "structured": None})
+            continue
+        r = await call(c["tool"], c.get("args", {}))
+        out["results"].append({
+            "is_error": bool(r.is_error),
+            "text": "".join(getattr(b, "text", "") for b in r.content),
+            "structured": r.structured_content,
+        })
+    return out
+
+
 async def session(name, read, write, calls):
     info = types.Implementation(name=name, version="9.9")
     async with ClientSession(read, write, client_info=info) as s:
@@ -28,34 +64,45 @@ async def session(name, read, write, calls):
         tools = await s.list_tools()
         out = {
             "server": init.server_info.name,
+            "protocol": init.protocol_version,
             "instructions": init.instructions,
-            "tools": [{"name": t.name, "description": t.description, "schema": t.input_schema} for t in tools.tools],
+            "tools": [tool_json(t) for t in tools.tools],
             "results": [],
         }
-        for c in calls:
-            if "cat" in c:
-                # A read through the mount between two calls, within the kernel's cache
-                # timeouts (1 s): what a process on the mount sees at once.
-                try:
-                    with open(c["cat"], "rb") as f:
-                        text = f.read().decode("utf-8", "replace")
-                    out["results"].append({"is_error": False, "text": text, "structured": None})
-                except OSError as e:
-                    out["results"].append({"is_error": True, "text": str(e), "structured": None})
-                continue
-            r = await s.call_tool(c["tool"], c.get("args", {}))
-            out["results"].append({
-                "is_error": bool(r.is_error),
-                "text": "".join(getattr(b, "text", "") for b in r.content),
-                "structured": r.structured_content,
-            })
-        return out
+        return await run_calls(out, s.call_tool, calls)
+
+
+async def modern(name, transport, calls):
+    """The same session with fastmcp 4 at MCP 2026-07-28 (stateless)."""
+    from fastmcp import Client
+    info = types.Implementation(name=name, version="9.9")
+    async with Client(transport, mode="2026-07-28", client_info=info) as c:
+        tools = await c.list_tools()
+        out = {
+            "server": None,
+            "protocol": c.protocol_version,
+            "instructions": None,
+            "tools": [tool_json(t) for t in tools],
+            "results": [],
+        }
+        return await run_calls(out, lambda t, a: c.call_tool(t, a, raise_on_error=False), calls)
 
 
 async def main():
     name, mode = sys.argv[1], sys.argv[2]
     calls = json.load(sys.stdin)
-    if mode == "stdio":
+    if os.environ.get("MCP_ERA") == "2026-07-28":
+        from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+        if mode == "stdio":
+            transport = StdioTransport(command=sys.argv[3], args=sys.argv[4:])
+        else:
+            headers = {}
+            if len(sys.argv) > 4:
+                with open(sys.argv[4]) as f:
+                    headers["Authorization"] = "Bearer " + f.readline().strip()
+            transport = StreamableHttpTransport(sys.argv[3], headers=headers)
+        out = await modern(name, transport, calls)
+    elif mode == "stdio":
         params = StdioServerParameters(command=sys.argv[3], args=sys.argv[4:])
         async with stdio_client(params) as (r, w):
             out = await session(name, r, w, calls)

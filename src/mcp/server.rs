@@ -152,13 +152,17 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let client = context.peer.peer_info();
+        // Who the client says it is: the request's own `_meta` (MCP 2026-07-28, no
+        // handshake: `io.modelcontextprotocol/clientInfo` on every request), else the
+        // `initialize` of its session (2025-11-25). A claim, not an authentication
+        // (docs/rules.md: `mcp_client` is cooperative).
+        let client = context.client_info();
         let req = Request {
             tool: request.name.to_string(),
             args: serde_json::Value::Object(request.arguments.unwrap_or_default()),
             writer: self.config.writer.clone(),
-            client: client.as_ref().map(|c| c.client_info.name.clone()),
-            client_version: client.as_ref().map(|c| c.client_info.version.clone()),
+            client: client.as_ref().map(|c| c.name.clone()),
+            client_version: client.as_ref().map(|c| c.version.clone()),
             read_only: self.config.read_only,
         };
         let me = self.clone();

@@ -609,6 +609,7 @@ struct Wants<'a> {
     exe: Option<&'a str>,
     comm: Option<&'a str>,
     env: Option<&'a str>,
+    mcp_client: Option<&'a str>,
 }
 
 impl Wants<'_> {
@@ -622,6 +623,7 @@ impl Wants<'_> {
             && sub(&self.exe, &other.exe)
             && sub(&self.comm, &other.comm)
             && sub(&self.env, &other.env)
+            && sub(&self.mcp_client, &other.mcp_client)
     }
 }
 
@@ -654,6 +656,7 @@ fn writers(found: &mut Found, root: &Node, used: &[String]) {
             exe: s("exe"),
             comm: s("comm"),
             env: s("env"),
+            mcp_client: s("mcp_client"),
         };
         let user = m.value.get("user").filter(|v| v.str().is_some());
         // A matcher of the wrong type is an error already.
@@ -1355,10 +1358,13 @@ mod tests {
     "dots": {{ "exe": "/usr/bin/../bin/env" }},
     "link": {{ "exe": "{}" }},
     "leak": {{ "env": "ghp_{}" }},
-    "spare": {{ "gid": 7 }}
+    "spare": {{ "gid": 7 }},
+    "claude": {{ "mcp_client": "claude-code" }},
+    "cursor": {{ "mcp_client": "cursor" }}
   }},
   "paths": [ {{ "path": "**",
-    "writers": ["agent", "tool", "root", "zero", "admin", "long", "dots", "link", "leak"] }} ]
+    "writers": ["agent", "tool", "root", "zero", "admin", "long", "dots", "link", "leak",
+      "claude", "cursor"] }} ]
 }}"#,
             link.display(),
             "a".repeat(36)

@@ -572,6 +572,23 @@ pub const MCP_CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp_cli
 /// Runs `calls` through the Python SDK against `target` (`["stdio", CMD...]` or
 /// `["http", URL]`) as client `name`; the client's JSON report.
 pub fn mcp_session(name: &str, target: &[&str], calls: serde_json::Value) -> serde_json::Value {
+    mcp_session_at(ERA_HANDSHAKE, name, target, calls)
+}
+
+/// The MCP revision with an `initialize` handshake and sessions, spoken by the Python SDK.
+pub const ERA_HANDSHAKE: &str = "2025-11-25";
+/// The stateless MCP revision (each request carries the client in `_meta`), spoken by
+/// fastmcp 4.
+pub const ERA_STATELESS: &str = "2026-07-28";
+
+/// [`mcp_session`] by a client of MCP revision `era` ([`ERA_HANDSHAKE`] or
+/// [`ERA_STATELESS`]).
+pub fn mcp_session_at(
+    era: &str,
+    name: &str,
+    target: &[&str],
+    calls: serde_json::Value,
+) -> serde_json::Value {
     assert!(
         Path::new(MCP_PYTHON).exists(),
         "{MCP_PYTHON} is missing: run scripts/deps (it makes the virtual environment and installs mcp)"
@@ -580,6 +597,7 @@ pub fn mcp_session(name: &str, target: &[&str], calls: serde_json::Value) -> ser
         .arg(MCP_CLIENT)
         .arg(name)
         .args(target)
+        .env("MCP_ERA", era)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -599,9 +617,15 @@ pub fn mcp_session(name: &str, target: &[&str], calls: serde_json::Value) -> ser
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!("{e}: {}", String::from_utf8_lossy(&o.stdout));
-    })
+    });
+    assert_eq!(
+        report["protocol"].as_str(),
+        Some(era),
+        "the client did not speak MCP {era}"
+    );
+    report
 }
 
 /// A child process killed and reaped when dropped (a server a test started: a failed
