@@ -358,9 +358,15 @@ enum Command {
         /// The writer of every call (with rules: one of theirs).
         #[arg(long, value_name = "NAME")]
         writer: Option<String>,
-        /// Only the reading tools: list, read, outline, history, read_version, diff.
+        /// Only the reading tools: list, read, outline, history, read_version, diff, why,
+        /// ground, checkpoints.
         #[arg(long)]
         read_only: bool,
+        /// Put PREFIX before every tool's name (`--tool-prefix pad_`: pad_read, pad_write),
+        /// for a client that merges several servers' tools into one list. Letters,
+        /// digits, `_`, `-` and `.`, at most 64 bytes.
+        #[arg(long, value_name = "PREFIX", value_parser = parse_tool_prefix)]
+        tool_prefix: Option<String>,
         /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at /mcp instead of stdio.
         /// Every request needs `Authorization: Bearer TOKEN` (the token file is named on
         /// stderr at start, or --token-file).
@@ -410,6 +416,23 @@ enum RulesCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `--tool-prefix`: what MCP allows in a tool's name (2025-11-25, "Tool names": letters,
+/// digits, `_`, `-`, `.`), short enough to leave room for the name.
+fn parse_tool_prefix(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.len() > 64 {
+        return Err("a tool prefix is 1 to 64 bytes".into());
+    }
+    match s
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        Some(c) => Err(format!(
+            "{c:?} is not allowed in a tool name (letters, digits, _, - and . are)"
+        )),
+        None => Ok(s.to_string()),
+    }
 }
 
 fn parse_owner(s: &str) -> Result<(u32, u32), String> {
@@ -592,6 +615,7 @@ fn main() -> ExitCode {
             rules,
             writer,
             read_only,
+            tool_prefix,
             listen,
             token_file,
             as_user,
@@ -601,7 +625,11 @@ fn main() -> ExitCode {
         } => cli::mcp::serve(
             &db.db,
             rules.as_deref(),
-            scratchfs::mcp::server::Config { writer, read_only },
+            scratchfs::mcp::server::Config {
+                writer,
+                read_only,
+                tool_prefix: tool_prefix.unwrap_or_default(),
+            },
             listen.map(|addr| cli::mcp::Http {
                 addr,
                 token_file,

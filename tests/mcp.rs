@@ -1346,3 +1346,122 @@ fn a_client_of_either_mcp_era_is_named_and_matched_by_its_writer() {
     );
     assert_eq!(who("legacy.md"), "1 legacy handshake-agent");
 }
+
+/// Issue 33 item 2: every tool a client can judge before calling it, in either era: a
+/// title, annotations (read-only exactly for the tools `--read-only` lists, destructive
+/// for those that change what a reader sees, never open-world), a description for every
+/// argument, and an output schema for every tool that returns structured content (the
+/// clients validate each result against it: a result that did not match would fail the
+/// call). With `--tool-prefix` every name carries the prefix and only prefixed names are
+/// answered.
+#[test]
+fn tools_carry_titles_annotations_argument_descriptions_and_output_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let db_arg = db.to_str().unwrap();
+    let calls = json!([
+        { "tool": "write", "args": { "path": "s.json", "content": "{\"total\": 42}\n", "step": 1 } },
+        { "tool": "append", "args": { "path": "n.md", "content": "# A\nx 42\n" } },
+        { "tool": "replace", "args": { "path": "n.md", "find": "x", "with": "y" } },
+        { "tool": "list" },
+        { "tool": "read", "args": { "path": "n.md" } },
+        { "tool": "outline", "args": { "path": "n.md" } },
+        { "tool": "history", "args": { "path": "n.md" } },
+        { "tool": "read_version", "args": { "path": "n.md", "version": 1 } },
+        { "tool": "diff", "args": { "path": "n.md", "from": 1 } },
+        { "tool": "why", "args": { "path": "s.json", "key": "total" } },
+        { "tool": "ground", "args": { "text": "total is 42 and 7" } },
+        { "tool": "checkpoint", "args": { "name": "c1", "note": "n" } },
+        { "tool": "checkpoints" },
+        { "tool": "rollback", "args": { "name": "c1" } },
+        { "tool": "restore", "args": { "path": "n.md", "version": 1 } },
+        { "tool": "memory", "args": { "command": "view", "path": "/memories" } },
+    ]);
+    let reading = [
+        "list",
+        "read",
+        "outline",
+        "history",
+        "read_version",
+        "diff",
+        "why",
+        "ground",
+        "checkpoints",
+    ];
+    for era in [ERA_HANDSHAKE, ERA_STATELESS] {
+        let _ = std::fs::remove_file(&db);
+        let target = ["stdio", BIN, "mcp", "--db", db_arg];
+        let r = mcp_session_at(era, "judge", &target, calls.clone());
+        let tools = r["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), 16, "{era}");
+        for (i, c) in calls.as_array().unwrap().iter().enumerate() {
+            let name = c["tool"].as_str().unwrap();
+            let t = tools.iter().find(|t| t["name"] == name).unwrap();
+            let (err, text) = result(&r, i);
+            assert!(!err, "{era}: {name}: {text}");
+            let a = &t["annotations"];
+            assert!(
+                t["title"].as_str().is_some_and(|s| !s.is_empty()),
+                "{era}: {name}: {t}"
+            );
+            assert_eq!(a["readOnlyHint"], reading.contains(&name), "{era}: {name}");
+            assert_eq!(a["openWorldHint"], false, "{era}: {name}");
+            let destructive = ["write", "replace", "memory", "rollback", "restore"];
+            assert_eq!(
+                a["destructiveHint"],
+                destructive.contains(&name),
+                "{era}: {name}"
+            );
+            assert!(a["idempotentHint"].is_boolean(), "{era}: {name}");
+            for (arg, schema) in t["schema"]["properties"].as_object().unwrap() {
+                assert!(
+                    schema["description"].as_str().is_some_and(|d| d.len() > 5),
+                    "{era}: {name}.{arg} has no description"
+                );
+            }
+            let structured = &r["results"][i]["structured"];
+            assert_eq!(
+                t["output_schema"].is_object(),
+                structured.is_object(),
+                "{era}: {name}: an output schema exactly when a structured result: {structured}"
+            );
+        }
+    }
+
+    // --tool-prefix: every name prefixed, the unprefixed name not answered.
+    let _ = std::fs::remove_file(&db);
+    let target = ["stdio", BIN, "mcp", "--db", db_arg, "--tool-prefix", "pad_"];
+    let r = mcp_session_at(
+        ERA_STATELESS,
+        "merger",
+        &target,
+        json!([
+            { "tool": "pad_append", "args": { "path": "a.md", "content": "x\n" } },
+            { "tool": "append", "args": { "path": "a.md", "content": "y\n" } },
+        ]),
+    );
+    let names: Vec<&str> = r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 16);
+    assert!(names.iter().all(|n| n.starts_with("pad_")), "{names:?}");
+    assert_eq!(ok(&r, 0), "a.md: 2 bytes");
+    assert!(
+        refused(&r, 1).contains("no tool named \"append\""),
+        "{}",
+        refused(&r, 1)
+    );
+    let o = std::process::Command::new(BIN)
+        .args(["mcp", "--db", db_arg, "--tool-prefix", "pad/"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("'/' is not allowed in a tool name"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

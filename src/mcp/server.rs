@@ -11,6 +11,7 @@ use std::sync::Arc;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -84,6 +85,8 @@ pub struct Config {
     pub writer: Option<String>,
     /// Only the reading tools (`--read-only`).
     pub read_only: bool,
+    /// Put before every tool's name (`--tool-prefix`; empty: none).
+    pub tool_prefix: String,
 }
 
 /// One MCP session's handler.
@@ -93,12 +96,13 @@ pub struct Server {
     config: Arc<Config>,
 }
 
-/// What the server tells a client it is for (`initialize`'s `instructions`).
+/// What the server tells a client it is for (`initialize`'s and `server/discover`'s
+/// `instructions`), `{p}` standing for the tool prefix.
 const INSTRUCTIONS: &str = "scratchfs: an external working memory. Files persist across turns and every \
-write is a version with provenance. Start with `list` (the index) and `outline` (a file's \
-shape, cheap); `read` a section or a line range rather than a whole file; `append` notes and \
-`replace` text instead of rewriting files. Nothing is lost: `history`, `read_version`, \
-`diff` and `restore` reach every earlier version. A refused call says why.";
+write is a version with provenance. Start with `{p}list` (the index) and `{p}outline` (a file's \
+shape, cheap); `{p}read` a section or a line range rather than a whole file; `{p}append` notes and \
+`{p}replace` text instead of rewriting files. Nothing is lost: `{p}history`, `{p}read_version`, \
+`{p}diff` and `{p}restore` reach every earlier version. A refused call says why.";
 
 impl Server {
     /// A handler over `backend`.
@@ -114,11 +118,23 @@ impl Server {
             .into_iter()
             .filter(|t| t.reads_only || !self.config.read_only)
             .map(|t| {
-                let schema = match t.schema {
-                    serde_json::Value::Object(m) => m,
+                let object = |v: serde_json::Value| match v {
+                    serde_json::Value::Object(m) => Arc::new(m),
                     _ => Default::default(),
                 };
-                Tool::new(t.name, t.description, Arc::new(schema))
+                let annotations =
+                    serde_json::from_value::<ToolAnnotations>(t.annotations()).unwrap_or_default();
+                let mut tool = Tool::new(
+                    format!("{}{}", self.config.tool_prefix, t.name),
+                    t.description,
+                    object(t.schema),
+                )
+                .with_title(t.title)
+                .with_annotations(annotations);
+                if let Some(out) = t.output {
+                    tool = tool.with_raw_output_schema(object(out));
+                }
+                tool
             })
             .collect()
     }
@@ -136,7 +152,7 @@ impl ServerHandler for Server {
     fn get_info(&self) -> InitializeResult {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("scratchfs", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(INSTRUCTIONS.replace("{p}", &self.config.tool_prefix))
     }
 
     async fn list_tools(
@@ -157,8 +173,16 @@ impl ServerHandler for Server {
         // `initialize` of its session (2025-11-25). A claim, not an authentication
         // (docs/rules.md: `mcp_client` is cooperative).
         let client = context.client_info();
+        // A prefixed server answers only to prefixed names (`--tool-prefix`).
+        let Some(tool) = request.name.strip_prefix(self.config.tool_prefix.as_str()) else {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "no tool named {:?}",
+                request.name
+            ))])
+            .into());
+        };
         let req = Request {
-            tool: request.name.to_string(),
+            tool: tool.to_string(),
             args: serde_json::Value::Object(request.arguments.unwrap_or_default()),
             writer: self.config.writer.clone(),
             client: client.as_ref().map(|c| c.name.clone()),

@@ -473,149 +473,387 @@ mod tests {
     }
 }
 
-/// One tool as `tools/list` describes it.
+/// One tool as `tools/list` describes it (MCP 2025-11-25 and 2026-07-28, "Tools": name,
+/// title, description, `inputSchema`, `outputSchema`, annotations).
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     /// Its name.
     pub name: &'static str,
+    /// A short title a client shows a person.
+    pub title: &'static str,
     /// One line an LLM understands.
     pub description: &'static str,
-    /// Its arguments' JSON schema (an object schema).
+    /// Its arguments' JSON schema (an object schema; every property has a description).
     pub schema: serde_json::Value,
-    /// It changes nothing (listed with `--read-only`).
+    /// The JSON schema of its `structuredContent`, for a tool that returns one (a client
+    /// validates results against it).
+    pub output: Option<serde_json::Value>,
+    /// It changes nothing (listed with `--read-only`; `readOnlyHint`).
     pub reads_only: bool,
+    /// It may change or remove what is there (`destructiveHint`; the earlier content
+    /// stays in history, but the file a reader sees is different).
+    pub destructive: bool,
+    /// Calling it twice with the same arguments changes nothing more (`idempotentHint`).
+    pub idempotent: bool,
 }
 
-/// The tools, in listing order (issue 12 item 2).
+impl ToolSpec {
+    /// The annotations a client judges a tool by before calling it: every tool works on
+    /// this scratchpad only (`openWorldHint: false`).
+    pub fn annotations(&self) -> serde_json::Value {
+        serde_json::json!({
+            "title": self.title,
+            "readOnlyHint": self.reads_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": false,
+        })
+    }
+}
+
+/// An object schema with `required` keys and `props` (name, schema) for an output schema.
+fn object(required: &[&str], props: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({ "type": "object", "required": required, "properties": props })
+}
+
+/// The tools, in listing order (issue 12 item 2; annotations, titles, output schemas and
+/// argument descriptions, issue 33 item 2).
 pub fn catalog() -> Vec<ToolSpec> {
     use serde_json::json;
     let path = json!({ "type": "string", "description": "path from the scratchpad's root, e.g. plan.md or notes/a.md" });
     let step =
         json!({ "type": "integer", "description": "the agent's step, recorded with the change" });
+    let content = json!({ "type": "string", "description": "the text to write (UTF-8)" });
+    let version = |what: &str| json!({ "type": "integer", "minimum": 1, "description": what });
+    let int = |what: &str| json!({ "type": "integer", "description": what });
+    let string = |what: &str| json!({ "type": "string", "description": what });
+    let maybe_int = |what: &str| json!({ "type": ["integer", "null"], "description": what });
+    let maybe_string = |what: &str| json!({ "type": ["string", "null"], "description": what });
+    let objects =
+        |what: &str| json!({ "type": "array", "items": { "type": "object" }, "description": what });
+    let bytes_out = object(
+        &["bytes"],
+        json!({ "bytes": int("the file's size after the change, in bytes") }),
+    );
+    let window_out = |with_text: bool| {
+        let mut props = json!({
+            "total_bytes": int("bytes in the whole selection"),
+            "next_offset": maybe_int("the offset to read on from, or null at the end"),
+        });
+        let mut required = vec!["total_bytes", "next_offset"];
+        if with_text {
+            props["text"] = string("the bytes returned (UTF-8, invalid bytes replaced)");
+            required.push("text");
+        }
+        object(&required, props)
+    };
+    let checkpoint_out = object(
+        &["id", "name", "point", "writer", "uid", "note", "auto"],
+        json!({
+            "id": int("the checkpoint's id"),
+            "name": string("its name"),
+            "point": { "type": "object", "description": "where in history it points (sequence numbers and time_ns)" },
+            "writer": string("who took it"),
+            "uid": int("the uid of the process that took it"),
+            "note": maybe_string("the note given with it"),
+            "auto": { "type": "boolean", "description": "taken by a rollback, of the state it replaced" },
+        }),
+    );
+    let tool =
+        |name, title, description, schema, output, reads_only, destructive, idempotent| ToolSpec {
+            name,
+            title,
+            description,
+            schema,
+            output,
+            reads_only,
+            destructive,
+            idempotent,
+        };
     vec![
-        ToolSpec {
-            name: "list",
-            description: "List the scratchpad's files (path, bytes, ~tokens, version, writer, age) with recent refusals and restorable content.",
-            schema: json!({ "type": "object", "properties": {} }),
-            reads_only: true,
-        },
-        ToolSpec {
-            name: "read",
-            description: "Read a file, or only a section (a Markdown heading's text) or a line range; long results are cut with next_offset to continue.",
-            schema: json!({ "type": "object", "required": ["path"], "properties": {
+        tool(
+            "list",
+            "List the scratchpad",
+            "List the scratchpad's files (path, bytes, ~tokens, version, writer, age) with recent refusals and restorable content.",
+            json!({ "type": "object", "properties": {} }),
+            Some(object(
+                &[
+                    "files",
+                    "unlisted",
+                    "refusals",
+                    "refusals_total",
+                    "restorable",
+                    "checkpoints",
+                    "history_erased",
+                ],
+                json!({
+                    "files": { "type": "array", "description": "the files, newest change first", "items": object(
+                        &["path", "bytes", "tokens", "version", "writer", "time_ns"],
+                        json!({
+                            "path": string("path from the root"),
+                            "bytes": int("size in bytes"),
+                            "tokens": int("about how many tokens reading it costs"),
+                            "version": int("its current version"),
+                            "writer": string("who wrote that version"),
+                            "step": maybe_int("the step it was written at"),
+                            "time_ns": int("when, in nanoseconds since the Unix epoch"),
+                            "age_s": int("seconds since then"),
+                            "last_read": { "type": ["object", "null"], "description": "the version this caller last read, if any" },
+                        }),
+                    ) },
+                    "unlisted": int("files not listed (past the listing's length, or in directories the caller may not read)"),
+                    "refusals": objects("recent refused writes with their reasons"),
+                    "refusals_total": int("refused writes on record"),
+                    "restorable": objects("removed files that can be restored"),
+                    "checkpoints": objects("recent checkpoints"),
+                    "history_erased": objects("history erased by gc or redact"),
+                }),
+            )),
+            true,
+            false,
+            true,
+        ),
+        tool(
+            "read",
+            "Read a file",
+            "Read a file, or only a section (a Markdown heading's text) or a line range; long results are cut with next_offset to continue.",
+            json!({ "type": "object", "required": ["path"], "properties": {
                 "path": path,
-                "section": { "type": "string", "description": "a heading's text: return only that section" },
-                "lines": { "type": "string", "description": "a line range FIRST-LAST (1-based), e.g. 10-40" },
+                "section": string("a heading's text: return only that section"),
+                "lines": string("a line range FIRST-LAST (1-based), e.g. 10-40"),
                 "offset": { "type": "integer", "minimum": 0, "description": "byte offset into the selection (from next_offset)" },
                 "limit": { "type": "integer", "minimum": 1, "description": "most bytes to return (at most 32768)" } } }),
-            reads_only: true,
-        },
-        ToolSpec {
-            name: "outline",
-            description: "The outline of a file: its headings, keys or shape with sizes, for a handful of tokens.",
-            schema: json!({ "type": "object", "required": ["path"], "properties": { "path": path } }),
-            reads_only: true,
-        },
-        ToolSpec {
-            name: "write",
-            description: "Create or replace a file with the given content (one new version).",
-            schema: json!({ "type": "object", "required": ["path", "content"], "properties": {
-                "path": path, "content": { "type": "string" }, "step": step } }),
-            reads_only: false,
-        },
-        ToolSpec {
-            name: "append",
-            description: "Append text to the end of a file, creating it if missing: a cheap incremental note.",
-            schema: json!({ "type": "object", "required": ["path", "content"], "properties": {
-                "path": path, "content": { "type": "string" }, "step": step } }),
-            reads_only: false,
-        },
-        ToolSpec {
-            name: "replace",
-            description: "Replace an exact string in a file without re-sending it; it must occur exactly once unless count is given (0: all).",
-            schema: json!({ "type": "object", "required": ["path", "find", "with"], "properties": {
-                "path": path, "find": { "type": "string" }, "with": { "type": "string" },
-                "count": { "type": "integer", "minimum": 0 }, "step": step } }),
-            reads_only: false,
-        },
-        ToolSpec {
-            name: "history",
-            description: "Every version of a file, oldest first, with who wrote it, when, at which step, its size and blake3.",
-            schema: json!({ "type": "object", "required": ["path"], "properties": { "path": path } }),
-            reads_only: true,
-        },
-        ToolSpec {
-            name: "read_version",
-            description: "Read version N of a file as it was (from history), capped like read.",
-            schema: json!({ "type": "object", "required": ["path", "version"], "properties": {
-                "path": path, "version": { "type": "integer", "minimum": 1 },
-                "offset": { "type": "integer", "minimum": 0 }, "limit": { "type": "integer", "minimum": 1 } } }),
-            reads_only: true,
-        },
-        ToolSpec {
-            name: "diff",
-            description: "Unified diff between two versions of a file (to: the current one when omitted).",
-            schema: json!({ "type": "object", "required": ["path", "from"], "properties": {
-                "path": path, "from": { "type": "integer", "minimum": 1 }, "to": { "type": "integer", "minimum": 1 } } }),
-            reads_only: true,
-        },
-        ToolSpec {
-            name: "memory",
-            description: "Anthropic's memory tool over /memories: view, create, str_replace, insert, delete, rename (its arguments and result texts).",
-            schema: json!({ "type": "object", "required": ["command"], "properties": {
-                "command": { "type": "string", "enum": ["view", "create", "str_replace", "insert", "delete", "rename"] },
-                "path": { "type": "string", "description": "a path under /memories" },
-                "view_range": { "type": "array", "items": { "type": "integer" }, "minItems": 2, "maxItems": 2 },
-                "file_text": { "type": "string" },
-                "old_str": { "type": "string" }, "new_str": { "type": "string" },
-                "insert_line": { "type": "integer", "minimum": 0 }, "insert_text": { "type": "string" },
-                "old_path": { "type": "string" }, "new_path": { "type": "string" } } }),
-            reads_only: false,
-        },
-        ToolSpec {
-            name: "why",
-            description: "Where a value came from: the version that set a file (or one JSON key of it), who wrote it at which step, and the versions that writer had read, recursively.",
-            schema: json!({ "type": "object", "required": ["path"], "properties": {
+            Some(window_out(true)),
+            true,
+            false,
+            true,
+        ),
+        tool(
+            "outline",
+            "Outline a file",
+            "The outline of a file: its headings, keys or shape with sizes, for a handful of tokens.",
+            json!({ "type": "object", "required": ["path"], "properties": { "path": path } }),
+            None,
+            true,
+            false,
+            true,
+        ),
+        tool(
+            "write",
+            "Write a file",
+            "Create or replace a file with the given content (one new version).",
+            json!({ "type": "object", "required": ["path", "content"], "properties": {
+                "path": path, "content": content, "step": step } }),
+            Some(bytes_out.clone()),
+            false,
+            true,
+            true,
+        ),
+        tool(
+            "append",
+            "Append to a file",
+            "Append text to the end of a file, creating it if missing: a cheap incremental note.",
+            json!({ "type": "object", "required": ["path", "content"], "properties": {
+                "path": path, "content": string("the text to add at the end (UTF-8; include the newline)"), "step": step } }),
+            Some(bytes_out),
+            false,
+            false,
+            false,
+        ),
+        tool(
+            "replace",
+            "Replace text in a file",
+            "Replace an exact string in a file without re-sending it; it must occur exactly once unless count is given (0: all).",
+            json!({ "type": "object", "required": ["path", "find", "with"], "properties": {
                 "path": path,
-                "key": { "type": "string", "description": "a JSON key, dotted for nested keys (order.total_cents)" },
+                "find": string("the exact text to find (not a pattern)"),
+                "with": string("the text to put in its place"),
+                "count": { "type": "integer", "minimum": 0, "description": "how many occurrences must be there and are replaced (0: all); without it, exactly one" },
+                "step": step } }),
+            Some(object(
+                &["changed"],
+                json!({ "changed": int("occurrences replaced") }),
+            )),
+            false,
+            true,
+            false,
+        ),
+        tool(
+            "history",
+            "A file's versions",
+            "Every version of a file, oldest first, with who wrote it, when, at which step, its size and blake3.",
+            json!({ "type": "object", "required": ["path"], "properties": { "path": path } }),
+            Some(object(
+                &["versions"],
+                json!({ "versions": { "type": "array", "description": "oldest first", "items": object(
+                &["version", "bytes", "writer", "step", "time_ns", "blake3"],
+                json!({
+                    "version": int("its number, from 1"),
+                    "bytes": int("its size in bytes"),
+                    "writer": string("who wrote it"),
+                    "step": maybe_int("the step it was written at"),
+                    "time_ns": int("when, in nanoseconds since the Unix epoch"),
+                    "blake3": string("the blake3 digest of its content, hex"),
+                }),
+            ) } }),
+            )),
+            true,
+            false,
+            true,
+        ),
+        tool(
+            "read_version",
+            "Read an earlier version",
+            "Read version N of a file as it was (from history), capped like read.",
+            json!({ "type": "object", "required": ["path", "version"], "properties": {
+                "path": path,
+                "version": version("the version's number (history lists them)"),
+                "offset": { "type": "integer", "minimum": 0, "description": "byte offset to start at (from next_offset)" },
+                "limit": { "type": "integer", "minimum": 1, "description": "most bytes to return (at most 32768)" } } }),
+            Some(window_out(false)),
+            true,
+            false,
+            true,
+        ),
+        tool(
+            "diff",
+            "Compare two versions",
+            "Unified diff between two versions of a file (to: the current one when omitted).",
+            json!({ "type": "object", "required": ["path", "from"], "properties": {
+                "path": path,
+                "from": version("the older version's number"),
+                "to": version("the newer version's number (default: the current one)") } }),
+            None,
+            true,
+            false,
+            true,
+        ),
+        tool(
+            "memory",
+            "Memory (Anthropic's memory tool)",
+            "Anthropic's memory tool over /memories: view, create, str_replace, insert, delete, rename (its arguments and result texts).",
+            json!({ "type": "object", "required": ["command"], "properties": {
+                "command": { "type": "string", "enum": ["view", "create", "str_replace", "insert", "delete", "rename"], "description": "what to do" },
+                "path": string("a path under /memories (view, create, str_replace, insert, delete)"),
+                "view_range": { "type": "array", "items": { "type": "integer" }, "minItems": 2, "maxItems": 2, "description": "view: the first and last line to show, 1-based; -1 as the last means to the end" },
+                "file_text": string("create: the file's whole content"),
+                "old_str": string("str_replace: the exact text to find, once in the file"),
+                "new_str": string("str_replace: the text to put in its place"),
+                "insert_line": { "type": "integer", "minimum": 0, "description": "insert: the line after which to insert (0: at the top)" },
+                "insert_text": string("insert: the text to insert"),
+                "old_path": string("rename: the path under /memories to move"),
+                "new_path": string("rename: the path under /memories to move it to") } }),
+            None,
+            false,
+            true,
+            false,
+        ),
+        tool(
+            "why",
+            "Where a value came from",
+            "Where a value came from: the version that set a file (or one JSON key of it), who wrote it at which step, and the versions that writer had read, recursively.",
+            json!({ "type": "object", "required": ["path"], "properties": {
+                "path": path,
+                "key": string("a JSON key, dotted for nested keys (order.total_cents)"),
                 "depth": { "type": "integer", "minimum": 0, "maximum": 16, "description": "levels of inputs to follow (default 3)" } } }),
-            reads_only: true,
-        },
-        ToolSpec {
-            name: "ground",
-            description: "Check a reply before sending it: for every number and identifier in the text, where the scratchpad holds it; numbers with no source (or only a model's) are flagged.",
-            schema: json!({ "type": "object", "required": ["text"], "properties": {
-                "text": { "type": "string", "description": "the reply to check" } } }),
-            reads_only: true,
-        },
-        ToolSpec {
-            name: "checkpoint",
-            description: "Take a checkpoint: name the whole scratchpad's state now (a pointer into history, no copy). Its tree can then be read under .checkpoints/NAME/, compared, and rolled back to.",
-            schema: json!({ "type": "object", "required": ["name"], "properties": {
-                "name": { "type": "string", "description": "printable, no '/', unique" },
-                "note": { "type": "string", "description": "why, kept with it" }, "step": step } }),
-            reads_only: false,
-        },
-        ToolSpec {
-            name: "checkpoints",
-            description: "List the checkpoints, oldest first: name, time, who took it, note.",
-            schema: json!({ "type": "object", "properties": {} }),
-            reads_only: true,
-        },
-        ToolSpec {
-            name: "rollback",
-            description: "Return the whole scratchpad to a checkpoint (changed files get their old content as new versions, deleted files come back, files created since are archived); a safety checkpoint of the state before is taken first. Root, the user who mounted, or a writer the rules allow.",
-            schema: json!({ "type": "object", "required": ["name"], "properties": {
-                "name": { "type": "string" }, "step": step } }),
-            reads_only: false,
-        },
-        ToolSpec {
-            name: "restore",
-            description: "Make version N of a file current again (as a new version; nothing is lost).",
-            schema: json!({ "type": "object", "required": ["path", "version"], "properties": {
-                "path": path, "version": { "type": "integer", "minimum": 1 }, "step": step } }),
-            reads_only: false,
-        },
+            Some(object(
+                &["path", "key", "value", "lineage"],
+                json!({
+                    "path": string("the path asked about"),
+                    "key": maybe_string("the key asked about"),
+                    "value": maybe_string("the key's current value, as JSON text"),
+                    "lineage": { "type": "object", "description": "the version that set it (writer, step, time_ns, exe, tgid) and its inputs, each a lineage of its own" },
+                }),
+            )),
+            true,
+            false,
+            true,
+        ),
+        tool(
+            "ground",
+            "Check a reply's numbers",
+            "Check a reply before sending it: for every number and identifier in the text, where the scratchpad holds it; numbers with no source (or only a model's) are flagged.",
+            json!({ "type": "object", "required": ["text"], "properties": {
+                "text": string("the reply to check") } }),
+            Some(object(
+                &["tokens", "ungrounded", "skipped"],
+                json!({
+                    "tokens": objects("each number or identifier: its text, its status (sourced, asserted by a model, unsourced) and its sources"),
+                    "ungrounded": { "type": "boolean", "description": "some number has no source but a model" },
+                    "skipped": objects("files not searched, and why"),
+                }),
+            )),
+            true,
+            false,
+            true,
+        ),
+        tool(
+            "checkpoint",
+            "Take a checkpoint",
+            "Take a checkpoint: name the whole scratchpad's state now (a pointer into history, no copy). Its tree can then be read under .checkpoints/NAME/, compared, and rolled back to.",
+            json!({ "type": "object", "required": ["name"], "properties": {
+                "name": string("printable, no '/', unique"),
+                "note": string("why, kept with it"), "step": step } }),
+            Some(checkpoint_out.clone()),
+            false,
+            false,
+            false,
+        ),
+        tool(
+            "checkpoints",
+            "List checkpoints",
+            "List the checkpoints, oldest first: name, time, who took it, note.",
+            json!({ "type": "object", "properties": {} }),
+            Some(object(
+                &["checkpoints"],
+                json!({ "checkpoints": {
+                "type": "array", "description": "oldest first", "items": checkpoint_out } }),
+            )),
+            true,
+            false,
+            true,
+        ),
+        tool(
+            "rollback",
+            "Roll back to a checkpoint",
+            "Return the whole scratchpad to a checkpoint (changed files get their old content as new versions, deleted files come back, files created since are archived); a safety checkpoint of the state before is taken first. Root, the user who mounted, or a writer the rules allow.",
+            json!({ "type": "object", "required": ["name"], "properties": {
+                "name": string("the checkpoint to return to (checkpoints lists them)"), "step": step } }),
+            Some(object(
+                &[
+                    "checkpoint",
+                    "changed",
+                    "restored",
+                    "removed",
+                    "moved",
+                    "reattributed",
+                    "safety",
+                ],
+                json!({
+                    "checkpoint": string("the checkpoint rolled back to"),
+                    "changed": int("files given their content at the checkpoint again"),
+                    "restored": int("files and directories deleted since, brought back"),
+                    "removed": int("files and directories created since, removed (kept in .archive)"),
+                    "moved": int("nodes moved back to where they were"),
+                    "reattributed": int("nodes whose mode or owner was set back"),
+                    "safety": string("the checkpoint taken of the state before"),
+                }),
+            )),
+            false,
+            true,
+            true,
+        ),
+        tool(
+            "restore",
+            "Restore a version",
+            "Make version N of a file current again (as a new version; nothing is lost).",
+            json!({ "type": "object", "required": ["path", "version"], "properties": {
+                "path": path, "version": version("the version to make current (history lists them)"), "step": step } }),
+            None,
+            false,
+            true,
+            true,
+        ),
     ]
 }
 
