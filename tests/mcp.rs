@@ -1465,3 +1465,159 @@ fn tools_carry_titles_annotations_argument_descriptions_and_output_schemas() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// Issue 33 item 5: what the third-party clients found wrong, each fixed: the memory tool
+/// removes a folder with its hidden files, makes what it creates the owner's only (0600,
+/// 0700, as Anthropic's backend), resolves `.` and `..` that stay inside `/memories`,
+/// slices `view_range` as Anthropic's backend does, and names `/memories/...` in its
+/// refusals; error texts name the cause (a path of the wrong type, a file on the way, a
+/// rule no writer may write); a read far past the end of an empty file says 0 bytes.
+#[test]
+fn the_defects_third_party_clients_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{ "paths": [
+  { "path": "memories/locked.md", "writers": [] },
+  { "path": "nobody.md", "writers": [] },
+  { "path": "**", "writers": ["*"] } ] }"#,
+    )
+    .unwrap();
+    let mem = |args: Value| json!({ "tool": "memory", "args": args });
+    let r = stdio(
+        &db,
+        &["--rules", rules.to_str().unwrap()],
+        "defects",
+        json!([
+            mem(json!({ "command": "create", "path": "/memories/sub/.hidden", "file_text": "h\n" })),
+            mem(json!({ "command": "create", "path": "/memories/sub/a.md", "file_text": "a\n" })),
+            mem(json!({ "command": "delete", "path": "/memories/sub" })),
+            mem(json!({ "command": "view", "path": "/memories/sub" })),
+            mem(json!({ "command": "create", "path": "/memories/./x.md", "file_text": "a\nb\nc\nd\n" })),
+            mem(json!({ "command": "create", "path": "/memories/deep/../y.md", "file_text": "y\n" })),
+            mem(json!({ "command": "view", "path": "/memories/x.md", "view_range": [2, -2] })),
+            mem(json!({ "command": "view", "path": "/memories/x.md/z" })),
+            mem(json!({ "command": "create", "path": "/memories/locked.md", "file_text": "l\n" })),
+            { "tool": "read", "args": { "path": 5 } },
+            { "tool": "write", "args": { "path": "nobody.md", "content": "n" } },
+            { "tool": "write", "args": { "path": "empty.md", "content": "" } },
+            { "tool": "read", "args": { "path": "empty.md", "offset": 18446744073709551000u64, "limit": 10 } },
+            mem(json!({ "command": "create", "path": "/memories/p/q.md", "file_text": "q\n" })),
+        ]),
+    );
+    assert_eq!(ok(&r, 2), "Successfully deleted /memories/sub");
+    assert!(refused(&r, 3).contains("does not exist"), "{r}");
+    assert_eq!(ok(&r, 4), "File created successfully at: /memories/./x.md");
+    assert_eq!(
+        ok(&r, 5),
+        "File created successfully at: /memories/deep/../y.md"
+    );
+    assert_eq!(
+        ok(&r, 6),
+        "Here's the content of /memories/x.md with line numbers:\n     2\tb\n     3\tc"
+    );
+    let e = refused(&r, 7);
+    assert!(e.contains("not a directory"), "{e}");
+    let e = refused(&r, 8);
+    assert!(
+        e.starts_with("/memories/locked.md: ") && !e.contains(" memories/"),
+        "{e}"
+    );
+    assert!(
+        refused(&r, 9).contains("argument \"path\" must be a string, got 5"),
+        "{}",
+        refused(&r, 9)
+    );
+    assert!(
+        refused(&r, 10).ends_with("no writer may write here (its writers list is empty)"),
+        "{}",
+        refused(&r, 10)
+    );
+    assert_eq!(r["results"][12]["structured"]["total_bytes"], 0, "{r}");
+    assert_eq!(
+        sql(
+            &db,
+            "SELECT group_concat(name || ' ' || printf('%o', mode & 4095), ', ') FROM \
+             (SELECT CAST(name AS TEXT) AS name, mode FROM nodes \
+             WHERE CAST(name AS TEXT) IN ('x.md', 'y.md', 'p', 'q.md', 'memories') \
+             AND unlinked_ns IS NULL ORDER BY name)"
+        ),
+        "memories 700, p 700, q.md 600, x.md 600, y.md 600"
+    );
+    // Nothing of sub/ is left but its archive.
+    assert_eq!(
+        sql(
+            &db,
+            "SELECT COUNT(*) FROM nodes WHERE CAST(name AS TEXT) IN ('sub', 'a.md', '.hidden') \
+             AND unlinked_ns IS NULL"
+        ),
+        "0"
+    );
+}
+
+/// One HTTP/1.1 request to the server at `url` (`http://HOST:PORT/mcp`); the response's
+/// status line and headers (the body is not waited for: a POST may answer with a stream).
+fn http_head(url: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = url
+        .strip_prefix("http://")
+        .and_then(|u| u.split('/').next())
+        .unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    s.write_all(request.replace("{host}", addr).as_bytes())
+        .unwrap();
+    let mut got = Vec::new();
+    let mut b = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => got.push(b[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Issue 33 item 5: a client that ends its HTTP session (DELETE with its session id) is
+/// answered 200; rmcp's 202 made the SDKs log "Session termination failed: 202".
+#[test]
+fn ending_an_http_session_is_answered_200() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let (mut server, url, token_file) = http_server(&db, &["--as", "0:0"]);
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    let token = token.lines().next().unwrap();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let head = http_head(
+        &url,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: {{host}}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let session = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("mcp-session-id:")
+                .then(|| l.split_once(':').unwrap().1.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no session id in {head}"));
+    let head = http_head(
+        &url,
+        &format!(
+            "DELETE /mcp HTTP/1.1\r\nHost: {{host}}\r\nAuthorization: Bearer {token}\r\n\
+             Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\
+             Content-Length: 0\r\n\r\n"
+        ),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}

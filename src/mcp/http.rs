@@ -287,7 +287,18 @@ where
                 .expect("a static response");
             return Box::pin(async move { Ok(reply) });
         }
-        Box::pin(self.inner.call(req))
+        // A session's end (DELETE, 2025-11-25 "Session Management") is answered 200:
+        // rmcp says 202, which the SDKs read as a failure ("Session termination failed:
+        // 202").
+        let delete = req.method() == http::Method::DELETE;
+        let reply = self.inner.call(req);
+        Box::pin(async move {
+            let mut reply = reply.await?;
+            if delete && reply.status() == http::StatusCode::ACCEPTED {
+                *reply.status_mut() = http::StatusCode::OK;
+            }
+            Ok(reply)
+        })
     }
 }
 

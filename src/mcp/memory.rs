@@ -33,14 +33,32 @@ fn local(path: &str) -> Result<String> {
             "Path must start with /memories, got: {path}"
         )));
     }
-    let rest = rest.trim_matches('/');
-    let p = if rest.is_empty() {
-        "memories".to_string()
-    } else {
-        format!("memories/{rest}")
-    };
-    tools::components(&p, false)
-        .map_err(|_| refuse(format!("Path {path} would escape /memories directory")))?;
+    // `.` and `..` are resolved by name, as the memory tool's own backend resolves them
+    // (`Path.resolve`): `/memories/a/../b` is `/memories/b`; a `..` above `/memories`
+    // escapes it.
+    let mut parts = vec!["memories"];
+    for c in rest.split('/') {
+        match c {
+            "" | "." => {}
+            ".." if parts.len() > 1 => {
+                parts.pop();
+            }
+            ".." => {
+                return Err(refuse(format!(
+                    "Path {path} would escape /memories directory"
+                )));
+            }
+            c => parts.push(c),
+        }
+    }
+    let p = parts.join("/");
+    tools::components(&p, false).map_err(|e| {
+        let why = e
+            .reason
+            .split_once(": ")
+            .map_or(e.reason.as_str(), |(_, w)| w);
+        refuse(format!("Path {path}: {why}"))
+    })?;
     Ok(p)
 }
 
@@ -72,9 +90,9 @@ fn stat(fs: &Fs, p: &str, ctx: Ctx) -> Result<Option<(u64, Kind, u64)>> {
     }
 }
 
-/// The visible entries of directory `ino`, sorted by name (the caller of `ctx` must be
-/// allowed to read and search it).
-fn entries(fs: &Fs, ino: u64, ctx: Ctx) -> Result<Vec<(String, u64, Kind)>> {
+/// The entries of directory `ino`, sorted by name, without hidden ones (a leading `.`)
+/// unless `hidden` (the caller of `ctx` must be allowed to read and search it).
+fn entries(fs: &Fs, ino: u64, hidden: bool, ctx: Ctx) -> Result<Vec<(String, u64, Kind)>> {
     fs.access(ino, libc::R_OK | libc::X_OK, ctx)?;
     let mut out = Vec::new();
     let mut offset = 0;
@@ -84,7 +102,7 @@ fn entries(fs: &Fs, ino: u64, ctx: Ctx) -> Result<Vec<(String, u64, Kind)>> {
         offset = last.next_offset;
         for e in batch {
             let name = String::from_utf8_lossy(&e.name).into_owned();
-            if name.starts_with('.') {
+            if name == "." || name == ".." || (!hidden && name.starts_with('.')) {
                 continue;
             }
             out.push((name, e.ino, e.kind));
@@ -121,8 +139,39 @@ fn arg<'a>(args: &'a Value, key: &str) -> Result<&'a str> {
         .ok_or_else(|| refuse(format!("missing string argument {key:?}")))
 }
 
-/// Runs one memory tool command (`args.command`) and returns its result text.
+/// Runs one memory tool command (`args.command`) and returns its result text. An error
+/// from the core names the scratchpad's `memories/...`; it is shown as the memory tool's
+/// `/memories/...`, the only paths the model knows.
 pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
+    command(fs, args, ctx).map_err(|mut e| {
+        e.reason = memory_paths(&e.reason);
+        e
+    })
+}
+
+/// `text` with each scratchpad path `memories[/...]` (the word followed by `/`, `:`, a
+/// quote or the end, and starting the text or following a space, quote or parenthesis)
+/// written as `/memories[/...]`.
+fn memory_paths(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut rest = text;
+    while let Some(i) = rest.find("memories") {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + "memories".len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if matches!(before, None | Some(' ' | '"' | '\'' | '`' | '('))
+            && matches!(after, None | Some('/' | ':' | '"' | '\'' | '`'))
+        {
+            out.push('/');
+        }
+        out.push_str("memories");
+        rest = &rest[i + "memories".len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn command(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
     match arg(args, "command")? {
         "view" => view(fs, args, ctx),
         "create" => {
@@ -136,7 +185,7 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
             if stat(fs, &p, ctx)?.is_some() {
                 return Err(refuse(format!("File {path} already exists")));
             }
-            tools::write(fs, &p, arg(args, "file_text")?.as_bytes(), ctx)?;
+            tools::write_private(fs, &p, arg(args, "file_text")?.as_bytes(), ctx)?;
             Ok(format!("File created successfully at: {path}"))
         }
         "str_replace" => {
@@ -166,7 +215,7 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
             }
             let changed = content[..at[0]].matches('\n').count();
             let updated = content.replacen(old, new, 1);
-            tools::write(fs, &p, updated.as_bytes(), ctx)?;
+            tools::write_private(fs, &p, updated.as_bytes(), ctx)?;
             let lines: Vec<&str> = updated.split('\n').collect();
             let from = changed.saturating_sub(2);
             let to = (changed + 3).min(lines.len());
@@ -203,7 +252,7 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
             if !updated.ends_with('\n') {
                 updated.push('\n');
             }
-            tools::write(fs, &p, updated.as_bytes(), ctx)?;
+            tools::write_private(fs, &p, updated.as_bytes(), ctx)?;
             Ok(format!("The file {path} has been edited."))
         }
         "delete" => {
@@ -244,7 +293,7 @@ pub fn run(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
                 let ino = if dir.is_empty() {
                     ROOT
                 } else {
-                    tools::make_dirs(fs, dir, ctx)?
+                    tools::make_dirs(fs, dir, tools::Modes::PRIVATE.dir, ctx)?
                 };
                 Ok((ino, name.to_string()))
             };
@@ -294,7 +343,7 @@ fn view(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
         let mut walk = vec![(ino, String::new(), 1)];
         let mut found = Vec::new();
         while let Some((dir, rel, depth)) = walk.pop() {
-            for (name, child, k) in entries(fs, dir, ctx)? {
+            for (name, child, k) in entries(fs, dir, false, ctx)? {
                 let r = if rel.is_empty() {
                     name
                 } else {
@@ -326,15 +375,20 @@ fn view(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
     if let Some(r) = args.get("view_range").and_then(Value::as_array)
         && r.len() == 2
     {
+        // The memory tool's backend slices `lines[max(1, a) - 1 : b]` in Python (`b == -1`:
+        // to the end), so another negative `b` counts from the end: `[2, -2]` is line 2
+        // up to the last two lines.
+        let n = lines.len() as i64;
         let a = r[0].as_i64().unwrap_or(1);
         let b = r[1].as_i64().unwrap_or(-1);
-        from = (a.max(1) - 1) as usize;
-        to = if b == -1 {
-            lines.len()
-        } else {
-            (b.max(0) as usize).min(lines.len())
+        let start = (a.max(1) - 1).min(n);
+        let end = match b {
+            -1 => n,
+            b if b < 0 => (n + b).max(0),
+            b => b.min(n),
         };
-        from = from.min(to);
+        from = start as usize;
+        to = end.max(start) as usize;
     }
     let numbered: Vec<String> = lines[from..to]
         .iter()
@@ -347,11 +401,11 @@ fn view(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
     ))
 }
 
-/// Removes the file or the whole directory at `p` (every file keeps its history in
-/// `.archive`).
+/// Removes the file or the whole directory at `p`, hidden files in it too, as the memory
+/// tool's `rmtree` does (every file keeps its history in `.archive`).
 fn remove_tree(fs: &Fs, p: &str, ino: u64, kind: Kind, ctx: Ctx) -> Result<()> {
     if kind == Kind::Dir {
-        for (name, child, k) in entries(fs, ino, ctx)? {
+        for (name, child, k) in entries(fs, ino, true, ctx)? {
             remove_tree(fs, &format!("{p}/{name}"), child, k, ctx)?;
         }
     }
@@ -387,6 +441,14 @@ mod tests {
                 .contains("must start with /memories")
         );
         assert!(local("/memoriesx").is_err());
+        assert_eq!(local("/memories/./x").unwrap(), "memories/x");
+        assert_eq!(local("/memories/sub/../x").unwrap(), "memories/x");
+        assert!(local("/memories/sub/../../x").is_err());
+        assert_eq!(
+            memory_paths("memories/a.md: writer w refused; \"memories/b\" and /memories/c"),
+            "/memories/a.md: writer w refused; \"/memories/b\" and /memories/c"
+        );
+        assert_eq!(memory_paths("my memories are"), "my memories are");
         assert!(
             local("/memories/../x")
                 .unwrap_err()

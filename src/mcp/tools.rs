@@ -75,6 +75,12 @@ pub fn resolve(fs: &Fs, path: &str, ctx: Ctx) -> Result<u64> {
     let mut ino = ROOT;
     let mut walked = String::new();
     for part in components(path, false)? {
+        if ino != ROOT && fs.getattr(ino)?.kind != crate::store::Kind::Dir {
+            return Err(Error::new(
+                libc::ENOTDIR,
+                format!("{path}: {walked} is not a directory"),
+            ));
+        }
         fs.access_named(ino, libc::X_OK, ctx, Some(&walked))?;
         if !walked.is_empty() {
             walked.push('/');
@@ -126,7 +132,7 @@ fn read_window(fs: &Fs, path: &str, offset: u64, max: usize, ctx: Ctx) -> Result
         if want == 0 {
             break Ok(());
         }
-        match fs.read(fh, offset + out.len() as u64, want) {
+        match fs.read(fh, offset.saturating_add(out.len() as u64), want) {
             Ok(b) if b.is_empty() => break Ok(()),
             Ok(b) => out.extend_from_slice(&b),
             Err(e) => break Err(e),
@@ -134,7 +140,9 @@ fn read_window(fs: &Fs, path: &str, offset: u64, max: usize, ctx: Ctx) -> Result
     };
     let _ = fs.release(fh);
     r?;
-    let size = size?.max(offset + out.len() as u64);
+    // A view's size is known once rendered: bytes read past it count, an offset past
+    // the end does not (a file of 0 bytes read at 2^64 - 1 is still 0 bytes).
+    let size = size?.max(offset.saturating_add(out.len() as u64) * u64::from(!out.is_empty()));
     Ok((out, size))
 }
 
@@ -279,19 +287,44 @@ fn lines(content: &[u8], first: usize, last: usize) -> &[u8] {
 
 /// Creates the directories of `path` that are missing, and returns the parent's inode
 /// and the file's name.
-fn parent_of<'p>(fs: &Fs, path: &'p str, ctx: Ctx) -> Result<(u64, &'p str)> {
+fn parent_of<'p>(fs: &Fs, path: &'p str, modes: Modes, ctx: Ctx) -> Result<(u64, &'p str)> {
     let parts = components(path, true)?;
     let (name, dirs) = parts.split_last().expect("components are never empty");
     let ino = if dirs.is_empty() {
         ROOT
     } else {
-        make_dirs(fs, &dirs.join("/"), ctx)?
+        make_dirs(fs, &dirs.join("/"), modes.dir, ctx)?
     };
     Ok((ino, name))
 }
 
-/// The directory at `path`, made with its missing parents (`mkdir -p`); its inode.
-pub fn make_dirs(fs: &Fs, path: &str, ctx: Ctx) -> Result<u64> {
+/// The modes (permission bits) a tool gives the files and directories it makes; the
+/// umask is not applied (a call has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Modes {
+    /// A new file's.
+    pub file: u32,
+    /// A new directory's.
+    pub dir: u32,
+}
+
+impl Modes {
+    /// What `write` and `append` make: 0644 and 0755, as a shell with umask 022.
+    pub const SHARED: Modes = Modes {
+        file: 0o644,
+        dir: 0o755,
+    };
+    /// What the memory tool makes: 0600 and 0700, the owner's only, as Anthropic's own
+    /// backend (`anthropic` package, `BetaLocalFilesystemMemoryTool`).
+    pub const PRIVATE: Modes = Modes {
+        file: 0o600,
+        dir: 0o700,
+    };
+}
+
+/// The directory at `path`, made with its missing parents (`mkdir -p`, each new one with
+/// mode `dir_mode`); its inode.
+pub fn make_dirs(fs: &Fs, path: &str, dir_mode: u32, ctx: Ctx) -> Result<u64> {
     let mut ino = ROOT;
     for d in components(path, true)? {
         fs.access(ino, libc::X_OK, ctx)?;
@@ -299,7 +332,7 @@ pub fn make_dirs(fs: &Fs, path: &str, ctx: Ctx) -> Result<u64> {
             Ok(a) => a.ino,
             Err(e) if e.errno == libc::ENOENT => {
                 fs.access(ino, libc::W_OK | libc::X_OK, ctx)?;
-                let made = fs.mkdir(ino, d.as_bytes(), 0o755, 0o022, ctx)?.ino;
+                let made = fs.mkdir(ino, d.as_bytes(), dir_mode, 0, ctx)?.ino;
                 fs.forget(made, 1);
                 fs.invalidate_kernel(Invalidation::Entry(ino, d.as_bytes().to_vec()));
                 made
@@ -313,8 +346,8 @@ pub fn make_dirs(fs: &Fs, path: &str, ctx: Ctx) -> Result<u64> {
 /// Opens (creating when missing, with its directories), writes `data` at `offset` (or at
 /// the end with `append`), and closes, as `printf > path` or `>> path` would: one
 /// version, or the gate's refusal (the previous version stays). Returns the file's size.
-fn put(fs: &Fs, path: &str, data: &[u8], append: bool, ctx: Ctx) -> Result<u64> {
-    let (parent, name) = parent_of(fs, path, ctx)?;
+fn put(fs: &Fs, path: &str, data: &[u8], append: bool, modes: Modes, ctx: Ctx) -> Result<u64> {
+    let (parent, name) = parent_of(fs, path, modes, ctx)?;
     let flags = libc::O_WRONLY
         | if append {
             libc::O_APPEND
@@ -329,7 +362,7 @@ fn put(fs: &Fs, path: &str, data: &[u8], append: bool, ctx: Ctx) -> Result<u64> 
         }
         Err(e) if e.errno == libc::ENOENT => {
             fs.access(parent, libc::W_OK | libc::X_OK, ctx)?;
-            let (attr, fh, _) = fs.create(parent, name.as_bytes(), 0o644, 0o022, flags, ctx)?;
+            let (attr, fh, _) = fs.create(parent, name.as_bytes(), modes.file, 0, flags, ctx)?;
             fs.forget(attr.ino, 1);
             fh
         }
@@ -353,12 +386,17 @@ fn put(fs: &Fs, path: &str, data: &[u8], append: bool, ctx: Ctx) -> Result<u64> 
 /// Replaces the file at `path` with `content` (creating it and its directories). Returns
 /// its size in bytes.
 pub fn write(fs: &Fs, path: &str, content: &[u8], ctx: Ctx) -> Result<u64> {
-    put(fs, path, content, false, ctx)
+    put(fs, path, content, false, Modes::SHARED, ctx)
+}
+
+/// [`write`] for the memory tool: what it makes is the owner's only ([`Modes::PRIVATE`]).
+pub fn write_private(fs: &Fs, path: &str, content: &[u8], ctx: Ctx) -> Result<u64> {
+    put(fs, path, content, false, Modes::PRIVATE, ctx)
 }
 
 /// Appends `content` to the file at `path` (creating it). Returns its size in bytes.
 pub fn append(fs: &Fs, path: &str, content: &[u8], ctx: Ctx) -> Result<u64> {
-    put(fs, path, content, true, ctx)
+    put(fs, path, content, true, Modes::SHARED, ctx)
 }
 
 /// Replaces occurrences of `find` with `with` in the file at `path`: `count` `None`
@@ -912,10 +950,13 @@ pub fn call(
             libc::EROFS,
             format!("{name}: this server is read-only (scratchfs mcp --read-only)"),
         )),
-        Some(t) => too_long(args).or_else(|| {
-            (t.name != "memory" && args.get("path").is_some())
-                .then(|| components(path, !t.reads_only).err())
-                .flatten()
+        Some(t) => too_long(args).or_else(|| match args.get("path") {
+            Some(p) if t.name != "memory" && !p.is_string() => Some(Error::new(
+                libc::EINVAL,
+                format!("argument \"path\" must be a string, got {p}"),
+            )),
+            Some(_) if t.name != "memory" => components(path, !t.reads_only).err(),
+            _ => None,
         }),
     };
     if let Some(e) = refused {
@@ -944,9 +985,17 @@ fn too_long(args: &serde_json::Value) -> Option<Error> {
 }
 
 fn arg_str<'a>(args: &'a serde_json::Value, key: &str) -> Result<&'a str> {
-    args.get(key)
-        .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| Error::new(libc::EINVAL, format!("missing string argument {key:?}")))
+    match args.get(key) {
+        Some(serde_json::Value::String(s)) => Ok(s),
+        None | Some(serde_json::Value::Null) => Err(Error::new(
+            libc::EINVAL,
+            format!("missing string argument {key:?}"),
+        )),
+        Some(other) => Err(Error::new(
+            libc::EINVAL,
+            format!("argument {key:?} must be a string, got {other}"),
+        )),
+    }
 }
 
 /// A version number argument (1 to 2^63 - 1).

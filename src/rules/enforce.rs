@@ -95,7 +95,12 @@ impl Compiled {
         if let Some(ws) = &rule.writers
             && !ws.iter().any(|w| w == "*" || *w == caller.writer)
         {
-            return refuse(&name, format!("only {} may write here", ws.join(", ")));
+            let why = if ws.is_empty() {
+                "no writer may write here (its writers list is empty)".to_string()
+            } else {
+                format!("only {} may write here", ws.join(", "))
+            };
+            return refuse(&name, why);
         }
         // A directory may be made under a write-once or append-only rule (they are about
         // files' bytes), not where the rule says read-only (docs/rules.md: create, mkdir).
@@ -613,6 +618,7 @@ mod tests {
                       {"path": "findings.md", "mode": "append-only"},
                       {"path": "frozen/*", "mode": "write-once"},
                       {"path": "ro.txt", "mode": "read-only"},
+                      {"path": "nobody.md", "writers": []},
                       {"path": "notes/**", "writers": ["*"]}
                     ]}"#,
             )
@@ -874,6 +880,15 @@ mod tests {
         assert_eq!(e.errno, libc::EACCES);
         assert!(
             e.reason.contains("only agent may write here"),
+            "{}",
+            e.reason
+        );
+        let e = r
+            .check("nobody.md", &who("agent"), Action::Create)
+            .unwrap_err();
+        assert!(
+            e.reason
+                .ends_with("no writer may write here (its writers list is empty)"),
             "{}",
             e.reason
         );
