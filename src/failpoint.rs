@@ -13,7 +13,7 @@
 //! either backend), `fork` (a new SQLite database built under its temporary name, not
 //! yet named), `rename` (after a rename's rows moved, before its commit), `fold-thread`
 //! (the thread that commits the batch, before its first fold: acknowledged changes then
-//! stay in the redo log only). Points of [`delay`]: `notify-entry`.
+//! stay in the redo log only). Points of [`delay`]: `notify-entry`, `teardown`.
 
 use std::sync::OnceLock;
 
@@ -29,7 +29,8 @@ fn armed() -> &'static Option<(String, String)> {
 /// Slows the calling thread at point `name` if it is the armed one: each time it passes,
 /// it sleeps `how_long` (and the flag file is written). Points: `notify-entry` (the
 /// notifier thread, before each entry invalidation it sends: a kernel slow to drop a
-/// cached name).
+/// cached name), `teardown` (a daemon whose session ended, before it writes what it holds
+/// and lets go of its database: a slow last fold).
 pub fn delay(name: &str, how_long: std::time::Duration) {
     if let Some((armed, flag)) = armed()
         && armed == name

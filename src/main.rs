@@ -544,7 +544,7 @@ fn main() -> ExitCode {
                 mount::run_foreground(&spec)
             }
         }
-        Command::Unmount { mountpoint } => mount::unmount(&mountpoint),
+        Command::Unmount { mountpoint } => mount::unmount_and_wait(&mountpoint),
         Command::Rules {
             command: RulesCommand::Check { file, json },
         } => scratchfs::rules::check_file(&file, json),

@@ -220,8 +220,14 @@ fn mountinfo_path(mountpoint: &Path) -> Result<PathBuf, Failure> {
 /// mounted, or another kind of filesystem (any but `fuse` and `fuse.scratchfs`, the
 /// types a scratchfs mount has), is refused, naming what is there (exit status 1); a
 /// missing directory with the OS's reason. Only the mount table is read, so a dead mount
-/// (its daemon killed) is unmounted too.
+/// (its daemon killed) is unmounted too. Returns without waiting for the daemon (the
+/// daemon's own use, on a signal); `scratchfs unmount` is [`unmount_and_wait`].
 pub fn unmount(mountpoint: &Path) -> Result<(), Failure> {
+    unmount_how(mountpoint).map(|_| ())
+}
+
+/// [`unmount`], saying whether the mount was only detached.
+fn unmount_how(mountpoint: &Path) -> Result<Unmounted, Failure> {
     let mp = mountinfo_path(mountpoint)?;
     let shown = mountpoint.display();
     match mounted_at(&mp).as_deref() {
@@ -243,13 +249,13 @@ pub fn unmount(mountpoint: &Path) -> Result<(), Failure> {
     let mountpoint = mp.as_path();
     let c = cstr(mountpoint);
     if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
-        return Ok(());
+        return Ok(Unmounted::Gone);
     }
     let err = std::io::Error::last_os_error();
     match err.raw_os_error() {
         Some(libc::EBUSY) => {
             if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
-                return Ok(());
+                return Ok(Unmounted::Detached);
             }
             Err(format!(
                 "unmount {}: {}",
@@ -264,7 +270,7 @@ pub fn unmount(mountpoint: &Path) -> Result<(), Failure> {
                 .status()
                 .map_err(|e| format!("fusermount3: {e}"))?;
             if st.success() {
-                Ok(())
+                Ok(Unmounted::Gone)
             } else {
                 Err(format!(
                     "unmount {}: fusermount3 failed",
@@ -276,9 +282,84 @@ pub fn unmount(mountpoint: &Path) -> Result<(), Failure> {
     }
 }
 
+/// `scratchfs unmount`: [`unmount`], then waits until the daemon has let go of its SQLite
+/// database ([`released`]), so that a command right after it does not find the database
+/// `in use`. A busy mount that could only be detached (`MNT_DETACH`) is not waited for:
+/// its daemon serves until the last open file on it is closed.
+pub fn unmount_and_wait(mountpoint: &Path) -> Result<(), Failure> {
+    let mp = mountinfo_path(mountpoint)?;
+    let source = mount_source(&mp);
+    match unmount_how(mountpoint)? {
+        Unmounted::Gone => released(source.as_deref(), &mp),
+        Unmounted::Detached => Ok(()),
+    }
+}
+
+/// How [`unmount_how`] took a mount away.
+enum Unmounted {
+    /// Unmounted: the daemon's session ends now.
+    Gone,
+    /// Busy, so only detached (`MNT_DETACH`): the daemon serves the files still open.
+    Detached,
+}
+
+/// The source (`fsname`) of the mount exactly at `mp`, the topmost there, from
+/// `/proc/self/mountinfo`: a scratchfs mount's is its SQLite database's absolute path
+/// unless `--fsname` said otherwise.
+fn mount_source(mp: &Path) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = mp.as_os_str().as_bytes();
+    info.lines()
+        .filter(|l| l.split(' ').nth(4).map(unescape_mountinfo).as_deref() == Some(want))
+        .filter_map(|l| {
+            l.split(" - ")
+                .nth(1)?
+                .split(' ')
+                .nth(1)
+                .map(unescape_mountinfo)
+        })
+        .next_back()
+        .map(|b| PathBuf::from(std::ffi::OsString::from_vec(b)))
+}
+
+/// How long `unmount` waits for the daemon to let go of its database (its last commits
+/// and the fold of its redo log).
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// After a mount at `mountpoint` from `source` is gone: waits until its daemon has let go
+/// of the database (its `flock`), so that a command right after `unmount` finds the
+/// database free rather than `in use`. A source that is not an existing regular file (a
+/// PostgreSQL mount, an `--fsname`) is not waited for; a file is only opened for reading
+/// and locked, never changed. Says so when the daemon still holds it after
+/// [`RELEASE_WAIT`].
+fn released(source: Option<&Path>, mountpoint: &Path) -> Result<(), Failure> {
+    use std::os::fd::AsRawFd;
+    let Some(db) = source.filter(|p| p.is_absolute() && p.is_file()) else {
+        return Ok(());
+    };
+    let Ok(f) = std::fs::File::open(db) else {
+        return Ok(());
+    };
+    let deadline = std::time::Instant::now() + RELEASE_WAIT;
+    while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0 {
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "unmount {}: unmounted, but its daemon still holds {} after {} s (still \
+                 writing; wait, or see its log)",
+                mountpoint.display(),
+                db.display(),
+                RELEASE_WAIT.as_secs()
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Ok(())
+}
+
 /// Checks where the database may live for a mount at `mp` (canonical): not on a FUSE
-/// filesystem and not under the mountpoint (FUSE-TRAPS §16). Creates its directory;
-/// returns the database's absolute path and its directory's canonical path.
+/// filesystem and not under the mountpoint (FUSE-TRAPS §16). Its directory must exist
+/// (ENOENT otherwise: a typo never makes a new scratchpad); returns the database's absolute path and its directory's canonical path.
 ///
 /// A PostgreSQL URL is refused here (`mount --at`, `--background`, and the commands that
 /// take only an SQLite file so far: docs/deploy.md), before anything is created.
@@ -295,13 +376,27 @@ pub fn check_database(db: &Path, mp: &Path) -> Result<(PathBuf, PathBuf), Failur
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| "/".into());
-    std::fs::create_dir_all(&db_dir).map_err(|e| {
-        format!(
-            "cannot open database {}: cannot create {}: {e}",
-            db.display(),
-            db_dir.display()
-        )
-    })?;
+    // A directory that is not there is a typo more often than a wish: refused (ENOENT),
+    // never made, so that a wrong --db never becomes a new, empty scratchpad.
+    match std::fs::metadata(&db_dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(format!(
+                "cannot open database {}: {} is not a directory",
+                db.display(),
+                db_dir.display()
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "cannot open database {}: its directory {} does not exist ({e}); check the \
+                 path, or make the directory first (mkdir -p {})",
+                db.display(),
+                db_dir.display(),
+                db_dir.display()
+            ));
+        }
+    }
     let db_dir =
         std::fs::canonicalize(&db_dir).map_err(|e| format!("{}: {e}", db_dir.display()))?;
     if on_fuse(&db_dir) {
@@ -934,6 +1029,7 @@ pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
     // Write what the redo log holds, empty it and checkpoint the WAL into the database
     // file (dropping the store would, if nothing else held it), so that the file alone is
     // the scratchpad (helper finding: a copy of it after an unmount was an empty shell).
+    crate::failpoint::delay("teardown", std::time::Duration::from_secs(2));
     if let Err(e) = fs.finish() {
         log::error!("writing acknowledged changes at unmount (the redo log keeps them): {e}");
     }

@@ -1346,3 +1346,101 @@ fn the_daemon_raises_its_open_files_limit_to_the_hard_one() {
     let st = Command::new(BIN).arg("unmount").arg(&mnt).status().unwrap();
     assert!(st.success());
 }
+
+/// Issue 33 item 7: a `--db` whose directory does not exist is a typo, not a new
+/// scratchpad: `mount`, `mcp` and `log` refuse it, naming the path, and make nothing.
+#[test]
+fn a_database_in_a_missing_directory_is_refused_and_nothing_is_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("typo/s.db");
+    let mnt = dir.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    for args in [
+        vec!["mount", mnt.to_str().unwrap()],
+        vec!["mcp"],
+        vec!["log"],
+    ] {
+        // A refusal is at once; a mount made there would serve until killed.
+        let o = output_within(
+            &format!("{args:?}"),
+            Command::new(BIN)
+                .args(&args)
+                .arg("--db")
+                .arg(&db)
+                .stdin(std::process::Stdio::null()),
+            std::time::Duration::from_secs(60),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&*dir.path().join("typo").to_string_lossy())
+                && err.contains("No such file"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !dir.path().join("typo").exists(),
+            "{args:?} made the directory"
+        );
+    }
+}
+
+/// Issue 33 item 7: `scratchfs unmount` returns once the daemon has let go of its
+/// database, so that a command right after it finds the database free. The daemon is made
+/// slow to let go (failpoint `teardown`: 2 s after its session ends).
+#[test]
+fn unmount_returns_once_the_daemon_let_go_of_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let mnt = dir.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    let flag = dir.path().join("flag");
+    let mut daemon = KillOnDrop(
+        Command::new(BIN)
+            .arg("mount")
+            .arg(&mnt)
+            .arg("--db")
+            .arg(&db)
+            .env("SCRATCHFS_FAILPOINT", "teardown")
+            .env("SCRATCHFS_FAILPOINT_FLAG", &flag)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the mount", || mnt.join("MANIFEST").exists());
+    std::fs::write(mnt.join("note.md"), "kept\n").unwrap();
+    let st = Command::new(BIN).arg("unmount").arg(&mnt).status().unwrap();
+    assert!(st.success());
+    assert!(
+        flag.exists(),
+        "the daemon did not pass its teardown failpoint"
+    );
+    // Free at once: a lock no one holds is taken without waiting.
+    let o = Command::new("flock")
+        .args(["-n", "-x"])
+        .arg(&db)
+        .arg("true")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "the database is still held right after unmount returned: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = daemon.0.wait();
+    let (code, out, err) = {
+        let o = Command::new(BIN)
+            .args(["log", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("note.md"), "{out}");
+}

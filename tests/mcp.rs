@@ -1621,3 +1621,63 @@ fn ending_an_http_session_is_answered_200() {
     let _ = server.wait();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
 }
+
+/// Issue 33 item 7: `scratchfs mcp --rules FILE` on a mounted database runs when FILE
+/// holds the mount's rules (spacing aside) and is refused, saying why, when it holds
+/// others. (An SQLite mount of its own: a PostgreSQL database takes `--rules` as new
+/// rules, docs/mcp.md.)
+#[test]
+fn mcp_rules_on_a_mounted_database_must_be_the_mounts() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let mnt = dir.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    let rules = dir.path().join("rules.json");
+    let same = dir.path().join("same.json");
+    let other = dir.path().join("other.json");
+    std::fs::write(&rules, r#"{"paths": [{"path": "**", "writers": ["*"]}]}"#).unwrap();
+    std::fs::write(
+        &same,
+        "{\n  \"paths\": [\n    { \"writers\": [\"*\"], \"path\": \"**\" }\n  ]\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &other,
+        r#"{"paths": [{"path": "**", "writers": ["*"], "max_bytes": 10}]}"#,
+    )
+    .unwrap();
+    let _daemon = KillOnDrop(
+        Command::new(BIN)
+            .arg("mount")
+            .arg(&mnt)
+            .arg("--db")
+            .arg(&db)
+            .arg("--rules")
+            .arg(&rules)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the mount", || mnt.join("MANIFEST").exists());
+    let r = stdio(
+        &db,
+        &["--rules", same.to_str().unwrap()],
+        "same-rules",
+        json!([{ "tool": "append", "args": { "path": "a.md", "content": "x\n" } }]),
+    );
+    assert_eq!(ok(&r, 0), "a.md: 2 bytes");
+    assert_eq!(read(mnt.join("a.md")), "x\n");
+    let o = Command::new(BIN)
+        .args(["mcp", "--db", db.to_str().unwrap(), "--rules"])
+        .arg(&other)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("is mounted under other rules"), "{err}");
+    let st = Command::new(BIN).arg("unmount").arg(&mnt).status().unwrap();
+    assert!(st.success());
+}

@@ -157,11 +157,22 @@ pub fn serve(
             Backend::Local(Arc::new(fs), ctx)
         }
         Err(_) => {
-            if rules.is_some() {
-                return Err(format!(
-                    "--rules: {} is mounted; its calls run under the mount's rules",
-                    db.display()
-                ));
+            // The calls run under the mount's rules: --rules naming the same rules (as
+            // parsed: spacing and key order aside) is accepted, other rules refused.
+            if let Some(path) = rules {
+                let (_, given) = crate::rules::load(path)?;
+                let mounted = match stored_rules(&db)? {
+                    Some(text) => crate::rules::Rules::parse(&text).ok(),
+                    None => Some(crate::rules::Rules::default()),
+                };
+                if mounted.as_ref() != Some(&given) {
+                    return Err(format!(
+                        "--rules {}: {} is mounted under other rules, and its calls run under \
+                         the mount's; leave out --rules, or mount again with these",
+                        path.display(),
+                        db.display()
+                    ));
+                }
             }
             // The mount's rules are the last recorded: a --writer is checked against them
             // now, as the daemon checks it again at each call.
