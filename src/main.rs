@@ -359,7 +359,7 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         writer: Option<String>,
         /// Only the reading tools: list, read, outline, history, read_version, diff, why,
-        /// ground, checkpoints.
+        /// ground, checkpoints, search, glob.
         #[arg(long)]
         read_only: bool,
         /// Put PREFIX before every tool's name (`--tool-prefix pad_`: pad_read, pad_write),
@@ -392,6 +392,29 @@ enum Command {
         /// PKCS #8, PKCS #1 or SEC1). Needs --tls-cert.
         #[arg(long, value_name = "FILE", requires_all = ["listen", "tls_cert"])]
         tls_key: Option<PathBuf>,
+    },
+    /// Search the live files for a text (or a regex), as `grep -rn` on the mount would,
+    /// through the same core as the mount and the MCP `search` tool (in the mount's daemon
+    /// when the database is mounted). Exit 0 with matches, 1 with none.
+    Grep {
+        /// The text to find (a regular expression with --regex).
+        pattern: String,
+        /// Only files whose path from the root matches this glob (e.g. 'notes/**').
+        path: Option<String>,
+        /// PATTERN is a regular expression (Rust regex syntax).
+        #[arg(long, short = 'E')]
+        regex: bool,
+        /// Letters match in either case.
+        #[arg(long, short = 'i')]
+        ignore_case: bool,
+        /// Most matches printed (1 to 1000).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        limit: u64,
+        /// One JSON object: matches (path, line, text), truncated, files_searched.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
     },
     /// Mount on a fresh temporary directory, run CMD there with SCRATCHFS_MOUNT set,
     /// unmount, and exit with CMD's status.
@@ -610,6 +633,31 @@ fn main() -> ExitCode {
         } => cli::fork::adopt(&db.db, &from, &paths, json),
         Command::Export { dir, at, db, json } => cli::export::export(&db.db, &dir, at, json),
         Command::Run { db, access, cmd } => return run(db.db, access, cmd),
+        Command::Grep {
+            pattern,
+            path,
+            regex,
+            ignore_case,
+            limit,
+            json,
+            db,
+        } => {
+            return match cli::mcp::grep(
+                &db.db,
+                serde_json::json!({
+                    "pattern": pattern, "path": path, "regex": regex,
+                    "ignore_case": ignore_case, "limit": limit,
+                }),
+                json,
+            ) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(msg) => {
+                    say(&format!("scratchfs: {msg}"));
+                    ExitCode::from(1)
+                }
+            };
+        }
         Command::Mcp {
             db,
             rules,

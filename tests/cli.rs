@@ -1444,3 +1444,29 @@ fn unmount_returns_once_the_daemon_let_go_of_the_database() {
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("note.md"), "{out}");
 }
+
+/// Issue 33 item 4: `scratchfs grep PATTERN [PATH]` prints `PATH:LINE:TEXT` as `grep -rn`
+/// would, through the mount's daemon while mounted and on the database itself after;
+/// exit 0 with matches, 1 with none; `--json` is the `search` tool's structured result.
+#[test]
+fn grep_searches_the_live_files_mounted_or_not() {
+    let mut m = Mount::new();
+    m.sh_ok("mkdir -p notes && printf 'a\\nTotal 42\\n' > notes/a.md && printf '42\\n' > b.txt");
+    let (code, out, err) = cli(&m, &["grep", "42"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "b.txt:1:42\nnotes/a.md:2:Total 42\n");
+    let (code, out, _) = cli(&m, &["grep", "-i", "total", "notes/**"]);
+    assert_eq!(code, 0);
+    assert_eq!(out, "notes/a.md:2:Total 42\n");
+    let (code, out, _) = cli(&m, &["grep", "nothing-here"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    m.unmount();
+    let (code, out, err) = cli(&m, &["grep", "--json", "-E", "^\\d+$"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["matches"][0]["path"], "b.txt", "{v}");
+    assert_eq!(v["matches"].as_array().unwrap().len(), 1, "{v}");
+    let (code, _, err) = cli(&m, &["grep", "-E", "("]);
+    assert_eq!(code, 1);
+    assert!(err.contains("regex parse error"), "{err}");
+}

@@ -105,6 +105,11 @@ fn every_tool_over_stdio_without_a_mount() {
             "checkpoint",
             "checkpoints",
             "rollback",
+            "search",
+            "glob",
+            "mkdir",
+            "delete",
+            "move",
             "restore"
         ]
     );
@@ -312,7 +317,9 @@ fn read_only_lists_only_the_reading_tools() {
             "diff",
             "why",
             "ground",
-            "checkpoints"
+            "checkpoints",
+            "search",
+            "glob"
         ]
     );
     assert_eq!(ok(&r, 0), "");
@@ -1376,6 +1383,11 @@ fn tools_carry_titles_annotations_argument_descriptions_and_output_schemas() {
         { "tool": "rollback", "args": { "name": "c1" } },
         { "tool": "restore", "args": { "path": "n.md", "version": 1 } },
         { "tool": "memory", "args": { "command": "view", "path": "/memories" } },
+        { "tool": "search", "args": { "pattern": "42" } },
+        { "tool": "glob", "args": { "pattern": "**/*.md" } },
+        { "tool": "mkdir", "args": { "path": "d/e" } },
+        { "tool": "move", "args": { "from": "s.json", "to": "d/e/s.json" } },
+        { "tool": "delete", "args": { "path": "d", "recursive": true } },
     ]);
     let reading = [
         "list",
@@ -1387,13 +1399,15 @@ fn tools_carry_titles_annotations_argument_descriptions_and_output_schemas() {
         "why",
         "ground",
         "checkpoints",
+        "search",
+        "glob",
     ];
     for era in [ERA_HANDSHAKE, ERA_STATELESS] {
         let _ = std::fs::remove_file(&db);
         let target = ["stdio", BIN, "mcp", "--db", db_arg];
         let r = mcp_session_at(era, "judge", &target, calls.clone());
         let tools = r["tools"].as_array().unwrap();
-        assert_eq!(tools.len(), 16, "{era}");
+        assert_eq!(tools.len(), 21, "{era}");
         for (i, c) in calls.as_array().unwrap().iter().enumerate() {
             let name = c["tool"].as_str().unwrap();
             let t = tools.iter().find(|t| t["name"] == name).unwrap();
@@ -1406,7 +1420,9 @@ fn tools_carry_titles_annotations_argument_descriptions_and_output_schemas() {
             );
             assert_eq!(a["readOnlyHint"], reading.contains(&name), "{era}: {name}");
             assert_eq!(a["openWorldHint"], false, "{era}: {name}");
-            let destructive = ["write", "replace", "memory", "rollback", "restore"];
+            let destructive = [
+                "write", "replace", "memory", "rollback", "restore", "delete", "move",
+            ];
             assert_eq!(
                 a["destructiveHint"],
                 destructive.contains(&name),
@@ -1446,7 +1462,7 @@ fn tools_carry_titles_annotations_argument_descriptions_and_output_schemas() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names.len(), 16);
+    assert_eq!(names.len(), 21);
     assert!(names.iter().all(|n| n.starts_with("pad_")), "{names:?}");
     assert_eq!(ok(&r, 0), "a.md: 2 bytes");
     assert!(
@@ -1680,4 +1696,86 @@ fn mcp_rules_on_a_mounted_database_must_be_the_mounts() {
     assert!(err.contains("is mounted under other rules"), "{err}");
     let st = Command::new(BIN).arg("unmount").arg(&mnt).status().unwrap();
     assert!(st.success());
+}
+
+/// Issue 33 item 4: the tools a file-tool agent expects: `search` (literal, regex, case,
+/// a path glob, line numbers, a limit), `glob`, `mkdir`, `move` (refusing to move over a
+/// file unless asked), `delete` (a directory only when asked to take what it holds;
+/// what it deletes is restorable from `.archive`), each through the gate and recorded.
+#[test]
+fn search_glob_mkdir_move_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let rules = dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{ "paths": [
+  { "path": "locked/**", "writers": [] },
+  { "path": "**", "writers": ["*"] } ] }"#,
+    )
+    .unwrap();
+    let r = stdio(
+        &db,
+        &["--rules", rules.to_str().unwrap()],
+        "agent",
+        json!([
+            { "tool": "write", "args": { "path": "notes/a.md", "content": "alpha\nTotal: 42\nbeta 42 42\n" } },
+            { "tool": "write", "args": { "path": "notes/deep/b.md", "content": "no\ntotal 7\n" } },
+            { "tool": "write", "args": { "path": "c.json", "content": "{\"total\": 42}\n" } },
+            { "tool": "search", "args": { "pattern": "42" } },
+            { "tool": "search", "args": { "pattern": "total", "ignore_case": true, "path": "notes/**" } },
+            { "tool": "search", "args": { "pattern": "^t\\w+ \\d+$", "regex": true } },
+            { "tool": "search", "args": { "pattern": "42", "limit": 1 } },
+            { "tool": "glob", "args": { "pattern": "notes/**/*.md" } },
+            { "tool": "glob", "args": { "pattern": "*.json" } },
+            { "tool": "mkdir", "args": { "path": "x/y" } },
+            { "tool": "mkdir", "args": { "path": "x/y" } },
+            { "tool": "move", "args": { "from": "c.json", "to": "x/y/c.json" } },
+            { "tool": "move", "args": { "from": "notes/deep/b.md", "to": "x/y/c.json" } },
+            { "tool": "delete", "args": { "path": "notes" } },
+            { "tool": "delete", "args": { "path": "notes", "recursive": true } },
+            { "tool": "mkdir", "args": { "path": "locked/z" } },
+            { "tool": "search", "args": { "pattern": "(" , "regex": true } },
+            { "tool": "glob", "args": { "pattern": "**" } },
+        ]),
+    );
+    let s = |i: usize| r["results"][i]["structured"].clone();
+    assert_eq!(
+        ok(&r, 3),
+        "c.json:1:{\"total\": 42}\nnotes/a.md:2:Total: 42\nnotes/a.md:3:beta 42 42"
+    );
+    assert_eq!(s(3)["files_searched"], 6, "{r}"); // 3 written + plan, findings, state
+    assert_eq!(
+        ok(&r, 4),
+        "notes/a.md:2:Total: 42\nnotes/deep/b.md:2:total 7"
+    );
+    assert_eq!(ok(&r, 5), "notes/deep/b.md:2:total 7");
+    assert_eq!(s(6)["truncated"], true);
+    assert_eq!(s(6)["matches"].as_array().unwrap().len(), 1);
+    assert_eq!(ok(&r, 7), "notes/a.md\nnotes/deep/b.md");
+    assert_eq!(ok(&r, 8), "c.json\nstate.json");
+    assert_eq!(ok(&r, 9), "x/y: made");
+    assert_eq!(ok(&r, 10), "x/y: already there");
+    assert_eq!(ok(&r, 11), "c.json moved to x/y/c.json");
+    assert!(refused(&r, 12).contains("already exists"), "{r}");
+    assert!(refused(&r, 13).contains("directory not empty"), "{r}");
+    assert_eq!(s(14)["removed"], 4, "{r}"); // notes, a.md, deep, b.md
+    assert!(refused(&r, 15).contains("locked"), "{r}");
+    assert!(refused(&r, 16).contains("regex parse error"), "{r}");
+    assert_eq!(ok(&r, 17), "findings.md\nplan.md\nstate.json\nx/y/c.json");
+    // Recorded: the move and the deletes, and the deleted files restorable.
+    assert_eq!(
+        sql(
+            &db,
+            "SELECT COUNT(*) FROM files f JOIN versions v ON v.file_id = f.id \
+             WHERE v.path IN ('notes/a.md', 'notes/deep/b.md')"
+        ),
+        "2"
+    );
+    let list = stdio(&db, &[], "agent", json!([{ "tool": "list" }]));
+    let restorable = list["results"][0]["structured"]["restorable"].to_string();
+    assert!(
+        restorable.contains("notes/a.md") && restorable.contains("notes/deep/b.md"),
+        "{restorable}"
+    );
 }

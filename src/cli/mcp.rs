@@ -107,6 +107,23 @@ pub fn serve(
             ));
         }
     }
+    let (backend, _lock) = open_backend(db, rules, config.writer.as_deref(), as_user, me, true)?;
+    run_server(Arc::new(backend), config, http)
+}
+
+/// Where the calls on `db` run, and the database's lock when this process holds it: on a
+/// core this process opens (an unmounted SQLite database, made when missing and
+/// `create`; any PostgreSQL database), or in the daemon of its mount. `rules`: the rules
+/// of a core opened here (on a mount, they must be the mount's). `as_user`: the user
+/// every call acts as (`me` is this process's effective uid).
+pub fn open_backend(
+    db: &Path,
+    rules: Option<&Path>,
+    writer: Option<&str>,
+    as_user: Option<(u32, u32)>,
+    me: u32,
+    create: bool,
+) -> Result<(Backend, Option<std::fs::File>), Failure> {
     let own_ctx = || Ctx {
         pid: std::process::id(),
         uid: as_user.map_or(me, |a| a.0),
@@ -118,8 +135,8 @@ pub fn serve(
         // `--rules` become the database's rules, as a mount's do.
         let ctx = own_ctx();
         let fs = crate::mount::open_postgres(url, (ctx.uid, ctx.gid), rules, |fs| fs)?;
-        check_writer(&fs, config.writer.as_deref(), ctx)?;
-        return run_server(Arc::new(Backend::Local(fs, ctx)), config, http);
+        check_writer(&fs, writer, ctx)?;
+        return Ok((Backend::Local(fs, ctx), None));
     }
     let db = crate::mount::absolute(db)?;
     // A file that is not a scratchfs database is left as it is; a missing one is made,
@@ -128,6 +145,12 @@ pub fn serve(
         crate::store::probe(&db).map_err(|e| e.reason)?,
         crate::store::Probe::Missing
     );
+    if missing && !create {
+        return Err(format!(
+            "{}: no such database (give --db, or set SCRATCHFS_DB)",
+            db.display()
+        ));
+    }
     let mut _lock = None;
     let lock = if missing {
         crate::mount::check_database(&db, Path::new("/nonexistent-mountpoint"))?;
@@ -146,7 +169,7 @@ pub fn serve(
                 text = Some(t);
             }
             let ctx = own_ctx();
-            check_writer(&fs, config.writer.as_deref(), ctx)?;
+            check_writer(&fs, writer, ctx)?;
             if let Some(text) = text {
                 // Recorded as a mount's are: the rules this scratchpad ran under, which
                 // the next offline command checks against.
@@ -176,7 +199,7 @@ pub fn serve(
             }
             // The mount's rules are the last recorded: a --writer is checked against them
             // now, as the daemon checks it again at each call.
-            if let Some(w) = config.writer.as_deref()
+            if let Some(w) = writer
                 && let Some(text) = stored_rules(&db)?
             {
                 let rules = crate::rules::Rules::parse(&text).map_err(|p| {
@@ -208,7 +231,41 @@ pub fn serve(
             }
         }
     };
-    run_server(Arc::new(backend), config, http)
+    Ok((backend, _lock))
+}
+
+/// `scratchfs grep`: the `search` tool's call with `args`, run where `scratchfs mcp`
+/// would run it (a database that does not exist is refused, not made); prints its lines
+/// (or its JSON with `json`). Returns whether anything matched.
+pub fn grep(db: &Path, args: serde_json::Value, json: bool) -> Result<bool, Failure> {
+    let me = unsafe { libc::geteuid() };
+    let (backend, _lock) = open_backend(db, None, None, None, me, false)?;
+    let out = backend.call(&crate::mcp::socket::Request {
+        tool: "search".into(),
+        args,
+        writer: None,
+        client: None,
+        client_version: None,
+        read_only: true,
+    });
+    if out.is_error {
+        return Err(out.text);
+    }
+    let structured = out.structured.unwrap_or_default();
+    let any = structured["matches"]
+        .as_array()
+        .is_some_and(|m| !m.is_empty());
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let printed = if json {
+        writeln!(stdout, "{structured}")
+    } else if any {
+        writeln!(stdout, "{}", out.text)
+    } else {
+        Ok(())
+    };
+    printed.map_err(|e| format!("stdout: {e}"))?;
+    Ok(any)
 }
 
 /// Drops this process to `uid`:`gid` with no supplementary groups (setresgid(2),

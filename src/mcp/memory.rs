@@ -90,28 +90,6 @@ fn stat(fs: &Fs, p: &str, ctx: Ctx) -> Result<Option<(u64, Kind, u64)>> {
     }
 }
 
-/// The entries of directory `ino`, sorted by name, without hidden ones (a leading `.`)
-/// unless `hidden` (the caller of `ctx` must be allowed to read and search it).
-fn entries(fs: &Fs, ino: u64, hidden: bool, ctx: Ctx) -> Result<Vec<(String, u64, Kind)>> {
-    fs.access(ino, libc::R_OK | libc::X_OK, ctx)?;
-    let mut out = Vec::new();
-    let mut offset = 0;
-    loop {
-        let batch = fs.readdir(ino, offset, 512)?;
-        let Some(last) = batch.last() else { break };
-        offset = last.next_offset;
-        for e in batch {
-            let name = String::from_utf8_lossy(&e.name).into_owned();
-            if name == "." || name == ".." || (!hidden && name.starts_with('.')) {
-                continue;
-            }
-            out.push((name, e.ino, e.kind));
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(out)
-}
-
 fn text_of(fs: &Fs, p: &str, path: &str, ctx: Ctx) -> Result<String> {
     let bytes = tools::read_all(fs, p, ctx).map_err(|_| {
         refuse(format!(
@@ -266,7 +244,7 @@ fn command(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
             let Some((ino, kind, _)) = stat(fs, &p, ctx)? else {
                 return Err(refuse(format!("The path {path} does not exist")));
             };
-            remove_tree(fs, &p, ino, kind, ctx)?;
+            tools::remove_tree(fs, &p, ino, kind, ctx)?;
             Ok(format!("Successfully deleted {path}"))
         }
         "rename" => {
@@ -343,7 +321,7 @@ fn view(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
         let mut walk = vec![(ino, String::new(), 1)];
         let mut found = Vec::new();
         while let Some((dir, rel, depth)) = walk.pop() {
-            for (name, child, k) in entries(fs, dir, false, ctx)? {
+            for (name, child, k) in tools::entries(fs, dir, false, ctx)? {
                 let r = if rel.is_empty() {
                     name
                 } else {
@@ -399,27 +377,6 @@ fn view(fs: &Fs, args: &Value, ctx: Ctx) -> Result<String> {
         "Here's the content of {path} with line numbers:\n{}",
         numbered.join("\n")
     ))
-}
-
-/// Removes the file or the whole directory at `p`, hidden files in it too, as the memory
-/// tool's `rmtree` does (every file keeps its history in `.archive`).
-fn remove_tree(fs: &Fs, p: &str, ino: u64, kind: Kind, ctx: Ctx) -> Result<()> {
-    if kind == Kind::Dir {
-        for (name, child, k) in entries(fs, ino, true, ctx)? {
-            remove_tree(fs, &format!("{p}/{name}"), child, k, ctx)?;
-        }
-    }
-    let (dir, name) = p.rsplit_once('/').unwrap_or(("", p));
-    let parent = match dir {
-        "" => ROOT,
-        d => stat(fs, d, ctx)?
-            .map(|(i, _, _)| i)
-            .ok_or_else(|| refuse(format!("The path /{d} does not exist")))?,
-    };
-    fs.access(parent, libc::W_OK | libc::X_OK, ctx)?;
-    fs.remove(parent, name.as_bytes(), kind == Kind::Dir, ctx)?;
-    fs.invalidate_kernel(Invalidation::Entry(parent, name.as_bytes().to_vec()));
-    Ok(())
 }
 
 #[cfg(test)]

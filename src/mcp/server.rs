@@ -30,6 +30,16 @@ pub enum Backend {
     Daemon(Daemon),
 }
 
+impl Backend {
+    /// Runs one tool call `req` where this backend runs them (blocking).
+    pub fn call(&self, req: &Request) -> Outcome {
+        match self {
+            Backend::Local(fs, ctx) => socket::run_call(fs, *ctx, req),
+            Backend::Daemon(daemon) => daemon.call(req),
+        }
+    }
+}
+
 /// The mount's daemon as this process reaches it: its socket, and the connections this
 /// process holds there. A call takes one (or connects) and gives it back after, so no
 /// session holds a connection between calls: fifty HTTP sessions in a row use the same
@@ -141,10 +151,7 @@ impl Server {
 
     /// Runs one call (blocking: on a thread of the runtime's blocking pool).
     fn run(&self, req: Request) -> Outcome {
-        match &*self.backend {
-            Backend::Local(fs, ctx) => socket::run_call(fs, *ctx, &req),
-            Backend::Daemon(daemon) => daemon.call(&req),
-        }
+        self.backend.call(&req)
     }
 }
 

@@ -383,6 +383,185 @@ fn put(fs: &Fs, path: &str, data: &[u8], append: bool, modes: Modes, ctx: Ctx) -
     Ok(fs.getattr(ino)?.size)
 }
 
+/// The entries of directory `ino` that are the scratchpad's own (no view, no `.` or
+/// `..`), sorted by name, hidden ones (a leading `.`) only when `hidden`. The caller of
+/// `ctx` must be allowed to read and search the directory (`EACCES` otherwise).
+pub fn entries(
+    fs: &Fs,
+    ino: u64,
+    hidden: bool,
+    ctx: Ctx,
+) -> Result<Vec<(String, u64, crate::store::Kind)>> {
+    fs.access(ino, libc::R_OK | libc::X_OK, ctx)?;
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let batch = fs.readdir(ino, offset, 512)?;
+        let Some(last) = batch.last() else { break };
+        offset = last.next_offset;
+        for e in batch {
+            if crate::views::View::of(e.ino).is_some() || e.name == b"." || e.name == b".." {
+                continue;
+            }
+            if !hidden && e.name.starts_with(b".") {
+                continue;
+            }
+            out.push((String::from_utf8_lossy(&e.name).into_owned(), e.ino, e.kind));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Removes the file or the whole directory at `p` (inode `ino`), hidden files too, as
+/// `rm -r` would, each through the gate; every file keeps its history in `.archive` and
+/// can be restored. Returns how many files and directories went.
+pub fn remove_tree(fs: &Fs, p: &str, ino: u64, kind: crate::store::Kind, ctx: Ctx) -> Result<u64> {
+    let mut gone = 0;
+    if kind == crate::store::Kind::Dir {
+        for (name, child, k) in entries(fs, ino, true, ctx)? {
+            gone += remove_tree(fs, &format!("{p}/{name}"), child, k, ctx)?;
+        }
+    }
+    let (dir, name) = p.rsplit_once('/').unwrap_or(("", p));
+    let parent = match dir {
+        "" => ROOT,
+        d => resolve(fs, d, ctx)?,
+    };
+    fs.access(parent, libc::W_OK | libc::X_OK, ctx)?;
+    fs.remove(
+        parent,
+        name.as_bytes(),
+        kind == crate::store::Kind::Dir,
+        ctx,
+    )?;
+    fs.invalidate_kernel(Invalidation::Entry(parent, name.as_bytes().to_vec()));
+    Ok(gone + 1)
+}
+
+/// `delete`: removes the file at `path`, or the directory there: empty, or with
+/// everything in it when `recursive` (`ENOTEMPTY` otherwise, saying so). Returns how many
+/// files and directories went; each is archived and restorable as an unlink's is.
+pub fn delete(fs: &Fs, path: &str, recursive: bool, ctx: Ctx) -> Result<u64> {
+    components(path, true)?;
+    let ino = resolve(fs, path, ctx)?;
+    let kind = fs.getattr(ino)?.kind;
+    if kind == crate::store::Kind::Dir && !recursive && !entries(fs, ino, true, ctx)?.is_empty() {
+        return Err(Error::new(
+            libc::ENOTEMPTY,
+            format!("{path}: directory not empty (recursive: true deletes it with all it holds)"),
+        ));
+    }
+    remove_tree(fs, path, ino, kind, ctx)
+}
+
+/// `mkdir`: the directory at `path` with its missing parents (`mkdir -p`, 0755).
+/// Returns whether it was made (`false`: it was there). `EEXIST` when a file is there.
+pub fn mkdir(fs: &Fs, path: &str, ctx: Ctx) -> Result<bool> {
+    match resolve(fs, path, ctx) {
+        Ok(ino) if fs.getattr(ino)?.kind == crate::store::Kind::Dir => Ok(false),
+        Ok(_) => Err(Error::new(libc::EEXIST, format!("{path}: a file is there"))),
+        Err(e) if e.errno == libc::ENOENT => {
+            make_dirs(fs, path, Modes::SHARED.dir, ctx)?;
+            Ok(true)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `move`: renames the file or directory at `from` to `to`, making `to`'s missing
+/// directories; `EEXIST` when something is at `to`, unless `replace` (a file then
+/// replaces a file, as rename(2) does; its earlier content stays in history).
+pub fn move_path(fs: &Fs, from: &str, to: &str, replace: bool, ctx: Ctx) -> Result<()> {
+    components(from, true)?;
+    components(to, true)?;
+    resolve(fs, from, ctx)?;
+    let (from_dir, from_name) = parent_of(fs, from, Modes::SHARED, ctx)?;
+    let (to_dir, to_name) = parent_of(fs, to, Modes::SHARED, ctx)?;
+    for dir in [from_dir, to_dir] {
+        fs.access(dir, libc::W_OK | libc::X_OK, ctx)?;
+    }
+    let flags = if replace { 0 } else { libc::RENAME_NOREPLACE };
+    fs.rename(
+        from_dir,
+        from_name.as_bytes(),
+        to_dir,
+        to_name.as_bytes(),
+        flags,
+        ctx,
+    )
+    .map_err(|e| match e.errno {
+        libc::EEXIST => Error::new(
+            libc::EEXIST,
+            format!("{to}: already exists (replace: true moves over it)"),
+        ),
+        _ => e,
+    })?;
+    fs.invalidate_kernel(Invalidation::Entry(from_dir, from_name.as_bytes().to_vec()));
+    fs.invalidate_kernel(Invalidation::Entry(to_dir, to_name.as_bytes().to_vec()));
+    Ok(())
+}
+
+/// Most paths one `glob` returns.
+pub const GLOB_MAX: usize = 1000;
+
+/// `glob`: the files (not directories) whose path from the root matches `pattern` (a
+/// glob: `*` and `?` within a name, `**` across directories, `{a,b}`, `[ab]`), sorted,
+/// at most [`GLOB_MAX`], walking only directories the caller may read and search, and
+/// only below the pattern's literal leading directories. Returns the paths and whether
+/// more matched. `EINVAL` for a bad pattern.
+pub fn glob(fs: &Fs, pattern: &str, ctx: Ctx) -> Result<(Vec<String>, bool)> {
+    let matcher = globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| Error::new(libc::EINVAL, format!("pattern {pattern:?}: {e}")))?
+        .compile_matcher();
+    // Start below the literal directories the pattern begins with.
+    let literal: Vec<&str> = pattern
+        .split('/')
+        .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
+        .collect();
+    let start_parts = &literal[..literal.len().saturating_sub(1)];
+    let start = start_parts.join("/");
+    let root = if start.is_empty() {
+        ROOT
+    } else {
+        match resolve(fs, &start, ctx) {
+            Ok(ino) => ino,
+            Err(e) if e.errno == libc::ENOENT || e.errno == libc::ENOTDIR => {
+                return Ok((Vec::new(), false));
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let mut found = Vec::new();
+    let mut more = false;
+    let mut walk = vec![(root, start)];
+    while let Some((dir, rel)) = walk.pop() {
+        let Ok(list) = entries(fs, dir, true, ctx) else {
+            continue;
+        };
+        for (name, ino, kind) in list {
+            let p = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            if kind == crate::store::Kind::Dir {
+                walk.push((ino, p));
+            } else if matcher.is_match(&p) {
+                if found.len() == GLOB_MAX {
+                    more = true;
+                } else {
+                    found.push(p);
+                }
+            }
+        }
+    }
+    found.sort();
+    Ok((found, more))
+}
+
 /// Replaces the file at `path` with `content` (creating it and its directories). Returns
 /// its size in bytes.
 pub fn write(fs: &Fs, path: &str, content: &[u8], ctx: Ctx) -> Result<u64> {
@@ -882,6 +1061,95 @@ pub fn catalog() -> Vec<ToolSpec> {
             true,
         ),
         tool(
+            "search",
+            "Search file contents",
+            "Search the live files for a literal text (or a regex), like grep -n: each match with its path, line number and line; `path` narrows it to files matching a glob.",
+            json!({ "type": "object", "required": ["pattern"], "properties": {
+                "pattern": string("the text to find (a regular expression with regex: true)"),
+                "regex": { "type": "boolean", "description": "pattern is a regular expression (Rust regex syntax); default false: a literal" },
+                "ignore_case": { "type": "boolean", "description": "match letters in either case; default false" },
+                "path": string("only files whose path matches this glob, e.g. notes/** or *.md"),
+                "limit": { "type": "integer", "minimum": 1, "maximum": 1000, "description": "most matches to return (default 100)" } } }),
+            Some(object(
+                &["matches", "truncated", "files_searched"],
+                json!({
+                    "matches": { "type": "array", "description": "in path order, then line order", "items": object(
+                        &["path", "line", "text"],
+                        json!({
+                            "path": string("the file's path from the root"),
+                            "line": int("the line's number, from 1"),
+                            "text": string("the line (at most 500 bytes of it)"),
+                        }),
+                    ) },
+                    "truncated": { "type": "boolean", "description": "more matches than limit" },
+                    "files_searched": int("files read"),
+                }),
+            )),
+            true,
+            false,
+            true,
+        ),
+        tool(
+            "glob",
+            "Find files by name",
+            "List the files whose path matches a glob: * and ? within a name, ** across directories, {a,b}; e.g. notes/**/*.md.",
+            json!({ "type": "object", "required": ["pattern"], "properties": {
+                "pattern": string("a glob over paths from the scratchpad's root, e.g. **/*.json") } }),
+            Some(object(
+                &["paths", "truncated"],
+                json!({
+                    "paths": { "type": "array", "items": { "type": "string" }, "description": "matching files, sorted (at most 1000)" },
+                    "truncated": { "type": "boolean", "description": "more files matched than were returned" },
+                }),
+            )),
+            true,
+            false,
+            true,
+        ),
+        tool(
+            "mkdir",
+            "Make a directory",
+            "Make a directory with its missing parents (mkdir -p); a directory already there is fine.",
+            json!({ "type": "object", "required": ["path"], "properties": { "path": path, "step": step } }),
+            Some(object(
+                &["made"],
+                json!({ "made": { "type": "boolean", "description": "false: it was already there" } }),
+            )),
+            false,
+            false,
+            true,
+        ),
+        tool(
+            "delete",
+            "Delete a file or directory",
+            "Delete a file, or a directory (recursive: true for one that is not empty). Each file is archived and can be restored; nothing is lost.",
+            json!({ "type": "object", "required": ["path"], "properties": {
+                "path": path,
+                "recursive": { "type": "boolean", "description": "delete a directory with everything in it; default false" },
+                "step": step } }),
+            Some(object(
+                &["removed"],
+                json!({ "removed": int("files and directories deleted") }),
+            )),
+            false,
+            true,
+            false,
+        ),
+        tool(
+            "move",
+            "Move or rename",
+            "Move or rename a file or directory, making the destination's directories; refused when something is there unless replace: true. Its history moves with it.",
+            json!({ "type": "object", "required": ["from", "to"], "properties": {
+                "from": string("the path to move"),
+                "to": string("its new path"),
+                "replace": { "type": "boolean", "description": "move over a file already at `to` (its content stays in history); default false" },
+                "step": step } }),
+            None,
+            false,
+            true,
+            false,
+        ),
+        tool(
             "restore",
             "Restore a version",
             "Make version N of a file current again (as a new version; nothing is lost).",
@@ -950,12 +1218,17 @@ pub fn call(
             libc::EROFS,
             format!("{name}: this server is read-only (scratchfs mcp --read-only)"),
         )),
-        Some(t) => too_long(args).or_else(|| match args.get("path") {
+        Some(t) => too_long(args).or_else(|| match args.get("path").filter(|p| !p.is_null()) {
             Some(p) if t.name != "memory" && !p.is_string() => Some(Error::new(
                 libc::EINVAL,
                 format!("argument \"path\" must be a string, got {p}"),
             )),
             Some(_) if t.name != "memory" => components(path, !t.reads_only).err(),
+            _ if t.name == "move" => ["from", "to"].iter().find_map(|k| {
+                args.get(*k)
+                    .and_then(|v| v.as_str())
+                    .and_then(|p| components(p, true).err())
+            }),
             _ => None,
         }),
     };
@@ -994,6 +1267,18 @@ fn arg_str<'a>(args: &'a serde_json::Value, key: &str) -> Result<&'a str> {
         Some(other) => Err(Error::new(
             libc::EINVAL,
             format!("argument {key:?} must be a string, got {other}"),
+        )),
+    }
+}
+
+/// A boolean argument, `false` when absent. `EINVAL` for another type.
+fn arg_bool(args: &serde_json::Value, key: &str) -> Result<bool> {
+    match args.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(false),
+        Some(serde_json::Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(Error::new(
+            libc::EINVAL,
+            format!("argument {key:?} must be true or false, got {other}"),
         )),
     }
 }
@@ -1284,6 +1569,60 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
             fs.access(ino, libc::W_OK, ctx)?;
             fs.restore(ino, n, ctx)?;
             Outcome::ok(format!("{p}: version {n} restored"), None)
+        }
+        "glob" => {
+            let (paths, more) = glob(fs, arg_str(args, "pattern")?, ctx)?;
+            let mut text = paths.join("\n");
+            if paths.is_empty() {
+                text = "no file matches".into();
+            }
+            if more {
+                text.push_str(&format!("\n[more than {GLOB_MAX}: narrow the pattern]"));
+            }
+            Outcome::ok(text, Some(json!({ "paths": paths, "truncated": more })))
+        }
+        "search" => {
+            let found = super::search::search(
+                fs,
+                &super::search::Query {
+                    pattern: arg_str(args, "pattern")?.to_string(),
+                    regex: arg_bool(args, "regex")?,
+                    ignore_case: arg_bool(args, "ignore_case")?,
+                    path: match args.get("path") {
+                        None | Some(serde_json::Value::Null) => None,
+                        Some(_) => Some(arg_str(args, "path")?.to_string()),
+                    },
+                    limit: arg_u64(args, "limit")?.map_or(100, |l| l.clamp(1, 1000) as usize),
+                },
+                ctx,
+            )?;
+            Outcome::ok(
+                found.render(),
+                Some(serde_json::to_value(&found).unwrap_or_default()),
+            )
+        }
+        "mkdir" => {
+            let p = path()?;
+            let made = mkdir(fs, p, ctx)?;
+            let text = if made {
+                format!("{p}: made")
+            } else {
+                format!("{p}: already there")
+            };
+            Outcome::ok(text, Some(json!({ "made": made })))
+        }
+        "delete" => {
+            let p = path()?;
+            let n = delete(fs, p, arg_bool(args, "recursive")?, ctx)?;
+            Outcome::ok(
+                format!("{p}: deleted ({n} removed; restorable from .archive)"),
+                Some(json!({ "removed": n })),
+            )
+        }
+        "move" => {
+            let (from, to) = (arg_str(args, "from")?, arg_str(args, "to")?);
+            move_path(fs, from, to, arg_bool(args, "replace")?, ctx)?;
+            Outcome::ok(format!("{from} moved to {to}"), None)
         }
         "checkpoint" => {
             let name = arg_str(args, "name")?;
