@@ -412,6 +412,39 @@ fn refusals_under_the_spec_rules_reach_the_model() {
     );
 }
 
+/// One call of `tool` with `args` on the mount's MCP socket `socket`, made by a process of
+/// uid 1000 (the agent) that claims `writer` (none when empty): the daemon's answer
+/// (`is_error`, `text`, `structured`).
+fn socket_call_as_1000(socket: &str, writer: &str, tool: &str, args: Value) -> Value {
+    let writer = Some(writer).filter(|w| !w.is_empty());
+    let req = json!({ "tool": tool, "args": args, "writer": writer, "client": "raw",
+                      "client_version": "0", "read_only": false });
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "1000",
+            "--regid",
+            "1000",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+        ])
+        .arg(
+            "import socket, sys\n\
+             s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile()\n\
+             greeting = f.readline()\n\
+             if '\"scratchfs\"' not in greeting: print(greeting, end=''); sys.exit()\n\
+             s.sendall(sys.argv[2].encode() + b'\\n')\n\
+             print(f.readline(), end='')",
+        )
+        .arg(socket)
+        .arg(req.to_string())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// `--listen` serves streamable HTTP; the same tools answer there.
 #[test]
 fn streamable_http() {
@@ -1004,34 +1037,8 @@ fn the_mount_socket_gives_no_writer_a_process_does_not_match() {
     ]);
     let socket = m.sql("SELECT value FROM meta WHERE key = 'mcp_socket'");
     assert!(socket.ends_with(".sock"), "{socket}");
-    let agent_call = |writer: &str, tool: &str, args: Value| -> Value {
-        let req = json!({ "tool": tool, "args": args, "writer": writer, "client": "raw",
-                          "client_version": "0", "read_only": false });
-        let o = Command::new("setpriv")
-            .args([
-                "--reuid",
-                "1000",
-                "--regid",
-                "1000",
-                "--clear-groups",
-                "/usr/bin/python3",
-                "-c",
-            ])
-            .arg(
-                "import socket, sys\n\
-                 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile()\n\
-                 greeting = f.readline()\n\
-                 if '\"scratchfs\"' not in greeting: print(greeting, end=''); sys.exit()\n\
-                 s.sendall(sys.argv[2].encode() + b'\\n')\n\
-                 print(f.readline(), end='')",
-            )
-            .arg(&socket)
-            .arg(req.to_string())
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        serde_json::from_slice(&o.stdout).unwrap()
-    };
+    let agent_call =
+        |writer: &str, tool: &str, args: Value| socket_call_as_1000(&socket, writer, tool, args);
     let r = agent_call(
         "human",
         "write",
@@ -1778,4 +1785,57 @@ fn search_glob_mkdir_move_and_delete() {
         restorable.contains("notes/a.md") && restorable.contains("notes/deep/b.md"),
         "{restorable}"
     );
+}
+
+/// Issue 33 item 4, attacked as uid 1000 through the mount's socket: `search` and `glob`
+/// show nothing of a file or a directory the agent may not read; `delete`, `move` and
+/// `mkdir` are refused where the rules or the modes refuse them, and nothing changes.
+#[test]
+fn search_glob_delete_and_move_as_uid_1000_keep_to_modes_and_rules() {
+    let rules = r#"{ "writers": { "human": { "uid": 0 }, "agent": { "uid": 1000 } },
+        "paths": [ { "path": "approved.md", "writers": ["human"] },
+                   { "path": "**", "writers": ["*"] } ] }"#;
+    let dir = tempfile::tempdir().unwrap();
+    let rules_file = dir.path().join("rules.json");
+    std::fs::write(&rules_file, rules).unwrap();
+    let mut m = Mount::with_args(&["--allow-other", "--owner", "1000:1000"]);
+    m.sh_ok(
+        "echo approved 42 > approved.md && echo secret 42 > secret.txt && chmod 600 secret.txt \
+         && chown 0:0 approved.md secret.txt \
+         && mkdir private && echo hidden 42 > private/h.txt && chmod 700 private",
+    );
+    m.unmount();
+    m.restart_with(&[
+        "--allow-other",
+        "--owner",
+        "1000:1000",
+        "--rules",
+        rules_file.to_str().unwrap(),
+    ]);
+    let socket = m.sql("SELECT value FROM meta WHERE key = 'mcp_socket'");
+    let call = |tool: &str, args: Value| socket_call_as_1000(&socket, "", tool, args);
+    let r = call("search", json!({ "pattern": "42" }));
+    assert_eq!(r["is_error"], false, "{r}");
+    assert_eq!(r["text"], "approved.md:1:approved 42", "{r}");
+    let r = call(
+        "search",
+        json!({ "pattern": "hidden", "path": "private/**" }),
+    );
+    assert_eq!(r["structured"]["matches"], json!([]), "{r}");
+    let r = call("glob", json!({ "pattern": "**" }));
+    let listed = r["structured"]["paths"].to_string();
+    assert!(!listed.contains("private/h.txt"), "{listed}");
+    assert!(listed.contains("secret.txt"), "{listed}");
+    let r = call("delete", json!({ "path": "approved.md" }));
+    assert_eq!(r["is_error"], true, "{r}");
+    let r = call("move", json!({ "from": "approved.md", "to": "mine.md" }));
+    assert_eq!(r["is_error"], true, "{r}");
+    let r = call("delete", json!({ "path": "private", "recursive": true }));
+    assert_eq!(r["is_error"], true, "{r}");
+    let r = call("mkdir", json!({ "path": "private/x" }));
+    assert_eq!(r["is_error"], true, "{r}");
+    assert_eq!(read(m.path("approved.md")), "approved 42\n");
+    assert_eq!(read(m.path("private/h.txt")), "hidden 42\n");
+    assert!(!m.path("mine.md").exists());
+    assert!(!m.path("private/x").exists());
 }
