@@ -857,6 +857,20 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         if mount::fuse_mounted_at(&mp) && std::fs::metadata(&mp).is_ok() {
+            // What was mounted, where its parts are, and how to stop it (stderr: stdout
+            // stays empty for scripts).
+            let shown_db = match scratchfs::cli::postgres_url(&db) {
+                Some(url) => scratchfs::store::postgres::display_name(url),
+                None => db.display().to_string(),
+            };
+            say(&format!(
+                "scratchfs: mounted {shown_db} at {} (daemon pid {}, log {})\n\
+                 scratchfs: unmount with: scratchfs unmount {}",
+                mp.display(),
+                child.id(),
+                log_path.display(),
+                mp.display()
+            ));
             return Ok(());
         }
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {

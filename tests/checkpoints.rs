@@ -806,7 +806,8 @@ fn a_fork_with_its_history_crosses_backends() {
             .last()
             .unwrap()
             .trim_start()
-            .starts_with(&format!("{} ", n + 1)),
+            // n lines were a header and n - 1 versions; the new last one is version n.
+            .starts_with(&format!("{n} ")),
         "{after}"
     );
     // And back to this backend, then compared: the same files.

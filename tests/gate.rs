@@ -62,19 +62,19 @@ fn agent(m: &Mount, script: &str) -> (bool, String, String) {
     )
 }
 
-/// Writes a script the agent (another uid) can read; returns its path.
-fn script(name: &str, text: &str) -> std::path::PathBuf {
+/// Writes a script the agent (another uid) can read; returns its directory (removed when
+/// dropped: keep it while the script runs) and its path.
+fn script(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::Builder::new()
         .prefix("scratchfs-gate-")
         .tempdir()
-        .unwrap()
-        .keep();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = dir.join(name);
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    path
+    (dir, path)
 }
 
 /// Fails when any file of the store (database, WAL, shared memory, redo log) holds
@@ -556,7 +556,7 @@ try:
 except OSError as e:
     print("close", e.errno)
 "#;
-    let path = script("forge_by_mmap.py", text);
+    let (_script_dir, path) = script("forge_by_mmap.py", text);
     // A reader first, so that the kernel keeps the file's pages cached.
     assert!(read(m.path("state.json")).contains("18000"));
     let (_, out, err) = agent(&m, &format!("python3 {}", path.display()));
@@ -591,7 +591,7 @@ try:
 except OSError as e:
     print("refused", e.errno)
 "#;
-    let path = script("once.py", text);
+    let (_script_dir, path) = script("once.py", text);
     let (_, out, err) = agent(&m, &format!("python3 {}", path.display()));
     assert_eq!(out.trim(), "refused 13", "{err}");
     assert_eq!(read(m.path("frozen/h.txt")), "first");
@@ -614,7 +614,7 @@ try:
 except OSError as e:
     print("refused", e.errno)
 "#;
-    let path = script("hold.py", text);
+    let (_script_dir, path) = script("hold.py", text);
     let mut child = std::process::Command::new("setpriv")
         .args([
             "--reuid",
@@ -726,7 +726,7 @@ if __name__ == "__main__":
     moved = sum(os.path.exists(f"vault/race{i}") for i in range(N))
     print("bad", bad, "moved", moved)
 "#;
-    let path = script("race_rename.py", text);
+    let (_script_dir, path) = script("race_rename.py", text);
     let (_, out, err) = agent(&m, &format!("python3 {}", path.display()));
     assert!(out.starts_with("bad [] moved"), "{out}{err}");
 }
@@ -760,7 +760,7 @@ try:
 except OSError as e:
     print("close", e.errno)
 "#;
-    let path = script("fork_close.py", text);
+    let (_script_dir, path) = script("fork_close.py", text);
     let (_, out, err) = agent(&m, &format!("python3 {}", path.display()));
     assert_eq!(out, "closed\nwrite 22\nclose 22\n", "{err}");
     assert_eq!(read(m.path("frozen/w5.txt")), "part1\npart2\n");

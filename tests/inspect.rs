@@ -12,8 +12,13 @@ fn log_history_show_and_diff_while_mounted() {
     );
     let (rc, out, _) = cli(&m, &["history", "n2.md"]);
     assert_eq!(rc, 0);
+    assert!(
+        out.starts_with("   v  time (UTC)"),
+        "a header line first: {out}"
+    );
     let ops: Vec<&str> = out
         .lines()
+        .skip(1)
         .map(|l| l.split_whitespace().nth(3).unwrap())
         .collect();
     assert_eq!(ops, ["create", "write", "rename"], "{out}");
@@ -23,6 +28,22 @@ fn log_history_show_and_diff_while_mounted() {
     let (rc, diff, _) = cli(&m, &["diff", "n2.md@1"]);
     assert_eq!(rc, 0);
     assert!(diff.contains("-b\n+B\n+c\n"), "{diff}");
+    // A bare path is its last change (issue 33 item 9: it printed nothing): here the
+    // rename, the same content; the write before it, against its create.
+    let (rc, diff, err) = cli(&m, &["diff", "n2.md"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        diff.starts_with("--- n2.md@2\n+++ n2.md@3\n") || diff.is_empty(),
+        "{diff}"
+    );
+    m.sh_ok("printf 'a\nB\nc\nd\n' > n2.md");
+    let (rc, diff, err) = cli(&m, &["diff", "n2.md"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(diff.contains("+d\n"), "{diff}");
+    m.sh_ok("echo one > single.md");
+    let (rc, _, err) = cli(&m, &["diff", "single.md"]);
+    assert_eq!(rc, 1);
+    assert!(err.contains("has one version"), "{err}");
     let (_, log, _) = cli(&m, &["log", "--json"]);
     let rename = log
         .lines()

@@ -46,11 +46,13 @@ fn anthropic_memory_tool_session_is_recorded_and_restorable() {
     let hist = String::from_utf8_lossy(&hist.stdout);
     let ops: Vec<&str> = hist
         .lines()
+        .skip(1)
         .map(|l| l.split_whitespace().nth(3).unwrap())
         .collect();
     assert_eq!(ops, ["create", "rename", "rename", "rename"], "{hist}");
     assert!(
         hist.lines()
+            .skip(1)
             .all(|l| l.contains("memory_tool") && l.contains("step 1")),
         "{hist}"
     );

@@ -58,7 +58,9 @@ fn shell_word(raw: &[u8]) -> String {
     out
 }
 
-/// Prints the unified diff of `a` → `b` (default: the current version of `a`'s path).
+/// Prints the unified diff of `a` → `b` (default: the current version of `a`'s path); a
+/// bare `PATH` is its last change (the version before the current one → the current one;
+/// a file of one version is a failure saying so).
 /// Fails (one line, exit 1) when a side is larger than [`DIFF_MAX`] or [`DIFF_MAX_LINES`]
 /// or is not text (not UTF-8, or holds a NUL byte), unless both have the same blake3 (no
 /// difference).
@@ -69,10 +71,30 @@ pub fn diff(db: &Path, a: &OsStr, b: Option<&OsStr>, json: bool) -> Result<(), F
     let store = &*store;
     let a = arg(a);
     let (path, n) = resolve_spec(store, &a)?;
-    let va = version_in(store, &path, n, &a)?;
-    let vb = match b {
-        Some(b) => version_of(store, &arg(b))?,
-        None => version_in(store, &path, None, &a)?,
+    let (va, vb) = match (n, b) {
+        // `diff PATH`: the last change, the version before the current one against it.
+        (None, None) => {
+            let all = super::versions(store, super::file_id(store, &path)?)?;
+            match all.as_slice() {
+                [.., before, last] => (before.clone(), last.clone()),
+                [only] => {
+                    return Err(format!(
+                        "diff: {} has one version ({}): nothing to compare; give \
+                         PATH@A [PATH@B]",
+                        quote_stored(&path),
+                        only.version
+                    ));
+                }
+                [] => return Err(format!("{}: no such version", quote_stored(&a))),
+            }
+        }
+        (n, b) => (
+            version_in(store, &path, n, &a)?,
+            match b {
+                Some(b) => version_of(store, &arg(b))?,
+                None => version_in(store, &path, None, &a)?,
+            },
+        ),
     };
     let (ha, hb) = (
         format!("{}@{}", va.path, va.version),

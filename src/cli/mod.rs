@@ -378,7 +378,15 @@ pub fn version_in(
 pub fn history(db: &Path, path: &OsStr, json: bool) -> Result<(), Failure> {
     let store = open_history(db)?;
     let store = &*store;
-    for v in versions(store, file_id(store, &arg(path))?)? {
+    let all = versions(store, file_id(store, &arg(path))?)?;
+    if !json && !all.is_empty() {
+        // The columns' names (issue 33 item 9: a table without them read as noise).
+        println!(
+            "{:>4}  {:<20}  {:<8} {:>9}  {:<14} {:<6} {:<12}  {}  exe",
+            "v", "time (UTC)", "op", "bytes", "writer", "step", "blake3", "path"
+        );
+    }
+    for v in all {
         if json {
             println!("{}", version_json(store, &v)?);
         } else {
