@@ -56,6 +56,7 @@ impl Access {
             mountpoint,
             db,
             owner,
+            owner_given: self.owner.is_some(),
             allow_other: self.allow_other || owner.0 != me.0,
             list_views: false,
             rules: self
@@ -691,6 +692,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             say(&format!("scratchfs: {msg}"));
+            if let Some(hint) = cli::open_hint(&msg) {
+                say(&format!("scratchfs: {hint}"));
+            }
             ExitCode::from(1)
         }
     }
@@ -815,9 +819,11 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
     } else {
         cmd.arg("--db").arg(&db);
     }
-    cmd.arg("--owner")
-        .arg(format!("{}:{}", spec.owner.0, spec.owner.1))
-        .stdin(std::process::Stdio::null())
+    if spec.owner_given {
+        cmd.arg("--owner")
+            .arg(format!("{}:{}", spec.owner.0, spec.owner.1));
+    }
+    cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log);
     if spec.allow_other {

@@ -23,6 +23,9 @@ pub struct MountSpec {
     pub db: PathBuf,
     /// Owner (uid, gid) of the root and of the default layout of a new database.
     pub owner: (u32, u32),
+    /// `owner` was given (`--owner`), not the mounting user by default: on an existing
+    /// database whose root another owner holds, the mount is refused ([`check_owner`]).
+    pub owner_given: bool,
     /// Let users other than the mounting one in (FUSE `allow_other`).
     pub allow_other: bool,
     /// List the `<file>.outline` views in readdir (they always resolve by name).
@@ -43,6 +46,34 @@ pub struct MountSpec {
 
 /// A runtime failure with a one-line message (exit status 1).
 pub type Failure = String;
+
+/// Refuses `--owner` on an existing scratchpad whose root another owner holds: the option
+/// sets the owner of a new scratchpad's root and layout, and silently changing nothing
+/// left the agent with unrecorded `Permission denied` from the kernel. Says what the
+/// root's owner is and how to change it.
+pub fn check_owner(fs: &Fs, spec: &MountSpec, name: &str) -> Result<(), Failure> {
+    if !spec.owner_given {
+        return Ok(());
+    }
+    let root = fs
+        .getattr(crate::fs::ROOT)
+        .map_err(|e| format!("database {name}: {e}"))?;
+    if (root.attrs.uid, root.attrs.gid) == spec.owner {
+        return Ok(());
+    }
+    Err(format!(
+        "--owner {}:{}: database {name} already exists and its root is owned by {}:{}; \
+         --owner sets the owner of a new scratchpad only. Leave it out, or change the \
+         owner once mounted (as root: chown {}:{} {}, recorded like any change)",
+        spec.owner.0,
+        spec.owner.1,
+        root.attrs.uid,
+        root.attrs.gid,
+        spec.owner.0,
+        spec.owner.1,
+        spec.mountpoint.display()
+    ))
+}
 
 /// The files of a new scratchpad (SPEC §3).
 pub const DEFAULT_LAYOUT: &[(&str, &[u8])] = &[
@@ -98,6 +129,38 @@ pub fn mounted_from(source: &str) -> Vec<(PathBuf, Option<u32>)> {
             ))
         })
         .collect()
+}
+
+/// The FUSE mount that holds `path` (an absolute path): the one mounted at the longest
+/// mountpoint that is `path` or one of its parents, with its source (`fsname`: a
+/// scratchfs mount's database unless `--fsname` said otherwise). Read from
+/// `/proc/self/mountinfo` without touching any mount. `None` when `path` is on no FUSE
+/// filesystem.
+pub fn fuse_mount_holding(path: &Path) -> Option<(PathBuf, PathBuf)> {
+    use std::os::unix::ffi::OsStringExt;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut best: Option<(PathBuf, Option<PathBuf>)> = None;
+    for l in info.lines() {
+        let Some(mp) = l.split(' ').nth(4).map(unescape_mountinfo) else {
+            continue;
+        };
+        let mp = PathBuf::from(std::ffi::OsString::from_vec(mp));
+        if !path.starts_with(&mp)
+            || best
+                .as_ref()
+                .is_some_and(|(b, _)| b.as_os_str().len() > mp.as_os_str().len())
+        {
+            continue;
+        }
+        let mut after = l.split(" - ").nth(1).unwrap_or_default().split(' ');
+        let fuse = after.next().is_some_and(|t| t.starts_with("fuse"));
+        let source = after
+            .next()
+            .map(|s| PathBuf::from(std::ffi::OsString::from_vec(unescape_mountinfo(s))));
+        best = Some((mp, source.filter(|_| fuse)));
+    }
+    let (mp, source) = best?;
+    Some((mp, source?))
 }
 
 /// The uid that mounted the FUSE filesystem at `mp` (an absolute path), the topmost
@@ -538,6 +601,8 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     if fresh {
         fs.seed(DEFAULT_LAYOUT, spec.owner)
             .map_err(|e| format!("database {}: {e}", db.display()))?;
+    } else {
+        check_owner(&fs, spec, &db.display().to_string())?;
     }
     if let Some(path) = &spec.rules {
         // Problems on stderr (the daemon's log when in the background; `mount
@@ -641,6 +706,8 @@ fn prepare_postgres(spec: &MountSpec, url: &str) -> Result<(Arc<Fs>, Config), Fa
             .with_manifest_budget(spec.manifest_tokens)
     })?;
     let name = crate::store::postgres::display_name(url);
+    // A new database's root is the owner's already; an existing one's may not be.
+    check_owner(&fs, spec, &name)?;
     let config = live_config(spec, spec.fsname.clone().unwrap_or(name));
     Ok((fs, config))
 }
@@ -831,10 +898,17 @@ pub fn lock_database(db: &Path) -> Result<std::fs::File, Failure> {
     let deadline = std::time::Instant::now() + MOUNTPOINT_WAIT;
     while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         if std::time::Instant::now() > deadline {
-            return Err(format!(
-                "database {}: in use by another scratchfs mount",
-                db.display()
-            ));
+            // Where: the mount that holds it, when one of this host does (its
+            // mountpoint as the database records it, checked against the mount table).
+            let at = match crate::cli::live_mountpoint(db) {
+                Ok(Some(m)) => format!(
+                    "in use by the scratchfs mount at {m} (unmount it first: scratchfs \
+                     unmount {m}; or work through it)"
+                ),
+                _ => "in use by another scratchfs process (a mount, or an MCP server on it)"
+                    .to_string(),
+            };
+            return Err(format!("database {}: {at}", db.display()));
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

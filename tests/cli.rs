@@ -461,10 +461,14 @@ fn a_live_mount_or_a_database_in_use_is_refused_and_a_dead_one_is_cleared() {
     // The same database on a second mountpoint.
     let o = mount(other.path(), &m.db);
     assert_eq!(o.status.code(), Some(1));
+    // Saying where (issue 33 item 9).
+    let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("in use"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+        err.contains(&format!(
+            "in use by the scratchfs mount at {}",
+            m.mnt.display()
+        )),
+        "{err}"
     );
     assert_eq!(
         read(m.path("state.json")).trim(),
@@ -1481,4 +1485,103 @@ fn grep_searches_the_live_files_mounted_or_not() {
     let (code, _, err) = cli(&m, &["grep", "-E", "("]);
     assert_eq!(code, 1);
     assert!(err.contains("regex parse error"), "{err}");
+}
+
+/// Issue 33 item 9: a command that cannot find its database says what to do: give
+/// `--db` or `SCRATCHFS_DB`, or, standing in a mount, that mount's database; `--db`
+/// naming a mountpoint names the database the mount serves.
+#[test]
+fn a_database_not_found_says_where_to_look() {
+    let m = Mount::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let run = |dir: &std::path::Path, args: &[&str]| {
+        let o = Command::new(BIN)
+            .args(args)
+            .current_dir(dir)
+            .env_remove("SCRATCHFS_DB")
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(elsewhere.path(), &["log"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("give the database with --db FILE, or set SCRATCHFS_DB"),
+        "{err}"
+    );
+    if !on_postgres() {
+        let db = m.db.display().to_string();
+        let (code, err) = run(&m.mnt, &["log"]);
+        assert_eq!(code, Some(1));
+        assert!(
+            err.contains(&format!(
+                "this directory is in the mount at {}",
+                m.mnt.display()
+            )) && err.contains(&format!("--db {db}")),
+            "{err}"
+        );
+        let mnt = m.mnt.display().to_string();
+        let (code, err) = run(elsewhere.path(), &["log", "--db", &mnt]);
+        assert_eq!(code, Some(1));
+        assert!(
+            err.contains(&format!(
+                "{mnt} is a mountpoint, not a database: the database it serves is {db}"
+            )),
+            "{err}"
+        );
+    } else {
+        // A PostgreSQL mount's source is the URL's display name, not a file: the hint
+        // for a mountpoint still says it is one.
+        let mnt = m.mnt.display().to_string();
+        let (code, err) = run(elsewhere.path(), &["log", "--db", &mnt]);
+        assert_eq!(code, Some(1));
+        assert!(
+            err.contains(&format!("{mnt} is a mountpoint, not a database")),
+            "{err}"
+        );
+    }
+}
+
+/// Issue 33 item 9: `mount --owner` on an existing scratchpad whose root another owner
+/// holds is refused, saying whose it is and how to change it (it changed nothing and said
+/// nothing); the same owner again, or no `--owner`, mounts.
+#[test]
+fn owner_on_an_existing_scratchpad_of_another_owner_is_refused_loudly() {
+    let mut m = Mount::new();
+    m.sh_ok("echo kept > a.md");
+    m.unmount();
+    let other = tempfile::tempdir().unwrap();
+    let mount = |extra: &[&str]| {
+        Command::new(BIN)
+            .arg("mount")
+            .arg(&m.mnt)
+            .arg("--db")
+            .arg(&m.db)
+            .arg("--background")
+            .args(extra)
+            .current_dir(other.path())
+            .output()
+            .unwrap()
+    };
+    let o = mount(&["--owner", "1000:1000"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("already exists and its root is owned by 0:0")
+            && err.contains(&format!("chown 1000:1000 {}", m.mnt.display())),
+        "{err}"
+    );
+    assert!(!m.mnt.join("a.md").exists(), "mounted anyway");
+    let o = mount(&["--owner", "0:0"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(read(m.mnt.join("a.md")), "kept\n");
+    let st = Command::new(BIN)
+        .arg("unmount")
+        .arg(&m.mnt)
+        .status()
+        .unwrap();
+    assert!(st.success());
 }

@@ -64,6 +64,49 @@ pub fn metas(db: &Path, keys: &[&str]) -> Result<Vec<Option<String>>, Failure> {
     }
 }
 
+/// What to do about a failure to open a database (`msg`, which names it as `cannot
+/// open database PATH: ...`), for a new user: a database that is not there is given with
+/// `--db` or `SCRATCHFS_DB` (and the database of the mount the current directory is in,
+/// if any); a directory that is a mountpoint names the database that mount serves.
+/// `None` when `msg` is another failure.
+pub fn open_hint(msg: &str) -> Option<String> {
+    let rest = msg.strip_prefix("cannot open database ")?;
+    let (path, why) = rest.rsplit_once(": ")?;
+    let path = crate::mount::absolute(Path::new(path)).ok()?;
+    if path.is_dir() {
+        return Some(match crate::mount::fuse_mount_holding(&path) {
+            Some((mp, source)) if mp == path => format!(
+                "{} is a mountpoint, not a database: the database it serves is {} (--db {})",
+                path.display(),
+                source.display(),
+                source.display()
+            ),
+            _ => format!(
+                "{} is a directory: --db names the database file (scratchpad.db by default)",
+                path.display()
+            ),
+        });
+    }
+    if !why.contains("No such file") {
+        return None;
+    }
+    let here = std::env::current_dir()
+        .ok()
+        .and_then(|d| crate::mount::fuse_mount_holding(&d))
+        .filter(|(_, source)| source.is_file());
+    Some(match here {
+        Some((mp, source)) => format!(
+            "this directory is in the mount at {} of {}: give --db {} (or set SCRATCHFS_DB)",
+            mp.display(),
+            source.display(),
+            source.display()
+        ),
+        None => "give the database with --db FILE, or set SCRATCHFS_DB (the default is \
+                 ./scratchpad.db, in the current directory)"
+            .to_string(),
+    })
+}
+
 /// Refuses a database that is not there: an SQLite file that cannot be looked at (the
 /// OS's reason); a PostgreSQL URL is checked when connecting.
 pub fn check_db(db: &Path) -> Result<(), Failure> {
