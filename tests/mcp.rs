@@ -1839,3 +1839,54 @@ fn search_glob_delete_and_move_as_uid_1000_keep_to_modes_and_rules() {
     assert!(!m.path("mine.md").exists());
     assert!(!m.path("private/x").exists());
 }
+
+/// Issue 33 item 6: two stdio clients on one unmounted scratchpad both work: the first
+/// `scratchfs mcp` holds the database and serves the second's calls through its socket,
+/// as a mount's daemon does; each sees the other's writes at once, each is recorded under
+/// its own client name. (It failed with "in use by another process".)
+#[test]
+fn two_stdio_servers_share_one_unmounted_scratchpad() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let (first_in, second_done) = (dir.path().join("first-in"), dir.path().join("second-done"));
+    let first = {
+        let (db, first_in, second_done) = (db.clone(), first_in.clone(), second_done.clone());
+        std::thread::spawn(move || {
+            stdio(
+                &db,
+                &[],
+                "first-agent",
+                json!([
+                    { "tool": "append", "args": { "path": "shared.md", "content": "one\n" } },
+                    { "touch": first_in.to_str().unwrap() },
+                    { "wait_for": second_done.to_str().unwrap() },
+                    { "tool": "read", "args": { "path": "shared.md" } },
+                ]),
+            )
+        })
+    };
+    wait_for("the first server's first call", || first_in.exists());
+    let second = stdio(
+        &db,
+        &[],
+        "second-agent",
+        json!([
+            { "tool": "read", "args": { "path": "shared.md" } },
+            { "tool": "append", "args": { "path": "shared.md", "content": "two\n" } },
+            { "touch": second_done.to_str().unwrap() },
+        ]),
+    );
+    let first = first.join().unwrap();
+    assert_eq!(ok(&second, 0), "one\n");
+    assert_eq!(ok(&second, 1), "shared.md: 8 bytes");
+    // (touch and wait_for give no result.)
+    assert_eq!(ok(&first, 1), "one\ntwo\n");
+    assert_eq!(
+        sql(
+            &db,
+            "SELECT group_concat(p.client, ' ') FROM (SELECT * FROM versions ORDER BY version) v \
+             JOIN processes p ON p.id = v.process WHERE v.path = 'shared.md'"
+        ),
+        "first-agent second-agent"
+    );
+}

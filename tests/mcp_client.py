@@ -12,7 +12,7 @@ revision (no `initialize`: `server/discover`, the client's name in each request'
 
 NAME is the client's name (clientInfo). calls.json is a JSON list of
 {"tool": NAME, "args": {...}}, or {"cat": PATH} to read a file (through a mount) in
-between. Prints one JSON object: the server's name, the tools it
+between, {"touch": PATH} to make a file, {"wait_for": PATH} to wait until one exists. Prints one JSON object: the server's name, the tools it
 lists (name and description), and each call's result (is_error, text, structured).
 """
 import asyncio
@@ -38,6 +38,19 @@ def tool_json(t):
 
 async def run_calls(out, call, calls):
     for c in calls:
+        if "touch" in c:
+            # Tells the test this session got this far (a file it waits for).
+            open(c["touch"], "w").close()
+            continue
+        if "wait_for" in c:
+            # Waits (up to 120 s) for a file another session or the test makes.
+            for _ in range(12000):
+                if os.path.exists(c["wait_for"]):
+                    break
+                await asyncio.sleep(0.01)
+            else:
+                raise SystemExit("waited 120 s for " + c["wait_for"])
+            continue
         if "cat" in c:
             # A read through the mount between two calls, within the kernel's cache
             # timeouts (1 s): what a process on the mount sees at once.

@@ -107,7 +107,15 @@ pub fn serve(
             ));
         }
     }
-    let (backend, _lock) = open_backend(db, rules, config.writer.as_deref(), as_user, me, true)?;
+    let (backend, _lock) =
+        open_backend(db, rules, config.writer.as_deref(), as_user, me, true, true)?;
+    // The socket it serves the others on goes with it.
+    let _socket = ServedSocket(match &backend {
+        Backend::Local(..) if super::postgres_url(db).is_none() => {
+            Some(crate::mount::absolute(db)?)
+        }
+        _ => None,
+    });
     run_server(Arc::new(backend), config, http)
 }
 
@@ -123,6 +131,7 @@ pub fn open_backend(
     as_user: Option<(u32, u32)>,
     me: u32,
     create: bool,
+    serve_others: bool,
 ) -> Result<(Backend, Option<std::fs::File>), Failure> {
     let own_ctx = || Ctx {
         pid: std::process::id(),
@@ -177,7 +186,14 @@ pub fn open_backend(
                     .record_rules(&text, &crate::identity::Caller::internal("scratchfs"))
                     .map_err(|e| format!("{}: {e}", db.display()))?;
             }
-            Backend::Local(Arc::new(fs), ctx)
+            let fs = Arc::new(fs);
+            if serve_others {
+                // Other `scratchfs mcp` processes on this database (a second agent, an
+                // inspector) run their calls here, through the socket a mount's daemon
+                // offers (root and this user only, as a mount without --allow-other).
+                serve_the_others(&fs, &db, me)?;
+            }
+            Backend::Local(fs, ctx)
         }
         Err(_) => {
             // The calls run under the mount's rules: --rules naming the same rules (as
@@ -214,7 +230,11 @@ pub fn open_backend(
                 }
             }
             match super::meta(&db, "mcp_socket")? {
-                Some(p) if !p.is_empty() && super::live_mountpoint(&db)?.is_some() => {
+                Some(p)
+                    if !p.is_empty()
+                        && (super::live_mountpoint(&db)?.is_some()
+                            || crate::mcp::socket::Client::connect(Path::new(&p)).is_ok()) =>
+                {
                     // The daemon knows its callers by the socket's peer: a server that is
                     // to act as another user becomes that user before it connects.
                     if let Some((uid, gid)) = as_user.filter(|a| a.0 != me) {
@@ -224,7 +244,9 @@ pub fn open_backend(
                 }
                 _ => {
                     return Err(format!(
-                        "{}: in use by another process, and not mounted (no MCP socket)",
+                        "{}: in use by another process that serves no MCP socket (a command \
+                         holding it, or a mount or server without one); try again once it \
+                         is done",
                         db.display()
                     ));
                 }
@@ -239,7 +261,7 @@ pub fn open_backend(
 /// (or its JSON with `json`). Returns whether anything matched.
 pub fn grep(db: &Path, args: serde_json::Value, json: bool) -> Result<bool, Failure> {
     let me = unsafe { libc::geteuid() };
-    let (backend, _lock) = open_backend(db, None, None, None, me, false)?;
+    let (backend, _lock) = open_backend(db, None, None, None, me, false, false)?;
     let out = backend.call(&crate::mcp::socket::Request {
         tool: "search".into(),
         args,
@@ -266,6 +288,36 @@ pub fn grep(db: &Path, args: serde_json::Value, json: bool) -> Result<bool, Fail
     };
     printed.map_err(|e| format!("stdout: {e}"))?;
     Ok(any)
+}
+
+/// Serves the calls of other `scratchfs mcp` processes on the unmounted database `db`
+/// that this process holds, as a mount's daemon does: the socket's listener, its path in
+/// the database's `meta` (`mcp_socket`). Peers: root and `me` only.
+fn serve_the_others(fs: &Arc<crate::fs::Fs>, db: &Path, me: u32) -> Result<(), Failure> {
+    match crate::mcp::socket::listen(fs.clone(), db, me, false) {
+        Ok(path) => fs
+            .store()
+            .set_meta("mcp_socket", &path.to_string_lossy())
+            .map_err(|e| format!("{}: {e}", db.display())),
+        // A runtime directory another user made first: refused as a mount refuses it.
+        Err(e) if e.errno == libc::EPERM => Err(format!("the MCP socket: {}", e.reason)),
+        Err(e) => {
+            log::warn!("no MCP socket for other servers: {}", e.reason);
+            Ok(())
+        }
+    }
+}
+
+/// The socket of a database this process serves ([`serve_the_others`]), removed when
+/// dropped.
+struct ServedSocket(Option<std::path::PathBuf>);
+
+impl Drop for ServedSocket {
+    fn drop(&mut self) {
+        if let Some(db) = &self.0 {
+            crate::mcp::socket::remove(db);
+        }
+    }
 }
 
 /// Drops this process to `uid`:`gid` with no supplementary groups (setresgid(2),
