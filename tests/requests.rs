@@ -135,6 +135,7 @@ fn a_create_and_an_append_cost_what_they_cost() {
         mountpoint: mnt.clone(),
         db: db.clone(),
         owner: (0, 0),
+        owner_given: false,
         allow_other: false,
         list_views: false,
         rules: None,
