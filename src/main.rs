@@ -691,9 +691,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
-            say(&format!("scratchfs: {msg}"));
-            if let Some(hint) = cli::open_hint(&msg) {
-                say(&format!("scratchfs: {hint}"));
+            // One line, the hint after the failure (a runtime failure is one line).
+            match cli::open_hint(&msg) {
+                Some(hint) => say(&format!("scratchfs: {msg}; {hint}")),
+                None => say(&format!("scratchfs: {msg}")),
             }
             ExitCode::from(1)
         }

@@ -307,15 +307,17 @@ fn a_database_that_cannot_be_opened_is_named_with_the_os_error() {
         );
     }
 
-    // Under a directory that does not exist (a mount creates it: not tried here).
+    // Under a directory that does not exist (refused by a mount too: tested below).
     let missing = top.join("no/such/dir/x.db");
     for args in readers.iter().chain(&writers[..3]) {
         let err = run(false, args, &missing);
         assert_eq!(
             err,
             format!(
-                "scratchfs: cannot open database {}: No such file or directory (os error 2)\n",
-                missing.display()
+                "scratchfs: cannot open database {}: No such file or directory (os error 2); \
+                 its directory {} does not exist (a typo?)\n",
+                missing.display(),
+                missing.parent().unwrap().display()
             ),
             "{args:?}"
         );

@@ -1410,8 +1410,9 @@ fn tools_carry_titles_annotations_argument_descriptions_and_output_schemas() {
         "glob",
     ];
     for era in [ERA_HANDSHAKE, ERA_STATELESS] {
-        let _ = std::fs::remove_file(&db);
-        let target = ["stdio", BIN, "mcp", "--db", db_arg];
+        // A database of its own for each era.
+        let db = dir.path().join(format!("{era}.db"));
+        let target = ["stdio", BIN, "mcp", "--db", db.to_str().unwrap()];
         let r = mcp_session_at(era, "judge", &target, calls.clone());
         let tools = r["tools"].as_array().unwrap();
         assert_eq!(tools.len(), 21, "{era}");
@@ -1452,7 +1453,6 @@ fn tools_carry_titles_annotations_argument_descriptions_and_output_schemas() {
     }
 
     // --tool-prefix: every name prefixed, the unprefixed name not answered.
-    let _ = std::fs::remove_file(&db);
     let target = ["stdio", BIN, "mcp", "--db", db_arg, "--tool-prefix", "pad_"];
     let r = mcp_session_at(
         ERA_STATELESS,

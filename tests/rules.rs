@@ -355,7 +355,13 @@ fn warnings_do_not_stop_rules_check_nor_the_mount() {
         String::from_utf8_lossy(&o.stderr)
     );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(err.lines().collect::<Vec<_>>(), want, "{err}");
+    // The warnings, then the two lines that say what was mounted.
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines[..want.len()], want[..], "{err}");
+    assert!(
+        lines[want.len()..].len() == 2 && lines[want.len()].starts_with("scratchfs: mounted "),
+        "{err}"
+    );
     assert_eq!(read(m.path("plan.md")), "hi\n");
     let st = std::process::Command::new(BIN)
         .arg("unmount")

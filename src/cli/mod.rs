@@ -74,21 +74,22 @@ pub fn open_hint(msg: &str) -> Option<String> {
     let (path, why) = rest.rsplit_once(": ")?;
     let path = crate::mount::absolute(Path::new(path)).ok()?;
     if path.is_dir() {
-        return Some(match crate::mount::fuse_mount_holding(&path) {
-            Some((mp, source)) if mp == path => format!(
+        // "Is a directory" says it already, unless it is a mount's.
+        return match crate::mount::fuse_mount_holding(&path) {
+            Some((mp, source)) if mp == path => Some(format!(
                 "{} is a mountpoint, not a database: the database it serves is {} (--db {})",
                 path.display(),
                 source.display(),
                 source.display()
-            ),
-            _ => format!(
-                "{} is a directory: --db names the database file (scratchpad.db by default)",
-                path.display()
-            ),
-        });
+            )),
+            _ => None,
+        };
     }
     if !why.contains("No such file") {
         return None;
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.exists()) {
+        return Some(format!("its directory {} does not exist (a typo?)", dir.display()));
     }
     let here = std::env::current_dir()
         .ok()

@@ -517,11 +517,19 @@ pub fn glob(fs: &Fs, pattern: &str, ctx: Ctx) -> Result<(Vec<String>, bool)> {
         .map_err(|e| Error::new(libc::EINVAL, format!("pattern {pattern:?}: {e}")))?
         .compile_matcher();
     // Start below the literal directories the pattern begins with.
+    let parts = pattern.split('/').count();
     let literal: Vec<&str> = pattern
         .split('/')
         .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
         .collect();
-    let start_parts = &literal[..literal.len().saturating_sub(1)];
+    // Every literal component before the first wildcard is a directory; a pattern
+    // without one names a file, whose directory is the start.
+    let dirs = if literal.len() == parts {
+        literal.len() - 1
+    } else {
+        literal.len()
+    };
+    let start_parts = &literal[..dirs];
     let start = start_parts.join("/");
     let root = if start.is_empty() {
         ROOT
