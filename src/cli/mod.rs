@@ -89,7 +89,10 @@ pub fn open_hint(msg: &str) -> Option<String> {
         return None;
     }
     if let Some(dir) = path.parent().filter(|d| !d.exists()) {
-        return Some(format!("its directory {} does not exist (a typo?)", dir.display()));
+        return Some(format!(
+            "its directory {} does not exist (a typo?)",
+            dir.display()
+        ));
     }
     let here = std::env::current_dir()
         .ok()

@@ -7,6 +7,7 @@
 
 pub mod http;
 pub mod memory;
+pub mod resources;
 pub mod search;
 pub mod server;
 pub mod socket;

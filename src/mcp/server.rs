@@ -10,12 +10,15 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
-    ToolAnnotations,
+    InitializeResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate, ServerCapabilities, SubscribeRequestParams, Tool,
+    ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
+use super::resources::{self, Target};
 use super::socket::{self, Client, Request};
 use super::tools::{self, Outcome};
 use crate::fs::{Ctx, Fs};
@@ -104,7 +107,22 @@ pub struct Config {
 pub struct Server {
     backend: Arc<Backend>,
     config: Arc<Config>,
+    /// The session's resource subscriptions ([`super::resources`]).
+    watch: Arc<Watch>,
 }
+
+/// A session's subscribed resource URIs, the state they were last compared with, and
+/// whether its watcher runs.
+#[derive(Default)]
+struct Watch {
+    uris: Mutex<std::collections::BTreeSet<String>>,
+    then: Mutex<Option<resources::State>>,
+    running: std::sync::atomic::AtomicBool,
+}
+
+/// How often a session with subscriptions compares the scratchpad with what it saw
+/// (250 ms: a change reaches the client within about that, well within a second).
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// What the server tells a client it is for (`initialize`'s and `server/discover`'s
 /// `instructions`), `{p}` standing for the tool prefix.
@@ -120,6 +138,7 @@ impl Server {
         Server {
             backend,
             config: Arc::new(config),
+            watch: Arc::new(Watch::default()),
         }
     }
 
@@ -153,13 +172,133 @@ impl Server {
     fn run(&self, req: Request) -> Outcome {
         self.backend.call(&req)
     }
+
+    /// A reading tool's call `tool` with `args` for the client `client`, run on the
+    /// blocking pool; a refused call is an MCP error with the reason (`ENOENT`: resource
+    /// not found).
+    async fn reading(
+        &self,
+        tool: &str,
+        args: serde_json::Value,
+        client: &Option<Implementation>,
+    ) -> Result<Outcome, ErrorData> {
+        let req = Request {
+            tool: tool.into(),
+            args,
+            writer: self.config.writer.clone(),
+            client: client.as_ref().map(|c| c.name.clone()),
+            client_version: client.as_ref().map(|c| c.version.clone()),
+            read_only: true,
+        };
+        let me = self.clone();
+        let out = tokio::task::spawn_blocking(move || me.run(req))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        if out.is_error {
+            let errno = out
+                .structured
+                .as_ref()
+                .and_then(|s| s["errno"].as_i64())
+                .unwrap_or(0);
+            return Err(if errno == i64::from(libc::ENOENT) {
+                ErrorData::resource_not_found(out.text, None)
+            } else {
+                ErrorData::invalid_params(out.text, None)
+            });
+        }
+        Ok(out)
+    }
+
+    /// The text of a file (or view, or version with `version`) read window by window
+    /// with `tool` (`read` or `read_version`), at most [`resources::READ_MAX`] bytes.
+    async fn whole(
+        &self,
+        tool: &str,
+        path: &str,
+        version: Option<i64>,
+        client: &Option<Implementation>,
+    ) -> Result<String, ErrorData> {
+        let mut text = String::new();
+        let mut offset = 0u64;
+        loop {
+            let mut args = serde_json::json!({ "path": path, "offset": offset });
+            if let Some(n) = version {
+                args["version"] = n.into();
+            }
+            let out = self.reading(tool, args, client).await?;
+            let s = out.structured.unwrap_or_default();
+            // `read` returns the window in `text`; `read_version` only in the text.
+            let window = match s["text"].as_str() {
+                Some(t) => t.to_string(),
+                None => out
+                    .text
+                    .rsplit_once("\n[cut: read on with offset ")
+                    .map_or(out.text.as_str(), |(w, _)| w)
+                    .to_string(),
+            };
+            text.push_str(&window);
+            match s["next_offset"].as_u64() {
+                Some(next) if next > offset && text.len() < resources::READ_MAX => offset = next,
+                Some(_) => {
+                    text.push_str(&format!(
+                        "\n[cut at {} bytes: read the rest with the read tool's offset]",
+                        text.len()
+                    ));
+                    return Ok(text);
+                }
+                None => return Ok(text),
+            }
+        }
+    }
+
+    /// Starts this session's watcher once: every [`WATCH_EVERY`] it compares the
+    /// scratchpad with what it last saw and tells the client which subscribed resources
+    /// changed (`notifications/resources/updated`), until the client is gone.
+    fn start_watching(&self, peer: rmcp::Peer<RoleServer>, client: Option<Implementation>) {
+        use std::sync::atomic::Ordering;
+        if self.watch.running.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(WATCH_EVERY).await;
+                if peer.is_transport_closed() {
+                    break;
+                }
+                let uris: Vec<String> = me.watch.uris.lock().iter().cloned().collect();
+                if uris.is_empty() {
+                    continue;
+                }
+                let Ok(out) = me.reading("list", serde_json::json!({}), &client).await else {
+                    continue;
+                };
+                let now = resources::State::of(&out.structured.unwrap_or_default());
+                let then = me.watch.then.lock().replace(now.clone());
+                let Some(then) = then else { continue };
+                for uri in resources::updated(&then, &now, &uris) {
+                    let param = rmcp::model::ResourceUpdatedNotificationParam::new(uri);
+                    if peer.notify_resource_updated(param).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            me.watch.running.store(false, Ordering::SeqCst);
+        });
+    }
 }
 
 impl ServerHandler for Server {
     fn get_info(&self) -> InitializeResult {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("scratchfs", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS.replace("{p}", &self.config.tool_prefix))
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_server_info(Implementation::new("scratchfs", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS.replace("{p}", &self.config.tool_prefix))
     }
 
     async fn list_tools(
@@ -168,6 +307,118 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let client = context.client_info();
+        let out = self.reading("list", serde_json::json!({}), &client).await?;
+        let s = out.structured.unwrap_or_default();
+        let mut all = vec![
+            Resource::new(resources::MANIFEST, "MANIFEST")
+                .with_title("The scratchpad's index")
+                .with_description(
+                    "Every file with its size, tokens, version, writer and age, recent refusals \
+                     and what can be restored: the index to keep in context.",
+                )
+                .with_mime_type("text/plain"),
+        ];
+        for f in s["files"].as_array().into_iter().flatten() {
+            let Some(path) = f["path"].as_str() else {
+                continue;
+            };
+            all.push(
+                Resource::new(
+                    format!("{}{}", resources::FILE, resources::encode(path)),
+                    path,
+                )
+                .with_mime_type(mime(path))
+                .with_size(f["bytes"].as_u64().unwrap_or(0)),
+            );
+        }
+        Ok(ListResourcesResult::with_all_items(all))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new(format!("{}{{+path}}", resources::FILE), "file")
+                .with_description("A file of the scratchpad, as it is now"),
+            ResourceTemplate::new(format!("{}{{+path}}", resources::OUTLINE), "outline")
+                .with_description("A file's outline: its headings, keys or shape, with sizes")
+                .with_mime_type("text/plain"),
+            ResourceTemplate::new(
+                format!("{}{{version}}/{{+path}}", resources::VERSION),
+                "version",
+            )
+            .with_description("Version N of a file, as it was (history)"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let client = context.client_info();
+        let uri = request.uri;
+        let target =
+            resources::parse(&uri).map_err(|e| ErrorData::resource_not_found(e.reason, None))?;
+        let (text, mime_type) = match &target {
+            Target::Manifest => (
+                self.whole("read", "MANIFEST", None, &client).await?,
+                "text/plain",
+            ),
+            Target::File(p) => (self.whole("read", p, None, &client).await?, mime(p)),
+            Target::Outline(p) => (
+                self.reading("outline", serde_json::json!({ "path": p }), &client)
+                    .await?
+                    .text,
+                "text/plain",
+            ),
+            Target::Version(p, n) => (
+                self.whole("read_version", p, Some(*n), &client).await?,
+                mime(p),
+            ),
+        };
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, uri).with_mime_type(mime_type),
+        ])
+        .into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        resources::parse(&request.uri)
+            .map_err(|e| ErrorData::resource_not_found(e.reason, None))?;
+        let client = context.client_info();
+        // What the scratchpad is now, so that a change right after this answer is seen.
+        if self.watch.then.lock().is_none() {
+            let out = self.reading("list", serde_json::json!({}), &client).await?;
+            let now = resources::State::of(&out.structured.unwrap_or_default());
+            self.watch.then.lock().get_or_insert(now);
+        }
+        self.watch.uris.lock().insert(request.uri);
+        self.start_watching(context.peer.clone(), client);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.watch.uris.lock().remove(&request.uri);
+        Ok(())
     }
 
     async fn call_tool(
@@ -207,5 +458,15 @@ impl ServerHandler for Server {
         };
         result.structured_content = out.structured.filter(|s| s.is_object());
         Ok(result.into())
+    }
+}
+
+/// The MIME type a file's name suggests: JSON, JSON lines, Markdown, else plain text.
+fn mime(path: &str) -> &'static str {
+    match path.rsplit_once('.').map(|(_, e)| e) {
+        Some("json") => "application/json",
+        Some("jsonl") => "application/jsonl",
+        Some("md") => "text/markdown",
+        _ => "text/plain",
     }
 }
