@@ -1993,3 +1993,101 @@ asyncio.run(main())
     );
     eprintln!("first update {} s after the write", r["after_s"]);
 }
+
+/// Issue 33 item 3, attacked as uid 1000 (an HTTP server run with `--as 1000:1000` on a
+/// mounted database, through the mount's daemon): resources show the agent no more than
+/// its tools would: root's 0600 file is not read, the file in root's 0700 directory is
+/// neither listed nor read, and a subscription to it tells nothing when root changes it.
+#[test]
+fn resources_as_uid_1000_show_no_more_than_its_tools() {
+    let m = Mount::with_args(&["--allow-other"]);
+    m.sh_ok(
+        "echo secret > secret.txt && chmod 600 secret.txt \
+         && mkdir private && echo hidden > private/h.txt && chmod 700 private \
+         && echo open > open.md",
+    );
+    let (mut server, url, token_file) = http_server(&m.db, &["--as", "1000:1000"]);
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    let script = r#"
+import asyncio, json, sys, httpx2
+from mcp import ClientSession, types
+from mcp.client.streamable_http import streamable_http_client
+async def main():
+    url, token, flag = sys.argv[1:4]
+    got = []
+    async def on_message(m):
+        if isinstance(m, types.ResourceUpdatedNotification):
+            got.append(str(m.params.uri))
+    async with httpx2.AsyncClient(headers={"Authorization": "Bearer " + token}, timeout=60) as http:
+        async with streamable_http_client(url, http_client=http) as (r, w, *_):
+            async with ClientSession(r, w, message_handler=on_message) as s:
+                await s.initialize()
+                out = {"listed": [str(x.uri) for x in (await s.list_resources()).resources]}
+                for name, uri in [("secret", "scratchpad://file/secret.txt"),
+                                  ("hidden", "scratchpad://file/private/h.txt"),
+                                  ("hidden_v1", "scratchpad://version/1/private/h.txt"),
+                                  ("hidden_outline", "scratchpad://outline/private/h.txt"),
+                                  ("open", "scratchpad://file/open.md")]:
+                    try:
+                        out[name] = (await s.read_resource(uri)).contents[0].text
+                    except Exception as e:
+                        out[name] = "refused: " + str(e)
+                await s.subscribe_resource("scratchpad://file/private/h.txt")
+                await s.subscribe_resource("scratchpad://file/open.md")
+                open(flag, "w").close()
+                # Root changes both files; the open one's update says the watcher ran.
+                for _ in range(6000):
+                    if "scratchpad://file/open.md" in got:
+                        break
+                    await asyncio.sleep(0.01)
+                out["updated"] = sorted(set(got))
+    print(json.dumps(out))
+asyncio.run(main())
+"#;
+    let (flag, done) = (m.dir.path().join("subscribed"), m.dir.path().join("done"));
+    let client = {
+        let (url, token, flag, done) = (
+            url.clone(),
+            token.trim().to_string(),
+            flag.clone(),
+            done.clone(),
+        );
+        std::thread::spawn(move || {
+            Command::new(MCP_PYTHON)
+                .arg("-c")
+                .arg(script)
+                .args([&url, &token])
+                .arg(&flag)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap()
+        })
+    };
+    wait_for("the agent's subscriptions", || {
+        flag.exists() || client.is_finished()
+    });
+    m.sh_ok("echo changed >> private/h.txt && echo changed >> open.md");
+    let o = client.join().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let listed = r["listed"].to_string();
+    assert!(!listed.contains("private/h.txt"), "{r}");
+    for name in ["secret", "hidden", "hidden_v1", "hidden_outline"] {
+        let text = r[name].as_str().unwrap();
+        assert!(
+            text.starts_with("refused: ")
+                && !text.contains("secret\n")
+                && !text.contains("hidden\n"),
+            "{name}: {r}"
+        );
+    }
+    assert_eq!(r["open"], "open\n");
+    assert_eq!(r["updated"], json!(["scratchpad://file/open.md"]), "{r}");
+}
