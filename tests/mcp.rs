@@ -2091,3 +2091,68 @@ asyncio.run(main())
     assert_eq!(r["open"], "open\n");
     assert_eq!(r["updated"], json!(["scratchpad://file/open.md"]), "{r}");
 }
+
+/// Issue 33 item 6, attacked as uid 1000: the socket a root `scratchfs mcp` opens for
+/// other servers on its unmounted database lets root and its own user in, not the
+/// agent: uid 1000 cannot connect to it, nor start a server of its own on the database.
+#[test]
+fn a_stdio_servers_socket_keeps_the_agent_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut first = KillOnDrop(
+        Command::new(BIN)
+            .args(["mcp", "--db", db.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let socket = {
+        let mut found = String::new();
+        wait_for("the first server's socket in meta", || {
+            found = if db.exists() {
+                let o = Command::new("sqlite3")
+                    .arg(&db)
+                    .arg("SELECT value FROM meta WHERE key = 'mcp_socket'")
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&o.stdout).trim().to_string()
+            } else {
+                String::new()
+            };
+            found.ends_with(".sock") && Path::new(&found).exists()
+        });
+        found
+    };
+    let agent = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid", "1000", "--regid", "1000", "--clear-groups"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = agent(&[
+        "/usr/bin/python3",
+        "-c",
+        "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1])\n    print('connected')\nexcept OSError as e:\n    print('refused', e.errno)",
+        &socket,
+    ]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.starts_with("refused"), "{said}");
+    let o = agent(&[BIN, "mcp", "--db", db.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    // Root's own second server gets in.
+    let r = stdio(
+        &db,
+        &[],
+        "second",
+        json!([{ "tool": "append", "args": { "path": "a.md", "content": "x\n" } }]),
+    );
+    assert_eq!(ok(&r, 0), "a.md: 2 bytes");
+    drop(first.0.stdin.take());
+    let _ = first.0.wait();
+}

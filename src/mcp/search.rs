@@ -5,8 +5,7 @@
 //! are). Not indexed yet: the cost grows with the bytes of the live tree (issue notes).
 
 use crate::error::{Error, Result};
-use crate::fs::{Ctx, Fs, ROOT};
-use crate::store::Kind;
+use crate::fs::{Ctx, Fs};
 
 use super::tools;
 
@@ -93,35 +92,11 @@ pub fn search(fs: &Fs, q: &Query, ctx: Ctx) -> Result<Found> {
         .size_limit(1 << 20)
         .build()
         .map_err(|e| Error::new(libc::EINVAL, format!("pattern {:?}: {e}", q.pattern)))?;
-    let only = match &q.path {
-        None => None,
-        Some(g) => Some(
-            globset::GlobBuilder::new(g)
-                .literal_separator(true)
-                .build()
-                .map_err(|e| Error::new(libc::EINVAL, format!("path {g:?}: {e}")))?
-                .compile_matcher(),
-        ),
-    };
     let mut files = Vec::new();
-    let mut walk = vec![(ROOT, String::new())];
-    while let Some((dir, rel)) = walk.pop() {
-        let Ok(list) = tools::entries(fs, dir, true, ctx) else {
-            continue;
-        };
-        for (name, ino, kind) in list {
-            let p = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            if kind == Kind::Dir {
-                walk.push((ino, p));
-            } else if only.as_ref().is_none_or(|m| m.is_match(&p)) {
-                files.push(p);
-            }
-        }
-    }
+    tools::each_file(fs, q.path.as_deref(), ctx, |p| {
+        files.push(p);
+        true
+    })?;
     files.sort();
     let mut found = Found {
         matches: Vec::new(),

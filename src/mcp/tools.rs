@@ -505,45 +505,52 @@ pub fn move_path(fs: &Fs, from: &str, to: &str, replace: bool, ctx: Ctx) -> Resu
 /// Most paths one `glob` returns.
 pub const GLOB_MAX: usize = 1000;
 
-/// `glob`: the files (not directories) whose path from the root matches `pattern` (a
-/// glob: `*` and `?` within a name, `**` across directories, `{a,b}`, `[ab]`), sorted,
-/// at most [`GLOB_MAX`], walking only directories the caller may read and search, and
-/// only below the pattern's literal leading directories. Returns the paths and whether
-/// more matched. `EINVAL` for a bad pattern.
-pub fn glob(fs: &Fs, pattern: &str, ctx: Ctx) -> Result<(Vec<String>, bool)> {
-    let matcher = globset::GlobBuilder::new(pattern)
+/// A glob over paths from the root, as `glob` and `search` take it: `*` and `?` within a
+/// name, `**` across directories, `{a,b}`, `[ab]` (globset, `/` matched only literally).
+/// `EINVAL` naming the pattern when it does not parse.
+pub fn path_glob(pattern: &str) -> Result<globset::GlobMatcher> {
+    Ok(globset::GlobBuilder::new(pattern)
         .literal_separator(true)
         .build()
         .map_err(|e| Error::new(libc::EINVAL, format!("pattern {pattern:?}: {e}")))?
-        .compile_matcher();
-    // Start below the literal directories the pattern begins with.
-    let parts = pattern.split('/').count();
-    let literal: Vec<&str> = pattern
-        .split('/')
-        .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
-        .collect();
+        .compile_matcher())
+}
+
+/// Gives `each` the path of every file (not directory) whose path from the root matches
+/// `pattern` (every file when `None`), in no order, until `each` returns `false`. Walks
+/// only below the pattern's literal leading directories, and only directories the
+/// caller of `ctx` may read and search (others are passed over, as `find` passes them).
+pub fn each_file(
+    fs: &Fs,
+    pattern: Option<&str>,
+    ctx: Ctx,
+    mut each: impl FnMut(String) -> bool,
+) -> Result<()> {
+    let matcher = pattern.map(path_glob).transpose()?;
     // Every literal component before the first wildcard is a directory; a pattern
     // without one names a file, whose directory is the start.
-    let dirs = if literal.len() == parts {
-        literal.len() - 1
-    } else {
-        literal.len()
-    };
-    let start_parts = &literal[..dirs];
-    let start = start_parts.join("/");
+    let start = pattern.map_or(String::new(), |pattern| {
+        let parts = pattern.split('/').count();
+        let literal: Vec<&str> = pattern
+            .split('/')
+            .take_while(|c| !c.contains(['*', '?', '[', '{', '\\']))
+            .collect();
+        let dirs = if literal.len() == parts {
+            literal.len() - 1
+        } else {
+            literal.len()
+        };
+        literal[..dirs].join("/")
+    });
     let root = if start.is_empty() {
         ROOT
     } else {
         match resolve(fs, &start, ctx) {
             Ok(ino) => ino,
-            Err(e) if e.errno == libc::ENOENT || e.errno == libc::ENOTDIR => {
-                return Ok((Vec::new(), false));
-            }
+            Err(e) if e.errno == libc::ENOENT || e.errno == libc::ENOTDIR => return Ok(()),
             Err(e) => return Err(e),
         }
     };
-    let mut found = Vec::new();
-    let mut more = false;
     let mut walk = vec![(root, start)];
     while let Some((dir, rel)) = walk.pop() {
         let Ok(list) = entries(fs, dir, true, ctx) else {
@@ -557,15 +564,28 @@ pub fn glob(fs: &Fs, pattern: &str, ctx: Ctx) -> Result<(Vec<String>, bool)> {
             };
             if kind == crate::store::Kind::Dir {
                 walk.push((ino, p));
-            } else if matcher.is_match(&p) {
-                if found.len() == GLOB_MAX {
-                    more = true;
-                } else {
-                    found.push(p);
-                }
+            } else if matcher.as_ref().is_none_or(|m| m.is_match(&p)) && !each(p) {
+                return Ok(());
             }
         }
     }
+    Ok(())
+}
+
+/// `glob`: the files whose path from the root matches `pattern` ([`path_glob`]), sorted,
+/// at most [`GLOB_MAX`] ([`each_file`]'s walk). Returns the paths and whether more
+/// matched. `EINVAL` for a bad pattern.
+pub fn glob(fs: &Fs, pattern: &str, ctx: Ctx) -> Result<(Vec<String>, bool)> {
+    let mut found = Vec::new();
+    let mut more = false;
+    each_file(fs, Some(pattern), ctx, |p| {
+        if found.len() == GLOB_MAX {
+            more = true;
+            return false;
+        }
+        found.push(p);
+        true
+    })?;
     found.sort();
     Ok((found, more))
 }
