@@ -881,6 +881,11 @@ pub(crate) fn lost_update_by_rename(
     let hash_of = |id: i64| -> Result<String> {
         Ok(tx.value("SELECT blake3 FROM versions WHERE id = ?1", p![id])?)
     };
+    if same_bytes(tx, read_id, h.id)? {
+        // The bytes read are the current bytes again (a rollback or a restore since): the
+        // file replacing them drops no change.
+        return Ok(None);
+    }
     let hash = hash_of(s.id)?;
     if hash == hash_of(read_id)? {
         // A verbatim copy of the version read put back (`cp f f.bak`, an edit, `mv f.bak
@@ -895,6 +900,18 @@ pub(crate) fn lost_update_by_rename(
         s.content,
         hash,
     )))
+}
+
+/// Whether versions `a` and `b` (ids) hold the same bytes (size and blake3): a version
+/// that brings back earlier bytes (rollback, restore) changes nothing a writer could lose.
+fn same_bytes(tx: &dyn Conn, a: i64, b: i64) -> Result<bool> {
+    Ok(tx
+        .opt_value(
+            "SELECT x.size = y.size AND x.blake3 = y.blake3
+             FROM versions x, versions y WHERE x.id = ?1 AND y.id = ?2",
+            p![a, b],
+        )?
+        .unwrap_or(false))
 }
 
 /// The lineage of the live file at `path` (stored form), found by the exact bytes of its
@@ -1093,7 +1110,13 @@ pub(crate) fn commit_guessing(
         writer: "".into(),
     });
     let first = head.id == 0;
-    let stale = expect_head.is_some_and(|e| e != head.id);
+    // A writer that worked from other bytes than the current ones would drop a change.
+    // The same bytes under a newer version (a rollback, a restore, a write put back) are
+    // no change to drop: not a lost update.
+    let stale = match expect_head {
+        Some(e) if e != head.id => first || !same_bytes(tx, e, head.id)?,
+        _ => false,
+    };
     // Normalise both builds to: base, base_limit, size, dirty ranges, source shift.
     let (base, base_limit, size, dirty, shift): (ContentRef, u64, u64, Vec<(u64, u64)>, u64) =
         match build {
