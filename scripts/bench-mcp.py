@@ -7,7 +7,10 @@ Starts `scratchfs mcp --db DB` over stdio with the official MCP Python SDK (DB m
 mounted: the calls then run in the mount's daemon), makes N `write` calls of 4 KiB (a
 new content each) and N `read` calls of one section of a 40-section Markdown file, and
 appends the medians, in ms, to RESULTS as `TARGET<TAB>mcp_write_ms<TAB>x` and
-`mcp_read_ms` lines (scripts/bench's format).
+`mcp_read_ms` lines (scripts/bench's format). Where the server has the `search` tool
+(issue 33), also the first search for a literal (`mcp_search_first_ms`: it builds the
+text index over the whole tree, 100,000+ files in the full run) and the median of N
+searches for it, each after a write (`mcp_search_ms`: one changed file to index).
 """
 import asyncio
 import statistics
@@ -26,6 +29,14 @@ async def main():
         async with ClientSession(r, w) as s:
             await s.initialize()
             await s.call_tool("write", {"path": "bench/doc.md", "content": doc})
+            await s.call_tool("write", {"path": "bench/needle.md", "content": "a\nthe needle-x7q3 is here\n"})
+            tools = {t.name for t in (await s.list_tools()).tools}
+            searches, search_first = [], None
+            if "search" in tools:
+                t0 = time.perf_counter()
+                res = await s.call_tool("search", {"pattern": "needle-x7q3"})
+                search_first = time.perf_counter() - t0
+                assert not res.is_error and res.structuredContent["matches"], res
             writes, reads = [], []
             for i in range(n):
                 body = (f"{i:08d} " * 456)[:4096]
@@ -37,11 +48,22 @@ async def main():
                 res = await s.call_tool("read", {"path": "bench/doc.md", "section": f"Section {i % 40}"})
                 reads.append(time.perf_counter() - t0)
                 assert not res.is_error, res
+                if search_first is not None:
+                    t0 = time.perf_counter()
+                    res = await s.call_tool("search", {"pattern": "needle-x7q3"})
+                    searches.append(time.perf_counter() - t0)
+                    assert not res.is_error and len(res.structuredContent["matches"]) == 1, res
     with open(out, "a") as f:
         f.write(f"{target}\tmcp_write_ms\t{statistics.median(writes) * 1e3}\n")
         f.write(f"{target}\tmcp_read_ms\t{statistics.median(reads) * 1e3}\n")
+        if search_first is not None:
+            f.write(f"{target}\tmcp_search_first_ms\t{search_first * 1e3}\n")
+            f.write(f"{target}\tmcp_search_ms\t{statistics.median(searches) * 1e3}\n")
     print(f"         {target:9} mcp: {n} writes of 4 KiB, median {statistics.median(writes) * 1e3:.2f} ms; "
           f"{n} section reads, median {statistics.median(reads) * 1e3:.2f} ms", file=sys.stderr)
+    if search_first is not None:
+        print(f"         {target:9} mcp: first search {search_first * 1e3:.0f} ms (the index built); "
+              f"{n} searches after a write, median {statistics.median(searches) * 1e3:.2f} ms", file=sys.stderr)
 
 
 asyncio.run(main())

@@ -411,7 +411,12 @@ enum Command {
         /// Most matches printed (1 to 1000).
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1000))]
         limit: u64,
-        /// One JSON object: matches (path, line, text), truncated, files_searched.
+        /// Search every version of the files: each matching line once, at the first
+        /// version that held it (PATH@vN:LINE:TEXT  [WRITER TIME]).
+        #[arg(long)]
+        history: bool,
+        /// One JSON object: matches (path, line, text; with --history version, writer,
+        /// time_ns), truncated, files_searched.
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -640,6 +645,7 @@ fn main() -> ExitCode {
             regex,
             ignore_case,
             limit,
+            history,
             json,
             db,
         } => {
@@ -647,7 +653,7 @@ fn main() -> ExitCode {
                 &db.db,
                 serde_json::json!({
                     "pattern": pattern, "path": path, "regex": regex,
-                    "ignore_case": ignore_case, "limit": limit,
+                    "ignore_case": ignore_case, "limit": limit, "history": history,
                 }),
                 json,
             ) {

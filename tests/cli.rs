@@ -1489,6 +1489,132 @@ fn grep_searches_the_live_files_mounted_or_not() {
     assert!(err.contains("regex parse error"), "{err}");
 }
 
+/// Issue 33 item 4: a search for a literal of 3 characters or more asks the text index and
+/// reads only the files it names and the files changed since it was last brought up to
+/// date (`files_searched`), and follows every change: a rewrite, a rename, an unlink, a
+/// rollback, a bulk import, a remount; mounted and on the database.
+#[test]
+fn grep_asks_the_text_index_and_follows_every_change() {
+    let mut m = Mount::new();
+    m.sh_ok("for i in $(seq 40); do echo \"filler line $i\" > f$i.md; done; echo 'x needle-alpha y' > f7.md");
+    let grep = |m: &Mount, args: &[&str]| -> (Vec<String>, u64) {
+        let mut all = vec!["grep", "--json"];
+        all.extend_from_slice(args);
+        let (_, out, err) = cli(m, &all);
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+        let found = v["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| format!("{}:{}", x["path"].as_str().unwrap(), x["line"]))
+            .collect();
+        (found, v["files_searched"].as_u64().unwrap())
+    };
+    let (found, _) = grep(&m, &["needle-alpha"]);
+    assert_eq!(found, ["f7.md:1"]);
+    let (found, read) = grep(&m, &["needle-alpha"]);
+    assert_eq!(
+        (found.as_slice(), read),
+        (&["f7.md:1".to_string()][..], 1),
+        "the index named one file"
+    );
+    // A rewrite: the old text no longer found, the new found; the changed files are read.
+    m.sh_ok("echo 'gone now' > f7.md && echo 'second needle-alpha' > f9.md");
+    let (found, read) = grep(&m, &["needle-alpha"]);
+    assert_eq!((found.as_slice(), read), (&["f9.md:1".to_string()][..], 2));
+    assert_eq!(grep(&m, &["needle-alpha"]).1, 1);
+    // Case ignored, and a regular expression that begins with a literal.
+    assert_eq!(grep(&m, &["-i", "NEEDLE-ALPHA"]).0, ["f9.md:1"]);
+    let (found, read) = grep(&m, &["-E", "needle-a[a-z]+"]);
+    assert_eq!((found.as_slice(), read), (&["f9.md:1".to_string()][..], 1));
+    // A rename, an unlink, a rollback to before the unlink.
+    m.sh_ok("mkdir sub && mv f9.md sub/g9.md");
+    assert_eq!(grep(&m, &["needle-alpha"]).0, ["sub/g9.md:1"]);
+    m.sh_ok(&format!(
+        "setfattr -n user.scratchfs.checkpoint -v before-rm {}",
+        m.mnt.display()
+    ));
+    m.sh_ok("rm sub/g9.md");
+    assert!(grep(&m, &["needle-alpha"]).0.is_empty());
+    m.sh_ok(&format!(
+        "setfattr -n user.scratchfs.rollback -v before-rm {}",
+        m.mnt.display()
+    ));
+    assert_eq!(grep(&m, &["needle-alpha"]).0, ["sub/g9.md:1"]);
+    // A bulk import (more changed files than a search reads whole) is indexed first.
+    m.sh_ok("mkdir bulk && for i in $(seq 300); do echo \"bulk $i\" > bulk/b$i.md; done; echo 'bulk needle-beta' >> bulk/b150.md");
+    let (found, read) = grep(&m, &["needle-beta"]);
+    assert_eq!(
+        (found.as_slice(), read),
+        (&["bulk/b150.md:2".to_string()][..], 1)
+    );
+    // Remounted, and on the database itself: the index is the database's.
+    m.unmount();
+    let (found, read) = grep(&m, &["needle-alpha"]);
+    assert_eq!(
+        (found.as_slice(), read),
+        (&["sub/g9.md:1".to_string()][..], 1)
+    );
+    m.restart_with(&[]);
+    m.sh_ok("echo 'third needle-alpha' > f1.md");
+    assert_eq!(grep(&m, &["needle-alpha"]).0, ["f1.md:1", "sub/g9.md:1"]);
+}
+
+/// Issue 33 item 4: `grep --history` (the `search` tool's `history: true`) searches every
+/// version of the live files: each matching line once, at the first version that held it,
+/// with its writer and time; an appended version is searched in what it added. (A version
+/// the caller may not read: `search_glob_delete_and_move_as_uid_1000...` in tests/mcp.rs.)
+#[test]
+fn grep_history_finds_where_each_line_came_in() {
+    let m = Mount::new();
+    m.sh_ok(
+        "echo 'total: 1' > n.md && echo 'total: 2' > n.md && echo 'other' >> n.md \
+         && echo 'total: 3' >> n.md && echo 'no number' > n.md && echo 'total: 9' > o.md",
+    );
+    let (code, out, err) = cli(&m, &["grep", "--history", "--json", "total: "]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let got: Vec<String> = v["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            format!(
+                "{}@{}:{}:{}",
+                x["path"].as_str().unwrap(),
+                x["version"],
+                x["line"],
+                x["text"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "n.md@1:1:total: 1",
+            "n.md@2:1:total: 2",
+            "n.md@4:3:total: 3",
+            "o.md@1:1:total: 9"
+        ],
+        "{v}"
+    );
+    assert!(
+        v["matches"][0]["writer"]
+            .as_str()
+            .unwrap()
+            .contains("anonymous"),
+        "{v}"
+    );
+    assert!(v["matches"][0]["time_ns"].as_i64().unwrap() > 0, "{v}");
+    // Without --history: only the current versions.
+    let (_, out, _) = cli(&m, &["grep", "total: "]);
+    assert_eq!(out, "o.md:1:total: 9\n");
+    // The text form names the version, the writer and the time.
+    let (_, out, _) = cli(&m, &["grep", "--history", "total: 3"]);
+    assert!(out.starts_with("n.md@v4:3:total: 3  [anonymous"), "{out}");
+}
+
 /// Issue 33 item 9: a command that cannot find its database says what to do: give
 /// `--db` or `SCRATCHFS_DB`, or, standing in a mount, that mount's database; `--db`
 /// naming a mountpoint names the database the mount serves.

@@ -378,6 +378,20 @@ fn redact_leaves_no_byte_of_a_secret_in_the_store() {
         "echo key {SECRET} > plan.md && echo more >> plan.md"
     ));
     let n = m.versions("plan.md").len();
+    // A search made the text index, which holds the live text: a copy of the key.
+    let indexed = |m: &Mount| {
+        m.sql(&if on_postgres() {
+            format!("SELECT COUNT(*) FROM text_index WHERE position('{SECRET}' in body) > 0")
+        } else {
+            format!("SELECT COUNT(*) FROM text_index WHERE text_index MATCH '\"{SECRET}\"'")
+        })
+    };
+    assert_eq!(cli(&m, &["grep", "key"]).0, 0);
+    assert_eq!(
+        indexed(&m).trim(),
+        "1",
+        "the test searches the index it means to"
+    );
     // The agent may not erase history.
     let (ok, _, err) = agent(
         &m,
@@ -404,6 +418,14 @@ fn redact_leaves_no_byte_of_a_secret_in_the_store() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("an AWS access key id"), "{out}");
     assert_no_secret_at_rest(&m, "after redact");
+    // The next search builds the index again, from the redacted text.
+    let (_, found, _) = cli(&m, &["grep", "REDACTED"]);
+    assert!(found.starts_with("plan.md:1:key [REDACTED"), "{found}");
+    assert_eq!(
+        indexed(&m).trim(),
+        "0",
+        "the index keeps no copy of the key"
+    );
     // Every version that held it reads redacted, the rest is kept; fsck is clean.
     let h = blake3::hash(SECRET.as_bytes()).to_hex();
     let marker = format!("key [REDACTED an AWS access key id blake3:{}]\n", &h[..16]);

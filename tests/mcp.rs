@@ -1802,7 +1802,11 @@ fn search_glob_delete_and_move_as_uid_1000_keep_to_modes_and_rules() {
     m.sh_ok(
         "echo approved 42 > approved.md && echo secret 42 > secret.txt && chmod 600 secret.txt \
          && chown 0:0 approved.md secret.txt \
-         && mkdir private && echo hidden 42 > private/h.txt && chmod 700 private",
+         && mkdir private && echo hidden 42 > private/h.txt && chmod 700 private \
+         && mkdir listless && echo needle-listless > listless/n.txt && chmod 711 listless \
+         && echo needle-secret > secret2.txt && chmod 600 secret2.txt && chown 0:0 secret2.txt \
+         && echo 'was secret' > was.txt && chown 0:0 was.txt && chmod 600 was.txt \
+         && echo 'was public' > was.new && chown 0:0 was.new && mv was.new was.txt",
     );
     m.unmount();
     m.restart_with(&[
@@ -1822,6 +1826,31 @@ fn search_glob_delete_and_move_as_uid_1000_keep_to_modes_and_rules() {
         json!({ "pattern": "hidden", "path": "private/**" }),
     );
     assert_eq!(r["structured"]["matches"], json!([]), "{r}");
+    // Through the text index (a literal of 3 characters or more): nothing in a file it may
+    // not read, nor in a directory it may search but not list (`grep -r` does not list
+    // it either, so the name must not come out).
+    let r = call("search", json!({ "pattern": "needle-" }));
+    assert_eq!(r["structured"]["matches"], json!([]), "{r}");
+    let r = call("search", json!({ "pattern": "needle-\\w+", "regex": true }));
+    assert_eq!(r["structured"]["matches"], json!([]), "{r}");
+    assert!(
+        std::process::Command::new("setpriv")
+            .args(["--reuid=1000", "--regid=1000", "--clear-groups", "cat"])
+            .arg(m.path("listless/n.txt"))
+            .output()
+            .unwrap()
+            .status
+            .success(),
+        "uid 1000 may read listless/n.txt by name"
+    );
+    // Every version: one its inode guards (root's, 0600 when a rename replaced it) is
+    // passed over.
+    let r = call("search", json!({ "pattern": "was ", "history": true }));
+    let found = r["text"].as_str().unwrap_or_default();
+    assert!(found.starts_with("was.txt@v2:1:was public  ["), "{r}");
+    let r = call("read_version", json!({ "path": "was.txt", "version": 1 }));
+    assert_eq!(r["is_error"], true, "read_version refuses it too: {r}");
+    assert!(!found.contains("secret"), "{r}");
     let r = call("glob", json!({ "pattern": "**" }));
     let listed = r["structured"]["paths"].to_string();
     assert!(!listed.contains("private/h.txt"), "{listed}");

@@ -172,6 +172,8 @@ impl Fs {
         let why = String::from_utf8_lossy(&crate::rules::enforce::redact_secrets(why.as_bytes()))
             .into_owned();
         let report = self.store.redact(file_id, n, path, &why, &caller)?;
+        // The store dropped the text index (it held the live text).
+        *self.text_index.lock() = Default::default();
         // The file's versions, and those of every other file that held a copy.
         let mut files = report.files.clone();
         files.push(file_id);

@@ -29,9 +29,12 @@ mod reads;
 mod serve_checkpoints;
 mod serve_history;
 mod serve_views;
+mod text_index;
 mod tree;
 
 /// Names the views' serving code exports (the restore attribute, the xattr names).
+pub use text_index::INDEX_MAX;
+
 pub mod serve {
     pub use super::serve_views::{
         ADOPT_XATTR, ARCHIVE_XATTRS, CHECKPOINT_XATTR, DROP_CHECKPOINT_XATTR, GC_XATTR,
@@ -341,6 +344,8 @@ pub struct Fs {
     /// the next `opendir` drops the kernel's cached listing, so the view is back once the
     /// store is.
     listing_short: std::sync::atomic::AtomicBool,
+    /// What the store's text index holds, once a search asked (`text_index.rs`).
+    text_index: Mutex<text_index::TextIndexState>,
     /// A spill directory of this core's own ([`Fs::owning_spill_dir`]), removed with it.
     _spill_owned: Option<tempfile::TempDir>,
 }
@@ -408,6 +413,7 @@ impl Fs {
             forgotten: Default::default(),
             past_ns: None,
             listing_short: Default::default(),
+            text_index: Default::default(),
             _spill_owned: None,
         })
     }

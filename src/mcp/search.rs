@@ -2,7 +2,9 @@
 //! files, as `grep -rn` on the mount would find it: each match's path, line number and
 //! line. Files are read through the same core calls a process on the mount makes (so the
 //! caller's file modes apply, and the reads are recorded as a `grep -r` on the mount's
-//! are). Not indexed yet: the cost grows with the bytes of the live tree (issue notes).
+//! are). A pattern that requires a literal of 3 characters or more asks the text index
+//! first ([`Fs::text_candidates`]) and reads only the files it names; any other pattern
+//! reads every file.
 
 use crate::error::{Error, Result};
 use crate::fs::{Ctx, Fs};
@@ -25,6 +27,9 @@ pub struct Query {
     pub path: Option<String>,
     /// Most matches returned.
     pub limit: usize,
+    /// Search every version of the live files, not only the current ones: each matching
+    /// line once, at the first version that held it ([`search`]).
+    pub history: bool,
 }
 
 /// One matching line.
@@ -36,6 +41,14 @@ pub struct Match {
     pub line: u64,
     /// The line, at most [`LINE_MAX`] bytes of it (cut at a character boundary).
     pub text: String,
+    /// With `history`: the first version whose bytes held this line (its number), its
+    /// writer and its time (ns since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_ns: Option<i64>,
 }
 
 /// The matches, in path order then line order.
@@ -58,7 +71,16 @@ impl Found {
         let mut out: Vec<String> = self
             .matches
             .iter()
-            .map(|m| format!("{}:{}:{}", m.path, m.line, m.text))
+            .map(|m| match (m.version, &m.writer, m.time_ns) {
+                (Some(v), Some(w), Some(t)) => format!(
+                    "{}@v{v}:{}:{}  [{w} {}]",
+                    m.path,
+                    m.line,
+                    m.text,
+                    crate::cli::time::utc(t)
+                ),
+                _ => format!("{}:{}:{}", m.path, m.line, m.text),
+            })
             .collect();
         if self.truncated {
             out.push(format!(
@@ -92,6 +114,129 @@ pub fn search(fs: &Fs, q: &Query, ctx: Ctx) -> Result<Found> {
         .size_limit(1 << 20)
         .build()
         .map_err(|e| Error::new(libc::EINVAL, format!("pattern {:?}: {e}", q.pattern)))?;
+    if q.history {
+        return search_history(fs, q, &re, ctx);
+    }
+    let literals = if q.regex {
+        required_literals(&q.pattern)
+    } else {
+        Some(vec![q.pattern.clone()])
+    }
+    .filter(|l| l.iter().all(|l| indexable(l, q.ignore_case)));
+    let candidates = match literals {
+        Some(l) => fs.text_candidates(&l, q.ignore_case, tools::SCAN_MAX)?,
+        None => None,
+    };
+    let files = match candidates {
+        // The index names the files that may match; each is checked as the walk would
+        // have reached it (every directory on the way readable and searchable by the
+        // caller) and against the glob.
+        Some(candidates) => {
+            let matcher = q.path.as_deref().map(tools::path_glob).transpose()?;
+            candidates
+                .into_iter()
+                .map(|(_, p)| p)
+                .filter(|p| matcher.as_ref().is_none_or(|m| m.is_match(p)))
+                .map(|p| (p, true))
+                .collect()
+        }
+        None => {
+            let mut files = Vec::new();
+            tools::each_file(fs, q.path.as_deref(), ctx, |p| {
+                files.push(p);
+                true
+            })?;
+            files.sort();
+            files.into_iter().map(|p| (p, false)).collect::<Vec<_>>()
+        }
+    };
+    let mut found = Found {
+        matches: Vec::new(),
+        truncated: false,
+        files_searched: 0,
+    };
+    for (p, check) in files {
+        if check && !tools::walkable(fs, &p, ctx) {
+            continue;
+        }
+        let Ok(bytes) = tools::read_all(fs, &p, ctx) else {
+            continue;
+        };
+        found.files_searched += 1;
+        if bytes[..bytes.len().min(8192)].contains(&0) {
+            continue;
+        }
+        let full = !match_lines(&re, &bytes, 1, |line, text| {
+            if found.matches.len() == q.limit {
+                return false;
+            }
+            found.matches.push(Match {
+                path: p.clone(),
+                line,
+                text,
+                version: None,
+                writer: None,
+                time_ns: None,
+            });
+            true
+        });
+        if full {
+            found.truncated = true;
+            break;
+        }
+    }
+    Ok(found)
+}
+
+/// Calls `each` with the number and text (at most [`LINE_MAX`] bytes, cut at a character
+/// boundary) of each line of `bytes` that `re` matches, once a line; the first line of
+/// `bytes` is number `first`. Stops when `each` returns false, and then returns false.
+fn match_lines(
+    re: &regex::bytes::Regex,
+    bytes: &[u8],
+    first: u64,
+    mut each: impl FnMut(u64, String) -> bool,
+) -> bool {
+    let mut line_no = first;
+    let mut at = 0usize;
+    for m in re.find_iter(bytes) {
+        // Count the lines up to this match, then take its whole line once.
+        let start = bytes[..m.start()]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        if start < at {
+            continue;
+        }
+        line_no += bytes[at..start].iter().filter(|&&b| b == b'\n').count() as u64;
+        let end = bytes[m.start()..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |i| m.start() + i);
+        let mut cut = end.min(start + LINE_MAX);
+        while cut > start && cut < end && (bytes[cut] & 0xC0) == 0x80 {
+            cut -= 1;
+        }
+        if !each(
+            line_no,
+            String::from_utf8_lossy(&bytes[start..cut]).into_owned(),
+        ) {
+            return false;
+        }
+        at = (end + 1).min(bytes.len());
+        line_no += 1;
+    }
+    true
+}
+
+/// `search` with `history`: every version of each live file the caller may read (the
+/// walk of [`tools::each_file`]), in path order then version order, each version the
+/// caller may read ([`Fs::may_read_version`]: the mode of the inode that carried it);
+/// each matching line once per file, at the first version that held it (as `git log -S`
+/// finds where a text came in). A version appended to the one before it (the same
+/// stream, longer) is searched only in its new bytes, from the last line it continues.
+/// Not indexed: the cost grows with the bytes of the files' histories.
+fn search_history(fs: &Fs, q: &Query, re: &regex::bytes::Regex, ctx: Ctx) -> Result<Found> {
     let mut files = Vec::new();
     tools::each_file(fs, q.path.as_deref(), ctx, |p| {
         files.push(p);
@@ -104,45 +249,147 @@ pub fn search(fs: &Fs, q: &Query, ctx: Ctx) -> Result<Found> {
         files_searched: 0,
     };
     'files: for p in files {
-        let Ok(bytes) = tools::read_all(fs, &p, ctx) else {
+        let Ok(file_id) = tools::file_id(fs, &p, ctx) else {
             continue;
         };
         found.files_searched += 1;
-        if bytes[..bytes.len().min(8192)].contains(&0) {
-            continue;
-        }
-        let mut line_no = 1u64;
-        let mut at = 0usize;
-        for m in re.find_iter(&bytes) {
-            // Count the lines up to this match, then take its whole line once.
-            let start = bytes[..m.start()]
-                .iter()
-                .rposition(|&b| b == b'\n')
-                .map_or(0, |i| i + 1);
-            if start < at {
+        let mut seen: std::collections::HashSet<String> = Default::default();
+        // The previous version searched: its stream and length, where its last (maybe
+        // unfinished) line begins and that line's number.
+        let mut prev: Option<(i64, u64, u64, u64)> = None;
+        for v in fs.store().versions(file_id)? {
+            if v.content.len > tools::SCAN_MAX
+                || fs
+                    .may_read_version(v.id, ctx, &format!("{p}@{}", v.number))
+                    .is_err()
+            {
+                prev = None;
                 continue;
             }
-            line_no += bytes[at..start].iter().filter(|&&b| b == b'\n').count() as u64;
-            let end = bytes[m.start()..]
+            let (from, first_line) = match prev {
+                Some((stream, len, tail, tail_line))
+                    if stream == v.content.stream && v.content.len >= len =>
+                {
+                    (tail, tail_line)
+                }
+                _ => (0, 1),
+            };
+            let mut bytes = vec![0u8; (v.content.len - from) as usize];
+            let got = fs.store().read(v.content, from, &mut bytes)?;
+            bytes.truncate(got);
+            if from == 0 && bytes[..bytes.len().min(8192)].contains(&0) {
+                prev = None;
+                continue;
+            }
+            let last_nl = bytes.iter().rposition(|&b| b == b'\n');
+            let lines_before_tail = bytes[..last_nl.map_or(0, |i| i + 1)]
                 .iter()
-                .position(|&b| b == b'\n')
-                .map_or(bytes.len(), |i| m.start() + i);
-            if found.matches.len() == q.limit {
+                .filter(|&&b| b == b'\n')
+                .count() as u64;
+            prev = Some((
+                v.content.stream,
+                v.content.len,
+                from + last_nl.map_or(0, |i| i as u64 + 1),
+                first_line + lines_before_tail,
+            ));
+            let mut writer = None;
+            let full = !match_lines(re, &bytes, first_line, |line, text| {
+                if !seen.insert(text.clone()) {
+                    return true;
+                }
+                if found.matches.len() == q.limit {
+                    return false;
+                }
+                let w = writer.get_or_insert_with(|| {
+                    fs.store()
+                        .version_meta(v.id)
+                        .map(|m| m.writer)
+                        .unwrap_or_default()
+                });
+                found.matches.push(Match {
+                    path: p.clone(),
+                    line,
+                    text,
+                    version: Some(v.number),
+                    writer: Some(w.clone()),
+                    time_ns: Some(v.time_ns),
+                });
+                true
+            });
+            if full {
                 found.truncated = true;
                 break 'files;
             }
-            let mut cut = end.min(start + LINE_MAX);
-            while cut > start && cut < end && (bytes[cut] & 0xC0) == 0x80 {
-                cut -= 1;
-            }
-            found.matches.push(Match {
-                path: p.clone(),
-                line: line_no,
-                text: String::from_utf8_lossy(&bytes[start..cut]).into_owned(),
-            });
-            at = (end + 1).min(bytes.len());
-            line_no += 1;
         }
     }
     Ok(found)
+}
+
+/// Literals one of which every match of the regular expression `pattern` begins with
+/// (its prefixes, as `regex-syntax` extracts them); `None` when there is no such finite
+/// set (a pattern that can begin anywhere with anything: `.*x`, `\w+`).
+pub fn required_literals(pattern: &str) -> Option<Vec<String>> {
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    let hir = regex_syntax::ParserBuilder::new()
+        .utf8(false)
+        .multi_line(true)
+        .build()
+        .parse(pattern)
+        .ok()?;
+    let mut extractor = Extractor::new();
+    extractor.kind(ExtractKind::Prefix);
+    let seq = extractor.extract(&hir);
+    let literals = seq.literals()?;
+    if literals.is_empty() {
+        return None;
+    }
+    literals
+        .iter()
+        .map(|l| String::from_utf8(l.as_bytes().to_vec()).ok())
+        .collect()
+}
+
+/// Whether the index can be asked for `literal`: 3 characters or more (trigrams), no NUL
+/// and no line break, and ASCII when case is ignored (the index folds case only as
+/// simply as ASCII is sure to be folded alike by it and by the matcher).
+fn indexable(literal: &str, ignore_case: bool) -> bool {
+    literal.chars().count() >= 3
+        && !literal.contains(['\0', '\n'])
+        && (!ignore_case || literal.is_ascii())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lits(p: &str) -> Option<Vec<String>> {
+        required_literals(p).map(|mut l| {
+            l.sort();
+            l
+        })
+    }
+
+    #[test]
+    fn a_pattern_that_begins_with_literals_asks_the_index_for_them() {
+        assert_eq!(lits("needle-a[a-z]+"), Some(vec!["needle-a".into()]));
+        assert_eq!(lits("^total: \\d+"), Some(vec!["total: ".into()]));
+        assert_eq!(
+            lits("(alpha|beta)x"),
+            Some(vec!["alphax".into(), "betax".into()])
+        );
+        // Anything may come first: no literal every match begins with.
+        assert_eq!(lits(".*needle"), None);
+        assert_eq!(lits("\\w+needle"), None);
+        assert_eq!(lits("("), None);
+    }
+
+    #[test]
+    fn only_literals_the_index_can_answer_for_are_asked() {
+        assert!(indexable("abc", false));
+        assert!(!indexable("ab", false));
+        assert!(indexable("été", false), "3 characters, 5 bytes");
+        assert!(!indexable("été", true), "case folded beyond ASCII");
+        assert!(!indexable("a\nbc", false));
+        assert!(!indexable("a\0bc", false));
+    }
 }

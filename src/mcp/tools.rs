@@ -572,6 +572,23 @@ pub fn each_file(
     Ok(())
 }
 
+/// Whether [`each_file`]'s walk reaches the file at `path` for the caller of `ctx`: every
+/// directory on the way (the root too) readable and searchable by it, every name there.
+pub fn walkable(fs: &Fs, path: &str, ctx: Ctx) -> bool {
+    let mut ino = ROOT;
+    let parts: Vec<&str> = path.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if fs.access(ino, libc::R_OK | libc::X_OK, ctx).is_err() {
+            return false;
+        }
+        match look(fs, ino, part.as_bytes()) {
+            Ok(a) if i + 1 == parts.len() || a.kind == crate::store::Kind::Dir => ino = a.ino,
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// `glob`: the files whose path from the root matches `pattern` ([`path_glob`]), sorted,
 /// at most [`GLOB_MAX`] ([`each_file`]'s walk). Returns the paths and whether more
 /// matched. `EINVAL` for a bad pattern.
@@ -1097,7 +1114,8 @@ pub fn catalog() -> Vec<ToolSpec> {
                 "regex": { "type": "boolean", "description": "pattern is a regular expression (Rust regex syntax); default false: a literal" },
                 "ignore_case": { "type": "boolean", "description": "match letters in either case; default false" },
                 "path": string("only files whose path matches this glob, e.g. notes/** or *.md"),
-                "limit": { "type": "integer", "minimum": 1, "maximum": 1000, "description": "most matches to return (default 100)" } } }),
+                "limit": { "type": "integer", "minimum": 1, "maximum": 1000, "description": "most matches to return (default 100)" },
+                "history": { "type": "boolean", "description": "search every version of the files, not only the current one: each matching line once, at the first version that held it, with that version's number, writer and time; default false" } } }),
             Some(object(
                 &["matches", "truncated", "files_searched"],
                 json!({
@@ -1107,6 +1125,9 @@ pub fn catalog() -> Vec<ToolSpec> {
                             "path": string("the file's path from the root"),
                             "line": int("the line's number, from 1"),
                             "text": string("the line (at most 500 bytes of it)"),
+                            "version": int("with history: the first version that held the line"),
+                            "writer": string("with history: that version's writer"),
+                            "time_ns": int("with history: that version's time, ns since the epoch"),
                         }),
                     ) },
                     "truncated": { "type": "boolean", "description": "more matches than limit" },
@@ -1358,7 +1379,8 @@ fn hide_unreadable_keys(fs: &Fs, n: &mut crate::lineage::why::Node, ctx: Ctx) {
 }
 
 /// The live lineage (`files.id`) of the file at `path`.
-fn file_id(fs: &Fs, path: &str, ctx: Ctx) -> Result<i64> {
+/// The live lineage of the file at `path`, which the caller of `ctx` may read.
+pub fn file_id(fs: &Fs, path: &str, ctx: Ctx) -> Result<i64> {
     let ino = resolve(fs, path, ctx)?;
     fs.access_named(ino, libc::R_OK, ctx, Some(path))?;
     fs.store()
@@ -1621,6 +1643,7 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
                         Some(_) => Some(arg_str(args, "path")?.to_string()),
                     },
                     limit: arg_u64(args, "limit")?.map_or(100, |l| l.clamp(1, 1000) as usize),
+                    history: arg_bool(args, "history")?,
                 },
                 ctx,
             )?;

@@ -512,6 +512,24 @@ pub trait Store: History {
     fn finish(&self) -> Result<()> {
         self.sync()
     }
+    /// The text index of the live files ([`sql::text_index`], issue 33's `search`): every
+    /// indexed file as `(file_id, version_id)`, its tables created on first use. `None`:
+    /// this database cannot have one (PostgreSQL without `pg_trgm`), or the store is
+    /// read-only (a mount of the past): searches then read every file.
+    fn text_index_rows(&self) -> Result<Option<Vec<(i64, i64)>>> {
+        Ok(None)
+    }
+    /// Applies `entries` to the text index, in one transaction of its own.
+    fn text_index_put(&self, entries: &[sql::text_index::TextEntry]) -> Result<()> {
+        let _ = entries;
+        Ok(())
+    }
+    /// The files the text index says may hold any of `literals`
+    /// ([`sql::text_index::query`]): file ids, unordered.
+    fn text_index_query(&self, literals: &[String], ignore_case: bool) -> Result<Vec<i64>> {
+        let _ = (literals, ignore_case);
+        Ok(Vec::new())
+    }
     /// What the other daemons of a shared database have open, as (stream, len), for a gc
     /// to keep (issue 15): on PostgreSQL every live daemon is asked and answers, within
     /// 30 s (`EBUSY` naming a daemon that did not; docs/deploy.md, "gc"). An SQLite file

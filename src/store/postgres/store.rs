@@ -22,7 +22,7 @@ use crate::store::sql::write::{
     Applied, LineageLookup, NodeHead, Proc, Processes, commit_guessing, create_in, ino_at,
     note_read_in, record_rules_in, reject_in, rename_in, set_attrs_in, unlink_in,
 };
-use crate::store::sql::{Conn, ConnExt, admin, checkpoint, now_ns};
+use crate::store::sql::{Conn, ConnExt, admin, checkpoint, now_ns, text_index};
 use crate::store::{
     Attrs, CommitRequest, Committed, GcReport, GcRequest, Kind, NodeRecord, Reading, RedactReport,
     RenameRequest, Store, VersionInfo,
@@ -604,6 +604,29 @@ impl Reading for Postgres {
 use super::notify::Change as Touched;
 
 impl Store for Postgres {
+    fn text_index_rows(&self) -> Result<Option<Vec<(i64, i64)>>> {
+        if self.frozen {
+            return Ok(None);
+        }
+        self.in_slot(&self.writer, |c| {
+            if !text_index::prepare(c)? {
+                log::warn!("search is not indexed: the extension pg_trgm is missing and this role may not create it");
+                return Ok(None);
+            }
+            text_index::rows(c).map(Some)
+        })
+    }
+
+    fn text_index_put(&self, entries: &[text_index::TextEntry]) -> Result<()> {
+        self.in_slot(&self.writer, |c| {
+            c.transaction(|c| text_index::put(c, entries))
+        })
+    }
+
+    fn text_index_query(&self, literals: &[String], ignore_case: bool) -> Result<Vec<i64>> {
+        self.reading(|c| text_index::query(c, literals, ignore_case))
+    }
+
     fn set_meta(&self, key: &str, value: &str) -> Result<()> {
         Postgres::set_meta(self, key, value)
     }

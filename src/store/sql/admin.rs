@@ -235,6 +235,9 @@ pub(crate) fn redact_in(
             dirty.insert(stream);
         }
     }
+    // The text index of the live files (`text_index.rs`) holds their text, a copy too:
+    // dropped whole (the daemons notice, and the next search builds it again).
+    tx.batch("DROP TABLE IF EXISTS text_index; DROP TABLE IF EXISTS text_indexed")?;
     // 3. Every version and refusal on such a stream, whoever's, gets its content redacted
     //    into a new stream (one per stream and length), so that nothing refers to the old
     //    one: a version whose own bytes hold no secret moves too.

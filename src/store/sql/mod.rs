@@ -24,6 +24,7 @@ pub mod fork;
 pub mod fsck;
 pub mod lineage;
 pub mod read;
+pub mod text_index;
 pub mod write;
 
 pub use conn::{Column, Conn, ConnExt, Dialect, Flow, IdOf, Param, Row, Value};

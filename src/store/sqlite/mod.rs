@@ -24,7 +24,7 @@ use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::{Conn, ConnExt};
 use crate::sync::Mutex;
 
-use crate::store::sql::{admin, checkpoint};
+use crate::store::sql::{admin, checkpoint, text_index};
 pub use checkpoint::list as list_checkpoints;
 mod conn;
 mod file;
@@ -922,6 +922,26 @@ impl super::Reading for Sqlite {
 }
 
 impl Store for Sqlite {
+    fn text_index_rows(&self) -> Result<Option<Vec<(i64, i64)>>> {
+        if self.frozen {
+            return Ok(None);
+        }
+        let conn = self.write_lock()?;
+        if !text_index::prepare(&*conn)? {
+            return Ok(None);
+        }
+        text_index::rows(&*conn).map(Some)
+    }
+
+    fn text_index_put(&self, entries: &[text_index::TextEntry]) -> Result<()> {
+        let conn = self.write_lock()?;
+        conn.transaction(|c| text_index::put(c, entries))
+    }
+
+    fn text_index_query(&self, literals: &[String], ignore_case: bool) -> Result<Vec<i64>> {
+        super::Reading::reading(self, |c| text_index::query(c, literals, ignore_case))
+    }
+
     fn finish(&self) -> Result<()> {
         if self.frozen {
             return Ok(());
