@@ -1920,6 +1920,84 @@ fn two_stdio_servers_share_one_unmounted_scratchpad() {
     );
 }
 
+/// Issue 33 item 3, protocol 2026-07-28: a client that `subscriptions/listen`s for
+/// resources (the Python SDK's `Client.listen`, no initialize handshake) is acknowledged
+/// with the URIs we serve, and told on that stream when MANIFEST and a file change after
+/// a write through the FUSE mount, within a second; a file that did not change is not
+/// announced.
+#[test]
+fn a_stateless_client_listens_for_updates_after_a_write_through_the_mount() {
+    let m = Mount::new();
+    m.sh_ok("printf '# Plan\\n' > plan.md && echo other > other.md");
+    let script = r#"
+import asyncio, json, sys, time
+from mcp import StdioServerParameters
+from mcp.client.client import Client
+from mcp.shared.subscriptions import ResourceUpdated
+async def main():
+    mnt = sys.argv[2]
+    out = {}
+    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[3:])
+    async with Client(params, mode="2026-07-28") as c:
+        uris = ["scratchpad://MANIFEST", "scratchpad://file/plan.md",
+                "scratchpad://file/other.md", "https://example.com/x"]
+        async with c.listen(resource_subscriptions=uris) as sub:
+            out["honored"] = sorted(sub.honored.resource_subscriptions or [])
+            with open(mnt + "/plan.md", "a") as f:
+                f.write("- step\n")
+            wrote = time.monotonic()
+            got, first = set(), None
+            async def collect():
+                nonlocal first
+                async for e in sub:
+                    if isinstance(e, ResourceUpdated):
+                        got.add(str(e.uri))
+                        first = first or time.monotonic() - wrote
+                        if len(got) >= 2:
+                            return
+            try:
+                await asyncio.wait_for(collect(), 60)
+            except TimeoutError:
+                pass
+            out["updated"] = sorted(got)
+            out["after_s"] = first
+    print(json.dumps(out))
+asyncio.run(main())
+"#;
+    let o = Command::new(MCP_PYTHON)
+        .arg("-c")
+        .arg(script)
+        .arg(BIN)
+        .arg(&m.mnt)
+        .args(["mcp", "--db"])
+        .arg(m.db.to_str().unwrap())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        out["honored"],
+        json!([
+            "scratchpad://MANIFEST",
+            "scratchpad://file/other.md",
+            "scratchpad://file/plan.md"
+        ]),
+        "{out}"
+    );
+    assert_eq!(
+        out["updated"],
+        json!(["scratchpad://MANIFEST", "scratchpad://file/plan.md"]),
+        "{out}"
+    );
+    eprintln!("first update {} s after the write", out["after_s"]);
+}
+
 /// Issue 33 item 3: the scratchpad as resources, through the Python SDK on a mounted
 /// database: MANIFEST and each file listed, the templates for a file, its outline and its
 /// versions, each readable; a client subscribed to MANIFEST and to a file is told

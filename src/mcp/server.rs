@@ -118,6 +118,9 @@ struct Watch {
     uris: Mutex<std::collections::BTreeSet<String>>,
     then: Mutex<Option<resources::State>>,
     running: std::sync::atomic::AtomicBool,
+    /// The state a `subscriptions/listen` stream about to be acknowledged compares with
+    /// (2026-07-28; [`Server::listen`] takes it).
+    listen_from: Mutex<Option<resources::State>>,
 }
 
 /// How often a session with subscriptions compares the scratchpad with what it saw
@@ -410,6 +413,85 @@ impl ServerHandler for Server {
         self.watch.uris.lock().insert(request.uri);
         self.start_watching(context.peer.clone(), client);
         Ok(())
+    }
+
+    /// Protocol 2026-07-28's `subscriptions/listen`: the resource URIs of ours among
+    /// those asked for (a URI we do not serve is left out of the acknowledgment).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        let ours: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| resources::parse(uri).is_ok())
+            .cloned()
+            .collect();
+        let mut accepted = rmcp::model::SubscriptionFilter::default();
+        if !ours.is_empty() {
+            // What the stream compares with is read now, before the SDK acknowledges it
+            // (then `listen` runs): a change right after the acknowledgment is seen.
+            let req = Request {
+                tool: "list".into(),
+                args: serde_json::json!({}),
+                writer: self.config.writer.clone(),
+                client: None,
+                client_version: None,
+                read_only: true,
+            };
+            let out = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+                    tokio::task::block_in_place(|| self.run(req))
+                }
+                _ => self.run(req),
+            };
+            if !out.is_error {
+                let now = resources::State::of(&out.structured.unwrap_or_default());
+                self.watch.listen_from.lock().get_or_insert(now);
+            }
+            accepted.resource_subscriptions = Some(ours);
+        }
+        Some(accepted)
+    }
+
+    /// One `subscriptions/listen` stream (2026-07-28): every [`WATCH_EVERY`] the
+    /// scratchpad is compared with what this stream last saw, as the caller sees it, and
+    /// each accepted resource that changed is announced on the stream
+    /// (`notifications/resources/updated`), until the client cancels it or goes.
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let client = context.request_context().client_info();
+        let state = |out: Outcome| resources::State::of(&out.structured.unwrap_or_default());
+        let from = self.watch.listen_from.lock().take();
+        let mut then = match from {
+            Some(then) => then,
+            None => state(self.reading("list", serde_json::json!({}), &client).await?),
+        };
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                () = tokio::time::sleep(WATCH_EVERY) => {}
+            }
+            if uris.is_empty() {
+                continue;
+            }
+            let Ok(out) = self.reading("list", serde_json::json!({}), &client).await else {
+                continue;
+            };
+            let now = state(out);
+            for uri in resources::updated(&then, &now, &uris) {
+                if let Err(e) = context.sink().notify_resource_updated(uri).await {
+                    log::info!("a listen stream ended: {e}");
+                    return Ok(());
+                }
+            }
+            then = now;
+        }
     }
 
     async fn unsubscribe(
