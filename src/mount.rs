@@ -964,7 +964,7 @@ fn mount_failed(mountpoint: &Path, e: &std::io::Error) -> String {
         msg.push_str(
             " (a user other than root mounts FUSE through /dev/fuse, which must be readable \
              and writable by it, or through fusermount3 set-uid root; else mount as root \
-             with --owner UID:GID for the agent, README.md)",
+             with --owner UID:GID for the agent: docs/sandbox.md)",
         );
     }
     msg

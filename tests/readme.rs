@@ -1,4 +1,4 @@
-//! Issue 33 item 8: the MCP client configurations README.md gives work as written, once
+//! Issue 33 items 8 and 9: the MCP client configurations README.md gives work as written, once
 //! `scratchfs` is on PATH (what scripts/install does; here PATH names the built binary's
 //! directory): the stdio `mcpServers` entry through fastmcp's configuration client and
 //! the MCP Inspector's `--config`, Claude Code's `claude mcp add` command's server
@@ -193,4 +193,30 @@ fn the_readmes_mcp_configurations_work_as_written() {
     let _ = server.0.wait();
     assert_eq!(r["tools"], 21, "{r}");
     assert_eq!(r["is_error"], false, "{r}");
+}
+
+/// Issue 33 item 9: README's harness quick start (its one ```python block) runs as written
+/// with `scratchfs` on PATH: it mounts, runs an agent step, reads the provenance with
+/// `log --json` (asserting the step's version is there) and unmounts.
+#[test]
+fn the_readmes_python_quick_start_runs_as_written() {
+    let script = blocks("python");
+    assert_eq!(script.len(), 1, "README has one python block");
+    let o = Command::new("python3")
+        .arg("-c")
+        .arg(&script[0])
+        .env("PATH", path_with_scratchfs())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("findings.md v2: append by agent step 1"),
+        "{out}"
+    );
 }

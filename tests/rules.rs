@@ -533,7 +533,7 @@ except OSError as e:
     assert_eq!(read(m.path("other.json")), "{\"a\": 1}");
 }
 
-/// `scripts/credit-scenario.sh` (the README's rules example) runs on a real mount and shows
+/// `scripts/credit-scenario.sh` (docs/rules.md's example) runs on a real mount and shows
 /// the agent's asserted credit refused with EINVAL while every tool-written key keeps the
 /// tool's writer and step.
 #[test]

@@ -1,4 +1,4 @@
-//! The sandbox recipes of README.md ("Mounting into an agent's sandbox") and
+//! The sandbox recipes of docs/sandbox.md ("Mounting into an agent's sandbox") and
 //! docs/security.md, each run for real (issue 31 item 6): the agent's write goes through
 //! the recipe, and the test reads back the uid, writer and namespace recorded with the
 //! version.

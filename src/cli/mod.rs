@@ -366,7 +366,7 @@ pub fn parse_spec(spec: &str) -> Result<(String, Option<i64>), Failure> {
     }
 }
 
-/// `PATH[@N]` resolved against the store (README.md, after the command list): as
+/// `PATH[@N]` resolved against the store (docs/cli.md, "Versions"): as
 /// [`parse_spec`] splits it when a file (live or deleted) ever had the path before the
 /// `@`, else the whole argument as a file's name when a file had that (`x@3` with no file
 /// `x`: the file named `x@3`, current version). When both had, the split wins and a note
