@@ -36,7 +36,7 @@ async def main():
                 t0 = time.perf_counter()
                 res = await s.call_tool("search", {"pattern": "needle-x7q3"})
                 search_first = time.perf_counter() - t0
-                assert not res.is_error and res.structuredContent["matches"], res
+                assert not res.is_error and res.structured_content["matches"], res
             writes, reads = [], []
             for i in range(n):
                 body = (f"{i:08d} " * 456)[:4096]
@@ -52,7 +52,7 @@ async def main():
                     t0 = time.perf_counter()
                     res = await s.call_tool("search", {"pattern": "needle-x7q3"})
                     searches.append(time.perf_counter() - t0)
-                    assert not res.is_error and len(res.structuredContent["matches"]) == 1, res
+                    assert not res.is_error and len(res.structured_content["matches"]) == 1, res
     with open(out, "a") as f:
         f.write(f"{target}\tmcp_write_ms\t{statistics.median(writes) * 1e3}\n")
         f.write(f"{target}\tmcp_read_ms\t{statistics.median(reads) * 1e3}\n")

@@ -6,7 +6,8 @@
 //! The daemon remembers what the index holds (file id to version id, 16 bytes a file)
 //! once a search has asked.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::Fs;
 use crate::error::Result;
@@ -36,6 +37,29 @@ struct Scan {
 /// Bytes of text indexed in one store transaction, at most (plus one file).
 const BATCH_BYTES: usize = 8 << 20;
 
+/// A map keyed by file id (ids the store hands out, not chosen by a caller), hashed by
+/// one multiplication: the pass over the tree before each search looks up every file
+/// (about a third of its time with SipHash).
+type Ids<V> = HashMap<i64, V, BuildHasherDefault<IdHasher>>;
+
+/// [`Ids`]' hasher: Fibonacci hashing of the one `i64` written.
+#[derive(Default)]
+pub(super) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_i64(&mut self, v: i64) {
+        self.0 = (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 /// What the daemon knows of the store's text index.
 #[derive(Default)]
 pub(super) enum TextIndexState {
@@ -45,7 +69,7 @@ pub(super) enum TextIndexState {
     /// This store has none (PostgreSQL without `pg_trgm`; a read-only store).
     Unavailable,
     /// The indexed version of each indexed file (file id to version id).
-    Known(HashMap<i64, i64>),
+    Known(Ids<i64>),
 }
 
 impl Fs {
@@ -79,11 +103,12 @@ impl Fs {
         // Asked before it is brought up to date, so that one pass over the tree finds
         // both the files changed since (read whole by this search, indexed for the next)
         // and the indexed files that may match.
-        let asked = |known: &HashMap<i64, i64>| -> Result<Scan> {
-            let ids: HashSet<i64> = self
+        let asked = |known: &Ids<i64>| -> Result<Scan> {
+            let ids: Ids<()> = self
                 .store
                 .text_index_query(literals, ignore_case)?
                 .into_iter()
+                .map(|f| (f, ()))
                 .collect();
             Ok(self.scan_for_text_index(known, &ids))
         };
@@ -127,22 +152,23 @@ impl Fs {
     /// One pass over the tree: the live files whose current version is not the one
     /// `known` says is indexed (`changed`), the files `known` holds that are gone, and
     /// the candidates: the changed files and the indexed files in `ids`.
-    fn scan_for_text_index(&self, known: &HashMap<i64, i64>, ids: &HashSet<i64>) -> Scan {
+    fn scan_for_text_index(&self, known: &Ids<i64>, ids: &Ids<()>) -> Scan {
         let tree = self.tree.read();
         let mut scan = Scan::default();
         let mut still_known = 0usize;
-        let mut live_ids = Vec::new();
         for (&ino, n) in tree.nodes.iter() {
-            let (id, content) = n.content();
-            let Some(file_id) = n.file_id else { continue };
-            if n.kind != Kind::File || n.orphan || id == 0 {
+            if n.kind != Kind::File || n.orphan {
                 continue;
             }
-            live_ids.push(file_id);
+            let Some(file_id) = n.file_id else { continue };
+            let (id, content) = n.content();
+            if id == 0 {
+                continue;
+            }
             match known.get(&file_id) {
                 Some(&k) if k == id => {
                     still_known += 1;
-                    if ids.contains(&file_id) {
+                    if ids.contains_key(&file_id) {
                         scan.candidates.push(ino);
                     }
                 }
@@ -154,11 +180,17 @@ impl Fs {
             }
         }
         if still_known < known.len() {
-            let live: HashSet<i64> = live_ids.into_iter().collect();
+            // Some indexed files are no longer live (deleted, or replaced by a rename).
+            let live: Ids<()> = tree
+                .nodes
+                .values()
+                .filter(|n| n.kind == Kind::File && !n.orphan && n.content().0 != 0)
+                .filter_map(|n| n.file_id.map(|f| (f, ())))
+                .collect();
             scan.gone.extend(
                 known
                     .iter()
-                    .filter(|(f, _)| !live.contains(f))
+                    .filter(|(f, _)| !live.contains_key(f))
                     .map(|(&f, &v)| (f, v)),
             );
         }
@@ -168,7 +200,7 @@ impl Fs {
     /// Stores what `scan` found changed and gone; `known` follows what was stored.
     fn store_text_index(
         &self,
-        known: &mut HashMap<i64, i64>,
+        known: &mut Ids<i64>,
         scan: &Scan,
         max_bytes: u64,
     ) -> Result<()> {
@@ -228,7 +260,7 @@ impl Fs {
     /// Stores `batch` (emptied) and notes it in `known`.
     fn store_text_entries(
         &self,
-        known: &mut HashMap<i64, i64>,
+        known: &mut Ids<i64>,
         batch: &mut Vec<TextEntry>,
     ) -> Result<()> {
         if batch.is_empty() {
