@@ -34,8 +34,11 @@ struct Scan {
     candidates: Vec<u64>,
 }
 
-/// Bytes of text indexed in one store transaction, at most (plus one file).
-const BATCH_BYTES: usize = 8 << 20;
+/// Bytes of text indexed in one store transaction, at most (plus one file), and files:
+/// each transaction holds the store's write lock, which commits wait for, so a first
+/// index of a large tree goes in steps of about 50 ms rather than one long stall.
+const BATCH_BYTES: usize = 1 << 20;
+const BATCH_FILES: usize = 512;
 
 /// A map keyed by file id (ids the store hands out, not chosen by a caller), hashed by
 /// one multiplication: the pass over the tree before each search looks up every file
@@ -249,7 +252,7 @@ impl Fs {
                 }
             };
             batch.push(entry);
-            if bytes >= BATCH_BYTES || batch.len() >= 4096 {
+            if bytes >= BATCH_BYTES || batch.len() >= BATCH_FILES {
                 self.store_text_entries(known, &mut batch)?;
                 bytes = 0;
             }
