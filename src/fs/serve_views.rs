@@ -236,6 +236,13 @@ impl ViewState {
 }
 
 impl Fs {
+    /// A number that changes whenever the tree, a file's content or the events MANIFEST
+    /// shows may have changed (MANIFEST's cache key; any change by this daemon, or one
+    /// another daemon made that this one applied). Equal numbers: nothing changed.
+    pub fn change_generation(&self) -> u64 {
+        self.views.generation.load(Ordering::Acquire)
+    }
+
     /// The time MANIFEST is "as of" (ns), also its mtime: a mount of the past's point,
     /// else the last change to the tree (at least the root's ctime, `root_ctime`).
     fn manifest_as_of(&self, root_ctime: i64) -> i64 {

@@ -201,12 +201,7 @@ impl Fs {
     }
 
     /// Stores what `scan` found changed and gone; `known` follows what was stored.
-    fn store_text_index(
-        &self,
-        known: &mut Ids<i64>,
-        scan: &Scan,
-        max_bytes: u64,
-    ) -> Result<()> {
+    fn store_text_index(&self, known: &mut Ids<i64>, scan: &Scan, max_bytes: u64) -> Result<()> {
         let mut batch: Vec<TextEntry> = scan
             .gone
             .iter()
@@ -261,11 +256,7 @@ impl Fs {
     }
 
     /// Stores `batch` (emptied) and notes it in `known`.
-    fn store_text_entries(
-        &self,
-        known: &mut Ids<i64>,
-        batch: &mut Vec<TextEntry>,
-    ) -> Result<()> {
+    fn store_text_entries(&self, known: &mut Ids<i64>, batch: &mut Vec<TextEntry>) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }

@@ -120,7 +120,7 @@ struct Watch {
     running: std::sync::atomic::AtomicBool,
     /// The state a `subscriptions/listen` stream about to be acknowledged compares with
     /// (2026-07-28; [`Server::listen`] takes it).
-    listen_from: Mutex<Option<resources::State>>,
+    listen_from: Mutex<Option<(resources::State, Option<u64>)>>,
 }
 
 /// How often a session with subscriptions compares the scratchpad with what it saw
@@ -254,6 +254,31 @@ impl Server {
         }
     }
 
+    /// The scratchpad's state as `client` sees it, if it may have changed since the
+    /// generation `seen` (updated): the cheap [`tools::CHANGE_MARK`] first, then the
+    /// `list` only when the mark moved (or the daemon does not know the mark). `None`:
+    /// nothing changed, or the reads failed.
+    async fn state_if_changed(
+        &self,
+        client: &Option<Implementation>,
+        seen: &mut Option<u64>,
+    ) -> Option<resources::State> {
+        let mark = self
+            .reading(tools::CHANGE_MARK, serde_json::json!({}), client)
+            .await
+            .ok()
+            .and_then(|o| o.structured?["generation"].as_u64());
+        if mark.is_some() && mark == *seen {
+            return None;
+        }
+        let out = self
+            .reading("list", serde_json::json!({}), client)
+            .await
+            .ok()?;
+        *seen = mark;
+        Some(resources::State::of(&out.structured.unwrap_or_default()))
+    }
+
     /// Starts this session's watcher once: every [`WATCH_EVERY`] it compares the
     /// scratchpad with what it last saw and tells the client which subscribed resources
     /// changed (`notifications/resources/updated`), until the client is gone.
@@ -264,6 +289,7 @@ impl Server {
         }
         let me = self.clone();
         tokio::spawn(async move {
+            let mut seen = None;
             loop {
                 tokio::time::sleep(WATCH_EVERY).await;
                 if peer.is_transport_closed() {
@@ -273,10 +299,9 @@ impl Server {
                 if uris.is_empty() {
                     continue;
                 }
-                let Ok(out) = me.reading("list", serde_json::json!({}), &client).await else {
+                let Some(now) = me.state_if_changed(&client, &mut seen).await else {
                     continue;
                 };
-                let now = resources::State::of(&out.structured.unwrap_or_default());
                 let then = me.watch.then.lock().replace(now.clone());
                 let Some(then) = then else { continue };
                 for uri in resources::updated(&then, &now, &uris) {
@@ -432,23 +457,31 @@ impl ServerHandler for Server {
         if !ours.is_empty() {
             // What the stream compares with is read now, before the SDK acknowledges it
             // (then `listen` runs): a change right after the acknowledgment is seen.
-            let req = Request {
-                tool: "list".into(),
+            let req = |tool: &str| Request {
+                tool: tool.into(),
                 args: serde_json::json!({}),
                 writer: self.config.writer.clone(),
                 client: None,
                 client_version: None,
                 read_only: true,
             };
-            let out = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-                    tokio::task::block_in_place(|| self.run(req))
-                }
-                _ => self.run(req),
+            // The mark before the list, so that a change between them is seen again.
+            let both = || {
+                let mark = self.run(req(tools::CHANGE_MARK));
+                (mark, self.run(req("list")))
+            };
+            let (mark, out) = match tokio::runtime::Handle::try_current()
+                .map(|h| h.runtime_flavor())
+            {
+                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(both),
+                _ => both(),
             };
             if !out.is_error {
                 let now = resources::State::of(&out.structured.unwrap_or_default());
-                self.watch.listen_from.lock().get_or_insert(now);
+                let mark = (!mark.is_error)
+                    .then(|| mark.structured?["generation"].as_u64())
+                    .flatten();
+                self.watch.listen_from.lock().get_or_insert((now, mark));
             }
             accepted.resource_subscriptions = Some(ours);
         }
@@ -468,9 +501,12 @@ impl ServerHandler for Server {
         let client = context.request_context().client_info();
         let state = |out: Outcome| resources::State::of(&out.structured.unwrap_or_default());
         let from = self.watch.listen_from.lock().take();
-        let mut then = match from {
-            Some(then) => then,
-            None => state(self.reading("list", serde_json::json!({}), &client).await?),
+        let (mut then, mut seen) = match from {
+            Some(from) => from,
+            None => (
+                state(self.reading("list", serde_json::json!({}), &client).await?),
+                None,
+            ),
         };
         loop {
             tokio::select! {
@@ -480,10 +516,9 @@ impl ServerHandler for Server {
             if uris.is_empty() {
                 continue;
             }
-            let Ok(out) = self.reading("list", serde_json::json!({}), &client).await else {
+            let Some(now) = self.state_if_changed(&client, &mut seen).await else {
                 continue;
             };
-            let now = state(out);
             for uri in resources::updated(&then, &now, &uris) {
                 if let Err(e) = context.sink().notify_resource_updated(uri).await {
                     log::info!("a listen stream ended: {e}");

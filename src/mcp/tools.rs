@@ -1250,6 +1250,13 @@ pub fn step_of(args: &serde_json::Value) -> Option<i64> {
 /// Runs tool `name` with `args` on `fs` for the caller of `ctx` ([`Fs::acting_as`] has set
 /// who that is); `read_only` refuses the tools that change something. Never panics on bad
 /// arguments: they are an error outcome saying what is wrong.
+/// The internal call a resource watcher makes before it compares the scratchpad again
+/// (not a tool: no client lists it): `{"generation": N}`, a number that changes whenever
+/// anything in the tree may have ([`Fs::change_generation`]), so that an idle scratchpad
+/// costs a watcher nothing but this. It tells a caller only that something changed, not
+/// what or where (docs/security.md).
+pub const CHANGE_MARK: &str = "_change_mark";
+
 pub fn call(
     fs: &Fs,
     caller: &crate::identity::Caller,
@@ -1258,6 +1265,12 @@ pub fn call(
     read_only: bool,
     ctx: Ctx,
 ) -> Outcome {
+    if name == CHANGE_MARK {
+        return Outcome::ok(
+            String::new(),
+            Some(serde_json::json!({ "generation": fs.change_generation() })),
+        );
+    }
     let spec = catalog().into_iter().find(|t| t.name == name);
     let path = args.get("path").and_then(|p| p.as_str()).unwrap_or("");
     // The call's own checks, before the core: refused and recorded here.
