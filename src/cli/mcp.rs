@@ -170,14 +170,16 @@ pub fn open_backend(
     let backend = match lock {
         Ok(lock) => {
             _lock = Some(lock);
-            let (mut fs, _) = super::offline_fs_fresh(&db)?;
+            let ctx = own_ctx();
+            // A new scratchpad belongs to the user the calls act as (`--as`), as a
+            // mount's belongs to its `--owner`.
+            let (mut fs, _) = super::offline_fs_owned(&db, (ctx.uid, ctx.gid))?;
             let mut text = None;
             if let Some(path) = rules {
                 let (t, parsed) = crate::rules::load(path)?;
                 fs = fs.with_rules(crate::rules::enforce::Compiled::new(parsed));
                 text = Some(t);
             }
-            let ctx = own_ctx();
             check_writer(&fs, writer, ctx)?;
             if let Some(text) = text {
                 // Recorded as a mount's are: the rules this scratchpad ran under, which

@@ -588,7 +588,17 @@ pub(crate) fn offline_fs(db: &Path) -> Result<crate::fs::Fs, Failure> {
 /// [`offline_fs`], and whether the database was created just now (then it holds the
 /// default layout, as a first mount's does).
 pub(crate) fn offline_fs_fresh(db: &Path) -> Result<(crate::fs::Fs, bool), Failure> {
-    let me = unsafe { (libc::getuid(), libc::getgid()) };
+    offline_fs_owned(db, unsafe { (libc::getuid(), libc::getgid()) })
+}
+
+/// [`offline_fs_fresh`], a new scratchpad's root and default layout owned by `owner`
+/// (uid, gid), as `mount --owner` makes them (`scratchfs mcp --listen --as UID`: the
+/// user every call acts as may then write its new scratchpad).
+pub(crate) fn offline_fs_owned(
+    db: &Path,
+    owner: (u32, u32),
+) -> Result<(crate::fs::Fs, bool), Failure> {
+    let me = owner;
     let (store, fresh, dir): (std::sync::Arc<dyn crate::store::Store>, bool, _) =
         match postgres_url(db) {
             Some(url) => {

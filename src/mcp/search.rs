@@ -113,7 +113,17 @@ pub fn search(fs: &Fs, q: &Query, ctx: Ctx) -> Result<Found> {
         .multi_line(true)
         .size_limit(1 << 20)
         .build()
-        .map_err(|e| Error::new(libc::EINVAL, format!("pattern {:?}: {e}", q.pattern)))?;
+        .map_err(|e| {
+            let shown: String = q.pattern.chars().take(80).collect();
+            let more = if shown.len() < q.pattern.len() {
+                "..."
+            } else {
+                ""
+            };
+            let e = e.to_string();
+            let e: String = e.chars().take(400).collect();
+            Error::new(libc::EINVAL, format!("pattern {shown:?}{more}: {e}"))
+        })?;
     if q.history {
         return search_history(fs, q, &re, ctx);
     }
@@ -124,7 +134,7 @@ pub fn search(fs: &Fs, q: &Query, ctx: Ctx) -> Result<Found> {
     }
     .filter(|l| l.iter().all(|l| indexable(l, q.ignore_case)));
     let candidates = match literals {
-        Some(l) => fs.text_candidates(&l, q.ignore_case, tools::SCAN_MAX)?,
+        Some(l) => fs.text_candidates(&l, q.ignore_case, tools::SCAN_MAX, ctx)?,
         None => None,
     };
     let files = match candidates {

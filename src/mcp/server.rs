@@ -121,6 +121,20 @@ struct Watch {
     /// The state a `subscriptions/listen` stream about to be acknowledged compares with
     /// (2026-07-28; [`Server::listen`] takes it).
     listen_from: Mutex<Option<(resources::State, Option<u64>)>>,
+    /// `subscriptions/listen` streams open ([`LISTEN_MAX`] at most).
+    listening: std::sync::atomic::AtomicUsize,
+}
+
+/// Most `subscriptions/listen` streams a session keeps open at once.
+const LISTEN_MAX: usize = 16;
+
+/// One open listen stream, counted in [`Watch::listening`] until dropped.
+struct Listening<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// How often a session with subscriptions compares the scratchpad with what it saw
@@ -446,6 +460,16 @@ impl ServerHandler for Server {
         &self,
         requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
+        if self
+            .watch
+            .listening
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= LISTEN_MAX
+        {
+            // Refused before the acknowledgment (the SDK answers "method not found").
+            log::warn!("a session asked for more than {LISTEN_MAX} listen streams at once");
+            return None;
+        }
         let ours: Vec<String> = requested
             .resource_subscriptions
             .iter()
@@ -493,6 +517,13 @@ impl ServerHandler for Server {
     /// each accepted resource that changed is announced on the stream
     /// (`notifications/resources/updated`), until the client cancels it or goes.
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        // Each stream is a task comparing the scratchpad every 250 ms: a client opening
+        // thousands held the daemon connections of its uid (helper finding).
+        // Counted here, refused in `accepted_subscription_filter` past LISTEN_MAX.
+        self.watch
+            .listening
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _open = Listening(&self.watch.listening);
         let uris = context
             .accepted()
             .resource_subscriptions
