@@ -876,9 +876,21 @@ fn background_mount(spec: &MountSpec) -> Result<(), String> {
                 Some(url) => scratchfs::store::postgres::display_name(url),
                 None => db.display().to_string(),
             };
+            // The command as this one was run: `scratchfs` when that is what PATH finds,
+            // else this binary's path (`scripts/mount` runs target/release/scratchfs).
+            let me = std::env::args()
+                .next()
+                .unwrap_or_else(|| "scratchfs".into());
+            let me = if me.contains('/') {
+                std::fs::canonicalize(&me)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or(me)
+            } else {
+                me
+            };
             say(&format!(
                 "scratchfs: mounted {shown_db} at {} (daemon pid {}, log {})\n\
-                 scratchfs: unmount with: scratchfs unmount {}",
+                 scratchfs: unmount with: {me} unmount {}",
                 mp.display(),
                 child.id(),
                 log_path.display(),

@@ -64,7 +64,12 @@ fn background_returns_once_the_mount_answers_and_unmount_ends_the_daemon() {
     for part in [
         format!("mounted {} at {}", db.display(), mnt.display()),
         format!("log {}.log", db.display()),
-        format!("scratchfs unmount {}", mnt.display()),
+        // The command as it was run (a path here: `scratchfs` may not be on PATH).
+        format!(
+            "unmount with: {} unmount {}",
+            std::fs::canonicalize(BIN).unwrap().display(),
+            mnt.display()
+        ),
     ] {
         assert!(said.contains(&part), "{part:?} not in {said}");
     }
