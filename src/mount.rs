@@ -625,7 +625,6 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     );
     let fs = Arc::new(fs);
     Fs::start_live_appends(&fs).map_err(|e| format!("live-append thread: {e}"))?;
-    Fs::enable_background_indexing(&fs);
     // `scratchfs mcp` runs its calls here while the database is mounted (issue 12). A
     // mount without it still serves the mount; `scratchfs mcp` then says why it cannot.
     // Without --allow-other, only root and the user who mounted get in, as through FUSE.
@@ -706,7 +705,6 @@ fn prepare_postgres(spec: &MountSpec, url: &str) -> Result<(Arc<Fs>, Config), Fa
         fs.with_views_listed(spec.list_views)
             .with_manifest_budget(spec.manifest_tokens)
     })?;
-    Fs::enable_background_indexing(&fs);
     let name = crate::store::postgres::display_name(url);
     // A new database's root is the owner's already; an existing one's may not be.
     check_owner(&fs, spec, &name)?;

@@ -1566,46 +1566,6 @@ fn grep_asks_the_text_index_and_follows_every_change() {
     assert_eq!(grep(&m, &["needle-alpha"]).0, ["f1.md:1", "sub/g9.md:1"]);
 }
 
-/// Issue 33 item 4: more changed files than `BUILD_BEHIND` (the first search of a large
-/// pad) are indexed by the mount's daemon in the background: that first search answers by
-/// the walk at once (it read every file), and a later one asks the index (it read one). A
-/// one-shot command (`grep` on a PostgreSQL URL runs its own core) indexes first.
-#[test]
-fn a_large_first_index_is_built_in_the_background() {
-    let m = Mount::new();
-    m.sh_ok(&format!(
-        "mkdir b && for i in $(seq {}); do echo \"filler $i\" > b/f$i; done; echo 'the needle-gamma' > b/f7",
-        scratchfs::fs::BUILD_BEHIND + 100
-    ));
-    let grep = || -> (String, u64) {
-        let (code, out, err) = cli(&m, &["grep", "--json", "needle-gamma"]);
-        assert_eq!(code, 0, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        (
-            v["matches"][0]["path"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            v["files_searched"].as_u64().unwrap(),
-        )
-    };
-    let (path, read) = grep();
-    assert_eq!(path, "b/f7");
-    if on_postgres() {
-        // `scratchfs grep` on a PostgreSQL URL is a daemon of its own for one call (not
-        // the mount's): a one-shot command indexes before it answers.
-        assert_eq!(read, 1, "the one-shot grep indexed first");
-        return;
-    }
-    assert!(
-        read > scratchfs::fs::BUILD_BEHIND as u64,
-        "the first search walked: {read}"
-    );
-    wait_for("the index built in the background", || {
-        grep() == ("b/f7".into(), 1)
-    });
-}
-
 /// Issue 33 item 4: `grep --history` (the `search` tool's `history: true`) searches every
 /// version of the live files: each matching line once, at the first version that held it,
 /// with its writer and time; an appended version is searched in what it added. (A version

@@ -144,10 +144,6 @@ pub fn open_backend(
         // `--rules` become the database's rules, as a mount's do.
         let ctx = own_ctx();
         let fs = crate::mount::open_postgres(url, (ctx.uid, ctx.gid), rules, |fs| fs)?;
-        if serve_others {
-            // A server lives on; a one-shot command (`grep`) indexes before it answers.
-            crate::fs::Fs::enable_background_indexing(&fs);
-        }
         check_writer(&fs, writer, ctx)?;
         return Ok((Backend::Local(fs, ctx), None));
     }
@@ -194,8 +190,6 @@ pub fn open_backend(
             }
             let fs = Arc::new(fs);
             if serve_others {
-                // A server lives on; a one-shot command (`grep`) indexes before it answers.
-                crate::fs::Fs::enable_background_indexing(&fs);
                 // Other `scratchfs mcp` processes on this database (a second agent, an
                 // inspector) run their calls here, through the socket a mount's daemon
                 // offers (root and this user only, as a mount without --allow-other).

@@ -33,7 +33,7 @@ mod text_index;
 mod tree;
 
 /// Names the views' serving code exports (the restore attribute, the xattr names).
-pub use text_index::{BUILD_BEHIND, INDEX_MAX};
+pub use text_index::INDEX_MAX;
 
 pub mod serve {
     pub use super::serve_views::{
@@ -346,11 +346,6 @@ pub struct Fs {
     listing_short: std::sync::atomic::AtomicBool,
     /// What the store's text index holds, once a search asked (`text_index.rs`).
     text_index: Mutex<text_index::TextIndexState>,
-    /// This core, for the thread that builds the text index in the background
-    /// ([`Fs::enable_background_indexing`]); unset: searches index before they answer.
-    text_indexer: std::sync::OnceLock<std::sync::Weak<Fs>>,
-    /// The `scratchfs-index` thread runs.
-    text_indexing: std::sync::atomic::AtomicBool,
     /// A spill directory of this core's own ([`Fs::owning_spill_dir`]), removed with it.
     _spill_owned: Option<tempfile::TempDir>,
 }
@@ -419,8 +414,6 @@ impl Fs {
             past_ns: None,
             listing_short: Default::default(),
             text_index: Default::default(),
-            text_indexer: Default::default(),
-            text_indexing: Default::default(),
             _spill_owned: None,
         })
     }

@@ -22,11 +22,6 @@ pub const INDEX_MAX: u64 = 1 << 20;
 /// whole (and indexes after); with more, it indexes them first and asks again.
 const CHANGED_READ_WHOLE: usize = 256;
 
-/// More files changed than the index holds than this, and a core that may index in the
-/// background ([`Fs::enable_background_indexing`]) indexes them so and answers by the walk
-/// meanwhile (2,000 files: a few seconds of indexing; at 100,000 files about 20 s).
-pub const BUILD_BEHIND: usize = 2_000;
-
 /// What one pass over the tree found ([`Fs::scan_for_text_index`]).
 #[derive(Default)]
 struct Scan {
@@ -142,16 +137,6 @@ impl Fs {
                 return Ok(None);
             }
         };
-        if scan.changed.len() > BUILD_BEHIND
-            && let Some(fs) = self.text_indexer.get().and_then(std::sync::Weak::upgrade)
-        {
-            // The first search of a large pad (or after a bulk import): indexed by a thread
-            // of its own, a batch at a time, while this search and those until it is done
-            // walk; a search does not wait tens of seconds.
-            drop(state);
-            fs.index_in_background(max_bytes);
-            return Ok(None);
-        }
         if scan.changed.len() > CHANGED_READ_WHOLE {
             // Many changed (the first search of a pad, a bulk import): indexed first, then
             // asked again, so this search reads only the candidates.
@@ -177,61 +162,6 @@ impl Fs {
             .collect();
         out.sort_by(|a, b| a.1.cmp(&b.1));
         Ok(Some(out))
-    }
-
-    /// Lets this core index in the background ([`BUILD_BEHIND`]): `fs` is this core.
-    /// Without it (a one-shot command), a search indexes what changed before it answers.
-    pub fn enable_background_indexing(fs: &std::sync::Arc<Fs>) {
-        let _ = fs.text_indexer.set(std::sync::Arc::downgrade(fs));
-    }
-
-    /// Starts the `scratchfs-index` thread unless it runs: it brings the text index up to
-    /// date [`BATCH_FILES`] files at a time, taking the index's lock for each batch only,
-    /// and ends when nothing is left (or the core is gone).
-    fn index_in_background(self: std::sync::Arc<Fs>, max_bytes: u64) {
-        use std::sync::atomic::Ordering;
-        if self.text_indexing.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let weak = std::sync::Arc::downgrade(&self);
-        let cleared = weak.clone();
-        drop(self);
-        let spawned = std::thread::Builder::new()
-            .name("scratchfs-index".into())
-            .spawn(move || {
-                loop {
-                    let Some(fs) = weak.upgrade() else { return };
-                    match fs.index_one_batch(max_bytes) {
-                        Ok(true) => continue,
-                        Ok(false) => {}
-                        Err(e) => log::warn!("indexing for search: {e}"),
-                    }
-                    fs.text_indexing.store(false, Ordering::SeqCst);
-                    return;
-                }
-            });
-        if spawned.is_err()
-            && let Some(fs) = cleared.upgrade()
-        {
-            fs.text_indexing.store(false, Ordering::SeqCst);
-        }
-    }
-
-    /// One batch of the background build: `Ok(true)` when more is left.
-    fn index_one_batch(&self, max_bytes: u64) -> Result<bool> {
-        let mut state = self.text_index.lock();
-        let TextIndexState::Known(known) = &mut *state else {
-            return Ok(false);
-        };
-        let mut scan = self.scan_for_text_index(known, &Ids::default());
-        let more = scan.changed.len() > BATCH_FILES;
-        scan.changed.truncate(BATCH_FILES);
-        scan.candidates.clear();
-        if let Err(e) = self.store_text_index(known, &scan, max_bytes) {
-            *state = TextIndexState::Unknown;
-            return Err(e);
-        }
-        Ok(more)
     }
 
     /// Whether the caller of `ctx` may read every live file and read and search every
