@@ -460,13 +460,17 @@ impl ServerHandler for Server {
         &self,
         requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
-        if self
+        // Counted here, before the acknowledgment (a stream acknowledged but not yet in
+        // `listen` counts), and refused past LISTEN_MAX (the SDK answers "method not
+        // found"); `listen` gives the count back when the stream ends.
+        use std::sync::atomic::Ordering;
+        let counted = self
             .watch
             .listening
-            .load(std::sync::atomic::Ordering::SeqCst)
-            >= LISTEN_MAX
-        {
-            // Refused before the acknowledgment (the SDK answers "method not found").
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < LISTEN_MAX).then_some(n + 1)
+            });
+        if counted.is_err() {
             log::warn!("a session asked for more than {LISTEN_MAX} listen streams at once");
             return None;
         }
@@ -519,10 +523,7 @@ impl ServerHandler for Server {
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
         // Each stream is a task comparing the scratchpad every 250 ms: a client opening
         // thousands held the daemon connections of its uid (helper finding).
-        // Counted here, refused in `accepted_subscription_filter` past LISTEN_MAX.
-        self.watch
-            .listening
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // Counted in `accepted_subscription_filter`; given back when this stream ends.
         let _open = Listening(&self.watch.listening);
         let uris = context
             .accepted()
