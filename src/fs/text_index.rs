@@ -300,22 +300,11 @@ impl Fs {
         }
         self.store.text_index_put(batch)?;
         for e in batch.drain(..) {
-            match e {
-                TextEntry::Gone { file_id, .. } => {
-                    known.remove(&file_id);
-                }
-                TextEntry::Text {
-                    file_id,
-                    version_id,
-                    ..
-                }
-                | TextEntry::Unindexed {
-                    file_id,
-                    version_id,
-                    ..
-                } => {
-                    known.insert(file_id, version_id);
-                }
+            let (file_id, version_id) = e.ids();
+            if matches!(e, TextEntry::Gone { .. }) {
+                known.remove(&file_id);
+            } else {
+                known.insert(file_id, version_id);
             }
         }
         Ok(())

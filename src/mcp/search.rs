@@ -150,15 +150,10 @@ pub fn search(fs: &Fs, q: &Query, ctx: Ctx) -> Result<Found> {
                 .map(|p| (p, true))
                 .collect()
         }
-        None => {
-            let mut files = Vec::new();
-            tools::each_file(fs, q.path.as_deref(), ctx, |p| {
-                files.push(p);
-                true
-            })?;
-            files.sort();
-            files.into_iter().map(|p| (p, false)).collect::<Vec<_>>()
-        }
+        None => walked(fs, q, ctx)?
+            .into_iter()
+            .map(|p| (p, false))
+            .collect::<Vec<_>>(),
     };
     let mut found = Found {
         matches: Vec::new(),
@@ -239,6 +234,18 @@ fn match_lines(
     true
 }
 
+/// The files [`tools::each_file`]'s walk reaches for the caller of `ctx` under `q.path`,
+/// sorted.
+fn walked(fs: &Fs, q: &Query, ctx: Ctx) -> Result<Vec<String>> {
+    let mut files = Vec::new();
+    tools::each_file(fs, q.path.as_deref(), ctx, |p| {
+        files.push(p);
+        true
+    })?;
+    files.sort();
+    Ok(files)
+}
+
 /// `search` with `history`: every version of each live file the caller may read (the
 /// walk of [`tools::each_file`]), in path order then version order, each version the
 /// caller may read ([`Fs::may_read_version`]: the mode of the inode that carried it);
@@ -247,12 +254,7 @@ fn match_lines(
 /// stream, longer) is searched only in its new bytes, from the last line it continues.
 /// Not indexed: the cost grows with the bytes of the files' histories.
 fn search_history(fs: &Fs, q: &Query, re: &regex::bytes::Regex, ctx: Ctx) -> Result<Found> {
-    let mut files = Vec::new();
-    tools::each_file(fs, q.path.as_deref(), ctx, |p| {
-        files.push(p);
-        true
-    })?;
-    files.sort();
+    let files = walked(fs, q, ctx)?;
     let mut found = Found {
         matches: Vec::new(),
         truncated: false,

@@ -41,6 +41,28 @@ pub enum TextEntry {
     Gone { file_id: i64, version_id: i64 },
 }
 
+impl TextEntry {
+    /// The file's id and the version id the entry is about.
+    pub fn ids(&self) -> (i64, i64) {
+        match self {
+            TextEntry::Text {
+                file_id,
+                version_id,
+                ..
+            }
+            | TextEntry::Unindexed {
+                file_id,
+                version_id,
+                ..
+            }
+            | TextEntry::Gone {
+                file_id,
+                version_id,
+            } => (*file_id, *version_id),
+        }
+    }
+}
+
 /// Creates the index's tables if missing, on a connection outside any transaction.
 /// `Ok(false)`: this database cannot have one (PostgreSQL without `pg_trgm`, which the
 /// role may not create); the reason is logged once by the caller.
@@ -94,22 +116,7 @@ pub fn rows(conn: &dyn Conn) -> Result<Vec<(i64, i64)>> {
 /// once, one of them a moment behind).
 pub fn put(conn: &dyn Conn, entries: &[TextEntry]) -> Result<()> {
     for e in entries {
-        let (file_id, version_id) = match e {
-            TextEntry::Text {
-                file_id,
-                version_id,
-                ..
-            }
-            | TextEntry::Unindexed {
-                file_id,
-                version_id,
-                ..
-            }
-            | TextEntry::Gone {
-                file_id,
-                version_id,
-            } => (*file_id, *version_id),
-        };
+        let (file_id, version_id) = e.ids();
         let newer: Option<i64> = match e {
             TextEntry::Gone { .. } => conn.opt_value(
                 "DELETE FROM text_indexed WHERE file_id = ?1 AND version_id <= ?2
