@@ -519,6 +519,51 @@ fn gc_keeps_what_a_checkpoint_needs_until_it_is_dropped() {
     assert!(err.contains("no such checkpoint"), "{err}");
 }
 
+/// A fork cut back to a checkpoint numbers its next versions from where it was cut (on
+/// SQLite, from its highest row): the text indexes it copied named versions by those
+/// numbers, and a search of the fork answered from the text of a version the cut
+/// removed (`grep` missed what the fork's own version said). The cut drops them.
+#[test]
+fn a_fork_cut_back_searches_its_own_text() {
+    let m = Mount::new();
+    m.sh_ok(
+        "echo 'first alpha' > a.md && setfattr -n user.scratchfs.checkpoint -v start . && \
+         echo 'second bravo-text' > a.md",
+    );
+    assert!(ok(cli(&m, &["grep", "bravo-text"])).contains("a.md:1"));
+    assert!(ok(cli(&m, &["grep", "--history", "bravo-text"])).contains("a.md@v"));
+    let fork = NewDb::at(&m, "f.db", on_postgres());
+    let db = m.db.to_str().unwrap();
+    ok(cli(
+        &m,
+        &["fork", "--db", db, "--to", fork.arg(), "--at", "start"],
+    ));
+    let mnt = m.dir.path().join("m-fork");
+    {
+        let _guard = Other::mount(&[], &fork.0, &mnt);
+        let o = std::process::Command::new("bash")
+            .args(["-c", "echo 'third charlie-text' > a.md"])
+            .current_dir(&mnt)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+    }
+    for history in [false, true] {
+        let mut args = vec!["grep", "--db", fork.arg()];
+        if history {
+            args.push("--history");
+        }
+        let found = cli(&m, &[&args[..], &["charlie-text"]].concat());
+        assert!(found.1.contains("a.md"), "history {history}: {found:?}");
+        let found = cli(&m, &[&args[..], &["bravo-text"]].concat());
+        assert_eq!(
+            (found.0, found.1.as_str()),
+            (1, ""),
+            "history {history}: the fork never held it"
+        );
+    }
+}
+
 /// Item 4: a fork for two parallel attempts (one with history, one tree-only), compared
 /// with the original, one attempt adopted through the gate with provenance naming the
 /// fork and its version; the other attempt's forbidden field refused and recorded.

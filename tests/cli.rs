@@ -1620,6 +1620,107 @@ fn grep_history_finds_where_each_line_came_in() {
     assert!(out.starts_with("n.md@v4:3:total: 3  [anonymous"), "{out}");
 }
 
+/// Issue 33 item 4: `grep --history` for a literal asks the history index and reads only
+/// the files and versions it names (`files_searched`), finding what the unindexed search
+/// finds (a pattern that begins anywhere, `.*`, reads every version): in an appended log
+/// (indexed from the line each version continues), in a file rewritten, after more
+/// appends, after a gc (whose forgotten versions leave no row), remounted.
+#[test]
+fn grep_history_asks_the_history_index_and_finds_what_a_full_read_finds() {
+    let mut m = Mount::new();
+    m.sh_ok(
+        "for i in $(seq 30); do echo \"filler $i\" > f$i.md; echo \"more $i\" >> f$i.md; done; \
+         for i in $(seq 40); do echo \"step $i ok\" >> log.txt; done; \
+         echo 'step 41 hit-omega' >> log.txt; for i in $(seq 42 60); do echo \"step $i ok\" >> log.txt; done; \
+         printf 'half a line hit-om' >> log.txt; printf 'ega done\\n' >> log.txt; \
+         echo 'v1' > s.md; echo 'v2 hit-omega' > s.md; echo 'v3' > s.md; echo 'v4 hit-omega' > s.md",
+    );
+    let grep = |m: &Mount, pattern: &str| -> (Vec<String>, u64) {
+        let (code, out, err) = cli(m, &["grep", "--history", "--json", "-E", pattern]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out} {err}"));
+        let found = v["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                format!(
+                    "{}@{}:{}:{}",
+                    x["path"].as_str().unwrap(),
+                    x["version"],
+                    x["line"],
+                    x["text"].as_str().unwrap()
+                )
+            })
+            .collect();
+        (found, v["files_searched"].as_u64().unwrap())
+    };
+    let expect = |m: &Mount, files: u64| {
+        let (all, read_all) = grep(m, ".*hit-omega");
+        assert!(
+            read_all >= 32,
+            "the unindexed search reads every file: {read_all}"
+        );
+        let (indexed, read) = grep(m, "hit-omega");
+        assert_eq!(indexed, all, "the index found what a full read finds");
+        assert_eq!(read, files, "the files the index named");
+        all
+    };
+    assert_eq!(
+        expect(&m, 2),
+        [
+            "log.txt@41:41:step 41 hit-omega",
+            "log.txt@62:61:half a line hit-omega done",
+            "s.md@2:1:v2 hit-omega",
+            "s.md@4:1:v4 hit-omega",
+        ]
+    );
+    // More versions after the index was made: an append, a rewrite, a new file.
+    m.sh_ok(
+        "echo 'step 62 hit-omega again' >> log.txt; echo 'v5 hit-omega x' > s.md; \
+         echo 'new hit-omega' > new.md",
+    );
+    let found = expect(&m, 3);
+    assert!(
+        found.contains(&"new.md@1:1:new hit-omega".to_string()),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&"log.txt@63:62:step 62 hit-omega again".to_string()),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&"s.md@5:1:v5 hit-omega x".to_string()),
+        "{found:?}"
+    );
+    // gc forgets versions: the index keeps no row of them, and finds what is left.
+    let (code, _, err) = cli(&m, &["gc", "--keep-last", "3"]);
+    assert_eq!(code, 0, "{err}");
+    let stale = m.sql(
+        "SELECT COUNT(*) FROM history_indexed WHERE version_id NOT IN (SELECT id FROM versions)",
+    );
+    assert_eq!(stale.trim(), "0", "rows of versions gc forgot");
+    let found = expect(&m, 3);
+    assert!(
+        found.contains(&"s.md@5:1:v5 hit-omega x".to_string()),
+        "{found:?}"
+    );
+    assert!(
+        !found.iter().any(|f| f.starts_with("log.txt@41:")),
+        "the log's version 41 is forgotten: {found:?} {}",
+        m.sql("SELECT path, version FROM versions WHERE path = 's.md'")
+    );
+    // Remounted: the index is the database's.
+    m.restart_with(&[]);
+    m.sh_ok("echo 'step 63 hit-omega last' >> log.txt");
+    let found = expect(&m, 3);
+    assert!(
+        found.contains(&"log.txt@64:63:step 63 hit-omega last".to_string()),
+        "{found:?}"
+    );
+}
+
 /// Issue 33 item 9: a command that cannot find its database says what to do: give
 /// `--db` or `SCRATCHFS_DB`, or, standing in a mount, that mount's database; `--db`
 /// naming a mountpoint names the database the mount serves.

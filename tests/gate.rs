@@ -386,11 +386,20 @@ fn redact_leaves_no_byte_of_a_secret_in_the_store() {
             format!("SELECT COUNT(*) FROM text_index WHERE text_index MATCH '\"{SECRET}\"'")
         })
     };
+    // And a history search the history index, which holds every version's text.
+    let in_history = |m: &Mount| {
+        m.sql(&if on_postgres() {
+            format!("SELECT COUNT(*) FROM history_index WHERE position('{SECRET}' in body) > 0")
+        } else {
+            format!("SELECT COUNT(*) FROM history_index WHERE history_index MATCH '\"{SECRET}\"'")
+        })
+    };
     assert_eq!(cli(&m, &["grep", "key"]).0, 0);
+    assert_eq!(cli(&m, &["grep", "--history", "key"]).0, 0);
     assert_eq!(
-        indexed(&m).trim(),
-        "1",
-        "the test searches the index it means to"
+        (indexed(&m).trim(), in_history(&m).trim()),
+        ("1", "1"),
+        "the test searches the indexes it means to"
     );
     // The agent may not erase history.
     let (ok, _, err) = agent(
@@ -421,10 +430,12 @@ fn redact_leaves_no_byte_of_a_secret_in_the_store() {
     // The next search builds the index again, from the redacted text.
     let (_, found, _) = cli(&m, &["grep", "REDACTED"]);
     assert!(found.starts_with("plan.md:1:key [REDACTED"), "{found}");
+    let (_, found, _) = cli(&m, &["grep", "--history", "REDACTED"]);
+    assert!(found.starts_with("plan.md@v2:1:key [REDACTED"), "{found}");
     assert_eq!(
-        indexed(&m).trim(),
-        "0",
-        "the index keeps no copy of the key"
+        (indexed(&m).trim(), in_history(&m).trim()),
+        ("0", "0"),
+        "the indexes keep no copy of the key"
     );
     // Every version that held it reads redacted, the rest is kept; fsck is clean.
     let h = blake3::hash(SECRET.as_bytes()).to_hex();

@@ -1902,6 +1902,46 @@ fn search_glob_delete_and_move_as_uid_1000_keep_to_modes_and_rules() {
     assert!(!m.path("private/x").exists());
 }
 
+/// Issue 33 item 4, the history index: asked for a caller who may read every version the
+/// store holds, and for no other (how long it takes depends on all it holds: the timing
+/// oracle the live index closed in session 23, here over deleted files' versions too):
+/// uid 1000 gets the index while every file was open to it, and the walk once root has
+/// kept a 0600 file, even one since deleted; root keeps the index.
+#[test]
+fn history_search_asks_the_index_only_for_a_caller_who_may_read_every_version() {
+    let m = Mount::with_args(&["--allow-other", "--owner", "1000:1000"]);
+    m.sh_ok(
+        "for i in $(seq 12); do echo \"filler $i\" > f$i.md; done; \
+         echo 'one hit-sigma' > f3.md; echo 'two' >> f3.md",
+    );
+    let socket = m.sql("SELECT value FROM meta WHERE key = 'mcp_socket'");
+    let search = || {
+        let r = socket_call_as_1000(
+            &socket,
+            "",
+            "search",
+            json!({ "pattern": "hit-sigma", "history": true }),
+        );
+        assert_eq!(r["is_error"], false, "{r}");
+        (
+            r["text"].as_str().unwrap_or_default().to_string(),
+            r["structured"]["files_searched"].as_u64().unwrap(),
+        )
+    };
+    let (found, read) = search();
+    assert!(found.starts_with("f3.md@v2:1:one hit-sigma"), "{found}");
+    assert_eq!(read, 1, "every version open to uid 1000: the index answers");
+    m.sh_ok("echo 'hit-sigma of root' > root.txt && chmod 600 root.txt && rm root.txt");
+    let (found, read) = search();
+    assert!(!found.contains("root"), "{found}");
+    assert!(found.starts_with("f3.md@v2:1:one hit-sigma"), "{found}");
+    assert!(read >= 12, "a version closed to uid 1000: the walk, not the index ({read})");
+    let (code, out, err) = cli(&m, &["grep", "--history", "--json", "hit-sigma"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["files_searched"], 1, "root: the index ({v})");
+}
+
 /// Issue 33 item 6: two stdio clients on one unmounted scratchpad both work: the first
 /// `scratchfs mcp` holds the database and serves the second's calls through its socket,
 /// as a mount's daemon does; each sees the other's writes at once, each is recorded under

@@ -120,6 +120,11 @@ impl Fs {
             .map(|r| r.version_id)
             .collect();
         let report = self.store.gc(req, &shown, &protected, &caller)?;
+        // The history index's rows of what gc forgot went with them: its newest rows are
+        // asked for again.
+        if !req.dry_run {
+            *self.history_index.lock() = Default::default();
+        }
         self.views.changed(&[]);
         Ok(report)
     }
@@ -174,6 +179,7 @@ impl Fs {
         let report = self.store.redact(file_id, n, path, &why, &caller)?;
         // The store dropped the text index (it held the live text).
         *self.text_index.lock() = Default::default();
+        *self.history_index.lock() = Default::default();
         // The file's versions, and those of every other file that held a copy.
         let mut files = report.files.clone();
         files.push(file_id);

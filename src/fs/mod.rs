@@ -22,6 +22,7 @@ mod checkpoint;
 mod commit;
 pub mod gate;
 pub mod handle;
+pub mod history_index;
 mod live;
 mod manifest_rows;
 mod namespace;
@@ -346,6 +347,9 @@ pub struct Fs {
     listing_short: std::sync::atomic::AtomicBool,
     /// What the store's text index holds, once a search asked (`text_index.rs`).
     text_index: Mutex<text_index::TextIndexState>,
+    /// What the store's history index holds, once a history search asked
+    /// (`history_index.rs`).
+    history_index: Mutex<history_index::HistoryIndexState>,
     /// A spill directory of this core's own ([`Fs::owning_spill_dir`]), removed with it.
     _spill_owned: Option<tempfile::TempDir>,
 }
@@ -414,6 +418,7 @@ impl Fs {
             past_ns: None,
             listing_short: Default::default(),
             text_index: Default::default(),
+            history_index: Default::default(),
             _spill_owned: None,
         })
     }

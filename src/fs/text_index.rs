@@ -43,7 +43,7 @@ const BATCH_FILES: usize = 512;
 /// A map keyed by file id (ids the store hands out, not chosen by a caller), hashed by
 /// one multiplication: the pass over the tree before each search looks up every file
 /// (about a third of its time with SipHash).
-type Ids<V> = HashMap<i64, V, BuildHasherDefault<IdHasher>>;
+pub(super) type Ids<V> = HashMap<i64, V, BuildHasherDefault<IdHasher>>;
 
 /// [`Ids`]' hasher: Fibonacci hashing of the one `i64` written.
 #[derive(Default)]
@@ -167,7 +167,7 @@ impl Fs {
     /// Whether the caller of `ctx` may read every live file and read and search every
     /// directory (file modes only: what the kernel would decide; one pass over the
     /// inodes, its supplementary groups read once).
-    fn reads_everything(&self, ctx: super::Ctx) -> bool {
+    pub(super) fn reads_everything(&self, ctx: super::Ctx) -> bool {
         let groups = crate::identity::groups_of(ctx.pid);
         let in_group = |g: u32| groups.contains(&g);
         let tree = self.tree.read();

@@ -7,7 +7,9 @@
 //! reads every file.
 
 use crate::error::{Error, Result};
+use crate::fs::history_index;
 use crate::fs::{Ctx, Fs};
+use std::collections::HashMap;
 
 use super::tools;
 
@@ -124,15 +126,15 @@ pub fn search(fs: &Fs, q: &Query, ctx: Ctx) -> Result<Found> {
             let e: String = e.chars().take(400).collect();
             Error::new(libc::EINVAL, format!("pattern {shown:?}{more}: {e}"))
         })?;
-    if q.history {
-        return search_history(fs, q, &re, ctx);
-    }
     let literals = if q.regex {
         required_literals(&q.pattern)
     } else {
         Some(vec![q.pattern.clone()])
     }
     .filter(|l| l.iter().all(|l| indexable(l, q.ignore_case)));
+    if q.history {
+        return search_history(fs, q, &re, literals.as_deref(), ctx);
+    }
     let candidates = match literals {
         Some(l) => fs.text_candidates(&l, q.ignore_case, tools::SCAN_MAX, ctx)?,
         None => None,
@@ -251,24 +253,60 @@ fn walked(fs: &Fs, q: &Query, ctx: Ctx) -> Result<Vec<String>> {
 /// caller may read ([`Fs::may_read_version`]: the mode of the inode that carried it);
 /// each matching line once per file, at the first version that held it (as `git log -S`
 /// finds where a text came in). A version appended to the one before it (the same
-/// stream, longer) is searched only in its new bytes, from the last line it continues.
-/// Not indexed: the cost grows with the bytes of the files' histories.
-fn search_history(fs: &Fs, q: &Query, re: &regex::bytes::Regex, ctx: Ctx) -> Result<Found> {
-    let files = walked(fs, q, ctx)?;
+/// stream, longer) is searched only in its new bytes, from the last line it continues
+/// ([`history_index::part_read`]). With literals the history index can answer for
+/// ([`Fs::history_candidates`]), only the files and versions it names are read: a
+/// version it does not name, read from where the index read it, holds no match.
+fn search_history(
+    fs: &Fs,
+    q: &Query,
+    re: &regex::bytes::Regex,
+    literals: Option<&[String]>,
+    ctx: Ctx,
+) -> Result<Found> {
+    let candidates = match literals {
+        Some(l) => fs.history_candidates(l, q.ignore_case, tools::SCAN_MAX, ctx)?,
+        None => None,
+    };
+    let files: Vec<(String, bool)> = match &candidates {
+        Some(c) => {
+            let matcher = q.path.as_deref().map(tools::path_glob).transpose()?;
+            c.files
+                .iter()
+                .filter(|(_, p, _)| matcher.as_ref().is_none_or(|m| m.is_match(p)))
+                .map(|(_, p, _)| (p.clone(), true))
+                .collect()
+        }
+        None => walked(fs, q, ctx)?
+            .into_iter()
+            .map(|p| (p, false))
+            .collect(),
+    };
     let mut found = Found {
         matches: Vec::new(),
         truncated: false,
         files_searched: 0,
     };
-    'files: for p in files {
+    'files: for (p, check) in files {
+        if check && !tools::walkable(fs, &p, ctx) {
+            continue;
+        }
         let Ok(file_id) = tools::file_id(fs, &p, ctx) else {
             continue;
         };
         found.files_searched += 1;
+        // What the index read of each version, when it answers.
+        let indexed: HashMap<i64, history_index::HistoryRow> = match &candidates {
+            Some(_) => fs
+                .store()
+                .history_index_rows(file_id)?
+                .into_iter()
+                .map(|r| (r.version_id, r))
+                .collect(),
+            None => HashMap::new(),
+        };
         let mut seen: std::collections::HashSet<String> = Default::default();
-        // The previous version searched: its stream and length, where its last (maybe
-        // unfinished) line begins and that line's number.
-        let mut prev: Option<(i64, u64, u64, u64)> = None;
+        let mut prev: Option<history_index::Tail> = None;
         for v in fs.store().versions(file_id)? {
             if v.content.len > tools::SCAN_MAX
                 || fs
@@ -278,14 +316,15 @@ fn search_history(fs: &Fs, q: &Query, re: &regex::bytes::Regex, ctx: Ctx) -> Res
                 prev = None;
                 continue;
             }
-            let (from, first_line) = match prev {
-                Some((stream, len, tail, tail_line))
-                    if stream == v.content.stream && v.content.len >= len =>
-                {
-                    (tail, tail_line)
-                }
-                _ => (0, 1),
-            };
+            let (from, first_line) = history_index::part_read(prev, v.content);
+            if let (Some(c), Some(row)) = (&candidates, indexed.get(&v.id))
+                && !c.versions.contains(&v.id)
+                && (row.from_off, row.first_line) == (from, first_line)
+            {
+                // Read from here, this version holds no match: what it leaves is known.
+                prev = row.tail;
+                continue;
+            }
             let mut bytes = vec![0u8; (v.content.len - from) as usize];
             let got = fs.store().read(v.content, from, &mut bytes)?;
             bytes.truncate(got);
@@ -293,17 +332,7 @@ fn search_history(fs: &Fs, q: &Query, re: &regex::bytes::Regex, ctx: Ctx) -> Res
                 prev = None;
                 continue;
             }
-            let last_nl = bytes.iter().rposition(|&b| b == b'\n');
-            let lines_before_tail = bytes[..last_nl.map_or(0, |i| i + 1)]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count() as u64;
-            prev = Some((
-                v.content.stream,
-                v.content.len,
-                from + last_nl.map_or(0, |i| i as u64 + 1),
-                first_line + lines_before_tail,
-            ));
+            prev = Some(history_index::tail_of(v.content, from, first_line, &bytes));
             let mut writer = None;
             let full = !match_lines(re, &bytes, first_line, |line, text| {
                 if !seen.insert(text.clone()) {

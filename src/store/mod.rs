@@ -530,6 +530,36 @@ pub trait Store: History {
         let _ = (literals, ignore_case);
         Ok(Vec::new())
     }
+    /// The text index of every version ([`sql::history_index`], `search` with `history`):
+    /// the newest row of each file it holds, its tables created on first use. `None` as
+    /// for [`Store::text_index_rows`].
+    fn history_index_heads(&self) -> Result<Option<Vec<sql::history_index::HistoryRow>>> {
+        Ok(None)
+    }
+    /// Every row of the history index for file `file_id`, oldest first.
+    fn history_index_rows(&self, file_id: i64) -> Result<Vec<sql::history_index::HistoryRow>> {
+        let _ = file_id;
+        Ok(Vec::new())
+    }
+    /// Adds `entries` to the history index, in one transaction of its own.
+    fn history_index_put(&self, entries: &[sql::history_index::HistoryEntry]) -> Result<()> {
+        let _ = entries;
+        Ok(())
+    }
+    /// The versions the history index says may hold any of `literals`
+    /// ([`sql::history_index::query`]): `(file_id, version_id)`, unordered.
+    fn history_index_query(
+        &self,
+        literals: &[String],
+        ignore_case: bool,
+    ) -> Result<Vec<(i64, i64)>> {
+        let _ = (literals, ignore_case);
+        Ok(Vec::new())
+    }
+    /// What guards every version ([`sql::history_index::guards`]).
+    fn history_guards(&self) -> Result<(Vec<(u32, u32, u32)>, bool)> {
+        Ok((Vec::new(), true))
+    }
     /// What the other daemons of a shared database have open, as (stream, len), for a gc
     /// to keep (issue 15): on PostgreSQL every live daemon is asked and answers, within
     /// 30 s (`EBUSY` naming a daemon that did not; docs/deploy.md, "gc"). An SQLite file

@@ -22,7 +22,7 @@ use crate::store::sql::write::{
     Applied, LineageLookup, NodeHead, Proc, Processes, commit_guessing, create_in, ino_at,
     note_read_in, record_rules_in, reject_in, rename_in, set_attrs_in, unlink_in,
 };
-use crate::store::sql::{Conn, ConnExt, admin, checkpoint, now_ns, text_index};
+use crate::store::sql::{Conn, ConnExt, admin, checkpoint, history_index, now_ns, text_index};
 use crate::store::{
     Attrs, CommitRequest, Committed, GcReport, GcRequest, Kind, NodeRecord, Reading, RedactReport,
     RenameRequest, Store, VersionInfo,
@@ -625,6 +625,41 @@ impl Store for Postgres {
 
     fn text_index_query(&self, literals: &[String], ignore_case: bool) -> Result<Vec<i64>> {
         self.reading(|c| text_index::query(c, literals, ignore_case))
+    }
+
+    fn history_index_heads(&self) -> Result<Option<Vec<history_index::HistoryRow>>> {
+        if self.frozen {
+            return Ok(None);
+        }
+        self.in_slot(&self.writer, |c| {
+            if !history_index::prepare(c)? {
+                log::warn!("history search is not indexed: the extension pg_trgm is missing and this role may not create it");
+                return Ok(None);
+            }
+            history_index::heads(c).map(Some)
+        })
+    }
+
+    fn history_index_rows(&self, file_id: i64) -> Result<Vec<history_index::HistoryRow>> {
+        self.reading(|c| history_index::rows_of(c, file_id))
+    }
+
+    fn history_index_put(&self, entries: &[history_index::HistoryEntry]) -> Result<()> {
+        self.in_slot(&self.writer, |c| {
+            c.transaction(|c| history_index::put(c, entries))
+        })
+    }
+
+    fn history_index_query(
+        &self,
+        literals: &[String],
+        ignore_case: bool,
+    ) -> Result<Vec<(i64, i64)>> {
+        self.reading(|c| history_index::query(c, literals, ignore_case))
+    }
+
+    fn history_guards(&self) -> Result<(Vec<(u32, u32, u32)>, bool)> {
+        self.reading(history_index::guards)
     }
 
     fn set_meta(&self, key: &str, value: &str) -> Result<()> {

@@ -97,6 +97,8 @@ pub(crate) fn gc_in(
         "DELETE FROM inputs WHERE version_id IN (SELECT id FROM gc_drop)",
         p![],
     )?;
+    // The history index holds a copy of what gc forgets.
+    crate::store::sql::history_index::forget(tx, "gc_drop")?;
     let blob_bytes = sweep_content(tx, protected)?;
     let report = GcReport {
         versions: versions as u64,
@@ -235,9 +237,10 @@ pub(crate) fn redact_in(
             dirty.insert(stream);
         }
     }
-    // The text index of the live files (`text_index.rs`) holds their text, a copy too:
+    // The text indexes (`text_index.rs`, `history_index.rs`) hold their text, a copy too:
     // dropped whole (the daemons notice, and the next search builds it again).
     tx.batch("DROP TABLE IF EXISTS text_index; DROP TABLE IF EXISTS text_indexed")?;
+    crate::store::sql::history_index::drop_all(tx)?;
     // 3. Every version and refusal on such a stream, whoever's, gets its content redacted
     //    into a new stream (one per stream and length), so that nothing refers to the old
     //    one: a version whose own bytes hold no secret moves too.

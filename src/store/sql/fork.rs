@@ -241,6 +241,11 @@ pub fn trim(tx: &dyn Conn, p: Point, max_cp: i64, forked_from: &str, place: &str
         |r| r.get(0),
     )?;
     tx.exec("DELETE FROM versions WHERE id > ?1", p![v])?;
+    // The text indexes name versions by id, and SQLite numbers the fork's next versions
+    // from its highest row: an index row of a version cut here would be taken for a
+    // later version's. Dropped; the fork's first search builds them again.
+    tx.batch("DROP TABLE IF EXISTS text_index; DROP TABLE IF EXISTS text_indexed")?;
+    crate::store::sql::history_index::drop_all(tx)?;
     tx.exec("DELETE FROM forgotten WHERE version_id > ?1", p![v])?;
     tx.exec("DELETE FROM inputs WHERE version_id > ?1", p![v])?;
     tx.exec("DELETE FROM origins WHERE version_id > ?1", p![v])?;

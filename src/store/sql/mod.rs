@@ -22,6 +22,7 @@ mod conn;
 pub mod content;
 pub mod fork;
 pub mod fsck;
+pub mod history_index;
 pub mod lineage;
 pub mod read;
 pub mod text_index;

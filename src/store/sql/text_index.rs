@@ -170,21 +170,39 @@ pub fn put(conn: &dyn Conn, entries: &[TextEntry]) -> Result<()> {
 /// either case (ASCII letters; the caller gives no other letters then). The index folds
 /// case in SQLite, so a case-sensitive query gets more candidates there, never fewer.
 pub fn query(conn: &dyn Conn, literals: &[String], ignore_case: bool) -> Result<Vec<i64>> {
-    let mut sql = String::from("SELECT file_id FROM text_indexed WHERE scan = 1");
-    let mut params: Vec<Param<'_>> = Vec::new();
-    let patterns: Vec<String>;
-    match conn.dialect() {
+    let (matching, patterns) = match_clause(conn.dialect(), "text_index", literals, ignore_case);
+    let params: Vec<Param<'_>> = patterns.iter().map(|p| Param::Text(p)).collect();
+    let sql = format!(
+        "SELECT file_id FROM text_indexed WHERE scan = 1
+         UNION SELECT {} FROM text_index WHERE {matching}",
+        match conn.dialect() {
+            Dialect::Sqlite => "rowid",
+            Dialect::Postgres => "file_id",
+        }
+    );
+    conn.all(&sql, &params, |r| r.get(0))
+}
+
+/// The condition on the trigram-indexed `table` (its column `body`) that any of
+/// `literals` is in a row, and its parameters (`?1`, `?2`, ... in order): SQLite's FTS5
+/// `MATCH` of the literals as phrases, PostgreSQL's `LIKE` (`ILIKE` when `ignore_case`)
+/// with `%`, `_` and `\` escaped, which `pg_trgm`'s GIN index answers.
+pub(super) fn match_clause(
+    dialect: Dialect,
+    table: &str,
+    literals: &[String],
+    ignore_case: bool,
+) -> (String, Vec<String>) {
+    match dialect {
         Dialect::Sqlite => {
             let phrases: Vec<String> = literals
                 .iter()
                 .map(|l| format!("\"{}\"", l.replace('"', "\"\"")))
                 .collect();
-            patterns = vec![phrases.join(" OR ")];
-            sql.push_str(" UNION SELECT rowid FROM text_index WHERE text_index MATCH ?1");
-            params.push(Param::Text(&patterns[0]));
+            (format!("{table} MATCH ?1"), vec![phrases.join(" OR ")])
         }
         Dialect::Postgres => {
-            patterns = literals
+            let patterns: Vec<String> = literals
                 .iter()
                 .map(|l| {
                     let mut p = String::from("%");
@@ -199,15 +217,11 @@ pub fn query(conn: &dyn Conn, literals: &[String], ignore_case: bool) -> Result<
                 })
                 .collect();
             let like = if ignore_case { "ILIKE" } else { "LIKE" };
-            sql.push_str(" UNION SELECT file_id FROM text_index WHERE ");
-            for (i, p) in patterns.iter().enumerate() {
-                if i > 0 {
-                    sql.push_str(" OR ");
-                }
-                sql.push_str(&format!("body {like} ?{}", i + 1));
-                params.push(Param::Text(p));
-            }
+            let clause = (1..=patterns.len())
+                .map(|i| format!("body {like} ?{i}"))
+                .collect::<Vec<_>>()
+                .join(" OR ");
+            (clause, patterns)
         }
     }
-    conn.all(&sql, &params, |r| r.get(0))
 }

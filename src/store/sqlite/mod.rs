@@ -24,7 +24,7 @@ use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::{Conn, ConnExt};
 use crate::sync::Mutex;
 
-use crate::store::sql::{admin, checkpoint, text_index};
+use crate::store::sql::{admin, checkpoint, history_index, text_index};
 pub use checkpoint::list as list_checkpoints;
 mod conn;
 mod file;
@@ -940,6 +940,38 @@ impl Store for Sqlite {
 
     fn text_index_query(&self, literals: &[String], ignore_case: bool) -> Result<Vec<i64>> {
         super::Reading::reading(self, |c| text_index::query(c, literals, ignore_case))
+    }
+
+    fn history_index_heads(&self) -> Result<Option<Vec<history_index::HistoryRow>>> {
+        if self.frozen {
+            return Ok(None);
+        }
+        let conn = self.write_lock()?;
+        if !history_index::prepare(&*conn)? {
+            return Ok(None);
+        }
+        history_index::heads(&*conn).map(Some)
+    }
+
+    fn history_index_rows(&self, file_id: i64) -> Result<Vec<history_index::HistoryRow>> {
+        super::Reading::reading(self, |c| history_index::rows_of(c, file_id))
+    }
+
+    fn history_index_put(&self, entries: &[history_index::HistoryEntry]) -> Result<()> {
+        let conn = self.write_lock()?;
+        conn.transaction(|c| history_index::put(c, entries))
+    }
+
+    fn history_index_query(
+        &self,
+        literals: &[String],
+        ignore_case: bool,
+    ) -> Result<Vec<(i64, i64)>> {
+        super::Reading::reading(self, |c| history_index::query(c, literals, ignore_case))
+    }
+
+    fn history_guards(&self) -> Result<(Vec<(u32, u32, u32)>, bool)> {
+        super::Reading::reading(self, history_index::guards)
     }
 
     fn finish(&self) -> Result<()> {

@@ -1,0 +1,277 @@
+//! The text index of every version, kept for `search` with `history` (issue 33 item 4;
+//! the store's side, and what a row indexes, is [`crate::store::sql::history_index`]).
+//! Before a search asks it, the versions the live files gained since it was last asked
+//! are read and added, so the cost is paid by the search that follows a change, bounded
+//! by the bytes those versions added, and never by a commit. The daemon remembers the
+//! newest row of each file (about 64 bytes a file) once a search has asked.
+
+use std::collections::HashSet;
+
+use super::Fs;
+use super::text_index::{INDEX_MAX, Ids};
+use crate::error::Result;
+use crate::store::sql::history_index::{self as store_index, HistoryEntry};
+pub use crate::store::sql::history_index::{HistoryRow, Tail};
+use crate::store::{ContentRef, Kind};
+
+/// Bytes of text, and versions, added to the index in one store transaction, at most:
+/// each transaction holds the store's write lock, which commits wait for.
+const BATCH_BYTES: usize = 1 << 20;
+const BATCH_VERSIONS: usize = 2048;
+
+/// What the daemon knows of the store's history index.
+#[derive(Default)]
+pub(super) enum HistoryIndexState {
+    /// Not asked yet since the mount (or since a gc or a redaction).
+    #[default]
+    Unknown,
+    /// This store has none (PostgreSQL without `pg_trgm`; a read-only store).
+    Unavailable,
+    /// The newest row of each file the index holds.
+    Known(Ids<HistoryRow>),
+}
+
+/// What a history search reads, from the index ([`Fs::history_candidates`]).
+pub struct HistoryCandidates {
+    /// The live files that have a version the index names: `(inode, path, file id)`,
+    /// in path order. Not yet checked against any caller's permissions.
+    pub files: Vec<(u64, String, i64)>,
+    /// The versions named (ids).
+    pub versions: HashSet<i64>,
+}
+
+/// What a history search reads of a version with content `content`, the version before
+/// it (the caller may read) having left `prev`: from where, and that line's number. A
+/// version that appends to the one before (the same stream, longer) from the start of
+/// that one's last line, any other whole (from 0, line 1).
+pub fn part_read(prev: Option<Tail>, content: ContentRef) -> (u64, u64) {
+    match prev {
+        Some(t) if t.stream == content.stream && content.len >= t.len => (t.off, t.line),
+        _ => (0, 1),
+    }
+}
+
+/// Where the last line of a version with content `content` begins, `bytes` being what
+/// was read of it from `from` (line `first_line`).
+pub fn tail_of(content: ContentRef, from: u64, first_line: u64, bytes: &[u8]) -> Tail {
+    let last_nl = bytes.iter().rposition(|&b| b == b'\n');
+    let lines_before_tail = bytes[..last_nl.map_or(0, |i| i + 1)]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count() as u64;
+    Tail {
+        stream: content.stream,
+        len: content.len,
+        off: from + last_nl.map_or(0, |i| i as u64 + 1),
+        line: first_line + lines_before_tail,
+    }
+}
+
+impl Fs {
+    /// The versions of live files whose text may hold any of `literals` (as
+    /// [`Fs::text_candidates`] takes them), from the history index brought up to date
+    /// first: the versions too large to index are among them, binary ones and those over
+    /// `max_bytes` never are. `None`: no index to ask (the store has none, or bringing it
+    /// up to date failed: logged), or a caller the index may not serve: the caller then
+    /// reads every version it may.
+    ///
+    /// Only for a caller who may read every version the store holds, of live files and
+    /// deleted ones (root, or anyone every file inode's read bits let read), and list
+    /// every directory: how long asking the index takes depends on all it holds (the
+    /// timing oracle of [`Fs::text_candidates`]).
+    pub fn history_candidates(
+        &self,
+        literals: &[String],
+        ignore_case: bool,
+        max_bytes: u64,
+        ctx: super::Ctx,
+    ) -> Result<Option<HistoryCandidates>> {
+        if ctx.uid != 0 && !(self.reads_everything(ctx) && self.reads_every_version(ctx)?) {
+            return Ok(None);
+        }
+        let mut state = self.history_index.lock();
+        if matches!(*state, HistoryIndexState::Unknown) {
+            *state = match self.store.history_index_heads() {
+                Ok(Some(rows)) => {
+                    HistoryIndexState::Known(rows.into_iter().map(|r| (r.file_id, r)).collect())
+                }
+                Ok(None) => HistoryIndexState::Unavailable,
+                Err(e) => {
+                    log::warn!("history search reads every version: the index: {e}");
+                    return Ok(None);
+                }
+            };
+        }
+        let HistoryIndexState::Known(heads) = &mut *state else {
+            return Ok(None);
+        };
+        let asked = self
+            .catch_up_history(heads, max_bytes)
+            .and_then(|()| Ok(self.store.history_index_query(literals, ignore_case)?));
+        let named = match asked {
+            Ok(named) => named,
+            Err(e) => {
+                // Dropped by a redaction (here or on another daemon), or unreadable: asked
+                // for again from the start next time.
+                log::warn!("history search reads every version: the index: {e}");
+                *state = HistoryIndexState::Unknown;
+                return Ok(None);
+            }
+        };
+        let mut versions = HashSet::with_capacity(named.len());
+        let mut by_file: Ids<()> = Ids::default();
+        for (file_id, version_id) in named {
+            versions.insert(version_id);
+            by_file.insert(file_id, ());
+        }
+        let tree = self.tree.read();
+        let mut files: Vec<(u64, String, i64)> = tree
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.kind == Kind::File && !n.orphan)
+            .filter_map(|(&ino, n)| {
+                let f = n.file_id?;
+                by_file.contains_key(&f).then_some((ino, f))
+            })
+            .map(|(ino, f)| (ino, tree.path(ino), f))
+            .collect();
+        files.sort_by(|a, b| a.1.cmp(&b.1));
+        Ok(Some(HistoryCandidates { files, versions }))
+    }
+
+    /// Whether the caller of `ctx` may read every version the store holds: every file
+    /// inode's read bits, linked or not, let it (one query; what
+    /// [`Fs::may_read_version`] asks of each version), and so does the guard of versions
+    /// from before `versions.ino` (0400, the daemon's user) if there are any.
+    fn reads_every_version(&self, ctx: super::Ctx) -> Result<bool> {
+        let (mut guards, legacy) = self.store.history_guards()?;
+        if legacy {
+            let root_gid = self.tree.read().get(super::ROOT)?.attrs.gid;
+            guards.push((0o400, unsafe { libc::geteuid() }, root_gid));
+        }
+        let groups = crate::identity::groups_of(ctx.pid);
+        let in_group = |g: u32| groups.contains(&g);
+        Ok(guards.into_iter().all(|g| {
+            let (want, allowed) = super::permitted_among(g, Kind::File, libc::R_OK, ctx, &in_group);
+            want & !allowed == 0
+        }))
+    }
+
+    /// Adds to the index the versions each live file gained since its newest row in
+    /// `heads` (which follows what was stored).
+    fn catch_up_history(&self, heads: &mut Ids<HistoryRow>, max_bytes: u64) -> Result<()> {
+        let behind: Vec<(i64, i64)> = {
+            let tree = self.tree.read();
+            tree.nodes
+                .values()
+                .filter(|n| n.kind == Kind::File && !n.orphan)
+                .filter_map(|n| {
+                    let file_id = n.file_id?;
+                    let (id, _) = n.content();
+                    let head = heads.get(&file_id).map_or(0, |h| h.version_id);
+                    (id > head).then_some((file_id, head))
+                })
+                .collect()
+        };
+        let mut batch: Vec<HistoryEntry> = Vec::new();
+        let mut bytes = 0usize;
+        // A file reached through two links is behind once.
+        let mut done: HashSet<i64> = HashSet::new();
+        for (file_id, head) in behind {
+            if !done.insert(file_id) {
+                continue;
+            }
+            let mut prev = heads.get(&file_id).and_then(|h| h.tail);
+            for v in self.store.versions(file_id)? {
+                if v.id <= head {
+                    continue;
+                }
+                let entry = self.history_entry(file_id, &v, prev, max_bytes)?;
+                prev = entry.row.tail;
+                bytes += entry.text.as_ref().map_or(0, String::len);
+                batch.push(entry);
+                if bytes >= BATCH_BYTES || batch.len() >= BATCH_VERSIONS {
+                    self.store_history_entries(heads, &mut batch)?;
+                    bytes = 0;
+                }
+            }
+        }
+        self.store_history_entries(heads, &mut batch)
+    }
+
+    /// The row of version `v` of file `file_id`, the version before it having left
+    /// `prev` (what a history search reads of it: `crate::mcp::search`).
+    fn history_entry(
+        &self,
+        file_id: i64,
+        v: &crate::store::VersionInfo,
+        prev: Option<Tail>,
+        max_bytes: u64,
+    ) -> Result<HistoryEntry> {
+        let skip = |from_off, first_line| HistoryEntry {
+            row: HistoryRow {
+                version_id: v.id,
+                file_id,
+                kind: store_index::Kind::Skip,
+                from_off,
+                first_line,
+                tail: None,
+            },
+            text: None,
+        };
+        if v.content.len > max_bytes {
+            return Ok(skip(0, 1));
+        }
+        let (from, first_line) = part_read(prev, v.content);
+        let mut bytes = vec![0u8; (v.content.len - from) as usize];
+        let got = self.store.read(v.content, from, &mut bytes)?;
+        bytes.truncate(got);
+        if from == 0 && bytes[..bytes.len().min(8192)].contains(&0) {
+            return Ok(skip(from, first_line));
+        }
+        let tail = tail_of(v.content, from, first_line, &bytes);
+        let (kind, text) = if bytes.len() as u64 > INDEX_MAX {
+            (store_index::Kind::Scan, None)
+        } else {
+            for b in bytes.iter_mut().filter(|b| **b == 0) {
+                *b = b' ';
+            }
+            (
+                store_index::Kind::Text,
+                Some(String::from_utf8_lossy(&bytes).into_owned()),
+            )
+        };
+        Ok(HistoryEntry {
+            row: HistoryRow {
+                version_id: v.id,
+                file_id,
+                kind,
+                from_off: from,
+                first_line,
+                tail: Some(tail),
+            },
+            text,
+        })
+    }
+
+    /// Stores `batch` (emptied) and notes each file's newest row in `heads`.
+    fn store_history_entries(
+        &self,
+        heads: &mut Ids<HistoryRow>,
+        batch: &mut Vec<HistoryEntry>,
+    ) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.store.history_index_put(batch)?;
+        for e in batch.drain(..) {
+            let newer = heads
+                .get(&e.row.file_id)
+                .is_none_or(|h| h.version_id < e.row.version_id);
+            if newer {
+                heads.insert(e.row.file_id, e.row);
+            }
+        }
+        Ok(())
+    }
+}
