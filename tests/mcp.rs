@@ -2281,14 +2281,9 @@ async def main():
     print(json.dumps(out))
 asyncio.run(main())
 "#;
-    let (flag, done) = (m.dir.path().join("subscribed"), m.dir.path().join("done"));
+    let flag = m.dir.path().join("subscribed");
     let client = {
-        let (url, token, flag, done) = (
-            url.clone(),
-            token.trim().to_string(),
-            flag.clone(),
-            done.clone(),
-        );
+        let (url, token, flag) = (url.clone(), token.trim().to_string(), flag.clone());
         std::thread::spawn(move || {
             Command::new(MCP_PYTHON)
                 .arg("-c")
@@ -2327,6 +2322,88 @@ asyncio.run(main())
     }
     assert_eq!(r["open"], "open\n");
     assert_eq!(r["updated"], json!(["scratchpad://file/open.md"]), "{r}");
+}
+
+/// Issue 33 item 3, attacked as uid 1000 with 2026-07-28's way of listening
+/// (`subscriptions/listen` over HTTP, a server run with `--as 1000:1000`): a stream
+/// listening to a file in root's 0700 directory carries nothing when root changes it,
+/// while the open file's change comes on the same stream. Root's 0600 file in an open
+/// directory is told as changed (what `list`, and `stat` on a mount, show uid 1000: its
+/// version and size; never its bytes).
+#[test]
+fn a_listen_stream_as_uid_1000_tells_nothing_of_closed_files() {
+    let m = Mount::with_args(&["--allow-other"]);
+    m.sh_ok(
+        "echo secret > secret.txt && chmod 600 secret.txt \
+         && mkdir private && echo hidden > private/h.txt && chmod 700 private \
+         && echo open > open.md",
+    );
+    let (mut server, url, token_file) = http_server(&m.db, &["--as", "1000:1000"]);
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    let script = r#"
+import asyncio, json, sys, httpx2
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.subscriptions import ResourceUpdated
+async def main():
+    url, token, flag = sys.argv[1:4]
+    out, got = {}, set()
+    async with httpx2.AsyncClient(headers={"Authorization": "Bearer " + token}, timeout=60) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as c:
+            uris = ["scratchpad://file/private/h.txt", "scratchpad://file/secret.txt",
+                    "scratchpad://file/open.md"]
+            async with c.listen(resource_subscriptions=uris) as sub:
+                open(flag, "w").close()
+                async def collect():
+                    async for e in sub:
+                        if isinstance(e, ResourceUpdated):
+                            got.add(str(e.uri))
+                            if "scratchpad://file/open.md" in got:
+                                return
+                try:
+                    await asyncio.wait_for(collect(), 60)
+                except TimeoutError:
+                    pass
+    out["updated"] = sorted(got)
+    print(json.dumps(out))
+asyncio.run(main())
+"#;
+    let flag = m.dir.path().join("listening");
+    let client = {
+        let (url, token, flag) = (url.clone(), token.trim().to_string(), flag.clone());
+        std::thread::spawn(move || {
+            Command::new(MCP_PYTHON)
+                .arg("-c")
+                .arg(script)
+                .args([&url, &token])
+                .arg(&flag)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap()
+        })
+    };
+    wait_for("the agent's listen stream", || {
+        flag.exists() || client.is_finished()
+    });
+    // Root changes the closed files first; the open one's update, after them on the same
+    // stream, says the watcher ran past them.
+    m.sh_ok("echo changed >> private/h.txt && echo changed >> secret.txt");
+    m.sh_ok("echo changed >> open.md");
+    let o = client.join().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        r["updated"],
+        json!(["scratchpad://file/open.md", "scratchpad://file/secret.txt"]),
+        "{r}"
+    );
 }
 
 /// Issue 33 item 6, attacked as uid 1000: the socket a root `scratchfs mcp` opens for

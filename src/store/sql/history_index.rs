@@ -95,7 +95,9 @@ pub fn prepare(conn: &dyn Conn) -> Result<bool> {
                     first_line BIGINT NOT NULL, stream BIGINT, len BIGINT,
                     tail_off BIGINT, tail_line BIGINT);
                 CREATE INDEX IF NOT EXISTS history_indexed_by_file
-                    ON history_indexed(file_id, version_id);";
+                    ON history_indexed(file_id, version_id);
+                CREATE INDEX IF NOT EXISTS history_indexed_scanned
+                    ON history_indexed(version_id) WHERE kind = 1;";
     match conn.dialect() {
         Dialect::Sqlite => {
             conn.batch(rows)?;

@@ -73,6 +73,8 @@ pub fn prepare(conn: &dyn Conn) -> Result<bool> {
                 "CREATE TABLE IF NOT EXISTS text_indexed (
                      file_id INTEGER PRIMARY KEY, version_id INTEGER NOT NULL,
                      scan INTEGER NOT NULL DEFAULT 0);
+                 CREATE INDEX IF NOT EXISTS text_indexed_scanned
+                     ON text_indexed(file_id) WHERE scan = 1;
                  CREATE VIRTUAL TABLE IF NOT EXISTS text_index USING fts5(
                      body, tokenize = 'trigram');",
             )?;
@@ -94,6 +96,8 @@ pub fn prepare(conn: &dyn Conn) -> Result<bool> {
                 "CREATE TABLE IF NOT EXISTS text_indexed (
                      file_id BIGINT PRIMARY KEY, version_id BIGINT NOT NULL,
                      scan BIGINT NOT NULL DEFAULT 0);
+                 CREATE INDEX IF NOT EXISTS text_indexed_scanned
+                     ON text_indexed(file_id) WHERE scan = 1;
                  CREATE TABLE IF NOT EXISTS text_index (
                      file_id BIGINT PRIMARY KEY, body TEXT NOT NULL);
                  CREATE INDEX IF NOT EXISTS text_index_trgm
