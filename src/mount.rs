@@ -625,6 +625,7 @@ pub fn prepare(spec: &MountSpec) -> Result<(Arc<Fs>, Config), Failure> {
     );
     let fs = Arc::new(fs);
     Fs::start_live_appends(&fs).map_err(|e| format!("live-append thread: {e}"))?;
+    Fs::start_history_indexer(&fs).map_err(|e| format!("history-index thread: {e}"))?;
     // `scratchfs mcp` runs its calls here while the database is mounted (issue 12). A
     // mount without it still serves the mount; `scratchfs mcp` then says why it cannot.
     // Without --allow-other, only root and the user who mounted get in, as through FUSE.
@@ -803,6 +804,7 @@ pub fn open_postgres(
     }
     let fs = Arc::new(fs);
     Fs::start_live_appends(&fs).map_err(|e| format!("live-append thread: {e}"))?;
+    Fs::start_history_indexer(&fs).map_err(|e| format!("history-index thread: {e}"))?;
     let weak = Arc::downgrade(&fs);
     let handles = Arc::downgrade(&fs);
     let me = notify::Listener {

@@ -1935,7 +1935,10 @@ fn history_search_asks_the_index_only_for_a_caller_who_may_read_every_version() 
     let (found, read) = search();
     assert!(!found.contains("root"), "{found}");
     assert!(found.starts_with("f3.md@v2:1:one hit-sigma"), "{found}");
-    assert!(read >= 12, "a version closed to uid 1000: the walk, not the index ({read})");
+    assert!(
+        read >= 12,
+        "a version closed to uid 1000: the walk, not the index ({read})"
+    );
     let (code, out, err) = cli(&m, &["grep", "--history", "--json", "hit-sigma"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();

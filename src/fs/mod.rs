@@ -350,6 +350,11 @@ pub struct Fs {
     /// What the store's history index holds, once a history search asked
     /// (`history_index.rs`).
     history_index: Mutex<history_index::HistoryIndexState>,
+    /// Tells the `scratchfs-history` thread that versions are behind, once started.
+    history_indexer: Mutex<Option<std::sync::mpsc::Sender<u64>>>,
+    /// How long a history search brings the index up to date, µs
+    /// ([`Fs::set_history_search_budget`]).
+    history_budget_us: std::sync::atomic::AtomicU64,
     /// A spill directory of this core's own ([`Fs::owning_spill_dir`]), removed with it.
     _spill_owned: Option<tempfile::TempDir>,
 }
@@ -419,6 +424,8 @@ impl Fs {
             listing_short: Default::default(),
             text_index: Default::default(),
             history_index: Default::default(),
+            history_indexer: Default::default(),
+            history_budget_us: (history_index::IN_SEARCH.as_micros() as u64).into(),
             _spill_owned: None,
         })
     }

@@ -319,6 +319,9 @@ fn search_history(
             let (from, first_line) = history_index::part_read(prev, v.content);
             if let (Some(c), Some(row)) = (&candidates, indexed.get(&v.id))
                 && !c.versions.contains(&v.id)
+                && c.indexed_upto
+                    .get(&file_id)
+                    .is_some_and(|&upto| v.id <= upto)
                 && (row.from_off, row.first_line) == (from, first_line)
             {
                 // Read from here, this version holds no match: what it leaves is known.
