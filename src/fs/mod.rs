@@ -355,6 +355,9 @@ pub struct Fs {
     /// How long a history search brings the index up to date, µs
     /// ([`Fs::set_history_search_budget`]).
     history_budget_us: std::sync::atomic::AtomicU64,
+    /// Whether the store holds versions from before `versions.ino`, once asked
+    /// (`history_index.rs`).
+    legacy_versions: std::sync::OnceLock<bool>,
     /// A spill directory of this core's own ([`Fs::owning_spill_dir`]), removed with it.
     _spill_owned: Option<tempfile::TempDir>,
 }
@@ -426,6 +429,7 @@ impl Fs {
             history_index: Default::default(),
             history_indexer: Default::default(),
             history_budget_us: (history_index::IN_SEARCH.as_micros() as u64).into(),
+            legacy_versions: Default::default(),
             _spill_owned: None,
         })
     }

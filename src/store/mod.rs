@@ -557,8 +557,12 @@ pub trait Store: History {
         Ok(Vec::new())
     }
     /// What guards every version ([`sql::history_index::guards`]).
-    fn history_guards(&self) -> Result<(Vec<(u32, u32, u32)>, bool)> {
-        Ok((Vec::new(), true))
+    fn history_guards(&self) -> Result<Vec<(u32, u32, u32)>> {
+        Ok(Vec::new())
+    }
+    /// Whether some version names no inode ([`sql::history_index::legacy_versions`]).
+    fn legacy_versions(&self) -> Result<bool> {
+        Ok(true)
     }
     /// What the other daemons of a shared database have open, as (stream, len), for a gc
     /// to keep (issue 15): on PostgreSQL every live daemon is asked and answers, within

@@ -658,8 +658,12 @@ impl Store for Postgres {
         self.reading(|c| history_index::query(c, literals, ignore_case))
     }
 
-    fn history_guards(&self) -> Result<(Vec<(u32, u32, u32)>, bool)> {
+    fn history_guards(&self) -> Result<Vec<(u32, u32, u32)>> {
         self.reading(history_index::guards)
+    }
+
+    fn legacy_versions(&self) -> Result<bool> {
+        self.reading(history_index::legacy_versions)
     }
 
     fn set_meta(&self, key: &str, value: &str) -> Result<()> {

@@ -239,11 +239,10 @@ pub fn query(conn: &dyn Conn, literals: &[String], ignore_case: bool) -> Result<
 }
 
 /// Read bits, uid and gid of every file inode the store holds, linked or not, each once
-/// (what guards the versions they carried, [`super::read::version_guard`]); and whether
-/// some version names no inode (from before `versions.ino`, whose guard may be the
-/// daemon's user). A caller every one of these lets read may read every version.
-pub fn guards(conn: &dyn Conn) -> Result<(Vec<(u32, u32, u32)>, bool)> {
-    let guards = conn.all(
+/// (what guards the versions they carried, [`super::read::version_guard`]). A caller
+/// every one of these lets read may read every version, if [`legacy_versions`] is false.
+pub fn guards(conn: &dyn Conn) -> Result<Vec<(u32, u32, u32)>> {
+    conn.all(
         "SELECT DISTINCT mode & 292, uid, gid FROM nodes WHERE kind = 'file'",
         &[],
         |r| {
@@ -253,12 +252,17 @@ pub fn guards(conn: &dyn Conn) -> Result<(Vec<(u32, u32, u32)>, bool)> {
                 r.get::<i64>(2)? as u32,
             ))
         },
-    )?;
-    let legacy: bool = conn.value(
+    )
+}
+
+/// Whether some version names no inode (from before `versions.ino`; its guard may be the
+/// daemon's user): one pass over `versions` when there are none, so asked once a mount
+/// (every version made since carries its inode).
+pub fn legacy_versions(conn: &dyn Conn) -> Result<bool> {
+    conn.value(
         "SELECT EXISTS (SELECT 1 FROM versions WHERE ino IS NULL)",
         &[],
-    )?;
-    Ok((guards, legacy))
+    )
 }
 
 /// Deletes the rows of the versions whose ids are in the table `dropped` (one column

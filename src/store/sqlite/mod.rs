@@ -970,8 +970,12 @@ impl Store for Sqlite {
         super::Reading::reading(self, |c| history_index::query(c, literals, ignore_case))
     }
 
-    fn history_guards(&self) -> Result<(Vec<(u32, u32, u32)>, bool)> {
+    fn history_guards(&self) -> Result<Vec<(u32, u32, u32)>> {
         super::Reading::reading(self, history_index::guards)
+    }
+
+    fn legacy_versions(&self) -> Result<bool> {
+        super::Reading::reading(self, history_index::legacy_versions)
     }
 
     fn finish(&self) -> Result<()> {
