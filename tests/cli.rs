@@ -1721,6 +1721,62 @@ fn grep_history_asks_the_history_index_and_finds_what_a_full_read_finds() {
     );
 }
 
+/// Issue 33 item 4, the history index's size (helper finding of session 24: each of 300
+/// one-byte truncations of a 1 MB file was indexed whole, 4 MB of index a version, and a
+/// planted 1 MiB of random text held every commit 4 to 10 s while FTS5 indexed it): a
+/// truncation within the last line indexes that line only, and a version's part over 64
+/// KiB is not indexed (every history search reads it); the index still finds what a full
+/// read finds.
+#[test]
+fn the_history_index_holds_no_copy_per_truncation_nor_a_large_version() {
+    let m = Mount::new();
+    m.sh_ok(
+        "seq -f 'line %05g abcdefghijklmnopqrstuvwxyz abcdefghijklmnopqrstuvwxyz abcdefghijklmnopqrst' \
+         1 400 > t.txt && for i in $(seq 30); do truncate -s -1 t.txt; done && \
+         head -c 200000 /dev/urandom | base64 -w100 > big.txt && echo 'line 00400 elsewhere' >> big.txt",
+    );
+    let text = std::fs::read_to_string(m.path("t.txt")).unwrap();
+    assert_eq!(
+        text.len(),
+        400 * 86 - 30,
+        "the test makes the file it means to"
+    );
+    let grep = |pattern: &str| {
+        let (code, out, err) = cli(&m, &["grep", "--history", "--json", "-E", pattern]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["matches"].clone()
+    };
+    let indexed = grep("line 00400");
+    assert_eq!(
+        indexed,
+        grep(".*line 00400"),
+        "the index finds what a full read finds"
+    );
+    assert!(
+        indexed.as_array().unwrap().len() >= 30,
+        "each cut of the last line is a line of its own: {indexed}"
+    );
+    let body: i64 = m
+        .sql("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM history_index")
+        .trim()
+        .parse()
+        .unwrap();
+    // The file whole twice (its first version, and the first truncation, which cuts the
+    // last newline: a cut before the last line's start reads the version whole), then
+    // each cut line once: 30 x 85.
+    assert!(
+        body < 75_000,
+        "indexed text: {body} bytes for one 34,400-byte file, 30 truncations and a large file"
+    );
+    assert_eq!(
+        m.sql("SELECT COUNT(*) FROM history_indexed WHERE kind = 1")
+            .trim(),
+        "1",
+        "big.txt's version is read by every search, not indexed"
+    );
+}
+
 /// Issue 33 item 9: a command that cannot find its database says what to do: give
 /// `--db` or `SCRATCHFS_DB`, or, standing in a mount, that mount's database; `--db`
 /// naming a mountpoint names the database the mount serves.

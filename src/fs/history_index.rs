@@ -11,15 +11,15 @@ use std::sync::{Arc, Weak, mpsc};
 use std::time::{Duration, Instant};
 
 use super::Fs;
-use super::text_index::{INDEX_MAX, Ids};
+use super::text_index::{BATCH_BYTES, INDEX_MAX, Ids};
 use crate::error::Result;
 use crate::store::sql::history_index::{self as store_index, HistoryEntry};
 pub use crate::store::sql::history_index::{HistoryRow, Tail};
 use crate::store::{ContentRef, Kind};
 
-/// Bytes of text, and versions, added to the index in one store transaction, at most:
-/// each transaction holds the store's write lock, which commits wait for.
-const BATCH_BYTES: usize = 1 << 20;
+/// Versions added to the index in one store transaction, at most (and text up to
+/// [`BATCH_BYTES`], as the live index): each transaction holds the store's write lock,
+/// which commits wait for.
 const BATCH_VERSIONS: usize = 2048;
 
 /// How long a search spends bringing the index up to date before it answers; what is
@@ -60,11 +60,14 @@ pub struct HistoryCandidates {
 
 /// What a history search reads of a version with content `content`, the version before
 /// it (the caller may read) having left `prev`: from where, and that line's number. A
-/// version that appends to the one before (the same stream, longer) from the start of
-/// that one's last line, any other whole (from 0, line 1).
+/// version of the same stream (whose bytes at an offset never change) that reaches the
+/// start of the earlier one's last line, from there: an append, or a truncation within
+/// that line, holds no other line the earlier one did not (helper finding of session 24:
+/// `truncate -s -1` repeated on a 1 MB file made each version read, and indexed, whole);
+/// any other version whole (from 0, line 1).
 pub fn part_read(prev: Option<Tail>, content: ContentRef) -> (u64, u64) {
     match prev {
-        Some(t) if t.stream == content.stream && content.len >= t.len => (t.off, t.line),
+        Some(t) if t.stream == content.stream && content.len >= t.off => (t.off, t.line),
         _ => (0, 1),
     }
 }

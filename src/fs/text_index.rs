@@ -14,9 +14,14 @@ use crate::error::Result;
 use crate::store::sql::text_index::TextEntry;
 use crate::store::{ContentRef, Kind};
 
-/// Largest file whose text is indexed (1 MiB): a larger one is read by every search that
-/// asks the index, so that an append to a large log re-indexes nothing.
-pub const INDEX_MAX: u64 = 1 << 20;
+/// Largest text indexed as one row (64 KiB; a file, or the part of a version a history
+/// search reads): a larger one is read by every search that asks the index, so that an
+/// append to a large log re-indexes nothing. FTS5's cost of one row grows faster than
+/// its size when the text has many distinct trigrams (random printable text: 64 KiB in
+/// 37 ms, 1 MiB in 3.6 s, against 59 ms for 1 MiB of words), and the store's write lock
+/// is held meanwhile (helper finding of session 24: a planted 1 MiB of random text held
+/// every commit 4 to 10 s).
+pub const INDEX_MAX: u64 = 64 << 10;
 
 /// Most files changed since the index was last brought up to date that a search reads
 /// whole (and indexes after); with more, it indexes them first and asks again.
@@ -36,8 +41,9 @@ struct Scan {
 
 /// Bytes of text indexed in one store transaction, at most (plus one file), and files:
 /// each transaction holds the store's write lock, which commits wait for, so a first
-/// index of a large tree goes in steps of about 50 ms rather than one long stall.
-const BATCH_BYTES: usize = 1 << 20;
+/// index of a large tree goes in short steps (at most about 0.2 s for text made to be
+/// slow to index, [`INDEX_MAX`]) rather than one long stall.
+pub(super) const BATCH_BYTES: usize = 128 << 10;
 const BATCH_FILES: usize = 512;
 
 /// A map keyed by file id (ids the store hands out, not chosen by a caller), hashed by
