@@ -2,13 +2,15 @@
 //! [`super::text_index`] of the live files. A version is immutable, so its row is written
 //! once and stays until gc forgets the version (or a redaction drops the index whole).
 //!
-//! What a row indexes is what a history search reads of that version: a version that
-//! appends to the one before it (the same stream, longer) only from the start of the
-//! earlier one's last line (`from_off`, that line's number `first_line`), any other
-//! version whole. So an appended log of 10,000 versions indexes its bytes about once, not
-//! 10,000 times, and a search reads the versions whose indexed part may match. Each row
-//! also keeps where its own last line begins (`tail_off`, `tail_line`), so that the next
-//! version's row is made without reading this one again.
+//! What a row indexes is what a history search reads of that version
+//! ([`crate::fs::history_index::part_read`]): a version of the same stream that reaches
+//! the start of the earlier one's last line (an append, or a truncation within that
+//! line) only from there (`from_off`, that line's number `first_line`), any other version
+//! whole; at most [`crate::fs::INDEX_MAX`] of it as text. So an appended log of 10,000
+//! versions indexes its bytes about once, not 10,000 times, and a search reads the
+//! versions whose indexed part may match. Each row also keeps where its own last line
+//! begins (`tail_off`, `tail_line`), so that the next version's row is made without
+//! reading this one again.
 //!
 //! The index is a filter, never an answer: the caller reads each candidate through the
 //! core, as the caller, and matches it there ([`crate::fs::Fs::history_candidates`]).
@@ -18,7 +20,7 @@
 //! tail_line, kind)`, and SQLite's `history_index` (FTS5 `trigram`, rowid = version id)
 //! or PostgreSQL's `history_index (version_id, body)` with a GIN `pg_trgm` index. Both
 //! hold a copy of every version's text: gc deletes the rows of what it forgets
-//! ([`forget`]), a redaction drops them whole.
+//! ([`forget`]), a redaction and a fork's cut drop them whole ([`drop_all`]).
 
 use super::{Conn, ConnExt, Dialect, Param};
 use crate::p;
