@@ -179,7 +179,7 @@ impl Fs {
     }
 
     /// Starts the `scratchfs-history` thread, which brings the history index up to date in
-    /// steps ([`STEP`]) when a search left versions behind; it ends when the filesystem is
+    /// steps (250 ms of work, 250 ms idle) when a search left versions behind; it ends when the filesystem is
     /// dropped. Without it (a command on an unmounted database), each search takes the
     /// index one second further.
     pub fn start_history_indexer(fs: &Arc<Fs>) -> std::io::Result<()> {
@@ -213,7 +213,7 @@ impl Fs {
     }
 
     /// Sets how long a history search spends bringing the index up to date before it
-    /// answers ([`IN_SEARCH`] unless set): for tests of an index a search leaves behind
+    /// answers (one second unless set): for tests of an index a search leaves behind
     /// (tests/search_core.rs), which a test's small scratchpad never is in one second.
     pub fn set_history_search_budget(&self, budget: Duration) {
         self.history_budget_us
