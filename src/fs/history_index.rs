@@ -1,7 +1,8 @@
 //! The text index of every version, kept for `search` with `history` (issue 33 item 4;
 //! the store's side, and what a row indexes, is [`crate::store::sql::history_index`]).
 //! Before a search asks it, the versions the live files gained since it was last asked
-//! are read and added, so the cost is paid by the search that follows a change, bounded
+//! are read and added, for up to a second (what is left is read by the search, and
+//! indexed by the `scratchfs-history` thread), so the cost is paid after a change, bounded
 //! by the bytes those versions added, and never by a commit. The daemon remembers the
 //! newest row of each file (about 64 bytes a file) once a search has asked.
 
@@ -47,8 +48,9 @@ pub(super) enum HistoryIndexState {
 
 /// What a history search reads, from the index ([`Fs::history_candidates`]).
 pub struct HistoryCandidates {
-    /// The live files that have a version the index names: `(inode, path, file id)`,
-    /// in path order. Not yet checked against any caller's permissions.
+    /// The live files that have a version the index names, or versions it does not hold
+    /// yet: `(inode, path, file id)`, in path order. Not yet checked against any caller's
+    /// permissions.
     pub files: Vec<(u64, String, i64)>,
     /// The versions named (ids).
     pub versions: HashSet<i64>,
