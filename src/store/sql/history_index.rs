@@ -110,15 +110,7 @@ pub fn prepare(conn: &dyn Conn) -> Result<bool> {
             Ok(true)
         }
         Dialect::Postgres => {
-            let has: bool = conn.value(
-                "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm')",
-                &[],
-            )?;
-            if !has
-                && conn
-                    .batch("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-                    .is_err()
-            {
+            if !super::text_index::has_pg_trgm(conn)? {
                 return Ok(false);
             }
             conn.batch(rows)?;

@@ -81,15 +81,7 @@ pub fn prepare(conn: &dyn Conn) -> Result<bool> {
             Ok(true)
         }
         Dialect::Postgres => {
-            let has: bool = conn.value(
-                "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm')",
-                &[],
-            )?;
-            if !has
-                && conn
-                    .batch("CREATE EXTENSION IF NOT EXISTS pg_trgm")
-                    .is_err()
-            {
+            if !has_pg_trgm(conn)? {
                 return Ok(false);
             }
             conn.batch(
@@ -106,6 +98,16 @@ pub fn prepare(conn: &dyn Conn) -> Result<bool> {
             Ok(true)
         }
     }
+}
+
+/// Whether PostgreSQL's `pg_trgm` is there, created if missing (`false`: this role may
+/// not create it); on a connection outside any transaction. Both text indexes need it.
+pub(super) fn has_pg_trgm(conn: &dyn Conn) -> Result<bool> {
+    let has: bool = conn.value(
+        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm')",
+        &[],
+    )?;
+    Ok(has || conn.batch("CREATE EXTENSION IF NOT EXISTS pg_trgm").is_ok())
 }
 
 /// Every indexed file: `(file_id, version_id)`.
