@@ -288,7 +288,7 @@ fn lost_connections_fail_with_eio_then_recover_without_a_remount() {
     let a = Mount::on_db(&db.0);
     std::fs::write(a.path("before"), "kept\n").unwrap();
     // Every connection to this database is cut, as a restart of PostgreSQL would.
-    let name = db.0.rsplit('/').next().unwrap().to_string();
+    let name = common::pg_database_of(&db.0).to_string();
     let cut = || {
         common::pg_query(
             &common::pg_url(),
@@ -693,7 +693,7 @@ fn a_checkpoint_waits_for_the_changes_in_flight_on_every_daemon() {
     std::fs::write(a.path("f"), "one\n").unwrap();
     // A change in flight on another daemon: its transaction holds the change lock shared,
     // as every change's does, and has taken a version id it has not committed.
-    let mut other = postgres::Client::connect(&db.0, postgres::NoTls).unwrap();
+    let mut other = common::pg_client(&db.0);
     let mut tx = other.transaction().unwrap();
     tx.batch_execute(&format!(
         "SELECT pg_advisory_xact_lock_shared({})",
@@ -911,7 +911,7 @@ fn a_file_lock_held_elsewhere_fails_a_commit_with_eagain_after_lock_timeout() {
     let a = Mount::on_db(&db.0);
     write(a.path("held.txt"), "one\n").unwrap();
     // A session that is not a daemon holds the file's lineage row (anyone with the URL).
-    let mut other = postgres::Client::connect(&db.0, postgres::NoTls).unwrap();
+    let mut other = common::pg_client(&db.0);
     let mut tx = other.transaction().unwrap();
     tx.batch_execute("SELECT id FROM files WHERE path = 'held.txt' FOR UPDATE")
         .unwrap();
@@ -1205,10 +1205,9 @@ fn ino_of(p: &std::path::Path) -> u64 {
 #[test]
 fn a_daemon_alone_notifies_nobody_and_one_that_joins_hears_every_change() {
     let db = Db::new();
-    let mut listener = postgres::Client::connect(&db.0, postgres::NoTls)
-        .expect("a session of the tests' PostgreSQL to listen on");
+    let mut listener = common::pg_client(&db.0);
     listener.batch_execute("LISTEN scratchfs").unwrap();
-    let mut probe = postgres::Client::connect(&db.0, postgres::NoTls).unwrap();
+    let mut probe = common::pg_client(&db.0);
     let registered = |probe: &mut postgres::Client| -> i64 {
         probe
             .query_one("SELECT COUNT(*) FROM daemons", &[])

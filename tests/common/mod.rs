@@ -65,12 +65,35 @@ pub fn new_pg_database() -> String {
             .unwrap()
             .subsec_nanos()
     );
-    let mut c = postgres::Client::connect(&base, postgres::NoTls)
-        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at SCRATCHFS_PG_URL: {e}"));
+    let mut c = pg_client(&base);
     c.batch_execute(&format!("CREATE DATABASE {name}"))
         .unwrap_or_else(|e| panic!("cannot create a test database on PostgreSQL: {e:?}"));
-    let (server, _) = base.rsplit_once('/').expect("a URL with a database name");
-    format!("{server}/{name}")
+    pg_url_of(&base, &name)
+}
+
+/// A blocking client for `url`, through scratchfs' own connection code (so that the
+/// URL's TLS parameters, `sslrootcert` and the rest, mean what they mean to the store).
+pub fn pg_client(url: &str) -> postgres::Client {
+    scratchfs::store::postgres::connect_listener(url)
+        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL: {e}"))
+}
+
+/// The database name of a `postgres://` URL (its path, before any `?query`).
+pub fn pg_database_of(url: &str) -> &str {
+    let path = url.split_once('?').map_or(url, |(p, _)| p);
+    path.rsplit_once('/').expect("a URL with a database name").1
+}
+
+/// `url` naming the database `name` instead, its query (TLS parameters) kept.
+pub fn pg_url_of(url: &str, name: &str) -> String {
+    let (path, query) = url
+        .split_once('?')
+        .map_or((url, None), |(p, q)| (p, Some(q)));
+    let (server, _) = path.rsplit_once('/').expect("a URL with a database name");
+    match query {
+        Some(q) => format!("{server}/{name}?{q}"),
+        None => format!("{server}/{name}"),
+    }
 }
 
 /// Runs `query` on the PostgreSQL database `url` and prints its rows as the sqlite3 shell
@@ -79,8 +102,7 @@ pub fn new_pg_database() -> String {
 pub fn pg_query(url: &str, query: &str) -> String {
     use postgres::types::Type;
     let query = query.replace(" AS BLOB)", " AS BYTEA)");
-    let mut c = postgres::Client::connect(url, postgres::NoTls)
-        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL: {e}"));
+    let mut c = pg_client(url);
     // The column types from the statement; the values as PostgreSQL prints them (numeric
     // sums included), then booleans as 1/0 and bytes as text.
     let types: Vec<Type> = if query
@@ -130,10 +152,8 @@ pub fn pg_query(url: &str, query: &str) -> String {
 
 /// Drops a database [`new_pg_database`] made (its connections closed first).
 pub fn drop_pg_database(url: &str) {
-    let Some((_, name)) = url.rsplit_once('/') else {
-        return;
-    };
-    if let Ok(mut c) = postgres::Client::connect(&pg_url(), postgres::NoTls) {
+    let name = pg_database_of(url);
+    if let Ok(mut c) = scratchfs::store::postgres::connect_listener(&pg_url()) {
         let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
     }
 }

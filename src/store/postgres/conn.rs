@@ -39,9 +39,9 @@ use std::pin::Pin;
 use std::str::FromStr;
 
 use bytes::BytesMut;
-use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::config::Host;
 use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
-use tokio_postgres::{Client, Config, NoTls, SimpleQueryMessage, Statement};
+use tokio_postgres::{Client, Config, SimpleQueryMessage, Statement};
 
 use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::{Conn, ConnExt, Dialect, Flow, IdOf, Param, Row, Value};
@@ -223,27 +223,29 @@ impl PgConn {
     /// (or a `key=value` connection string), as libpq reads it, with libpq's environment
     /// defaults for what the URL leaves out (the URL wins): `PGHOST` (a comma-separated
     /// list; a path is a Unix socket directory), `PGPORT`, `PGUSER` (else the OS user),
-    /// `PGPASSWORD`, `PGDATABASE` (else the user name), `PGSSLMODE`. `~/.pgpass` and
-    /// `PGSERVICE` are not read.
+    /// `PGPASSWORD`, `PGDATABASE` (else the user name), and TLS's `PGSSLMODE`,
+    /// `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`. `~/.pgpass` and `PGSERVICE` are not read.
     ///
-    /// TLS: this client has none yet (the build's rustls, `crate::tls`, serves only `mcp
-    /// --listen` so far), so the connection is always in plain text: `sslmode` `disable` and `prefer` (the
-    /// default, which then falls back to plain text) connect; `require` (or libpq's
-    /// `verify-ca`/`verify-full` in `PGSSLMODE`) fails with `ENOTSUP`, saying TLS needs
-    /// a build with TLS.
+    /// TLS ([`super::tls`]): libpq's `sslmode` (`disable`, `prefer` the default, `require`,
+    /// `verify-ca`, `verify-full`), `sslrootcert` (a PEM file or `system`), `sslcert` and
+    /// `sslkey`, on rustls; the files are read before connecting.
     ///
     /// Errors never repeat the URL (it may hold a password): `EINVAL` for a URL or
-    /// environment value that does not parse, the socket's errno when the server cannot
-    /// be reached (e.g. `ECONNREFUSED`), `EACCES` when it refuses the login, else `EIO`.
+    /// environment value that does not parse, an unknown parameter, or a certificate or key
+    /// file that is missing, unreadable or holds none; the socket's errno when the server
+    /// cannot be reached (e.g. `ECONNREFUSED`); `EACCES` when it refuses the login, or when
+    /// TLS refuses the server (no TLS offered where the mode needs it, a certificate not
+    /// signed by the root certificates, or not valid for the host name); else `EIO`.
     pub fn connect(url: &str) -> Result<PgConn> {
-        let config = config_from(url, |k| std::env::var(k).ok())?;
+        let (config, tls) = config_from(url, |k| std::env::var(k).ok())?;
+        let connector = super::tls::connector(&tls)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| StoreError::failed(format!("a runtime for the PostgreSQL client: {e}")))?;
         let (client, connection) = runtime
-            .block_on(config.connect(NoTls))
-            .map_err(|e| not_connected(&config, &e))?;
+            .block_on(config.connect(connector))
+            .map_err(|e| not_connected(&config, &tls, &e))?;
         runtime.spawn(connection);
         // Prepared statements keep one generic plan: the store's statements are short
         // index lookups whose plan does not depend on the values, so planning each
@@ -272,7 +274,7 @@ impl PgConn {
                  SET idle_in_transaction_session_timeout = '10s'; \
                  SET synchronous_commit = off",
             ))
-            .map_err(|e| not_connected(&config, &e))?;
+            .map_err(|e| not_connected(&config, &tls, &e))?;
         Ok(PgConn {
             runtime,
             client,
@@ -793,7 +795,29 @@ impl PgConn {
 }
 
 /// The error of a connection that could not be made.
-fn not_connected(config: &Config, e: &tokio_postgres::Error) -> StoreError {
+fn not_connected(
+    config: &Config,
+    tls: &super::tls::Settings,
+    e: &tokio_postgres::Error,
+) -> StoreError {
+    let host = config
+        .get_hosts()
+        .iter()
+        .find_map(|h| match h {
+            Host::Tcp(name) => Some(name.as_str()),
+            Host::Unix(_) => None,
+        })
+        .unwrap_or("");
+    if let Some(why) = super::tls::explain(e, tls, host) {
+        return StoreError::new(
+            why.kind,
+            format!(
+                "cannot connect to PostgreSQL at {}: {}",
+                target(config),
+                why.reason
+            ),
+        );
+    }
     let err = pg_error(e);
     // Not "lost": it never was connected.
     let kind = match io_source(e) {
@@ -811,12 +835,14 @@ fn not_connected(config: &Config, e: &tokio_postgres::Error) -> StoreError {
 }
 
 /// A blocking connection for what [`Conn`] does not cover: LISTEN and its notifications
-/// ([`super::notify`]). Same URL, environment and errors as [`PgConn::connect`].
+/// ([`super::notify`]), and tools and tests that need a plain client. Same URL,
+/// environment (TLS included) and errors as [`PgConn::connect`].
 pub fn connect_listener(url: &str) -> Result<postgres::Client> {
-    let config = config_from(url, |k| std::env::var(k).ok())?;
+    let (config, tls) = config_from(url, |k| std::env::var(k).ok())?;
+    let connector = super::tls::connector(&tls)?;
     postgres::Config::from(config.clone())
-        .connect(NoTls)
-        .map_err(|e| not_connected(&config, &e))
+        .connect(connector)
+        .map_err(|e| not_connected(&config, &tls, &e))
 }
 
 impl Conn for PgConn {
@@ -1440,11 +1466,17 @@ fn target(config: &Config) -> String {
 }
 
 /// The client configuration for `url`, with libpq's environment defaults (`env` reads a
-/// variable) for what the URL does not give; see [`PgConn::connect`].
-fn config_from(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Config> {
+/// variable) for what the URL does not give, and its TLS settings; see
+/// [`PgConn::connect`].
+fn config_from(
+    url: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(Config, super::tls::Settings)> {
     let invalid = |what: String| StoreError::new(ErrorKind::Invalid, what);
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let (rest, tls) = super::tls::split(url, &env, home.as_deref())?;
     let env = |k: &str| env(k).filter(|v| !v.is_empty());
-    let mut config = Config::from_str(&super::store::with_lower_scheme(url))
+    let mut config = Config::from_str(&super::store::with_lower_scheme(&rest))
         .map_err(|e| invalid(format!("invalid PostgreSQL URL: {}", describe(&e))))?;
     if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
         let Some(hosts) = env("PGHOST") else {
@@ -1482,39 +1514,14 @@ fn config_from(url: &str, env: impl Fn(&str) -> Option<String>) -> Result<Config
     {
         config.dbname(&db);
     }
-    // The parsed config cannot tell an explicit `sslmode=prefer` from the default, so
-    // the URL's text says whether it chose.
-    if !url.contains("sslmode")
-        && let Some(mode) = env("PGSSLMODE")
-    {
-        config.ssl_mode(match mode.as_str() {
-            "disable" => SslMode::Disable,
-            "prefer" => SslMode::Prefer,
-            "require" | "verify-ca" | "verify-full" => SslMode::Require,
-            other => {
-                return Err(invalid(format!(
-                    "PGSSLMODE {other:?} is not supported (this build supports disable, \
-                     prefer and require)"
-                )));
-            }
-        });
-    }
-    // TLS is not available to this client yet (`NoTls` connects; src/tls.rs is not wired):
-    // `prefer` falls back to plain text, `require` cannot be met.
-    if config.get_ssl_mode() == SslMode::Require {
-        return Err(StoreError::new(
-            ErrorKind::Unsupported,
-            "PostgreSQL sslmode require: TLS needs a build of scratchfs with TLS support \
-             (this one connects in plain text only; use sslmode=disable or prefer, or a \
-             local or tunnelled connection)",
-        ));
-    }
-    Ok(config)
+    config.ssl_mode(tls.mode.ssl_mode());
+    Ok((config, tls))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio_postgres::config::SslMode;
 
     #[test]
     fn placeholders_are_rewritten_outside_quotes_and_comments() {
@@ -1555,7 +1562,9 @@ mod tests {
             ("PGPASSWORD", "p2"),
             ("PGSSLMODE", "require"),
         ]);
-        let c = config_from("postgresql://u:pw@db.example:6000/d?sslmode=disable", &env).unwrap();
+        let c = config_from("postgresql://u:pw@db.example:6000/d?sslmode=disable", &env)
+            .unwrap()
+            .0;
         assert_eq!(c.get_hosts(), &[Host::Tcp("db.example".into())]);
         assert_eq!(c.get_ports(), &[6000]);
         assert_eq!(c.get_user(), Some("u"));
@@ -1575,7 +1584,7 @@ mod tests {
             ("PGPASSWORD", "p2"),
             ("PGSSLMODE", "disable"),
         ]);
-        let c = config_from("postgres://", &env).unwrap();
+        let c = config_from("postgres://", &env).unwrap().0;
         assert_eq!(
             c.get_hosts(),
             &[Host::Tcp("h1".into()), Host::Unix("/run/pg".into())]
@@ -1589,13 +1598,17 @@ mod tests {
 
     #[test]
     fn tls_and_bad_values_are_refused() {
-        let e = config_from("postgres://h/d?sslmode=require", env_of(&[])).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Unsupported);
-        assert!(e.reason.contains("TLS needs a build"), "{e}");
+        let (c, tls) = config_from("postgres://h/d?sslmode=require", env_of(&[])).unwrap();
+        assert_eq!(c.get_ssl_mode(), SslMode::Require);
+        assert_eq!(tls.mode, super::super::tls::Mode::Require);
         let e = config_from("postgres://h/d", env_of(&[("PGSSLMODE", "verify-full")])).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Unsupported);
+        assert_eq!(e.kind, ErrorKind::Invalid);
+        assert!(e.reason.contains("needs a root certificate"), "{e}");
         let e = config_from("postgres://h/d", env_of(&[("PGSSLMODE", "allow")])).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Invalid);
+        let e = config_from("postgres://h/d?sslmod=require", env_of(&[])).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Invalid);
+        assert!(e.reason.contains("sslmod"), "{e}");
         let e = config_from("postgres:///d", env_of(&[])).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Invalid);
         assert!(e.reason.contains("PGHOST"), "{e}");

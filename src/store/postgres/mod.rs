@@ -6,15 +6,17 @@
 //! environment defaults, errors as errnos, the change lock), notifications between
 //! daemons ([`notify`]), and the schema text [`SCHEMA`].
 //!
-//! TLS: this client has none yet (the build's rustls, [`crate::tls`], serves only `mcp
-//! --listen` so far); `sslmode=require` (in the URL or `PGSSLMODE`) is refused with a
-//! message saying so ([`PgConn::connect`]).
+//! TLS to the server: libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey` on rustls
+//! ([`tls`]).
 
 mod conn;
 pub mod notify;
 mod store;
+pub mod tls;
 
-pub use conn::{CHANGE_LOCK, PENDING_VERSION_ID, PgConn, SYNCED_COMMIT, is_guard, pg_error};
+pub use conn::{
+    CHANGE_LOCK, PENDING_VERSION_ID, PgConn, SYNCED_COMMIT, connect_listener, is_guard, pg_error,
+};
 pub use store::{Heads, Postgres, display_name, is_url};
 
 /// The PostgreSQL schema: the translation of src/store/schema.sql, created with
