@@ -114,9 +114,14 @@ impl Drop for NewDb {
 }
 
 /// A database as provenance names it: a PostgreSQL URL without its user (and password).
+/// A database as the product names it: a URL without its credentials or its query (TLS
+/// parameters), a path as it is.
 fn named(db: &str) -> String {
     match db.split_once('@') {
-        Some((_, rest)) if db.starts_with("postgres") => format!("postgres://{rest}"),
+        Some((_, rest)) if db.starts_with("postgres") => {
+            let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
+            format!("postgres://{rest}")
+        }
         _ => db.to_string(),
     }
 }

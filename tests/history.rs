@@ -85,7 +85,7 @@ fn restore_while_mounted_leaves_no_stale_cache_and_offline_too() {
     m.sh_ok("echo one > f && echo 'two two' > f && cat f > /dev/null");
     // A reader holds the file open across the restore.
     let out = m.sh_ok(&format!(
-        "exec 3<f; head -c 3 <&3 >/dev/null; SCRATCHFS_DB={} {BIN} restore f@1 && cat f && stat -c %s f",
+        "exec 3<f; head -c 3 <&3 >/dev/null; SCRATCHFS_DB='{}' {BIN} restore f@1 && cat f && stat -c %s f",
         m.db.display()
     ));
     assert_eq!(out, "f: version 1 restored\none\n4\n");

@@ -222,7 +222,7 @@ fn gc_forgets_old_versions_only_when_asked_and_keeps_what_matters() {
     assert_eq!(count(&m), before, "dry run changed nothing");
     // While mounted, the daemon runs it and keeps what an open reader still reads.
     let out = m.sh_ok(&format!(
-        "export SCRATCHFS_DB={}; exec 3<big; sum1=$({BIN} show big | md5sum); \
+        "export SCRATCHFS_DB='{}'; exec 3<big; sum1=$({BIN} show big | md5sum); \
          head -c 200000 /dev/urandom > big; {BIN} gc --keep-last 1 --json >&2; \
          sum2=$(md5sum <&3); [ \"$sum1\" = \"$sum2\" ] && echo same",
         m.db.display()
