@@ -839,22 +839,45 @@ pub fn open_postgres(
                     }
                 }
             }
-            // A new version of a file reloads that file; a change of the tree (or rules, or
-            // a lost connection) the whole inode table.
+            // The nodes a create, unlink, rename or attribute change moved are read again
+            // (the namespace feed, issue 34), then a file's new version reloads that file;
+            // a change of the tree as a whole (a rollback, a gc, a redaction), of the
+            // rules, or a lost connection reloads the whole inode table.
             let whole = changes
                 .iter()
                 .any(|c| matches!(c, notify::Change::Rules | notify::Change::Tree));
             let refreshed = if whole {
+                log::info!("refresh: reloading the whole tree ({changes:?})");
                 fs.refresh()
             } else {
-                let mut done = std::collections::HashSet::new();
-                changes.iter().try_for_each(|c| match *c {
-                    notify::Change::File { ino, .. } if done.insert(ino) => fs.refresh_file(ino),
-                    notify::Change::Events => {
-                        fs.refresh_events();
-                        Ok(())
+                let mut nodes = Vec::new();
+                for c in changes {
+                    if let notify::Change::Node { ino, replaced } = *c {
+                        nodes.push(ino);
+                        if replaced != 0 {
+                            nodes.push(replaced);
+                        }
                     }
-                    _ => Ok(()),
+                }
+                let mut done = std::collections::HashSet::new();
+                let moved = if nodes.is_empty() {
+                    Ok(())
+                } else {
+                    log::debug!("refresh: {} node(s) from the feed", nodes.len());
+                    done.extend(nodes.iter().copied());
+                    fs.refresh_nodes(&nodes)
+                };
+                moved.and_then(|()| {
+                    changes.iter().try_for_each(|c| match *c {
+                        notify::Change::File { ino, .. } if done.insert(ino) => {
+                            fs.refresh_file(ino)
+                        }
+                        notify::Change::Events => {
+                            fs.refresh_events();
+                            Ok(())
+                        }
+                        _ => Ok(()),
+                    })
                 })
             };
             if let Err(e) = refreshed {

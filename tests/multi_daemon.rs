@@ -1458,3 +1458,103 @@ PYEOF"#,
     ));
     assert_eq!(out, "b'appended line\\n'\n");
 }
+
+/// Names, kinds and modes under `root`, sorted: what `ls -lR` shows of a tree.
+fn listing(root: &std::path::Path) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            let rel = e.path().strip_prefix(root).unwrap().display().to_string();
+            if rel == "MANIFEST" || rel.ends_with(".outline") || rel.starts_with('.') {
+                continue;
+            }
+            out.push(format!(
+                "{rel} {} {:o} {}",
+                if meta.is_dir() { "d" } else { "f" },
+                meta.permissions().mode() & 0o7777,
+                if meta.is_dir() { 0 } else { meta.len() }
+            ));
+            if meta.is_dir() {
+                dirs.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// How many times a daemon's log says it reloaded its whole inode table.
+fn whole_reloads(m: &Mount) -> usize {
+    m.daemon_log().matches("reloading the whole tree").count()
+}
+
+#[test]
+fn namespace_changes_reach_the_other_daemon_by_the_node_not_by_a_whole_reload() {
+    let db = Db::new();
+    let a = Mount::on_db(&db.0);
+    let log = [("RUST_LOG", "warn,scratchfs=info")];
+    let b = Mount::on_db_with_env(&db.0, &log);
+    // b reloads its tree once when it starts listening (it may have missed changes).
+    wait_for("b listening", || (whole_reloads(&b) >= 1).then_some(()));
+    std::fs::create_dir(a.path("first")).unwrap();
+    wait_for("b sees a's directory", || b.path("first").is_dir().then_some(()));
+    let reloads_before = whole_reloads(&b);
+    // b looks names up, so that the kernel holds entries the changes must drop.
+    assert!(!b.path("d/f0.md").exists());
+    std::fs::create_dir(a.path("d")).unwrap();
+    for i in 0..50 {
+        std::fs::write(a.path(&format!("d/f{i}.md")), format!("file {i}\n")).unwrap();
+    }
+    wait_for("b sees a's creates", || {
+        b.path("d/f49.md").exists().then_some(())
+    });
+    assert_eq!(common::read(b.path("d/f0.md")), "file 0\n");
+    // A rename, a rename over another file, a chmod, an unlink, an rmdir, a directory
+    // moved with its files.
+    std::fs::rename(a.path("d/f1.md"), a.path("first/moved.md")).unwrap();
+    std::fs::rename(a.path("d/f2.md"), a.path("d/f3.md")).unwrap();
+    std::fs::set_permissions(
+        a.path("d/f4.md"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::remove_file(a.path("d/f5.md")).unwrap();
+    std::fs::create_dir(a.path("gone")).unwrap();
+    std::fs::remove_dir(a.path("gone")).unwrap();
+    std::fs::create_dir_all(a.path("first/sub")).unwrap();
+    std::fs::write(a.path("first/sub/deep.md"), "deep\n").unwrap();
+    std::fs::rename(a.path("first"), a.path("d/first")).unwrap();
+    // The last change, which b sees after all the others.
+    std::fs::write(a.path("done.md"), "done\n").unwrap();
+    wait_for("b sees a's last change", || b.path("done.md").exists().then_some(()));
+    wait_for("b's tree equals a's", || {
+        (listing(&b.mnt) == listing(&a.mnt)).then_some(())
+    });
+    assert_eq!(common::read(b.path("d/f3.md")), "file 2\n");
+    assert_eq!(common::read(b.path("d/first/sub/deep.md")), "deep\n");
+    assert!(!b.path("d/f5.md").exists() && !b.path("first").exists());
+    assert_eq!(
+        whole_reloads(&b),
+        reloads_before,
+        "b reloaded its whole tree for a create, rename, chmod or unlink:\n{}",
+        b.daemon_log()
+    );
+    assert!(
+        !b.daemon_log().contains("did not settle"),
+        "{}",
+        b.daemon_log()
+    );
+    // A rollback is a change of the whole tree: b reloads it (and agrees after).
+    let (code, _, err) = common::cli(&a, &["checkpoint", "before-rm"]);
+    assert_eq!(code, 0, "{err}");
+    std::fs::remove_file(a.path("done.md")).unwrap();
+    let (code, _, err) = common::cli(&a, &["rollback", "before-rm"]);
+    assert_eq!(code, 0, "{err}");
+    wait_for("b reloads its tree after the rollback", || {
+        (whole_reloads(&b) > reloads_before && b.path("done.md").exists()).then_some(())
+    });
+}

@@ -189,6 +189,149 @@ impl Fs {
         Ok(())
     }
 
+    /// Brings nodes `inos` to the store's state after another daemon's creates, unlinks,
+    /// renames or attribute changes of them (PostgreSQL `node` notifications, issue 34):
+    /// their rows are read, with those of their parents (old and new: attributes, the
+    /// listing) and of any node here that sits where one of them now is (a rename's
+    /// victim), and each takes its place and state as [`Fs::refresh`] would give it; the
+    /// kernel's caches of them are dropped. Cost: one store read per 500 nodes and round,
+    /// whatever the tree's size. When the rows do not settle within 4 rounds (moves that
+    /// displace each other in a chain), or a node's new parent is not known here, the
+    /// whole tree is reloaded instead ([`Fs::refresh`]). Errors: the store's.
+    pub fn refresh_nodes(&self, inos: &[u64]) -> Result<()> {
+        let outcome = {
+            let _gc = self.gc_guard.write();
+            let _ns = self.ns_guard.write();
+            let mut tree = self.tree.write();
+            self.reload_some(&mut tree, inos)?
+        };
+        let Some((invalidations, touched, file_ids)) = outcome else {
+            log::info!("refresh: the namespace feed did not settle; reloading the whole tree");
+            return self.refresh();
+        };
+        {
+            let mut hashers = self.hashers.lock();
+            for f in file_ids {
+                hashers.remove(&f);
+            }
+        }
+        self.views.changed(&touched);
+        for inv in invalidations {
+            self.invalidate(inv);
+        }
+        Ok(())
+    }
+
+    /// [`Fs::refresh_nodes`] under its locks: `None` when the whole tree must be reloaded.
+    #[allow(clippy::type_complexity)]
+    fn reload_some(
+        &self,
+        tree: &mut Tree,
+        inos: &[u64],
+    ) -> Result<Option<(Vec<Invalidation>, Vec<u64>, Vec<i64>)>> {
+        use std::collections::{BTreeSet, HashSet};
+        let live = |r: &NodeRecord| r.ino == ROOT || r.parent != 0;
+        let mut moved: BTreeSet<u64> = inos.iter().copied().collect();
+        let mut records: HashMap<u64, NodeRecord> = HashMap::new();
+        let mut fetched: HashSet<u64> = HashSet::new();
+        let mut settled = false;
+        for _round in 0..4 {
+            // The moved nodes and their parents, here and in the store.
+            let mut need: BTreeSet<u64> = BTreeSet::new();
+            for &ino in &moved {
+                need.insert(ino);
+                if let Some(n) = tree.nodes.get(&ino)
+                    && !n.orphan
+                    && ino != ROOT
+                {
+                    need.insert(n.parent);
+                }
+                if let Some(r) = records.get(&ino)
+                    && live(r)
+                    && ino != ROOT
+                {
+                    need.insert(r.parent);
+                }
+            }
+            let need: Vec<u64> = need.into_iter().filter(|i| !fetched.contains(i)).collect();
+            if need.is_empty() {
+                settled = true;
+                break;
+            }
+            for r in self.store.nodes(&need)? {
+                records.insert(r.ino, r);
+            }
+            fetched.extend(need);
+            // A node here at a place one of them now takes moves too (replaced by a
+            // rename, or unlinked and re-created by the other daemon).
+            let mut displaced = Vec::new();
+            for &ino in &moved {
+                if let Some(r) = records.get(&ino).filter(|r| live(r) && r.ino != ROOT)
+                    && let Some(other) = tree.nodes.get(&r.parent).and_then(|p| p.child(&r.name))
+                    && other != ino
+                {
+                    displaced.push(other);
+                }
+            }
+            moved.extend(displaced);
+        }
+        if !settled {
+            return Ok(None);
+        }
+        let mut inv = Vec::new();
+        let mut touched = Vec::new();
+        let mut file_ids = Vec::new();
+        // 1. What is no longer live, or moves, leaves its place.
+        for &ino in &fetched {
+            let Some(n) = tree.nodes.get(&ino) else {
+                continue;
+            };
+            if ino == ROOT || n.orphan {
+                continue;
+            }
+            let (parent, name, kind) = (n.parent, n.name.clone(), n.kind);
+            file_ids.extend(n.file_id);
+            let r = records.get(&ino).filter(|r| live(r));
+            if r.is_some_and(|r| r.parent == parent && *r.name == *name) {
+                continue;
+            }
+            tree.detach(parent, ino, &name, kind);
+            inv.push(Invalidation::Entry(parent, name.to_vec()));
+            inv.push(Invalidation::Attr(parent));
+            inv.push(Invalidation::Data(parent));
+            touched.push(ino);
+            if r.is_none() {
+                tree.make_orphan(ino);
+            }
+        }
+        // 2. Each live one at its place with its state, parents first; one whose parent
+        // is not here (a directory this daemon never heard of) needs the whole tree.
+        let mut pending: Vec<NodeRecord> = records.into_values().filter(|r| live(r)).collect();
+        pending.sort_by_key(|r| r.ino);
+        while !pending.is_empty() {
+            let before = pending.len();
+            let mut later = Vec::new();
+            for r in pending {
+                let ready = r.ino == ROOT
+                    || tree
+                        .nodes
+                        .get(&r.parent)
+                        .is_some_and(|p| !p.orphan && p.kind == crate::store::Kind::Dir);
+                if ready {
+                    file_ids.extend(r.file_id);
+                    place(tree, r, &mut inv, &mut touched);
+                } else {
+                    later.push(r);
+                }
+            }
+            if later.len() == before {
+                return Ok(None);
+            }
+            pending = later;
+        }
+        Ok(Some((inv, touched, file_ids)))
+    }
+
     /// [`Fs::refresh`] from inside a request (a create or rename that found a name only
     /// the store knew): the kernel's caches are told, without waiting for it to act (it
     /// may hold the directory of this very request locked).
@@ -289,61 +432,69 @@ impl Fs {
         }
         // 2. Every live node at its place with its state (parents come first).
         for r in records {
-            let ino = r.ino;
-            let linked = match tree.nodes.get_mut(&ino) {
-                Some(n) => {
-                    let was_linked =
-                        !n.orphan && (ino == ROOT || n.parent == r.parent && *n.name == *r.name);
-                    // A new version, or the same one with other content (a redaction
-                    // moved it: the pages and sizes the kernel holds are not its bytes).
-                    let content_changed = n.head.as_ref().map(|h| (h.id, h.content))
-                        != r.head.as_ref().map(|h| (h.id, h.content));
-                    let rewritten = content_changed
-                        && n.head.as_ref().map(|h| h.id) == r.head.as_ref().map(|h| h.id);
-                    if content_changed
-                        || n.attrs.mode != r.attrs.mode
-                        || n.attrs.uid != r.attrs.uid
-                        || n.attrs.gid != r.attrs.gid
-                    {
-                        inv.push(Invalidation::Attr(ino));
-                        touched.push(ino);
-                    }
-                    if content_changed {
-                        inv.push(Invalidation::Data(ino));
-                        n.take_head(r.head.clone());
-                        n.step = r.step;
-                        n.mtime_pinned = r.mtime_pinned;
-                        if rewritten {
-                            n.forget_old_bytes();
-                        }
-                    }
-                    if n.orphan {
-                        n.orphan = false;
-                        tree.orphans.remove(&ino);
-                    }
-                    let n = tree.nodes.get_mut(&ino).expect("present above");
-                    n.parent = r.parent;
-                    n.name = r.name.clone().into();
-                    n.file_id = r.file_id;
-                    n.attrs = r.attrs;
-                    was_linked
-                }
-                None => {
-                    touched.push(ino);
-                    tree.nodes.insert(ino, Node::from_record(r.clone()));
-                    false
-                }
-            };
-            if !linked && ino != ROOT {
-                let kind = tree.nodes[&ino].kind;
-                tree.attach(r.parent, ino, &r.name, kind);
-                // A negative entry the kernel may hold for the name.
-                inv.push(Invalidation::Entry(r.parent, r.name.clone()));
-                inv.push(Invalidation::Attr(r.parent));
-                inv.push(Invalidation::Data(r.parent));
-            }
+            place(tree, r, &mut inv, &mut touched);
         }
         Ok((inv, touched))
+    }
+}
+
+/// Puts record `r` of a live node in `tree` at its place with its state (its parent is
+/// there already): what [`Fs::reload`] and [`Fs::refresh_nodes`] do for each node they
+/// bring to the store's state, adding the kernel invalidations to send to `inv` and the
+/// inode to `touched` when anything of it changed.
+fn place(tree: &mut Tree, r: NodeRecord, inv: &mut Vec<Invalidation>, touched: &mut Vec<u64>) {
+    let ino = r.ino;
+    let linked = match tree.nodes.get_mut(&ino) {
+        Some(n) => {
+            let was_linked =
+                !n.orphan && (ino == ROOT || n.parent == r.parent && *n.name == *r.name);
+            // A new version, or the same one with other content (a redaction
+            // moved it: the pages and sizes the kernel holds are not its bytes).
+            let content_changed = n.head.as_ref().map(|h| (h.id, h.content))
+                != r.head.as_ref().map(|h| (h.id, h.content));
+            let rewritten = content_changed
+                && n.head.as_ref().map(|h| h.id) == r.head.as_ref().map(|h| h.id);
+            if content_changed
+                || n.attrs.mode != r.attrs.mode
+                || n.attrs.uid != r.attrs.uid
+                || n.attrs.gid != r.attrs.gid
+            {
+                inv.push(Invalidation::Attr(ino));
+                touched.push(ino);
+            }
+            if content_changed {
+                inv.push(Invalidation::Data(ino));
+                n.take_head(r.head.clone());
+                n.step = r.step;
+                n.mtime_pinned = r.mtime_pinned;
+                if rewritten {
+                    n.forget_old_bytes();
+                }
+            }
+            if n.orphan {
+                n.orphan = false;
+                tree.orphans.remove(&ino);
+            }
+            let n = tree.nodes.get_mut(&ino).expect("present above");
+            n.parent = r.parent;
+            n.name = r.name.clone().into();
+            n.file_id = r.file_id;
+            n.attrs = r.attrs;
+            was_linked
+        }
+        None => {
+            touched.push(ino);
+            tree.nodes.insert(ino, Node::from_record(r.clone()));
+            false
+        }
+    };
+    if !linked && ino != ROOT {
+        let kind = tree.nodes[&ino].kind;
+        tree.attach(r.parent, ino, &r.name, kind);
+        // A negative entry the kernel may hold for the name.
+        inv.push(Invalidation::Entry(r.parent, r.name.clone()));
+        inv.push(Invalidation::Attr(r.parent));
+        inv.push(Invalidation::Data(r.parent));
     }
 }
 

@@ -765,6 +765,11 @@ pub trait History: Send + Sync {
     /// Node `ino` with its current version, as [`Store::load`] gives each (`None`: not in
     /// the store's tree).
     fn node(&self, ino: u64) -> Result<Option<NodeRecord>>;
+    /// The rows of nodes `inos` (in any order; an inode not in the store is left out),
+    /// each as [`History::node`] gives it: live, or unlinked (`parent` 0, not the root).
+    /// What a daemon re-reads of the nodes another daemon's changes moved
+    /// ([`crate::fs::Fs::refresh_nodes`]).
+    fn nodes(&self, inos: &[u64]) -> Result<Vec<NodeRecord>>;
     /// The inode that last carried lineage `file_id` (the live one first, else the one
     /// unlinked last; for a lineage that ended by being renamed over another file, that of
     /// the lineage it continues): its number, whether it is still linked, its stored mode,
@@ -886,6 +891,9 @@ impl<R: Reading> History for R {
     }
     fn node(&self, ino: u64) -> Result<Option<NodeRecord>> {
         self.reading(|c| sql::read::load_node(c, ino))
+    }
+    fn nodes(&self, inos: &[u64]) -> Result<Vec<NodeRecord>> {
+        self.reading(|c| sql::read::load_nodes(c, inos))
     }
     fn lineage_owner(&self, file_id: i64) -> Result<Option<LineageOwner>> {
         self.reading(|c| sql::read::lineage_owner(c, file_id))

@@ -210,8 +210,23 @@ impl Mount {
         Self::on_db_with(db, &[])
     }
 
+    /// [`Mount::on_db`] with the daemon's environment extended by `env` (e.g.
+    /// `RUST_LOG`, to read what it logs in [`Mount::daemon_log`]).
+    pub fn on_db_with_env(db: &str, env: &[(&str, &str)]) -> Mount {
+        Self::on_db_env(db, &[], env)
+    }
+
+    /// What the daemon has written to its standard error so far.
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
     /// [`Mount::on_db`] with extra `scratchfs mount` arguments.
     pub fn on_db_with(db: &str, extra: &[&str]) -> Mount {
+        Self::on_db_env(db, extra, &[])
+    }
+
+    fn on_db_env(db: &str, extra: &[&str], env: &[(&str, &str)]) -> Mount {
         let dir = tempfile::Builder::new()
             .prefix("scratchfs-test-")
             .tempdir()
@@ -224,7 +239,10 @@ impl Mount {
             db: PathBuf::from(db),
             child: None,
             extra: extra.iter().map(|s| s.to_string()).collect(),
-            env: Vec::new(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             disk: None,
             keep_db: true,
         };

@@ -3,8 +3,14 @@
 //! every listening daemon when, and only when, the change is committed. Each daemon
 //! listens on a connection of its own ([`listen`]) and, for a change another daemon made,
 //! brings its inode table and views to the database's state and drops the kernel's
-//! caches of what changed (`Fs::refresh`). PAYLOAD is `DAEMON KIND` (PostgreSQL limits a
-//! payload to 8000 bytes; this one is under 64).
+//! caches of what changed. PAYLOAD is `DAEMON KIND [NUMBERS]` (PostgreSQL limits a
+//! payload to 8000 bytes; this one is under 100: [`PAYLOAD_MAX`]).
+//!
+//! The namespace is sent by the node (issue 34): a create, unlink, rename or attribute
+//! change names the inode it moved (and the one a rename replaced), and the listening
+//! daemons re-read those rows alone (`Fs::refresh_nodes`); only what changes the tree as
+//! a whole (a rollback, a gc, a redaction) or a listener that may have missed
+//! notifications (a lost connection) reloads the whole inode table (`Fs::refresh`).
 
 use std::time::Duration;
 
@@ -18,8 +24,17 @@ pub const CHANNEL: &str = "scratchfs";
 /// What a committed change touched, as its notification says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
-    /// The namespace or attributes (create, unlink, rename, setattr, rollback, gc).
+    /// The tree as a whole (rollback, gc, redact), or anything that may have been missed
+    /// (a listener's lost connection): every node is read again.
     Tree,
+    /// One node's place or attributes (create, unlink, rename, setattr): node `ino`, and
+    /// `replaced` (0: none), the one a rename put out of its place.
+    Node {
+        /// The inode created, unlinked, renamed or changed.
+        ino: u64,
+        /// The inode a rename replaced, or 0.
+        replaced: u64,
+    },
     /// A new version of lineage `file_id` on inode `ino`.
     File {
         /// The inode.
@@ -56,12 +71,22 @@ const GC_ANSWER: &str = "WITH pins AS (
     INSERT INTO gc_acks(token, pid, time_ns) VALUES ($1, pg_backend_pid(), $4)
     ON CONFLICT DO NOTHING";
 
+/// The longest payload [`Change::payload`] makes, in bytes, for a daemon name of at most
+/// [`DAEMON_NAME_MAX`] bytes: PostgreSQL refuses a payload of 8000 bytes or more (docs,
+/// NOTIFY), which would fail the change that sends it.
+pub const PAYLOAD_MAX: usize = DAEMON_NAME_MAX + " node ".len() + 2 * 20 + 1;
+
+/// The longest daemon name a store makes (`Postgres::daemon`).
+pub const DAEMON_NAME_MAX: usize = 64;
+
 impl Change {
     /// The notification payload for a change by daemon `daemon`; `None` for what other
     /// daemons need not hear of.
     pub fn payload(&self, daemon: &str) -> Option<String> {
         Some(match self {
             Change::Tree => format!("{daemon} tree"),
+            Change::Node { ino, replaced: 0 } => format!("{daemon} node {ino}"),
+            Change::Node { ino, replaced } => format!("{daemon} node {ino} {replaced}"),
             Change::File { ino, file_id } => format!("{daemon} file {ino} {file_id}"),
             Change::Events => format!("{daemon} events"),
             Change::Rules => format!("{daemon} rules"),
@@ -76,6 +101,10 @@ impl Change {
         let daemon = w.next()?;
         let c = match w.next()? {
             "tree" => Change::Tree,
+            "node" => Change::Node {
+                ino: w.next()?.parse().ok()?,
+                replaced: w.next().map_or(Some(0), |r| r.parse().ok())?,
+            },
             "file" => Change::File {
                 ino: w.next()?.parse().ok()?,
                 file_id: w.next()?.parse().ok()?,
@@ -284,4 +313,31 @@ fn application_name(daemon: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ' '))
         .take(63)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_payload_parses_back_and_stays_far_under_postgresqls_limit() {
+        let daemon = crate::store::sql::new_scratchpad_id("daemon 1");
+        assert!(daemon.len() <= DAEMON_NAME_MAX);
+        let all = [
+            Change::Tree,
+            Change::Node { ino: u64::MAX, replaced: 0 },
+            Change::Node { ino: u64::MAX, replaced: u64::MAX },
+            Change::File { ino: u64::MAX, file_id: i64::MAX },
+            Change::Events,
+            Change::Rules,
+            Change::Gc { token: i64::MAX },
+        ];
+        for c in all {
+            let p = c.payload(&daemon).unwrap();
+            assert!(p.len() <= PAYLOAD_MAX && PAYLOAD_MAX < 8000, "{p}");
+            assert_eq!(Change::parse(&p), Some((daemon.as_str(), c)), "{p}");
+        }
+        assert_eq!(Change::parse("d node x"), None);
+        assert_eq!(Change::parse("d node 5 x"), None);
+    }
 }

@@ -113,6 +113,10 @@ impl Heads {
         for c in changes {
             match *c {
                 Touched::File { ino, .. } => self.drop_one(ino),
+                Touched::Node { ino, replaced } => {
+                    self.drop_one(ino);
+                    self.drop_one(replaced);
+                }
                 Touched::Tree => return self.clear(),
                 _ => {}
             }
@@ -513,6 +517,17 @@ impl Postgres {
         what: super::notify::Change,
         f: impl FnOnce(&dyn Conn, &Proc) -> Result<Result<T>>,
     ) -> Result<T> {
+        self.change_as(caller, move |_| what, |conn| conn.batch("BEGIN"), f)
+    }
+
+    /// [`Postgres::change`] whose notification depends on its result (a create names the
+    /// inode it made).
+    fn change_then<T>(
+        &self,
+        caller: &Caller,
+        what: impl FnOnce(&Result<T>) -> super::notify::Change,
+        f: impl FnOnce(&dyn Conn, &Proc) -> Result<Result<T>>,
+    ) -> Result<T> {
         self.change_as(caller, what, |conn| conn.batch("BEGIN"), f)
     }
 
@@ -524,14 +539,14 @@ impl Postgres {
         what: super::notify::Change,
         f: impl FnOnce(&dyn Conn, &Proc) -> Result<Result<T>>,
     ) -> Result<T> {
-        self.change_as(caller, what, PgConn::begin_exclusive, f)
+        self.change_as(caller, move |_| what, PgConn::begin_exclusive, f)
     }
 
     /// A change whose transaction `begin` opens.
     fn change_as<T>(
         &self,
         caller: &Caller,
-        what: super::notify::Change,
+        what: impl FnOnce(&Result<T>) -> super::notify::Change,
         begin: impl FnOnce(&PgConn) -> Result<()>,
         f: impl FnOnce(&dyn Conn, &Proc) -> Result<Result<T>>,
     ) -> Result<T> {
@@ -543,6 +558,7 @@ impl Postgres {
             begin(conn)?;
             match f(conn, &proc_) {
                 Ok(out) => {
+                    let what = what(&out);
                     self.commit_notifying(conn, what)?;
                     Ok(out)
                 }
@@ -686,7 +702,11 @@ impl Store for Postgres {
         // A new file's transaction goes in one round trip, sure that no deleted lineage
         // is at its path; made again asking for it when one is (a path re-created).
         let create = |lookup| {
-            self.change(caller, Touched::Tree, |tx, proc_| {
+            let made = |rec: &Result<NodeRecord>| Touched::Node {
+                ino: rec.as_ref().map_or(parent, |r| r.ino),
+                replaced: 0,
+            };
+            self.change_then(caller, made, |tx, proc_| {
                 lock_paths(tx, &[path])?;
                 create_in(tx, parent, name, path, kind, attrs, proc_, lookup).map(Ok)
             })
@@ -728,7 +748,8 @@ impl Store for Postgres {
         caller: &Caller,
     ) -> Result<()> {
         self.heads.drop_one(ino);
-        self.change(caller, Touched::Tree, |tx, proc_| {
+        let what = Touched::Node { ino, replaced: 0 };
+        self.change(caller, what, |tx, proc_| {
             set_attrs_in(tx, ino, attrs, mtime_pinned, path, proc_).map(Ok)
         })
     }
@@ -742,7 +763,7 @@ impl Store for Postgres {
         time_ns: i64,
     ) -> Result<()> {
         self.heads.drop_one(ino);
-        self.change(caller, Touched::Tree, |tx, proc_| {
+        self.change(caller, Touched::Node { ino, replaced: 0 }, |tx, proc_| {
             // Gone or moved already (another host unlinked or renamed it): the name this
             // daemon saw is stale, as the kernel would say.
             // Renames and unlinks of one node take turns across daemons, and each
@@ -941,7 +962,11 @@ impl Store for Postgres {
         if let Some((replaced, _)) = req.replaced {
             self.heads.drop_one(replaced);
         }
-        self.change(&caller, Touched::Tree, |tx, proc_| {
+        let what = Touched::Node {
+            ino,
+            replaced: req.replaced.map_or(0, |(r, _)| r),
+        };
+        self.change(&caller, what, |tx, proc_| {
             lock_paths(tx, &[&old_path, &new_path])?;
             // Removed or moved by another host meanwhile: the name this daemon saw is
             // stale, as the kernel would say.

@@ -347,6 +347,32 @@ pub(crate) fn load_node(conn: &dyn Conn, ino: u64) -> Result<Option<NodeRecord>>
     )
 }
 
+/// Nodes `inos` as [`load_node`] gives each (an inode not in the store left out). Read
+/// 500 at a time, each time by a statement of 1, 8, 64 or 500 placeholders (the list
+/// padded with its first inode), so that a connection prepares at most four texts.
+pub(crate) fn load_nodes(conn: &dyn Conn, inos: &[u64]) -> Result<Vec<NodeRecord>> {
+    let mut out = Vec::with_capacity(inos.len());
+    for chunk in inos.chunks(500) {
+        let size = [1, 8, 64, 500]
+            .into_iter()
+            .find(|&k| k >= chunk.len())
+            .unwrap_or(500);
+        let marks: Vec<String> = (1..=size).map(|i| format!("?{i}")).collect();
+        let params: Vec<crate::store::sql::Param<'_>> = (0..size)
+            .map(|i| crate::store::sql::Param::Int(*chunk.get(i).unwrap_or(&chunk[0]) as i64))
+            .collect();
+        out.extend(conn.all(
+            &format!(
+                "{NODE_WITH_HEAD} FROM nodes n {NODE_HEAD_JOINS} WHERE n.ino IN ({})",
+                marks.join(",")
+            ),
+            &params,
+            node_with_head,
+        )?);
+    }
+    Ok(out)
+}
+
 /// The text of the rules recorded last (`rules`), if any (`""`: a mount without rules).
 pub(crate) fn rules_text(conn: &dyn Conn) -> Result<Option<String>> {
     conn.opt_value("SELECT text FROM rules ORDER BY id DESC LIMIT 1", p![])
