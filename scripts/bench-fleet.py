@@ -20,7 +20,8 @@ hosts). It measures, first with a small tree (about 1,000 files) and then with N
     until the directory is gone on every other daemon (target < 1 s).
 
 `--bin` runs another build (for a comparison with an earlier revision, run this script
-once with each). The plain URL of scripts/pg is used, so that builds without TLS run too.
+once with each). The daemons connect with sslmode=disable, so that a build without TLS
+compares on equal terms; `--tls` connects with scripts/pg's verify-full URL instead.
 Nothing here polls with a fixed sleep other than 1 ms between stats.
 """
 
@@ -142,13 +143,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--rm", type=int, default=10_000)
     ap.add_argument("--rate-n", type=int, default=2000)
+    ap.add_argument("--tls", action="store_true")
     ap.add_argument("--out")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root (mounts)")
     base = sh(os.path.join(ROOT, "scripts/pg"), "start").strip().splitlines()[-1]
     db = f"scratchfs_fleet_{os.getpid()}"
-    url = base.rsplit("/", 1)[0] + "/" + db
+    url = base.rsplit("/", 1)[0] + "/" + db + "?sslmode=disable"
+    if args.tls:
+        tls = sh(os.path.join(ROOT, "scripts/pg"), "url", "--tls").strip()
+        url = base.rsplit("/", 1)[0] + "/" + db + "?" + tls.split("?", 1)[1]
     sh("psql", base, "-X", "-q", "-c", f"CREATE DATABASE {db}")
     work = f"/var/tmp/scratchfs-fleet-{os.getpid()}"
     daemons = []
@@ -199,7 +204,7 @@ def main():
         "cpu_growth": ("<", 2.0),
     }
     lines = [f"bench-fleet: {args.bin}, {args.daemons} daemons, {args.files} files, "
-             f"{args.rounds} rounds, rm of {args.rm}"]
+             f"{args.rounds} rounds, rm of {args.rm}, {'TLS' if args.tls else 'plain text'}"]
     for k, v in res.items():
         mark = ""
         if k in targets:

@@ -173,6 +173,9 @@ impl Fs {
     /// rename or unlink runs meanwhile. The digest states cached for appends are dropped
     /// (their versions may no longer be the heads).
     pub fn refresh(&self) -> Result<()> {
+        // Not under the locks: a server that does not answer must not hold every lookup
+        // back for its timeout (docs/deploy.md "Partitions").
+        self.store.ping()?;
         let (invalidations, touched) = {
             let _gc = self.gc_guard.write();
             let _ns = self.ns_guard.write();
@@ -452,8 +455,8 @@ fn place(tree: &mut Tree, r: NodeRecord, inv: &mut Vec<Invalidation>, touched: &
             // moved it: the pages and sizes the kernel holds are not its bytes).
             let content_changed = n.head.as_ref().map(|h| (h.id, h.content))
                 != r.head.as_ref().map(|h| (h.id, h.content));
-            let rewritten = content_changed
-                && n.head.as_ref().map(|h| h.id) == r.head.as_ref().map(|h| h.id);
+            let rewritten =
+                content_changed && n.head.as_ref().map(|h| h.id) == r.head.as_ref().map(|h| h.id);
             if content_changed
                 || n.attrs.mode != r.attrs.mode
                 || n.attrs.uid != r.attrs.uid

@@ -434,6 +434,13 @@ pub struct RenameRequest<'a> {
 pub trait Store: History {
     /// All live nodes, parents before children.
     fn load(&self) -> Result<Vec<NodeRecord>>;
+    /// Whether the database answers now (one round trip on PostgreSQL, within its
+    /// timeout; nothing on SQLite): asked before a reload takes the inode table's locks,
+    /// so that a server that stopped answering costs the reload its error, not the
+    /// filesystem's every lookup a wait. Errors: `EIO` when it does not answer.
+    fn ping(&self) -> Result<()> {
+        Ok(())
+    }
     /// Creates a node. A file gets no version (its first commit is version 1, or the
     /// next number of the lineage it continues: the file deleted last at `path`, if any),
     /// and an event (op `create`) recording who created it.

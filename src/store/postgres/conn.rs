@@ -65,6 +65,11 @@ pub struct PgConn {
     /// connection's calls.
     runtime: tokio::runtime::Runtime,
     client: Client,
+    /// How long a round trip may wait for its answer ([`round_trip_timeout`]).
+    timeout: std::time::Duration,
+    /// A round trip went unanswered: the connection's state is unknown, and it is
+    /// treated as closed ([`PgConn::client_closed`]).
+    broken: Cell<bool>,
     /// Prepared statements by their text as the shared code wrote it (with `?N`).
     statements: RefCell<HashMap<String, Statement>>,
     /// The same statements prepared by name with SQL's `PREPARE` (for
@@ -239,12 +244,17 @@ impl PgConn {
     pub fn connect(url: &str) -> Result<PgConn> {
         let (config, tls) = config_from(url, |k| std::env::var(k).ok())?;
         let connector = super::tls::connector(&tls)?;
+        let timeout = round_trip_timeout();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| StoreError::failed(format!("a runtime for the PostgreSQL client: {e}")))?;
+        // The URL's `connect_timeout` (or this timeout) bounds only the socket's connect
+        // in tokio-postgres: the TLS handshake and the login are bounded here, so that a
+        // server that accepts but never answers fails the connection too.
         let (client, connection) = runtime
-            .block_on(config.connect(connector))
+            .block_on(async { tokio::time::timeout(timeout, config.connect(connector)).await })
+            .map_err(|_| unanswered(timeout))?
             .map_err(|e| not_connected(&config, &tls, &e))?;
         runtime.spawn(connection);
         // Prepared statements keep one generic plan: the store's statements are short
@@ -254,9 +264,11 @@ impl PgConn {
         // difference in the bench's wall times on the reference machine, whose noise is
         // larger).
         //
-        // A lock waited for longer than `lock_timeout` (30 s) fails the change (EAGAIN):
-        // another daemon's commit of the same file, or a session holding its row, cannot
-        // hold this daemon's changes back for long. A session of ours idle inside a
+        // A lock waited for longer than `lock_timeout` (30 s, or less with a shorter
+        // round-trip timeout: [`lock_timeout`]) fails the change (EAGAIN): another
+        // daemon's commit of the same file, or a session holding its row, cannot hold
+        // this daemon's changes back for long, and the answer comes before the client
+        // gives the round trip up. A session of ours idle inside a
         // transaction for 10 s (a daemon stopped mid-change: SIGSTOP, a frozen host) is
         // ended by the server, which frees the rows it locked for the other daemons; our
         // transactions never sit idle that long.
@@ -268,16 +280,23 @@ impl PgConn {
         // So an acknowledged change survives the daemon's kill -9 and a restart of the
         // server, not a crash of the server or the host in that moment; an `fsync` makes it
         // durable ([`SYNCED_COMMIT`], docs/deploy.md "Durability").
+        let settings = format!(
+            "SET plan_cache_mode = force_generic_plan; SET lock_timeout = '{}ms'; \
+             SET idle_in_transaction_session_timeout = '10s'; \
+             SET synchronous_commit = off",
+            lock_timeout(timeout).as_millis()
+        );
         runtime
-            .block_on(client.batch_execute(
-                "SET plan_cache_mode = force_generic_plan; SET lock_timeout = '30s'; \
-                 SET idle_in_transaction_session_timeout = '10s'; \
-                 SET synchronous_commit = off",
-            ))
+            .block_on(async {
+                tokio::time::timeout(timeout, client.batch_execute(&settings)).await
+            })
+            .map_err(|_| unanswered(timeout))?
             .map_err(|e| not_connected(&config, &tls, &e))?;
         Ok(PgConn {
             runtime,
             client,
+            timeout,
+            broken: Cell::new(false),
             statements: RefCell::new(HashMap::new()),
             named: RefCell::new(HashMap::new()),
             queued: RefCell::new(Vec::new()),
@@ -299,6 +318,9 @@ impl PgConn {
     /// `pg_terminate_backend`) is found closed before a change is sent on it, rather than
     /// failing that change with `EIO`.
     pub fn client_closed(&self) -> bool {
+        if self.broken.get() {
+            return true;
+        }
         if !self.client.is_closed() {
             self.runtime.block_on(async {
                 tokio::task::yield_now().await;
@@ -318,7 +340,7 @@ impl PgConn {
         let queued = std::mem::take(&mut *self.queued.borrow_mut());
         self.queued_bytes.set(0);
         if queued.is_empty() {
-            return self.runtime.block_on(last).map_err(|e| pg_error(&e));
+            return self.within(last)?.map_err(|e| pg_error(&e));
         }
         let client = &self.client;
         type Sent<'a> = Pin<Box<dyn Future<Output = Result<()>> + 'a>>;
@@ -397,14 +419,28 @@ impl PgConn {
         if queued.iter().any(|q| matches!(q, Queued::Begin(..))) {
             self.begun.set(true);
         }
-        let (earlier, last) = self.runtime.block_on(futures_util::future::join(
+        let (earlier, last) = self.within(futures_util::future::join(
             futures_util::future::join_all(sent),
             last,
-        ));
+        ))?;
         for r in earlier {
             r?;
         }
         last.map_err(|e| pg_error(&e))
+    }
+
+    /// Runs `f` (a round trip) to its end, or for at most the connection's timeout: then
+    /// the connection is marked broken (the store connects again at its next call) and
+    /// the error is `EIO` ([`ErrorKind::Unavailable`]), saying how long it waited. An
+    /// unanswered `COMMIT` may have committed or not: the caller was told `EIO`, never
+    /// that it was done.
+    fn within<F: Future>(&self, f: F) -> Result<F::Output> {
+        self.runtime
+            .block_on(async { tokio::time::timeout(self.timeout, f).await })
+            .map_err(|_| {
+                self.broken.set(true);
+                unanswered(self.timeout)
+            })
     }
 
     /// Sends what is queued, if anything; its first failure is the error.
@@ -761,7 +797,7 @@ impl PgConn {
         self.begun.set(true);
         self.run(self.client.batch_execute(sql)).inspect_err(|_| {
             crate::store::count::round_trip();
-            let _ = self.runtime.block_on(self.client.batch_execute("ROLLBACK"));
+            let _ = self.within(self.client.batch_execute("ROLLBACK"));
             self.in_transaction.set(false);
             self.begun.set(false);
         })
@@ -830,6 +866,48 @@ fn not_connected(
             "cannot connect to PostgreSQL at {}: {}",
             target(config),
             describe(e)
+        ),
+    )
+}
+
+/// How long the client waits for the answer to a round trip (and to connect, unless the
+/// URL says `connect_timeout`) before it gives the connection up: `SCRATCHFS_PG_TIMEOUT`
+/// seconds (a positive number, fractions allowed), 40 s by default. A server that stopped
+/// answering (stopped, frozen, or cut off by the network without a reset) then costs a
+/// change `EIO` after this long, not a hang (docs/deploy.md "Partitions"). A value that
+/// does not parse is ignored with a warning.
+pub fn round_trip_timeout() -> std::time::Duration {
+    const DEFAULT: std::time::Duration = std::time::Duration::from_secs(40);
+    match std::env::var("SCRATCHFS_PG_TIMEOUT") {
+        Err(_) => DEFAULT,
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 && s < 86_400.0 => {
+                std::time::Duration::from_secs_f64(s)
+            }
+            _ => {
+                log::warn!("SCRATCHFS_PG_TIMEOUT {v:?} is not a number of seconds: 40 s");
+                DEFAULT
+            }
+        },
+    }
+}
+
+/// The server's `lock_timeout` for a round-trip timeout `t`: 10 s less (30 s by
+/// default), at least half of it, so that a change waiting for a lock is answered
+/// `EAGAIN` before the client gives the round trip up.
+fn lock_timeout(t: std::time::Duration) -> std::time::Duration {
+    t.saturating_sub(std::time::Duration::from_secs(10))
+        .max(t / 2)
+}
+
+/// The error of a round trip that got no answer within `t`.
+fn unanswered(t: std::time::Duration) -> StoreError {
+    StoreError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "PostgreSQL did not answer within {:.1} s (SCRATCHFS_PG_TIMEOUT): the connection \
+             is given up and made again at the next change",
+            t.as_secs_f64()
         ),
     )
 }
@@ -1515,6 +1593,9 @@ fn config_from(
         config.dbname(&db);
     }
     config.ssl_mode(tls.mode.ssl_mode());
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(round_trip_timeout());
+    }
     Ok((config, tls))
 }
 

@@ -164,9 +164,19 @@ pub fn listen(
         .name("scratchfs-listen".into())
         .spawn(move || {
             let mut backoff = Duration::ZERO;
+            let mut connecting = Connecting::default();
             loop {
                 let started = std::time::Instant::now();
-                let out = listen_once(&url, &daemon, &me, &on);
+                let out = connecting.client(&url).and_then(|mut client| {
+                    let out = listen_once(&mut client, &daemon, &me, &on);
+                    // Dropping the blocking client waits for the server to take its
+                    // goodbye, which a server that stopped answering never does: that
+                    // wait is left to a thread of its own.
+                    let _ = std::thread::Builder::new()
+                        .name("scratchfs-close".into())
+                        .spawn(move || drop(client));
+                    out
+                });
                 me.pid.store(0, std::sync::atomic::Ordering::Relaxed);
                 match out {
                     Ok(()) => return,
@@ -193,14 +203,60 @@ pub fn listen(
         .map(|_| ())
 }
 
+/// The listening connection's connect, bounded: the blocking client bounds only the
+/// socket's connect, not the TLS handshake and login after it, so it runs in a thread
+/// of its own and is waited for at most the round-trip timeout. One that has not
+/// answered yet is waited for again at the next attempt rather than started anew, so a
+/// long partition leaves at most one such thread.
+#[derive(Default)]
+struct Connecting(Option<std::sync::mpsc::Receiver<Result<postgres::Client>>>);
+
+impl Connecting {
+    fn client(&mut self, url: &str) -> Result<postgres::Client> {
+        let rx = match self.0.take() {
+            Some(rx) => rx,
+            None => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let url = url.to_owned();
+                std::thread::Builder::new()
+                    .name("scratchfs-connect".into())
+                    .spawn(move || {
+                        let _ = tx.send(super::conn::connect_listener(&url));
+                    })
+                    .map_err(|e| {
+                        crate::store::error::StoreError::failed(format!("a thread: {e}"))
+                    })?;
+                rx
+            }
+        };
+        let timeout = super::conn::round_trip_timeout();
+        match rx.recv_timeout(timeout) {
+            Ok(out) => out,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                self.0 = Some(rx);
+                Err(crate::store::error::StoreError::new(
+                    crate::store::error::ErrorKind::Unavailable,
+                    format!(
+                        "the listening connection got no answer within {:.1} s \
+                         (SCRATCHFS_PG_TIMEOUT)",
+                        timeout.as_secs_f64()
+                    ),
+                ))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(
+                crate::store::error::StoreError::failed("the connecting thread ended"),
+            ),
+        }
+    }
+}
+
 /// One connection's worth of [`listen`]: `Ok` when `on` asked to stop.
 fn listen_once(
-    url: &str,
+    client: &mut postgres::Client,
     daemon: &str,
     me: &Listener,
     on: &impl Fn(&[Change]) -> bool,
 ) -> Result<()> {
-    let mut client = super::conn::connect_listener(url)?;
     client.batch_execute(&format!(
         "LISTEN {CHANNEL}; SELECT pg_advisory_lock_shared({}, {}); \
          SET application_name = '{}'",
@@ -211,17 +267,21 @@ fn listen_once(
     let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[])?.get(0);
     me.pid
         .store(i64::from(pid), std::sync::atomic::Ordering::Relaxed);
-    register(&mut client, daemon)?;
+    register(client, daemon)?;
     // What happened while not listening (or before registering).
     if !on(&[Change::Tree]) {
         return Ok(());
     }
+    // A quiet connection is checked this often, and must answer within the round-trip
+    // timeout: a server that stopped answering (a partition) is found within twice it.
+    let timeout = super::conn::round_trip_timeout();
+    let quiet = timeout.min(Duration::from_secs(30));
     loop {
         let mut batch = Vec::new();
         {
             let mut n = client.notifications();
             // Blocks for the first; the rest that are already here come with it.
-            let mut it = n.timeout_iter(Duration::from_secs(30));
+            let mut it = n.timeout_iter(quiet);
             if let Some(first) = it.next()? {
                 batch.push(first);
             }
@@ -232,8 +292,13 @@ fn listen_once(
             }
         }
         if batch.is_empty() {
-            // A quiet 30 s: make sure the connection is still there.
-            client.batch_execute("SELECT 1")?;
+            // A quiet while: make sure the connection is still there, and answers.
+            client.is_valid(timeout).map_err(|e| {
+                crate::store::error::StoreError::new(
+                    crate::store::error::ErrorKind::Unavailable,
+                    format!("the listening connection did not answer: {e}"),
+                )
+            })?;
             continue;
         }
         let mut changes = Vec::new();
@@ -243,7 +308,7 @@ fn listen_once(
             .filter(|(d, _)| *d != daemon)
         {
             match c {
-                Change::Gc { token } => answer_gc(&mut client, token, me)?,
+                Change::Gc { token } => answer_gc(client, token, me)?,
                 c => changes.push(c),
             }
         }
@@ -325,9 +390,18 @@ mod tests {
         assert!(daemon.len() <= DAEMON_NAME_MAX);
         let all = [
             Change::Tree,
-            Change::Node { ino: u64::MAX, replaced: 0 },
-            Change::Node { ino: u64::MAX, replaced: u64::MAX },
-            Change::File { ino: u64::MAX, file_id: i64::MAX },
+            Change::Node {
+                ino: u64::MAX,
+                replaced: 0,
+            },
+            Change::Node {
+                ino: u64::MAX,
+                replaced: u64::MAX,
+            },
+            Change::File {
+                ino: u64::MAX,
+                file_id: i64::MAX,
+            },
             Change::Events,
             Change::Rules,
             Change::Gc { token: i64::MAX },

@@ -690,6 +690,10 @@ impl Store for Postgres {
         self.reading(crate::store::sql::read::load)
     }
 
+    fn ping(&self) -> Result<()> {
+        self.reading(|c| c.value::<i64>("SELECT 1", p![]).map(|_| ()))
+    }
+
     fn create(
         &self,
         parent: u64,
