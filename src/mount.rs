@@ -777,6 +777,7 @@ pub fn open_postgres(
             .map_err(|e| format!("a spill directory for large writes: {e}"))?;
     }
     let daemon = store.daemon().to_string();
+    let keys = store.keys().clone();
     let listener_pid = store.listener_pid();
     let heads = store.heads();
     let store: Arc<dyn Store> = Arc::new(store);
@@ -819,6 +820,7 @@ pub fn open_postgres(
     notify::listen(
         url.to_string(),
         daemon,
+        keys,
         me,
         move |changes: &[notify::Change]| {
             let Some(fs) = weak.upgrade() else {

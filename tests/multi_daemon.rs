@@ -1656,3 +1656,71 @@ print("stale", stale, file=sys.stderr)
         "one ESTALE refusal recorded per lost update"
     );
 }
+
+/// `url` with the connection parameter `options=-csearch_path=SCHEMA` added: the
+/// scratchpad in that schema.
+fn in_schema(url: &str, schema: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}options=-csearch_path%3D{schema}")
+}
+
+/// How many notifications from other daemons a daemon's debug log shows.
+fn heard(m: &Mount) -> usize {
+    m.daemon_log().matches("changes by other daemons").count()
+}
+
+#[test]
+fn scratchpads_in_two_schemas_hear_only_their_own_daemons_with_three_connections_each() {
+    let db = Db::new();
+    common::pg_query(&db.0, "CREATE SCHEMA pad_a");
+    common::pg_query(&db.0, "CREATE SCHEMA pad_b");
+    let log = [("RUST_LOG", "warn,scratchfs::mount=debug")];
+    let (url_a, url_b) = (in_schema(&db.0, "pad_a"), in_schema(&db.0, "pad_b"));
+    let a1 = Mount::on_db(&url_a);
+    let a2 = Mount::on_db_with_env(&url_a, &log);
+    let b1 = Mount::on_db(&url_b);
+    let b2 = Mount::on_db_with_env(&url_b, &log);
+    std::fs::write(a1.path("only-a.md"), "a\n").unwrap();
+    wait_for("a2 sees a1's file", || {
+        a2.path("only-a.md").exists().then_some(())
+    });
+    let a2_before = heard(&a2);
+    for i in 0..20 {
+        std::fs::write(b1.path(&format!("b{i}.md")), "b\n").unwrap();
+    }
+    wait_for("b2 sees b1's files", || {
+        b2.path("b19.md").exists().then_some(())
+    });
+    assert!(heard(&b2) > 0, "{}", b2.daemon_log());
+    // One more change in a, seen by a2: had a2 heard b's 20, they came before it.
+    std::fs::write(a1.path("last-a.md"), "a\n").unwrap();
+    wait_for("a2 sees a1's last file", || {
+        a2.path("last-a.md").exists().then_some(())
+    });
+    let a2_heard = heard(&a2) - a2_before;
+    assert!(
+        (1..=2).contains(&a2_heard),
+        "a2 heard {a2_heard} notifications for 1 change in its scratchpad and 20 in another:\n{}",
+        a2.daemon_log()
+    );
+    assert!(!a2.path("b0.md").exists() && !b2.path("only-a.md").exists());
+    // A gc of one scratchpad asks its own daemons only (b's would never answer it).
+    let (code, err) = gc(&url_a, &["--keep-last", "1"]);
+    assert_eq!(code, Some(0), "{err}");
+    // Every daemon holds at most three connections (writer, reader, listener), after
+    // reads and writes through it.
+    for m in [&a1, &a2, &b1, &b2] {
+        std::fs::write(m.path("touch.md"), "x\n").unwrap();
+        let _ = std::fs::read_to_string(m.path("MANIFEST")).unwrap();
+    }
+    let sessions = common::pg_query(
+        &db.0,
+        &format!(
+            "SELECT COUNT(*) FROM pg_stat_activity
+             WHERE datname = '{}' AND pid <> pg_backend_pid()",
+            common::pg_database_of(&db.0)
+        ),
+    );
+    let n: usize = sessions.parse().unwrap();
+    assert!(n <= 4 * 3, "{n} sessions for 4 daemons");
+}

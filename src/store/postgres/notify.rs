@@ -18,8 +18,49 @@ use postgres::fallible_iterator::FallibleIterator;
 
 use crate::store::error::Result;
 
-/// The channel every scratchfs daemon of a database listens on.
+/// The channel the daemons of the scratchpad in a database's `public` schema listen on
+/// (that of every scratchpad before issue 34; a scratchpad in another schema has its own:
+/// [`PadKeys`]).
 pub const CHANNEL: &str = "scratchfs";
+
+/// What keeps the daemons of one scratchpad apart from those of another in the same
+/// database (a schema each, issue 34): the notification channel they listen on, and the
+/// advisory lock a listening daemon holds (a gc counts the live daemons of its
+/// scratchpad by it). The `public` schema keeps [`CHANNEL`] and [`DAEMONS_LOCK`], so
+/// daemons of an earlier scratchfs on a single-pad database still hear and are heard;
+/// another schema's are `scratchfs_` and 16 hex digits of blake3 of its name, and a
+/// second key taken from the same hash (never 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PadKeys {
+    /// The `LISTEN`/`pg_notify` channel.
+    pub channel: String,
+    /// The keys of `pg_advisory_lock_shared(KEY1, KEY2)`.
+    pub daemons_lock: (i32, i32),
+}
+
+impl PadKeys {
+    /// The keys of the scratchpad in schema `schema` (as `current_schema()` names it).
+    pub fn of_schema(schema: &str) -> PadKeys {
+        if schema == "public" {
+            return PadKeys {
+                channel: CHANNEL.to_owned(),
+                daemons_lock: DAEMONS_LOCK,
+            };
+        }
+        let h = blake3::hash(schema.as_bytes());
+        let key = i32::from_le_bytes(h.as_bytes()[..4].try_into().expect("4 bytes")) | 2;
+        PadKeys {
+            channel: format!("scratchfs_{}", &h.to_hex()[..16]),
+            daemons_lock: (DAEMONS_LOCK.0, key),
+        }
+    }
+}
+
+impl Default for PadKeys {
+    fn default() -> Self {
+        PadKeys::of_schema("public")
+    }
+}
 
 /// What a committed change touched, as its notification says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +183,7 @@ pub struct Listener {
 pub fn listen(
     url: String,
     daemon: String,
+    keys: PadKeys,
     me: Listener,
     on: impl Fn(&[Change]) -> bool + Send + 'static,
 ) -> std::io::Result<()> {
@@ -168,7 +210,7 @@ pub fn listen(
             loop {
                 let started = std::time::Instant::now();
                 let out = connecting.client(&url).and_then(|mut client| {
-                    let out = listen_once(&mut client, &daemon, &me, &on);
+                    let out = listen_once(&mut client, &daemon, &keys, &me, &on);
                     // Dropping the blocking client waits for the server to take its
                     // goodbye, which a server that stopped answering never does: that
                     // wait is left to a thread of its own.
@@ -254,20 +296,22 @@ impl Connecting {
 fn listen_once(
     client: &mut postgres::Client,
     daemon: &str,
+    keys: &PadKeys,
     me: &Listener,
     on: &impl Fn(&[Change]) -> bool,
 ) -> Result<()> {
     client.batch_execute(&format!(
-        "LISTEN {CHANNEL}; SELECT pg_advisory_lock_shared({}, {}); \
+        "LISTEN {}; SELECT pg_advisory_lock_shared({}, {}); \
          SET application_name = '{}'",
-        DAEMONS_LOCK.0,
-        DAEMONS_LOCK.1,
+        keys.channel,
+        keys.daemons_lock.0,
+        keys.daemons_lock.1,
         application_name(daemon)
     ))?;
     let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[])?.get(0);
     me.pid
         .store(i64::from(pid), std::sync::atomic::Ordering::Relaxed);
-    register(client, daemon)?;
+    register(client, daemon, keys)?;
     // What happened while not listening (or before registering).
     if !on(&[Change::Tree]) {
         return Ok(());
@@ -326,7 +370,7 @@ fn listen_once(
 /// row. Rows of daemons whose listening session no longer holds [`DAEMONS_LOCK`] (gone,
 /// or reconnecting: they register again) are dropped with it. `EACCES` for a role that
 /// may not write `daemons` (docs/deploy.md, roles).
-fn register(client: &mut postgres::Client, daemon: &str) -> Result<()> {
+fn register(client: &mut postgres::Client, daemon: &str, keys: &PadKeys) -> Result<()> {
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&super::CHANGE_LOCK])?;
     tx.execute(
@@ -337,8 +381,8 @@ fn register(client: &mut postgres::Client, daemon: &str) -> Result<()> {
                AND CAST(l.classid AS BIGINT) = $2 AND CAST(l.objid AS BIGINT) = $3)",
         &[
             &daemon,
-            &i64::from(DAEMONS_LOCK.0),
-            &i64::from(DAEMONS_LOCK.1),
+            &i64::from(keys.daemons_lock.0),
+            &i64::from(keys.daemons_lock.1),
         ],
     )?;
     tx.execute(

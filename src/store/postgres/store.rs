@@ -29,8 +29,12 @@ use crate::store::{
 };
 use crate::sync::Mutex;
 
-/// Reading connections per store (besides the writer).
-const READERS: usize = 2;
+/// Reading connections per store (besides the writer). One: a daemon holds at most
+/// three connections while mounted (the writer, this reader, the listener; a gc opens a
+/// fourth for its wait), so that 1,000 mounted scratchpads fit a server's
+/// `max_connections` behind a pooler (docs/deploy.md "Many scratchpads", issue 34). A
+/// read waits for another daemon thread's read on it.
+const READERS: usize = 1;
 
 /// An advisory lock key (`SCRF` in ASCII) that serializes schema creation between
 /// daemons opening one fresh database at once.
@@ -64,6 +68,8 @@ pub struct Postgres {
     /// The heads of the files this daemon committed or made last, that their next commit
     /// is built on in one round trip.
     heads: std::sync::Arc<Heads>,
+    /// This scratchpad's channel and daemons' lock ([`super::notify::PadKeys`]).
+    keys: super::notify::PadKeys,
 }
 
 /// How many files' heads [`Heads`] keeps (all are dropped past it): a few MB at most.
@@ -259,7 +265,10 @@ impl Postgres {
             })
             .map_err(|e| e.context(format_args!("opening {name}")))?;
         checkpoint::seed_tree_log(&conn).map_err(|e| e.context(format_args!("opening {name}")))?;
-        Ok((Self::with_writer(url, name, Some(conn), false), fresh))
+        let schema: String = conn.value("SELECT CAST(current_schema() AS TEXT)", p![])?;
+        let mut store = Self::with_writer(url, name, Some(conn), false);
+        store.keys = super::notify::PadKeys::of_schema(&schema);
+        Ok((store, fresh))
     }
 
     /// Makes a new scratchpad in the database `url` names, in one transaction: the schema,
@@ -320,7 +329,13 @@ impl Postgres {
                 .to_string(),
             listener_pid: Default::default(),
             heads: Default::default(),
+            keys: Default::default(),
         }
+    }
+
+    /// The notification channel and daemons' lock of this scratchpad (its schema's).
+    pub fn keys(&self) -> &super::notify::PadKeys {
+        &self.keys
     }
 
     /// The heads this daemon's commits are built on ([`Heads`]), for its listener to drop
@@ -430,7 +445,7 @@ impl Postgres {
         if let Some(payload) = what.payload(&self.daemon) {
             tx.exec(
                 "SELECT pg_notify(?1, ?2) FROM daemons WHERE name <> ?3 LIMIT 1",
-                p![super::notify::CHANNEL, &payload, &self.daemon],
+                p![&self.keys.channel, &payload, &self.daemon],
             )?;
         }
         Ok(())
@@ -850,7 +865,8 @@ impl Store for Postgres {
     /// did not answer in time (a stopped process, a hung host), naming it; `EIO` when the
     /// server cannot be reached.
     fn open_elsewhere(&self) -> Result<Vec<(i64, u64)>> {
-        use super::notify::{CHANNEL, Change, DAEMONS_LOCK};
+        use super::notify::Change;
+        let (channel, lock) = (&self.keys.channel, self.keys.daemons_lock);
         let conn = PgConn::connect(&self.url)
             .map_err(|e| StoreError::new(ErrorKind::Unavailable, e.reason))?;
         let token = i64::from_le_bytes(
@@ -870,7 +886,7 @@ impl Store for Postgres {
         let payload = Change::Gc { token }
             .payload(&self.daemon)
             .expect("a gc request has a payload");
-        conn.batch(&format!("SELECT pg_notify('{CHANNEL}', '{payload}')"))?;
+        conn.batch(&format!("SELECT pg_notify('{channel}', '{payload}')"))?;
         let deadline = std::time::Instant::now() + GC_ANSWER_WAIT;
         loop {
             let silent: Vec<(i64, String, String)> = conn.all(
@@ -884,12 +900,7 @@ impl Store for Postgres {
                    AND CAST(l.pid AS BIGINT) <> ?3
                    AND NOT EXISTS (SELECT 1 FROM gc_acks k WHERE k.token = ?4 AND k.pid = l.pid)
                  ORDER BY 1",
-                p![
-                    i64::from(DAEMONS_LOCK.0),
-                    i64::from(DAEMONS_LOCK.1),
-                    me,
-                    token
-                ],
+                p![i64::from(lock.0), i64::from(lock.1), me, token],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )?;
             if silent.is_empty() {
