@@ -1724,3 +1724,94 @@ fn scratchpads_in_two_schemas_hear_only_their_own_daemons_with_three_connections
     let n: usize = sessions.parse().unwrap();
     assert!(n <= 4 * 3, "{n} sessions for 4 daemons");
 }
+
+/// The grants docs/deploy.md gives a host role on the scratchpad in `schema`.
+fn grant_host_role(owner_url: &str, schema: &str, role: &str) {
+    for sql in [
+        format!("GRANT USAGE ON SCHEMA {schema} TO {role}"),
+        format!("GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA {schema} TO {role}"),
+        format!("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}"),
+        format!("GRANT DELETE ON {schema}.fields, {schema}.daemons TO {role}"),
+    ] {
+        common::pg_query(owner_url, &sql);
+    }
+}
+
+#[test]
+fn a_host_role_with_the_documented_grants_writes_its_scratchpad_and_cannot_reach_another() {
+    let db = Db::new();
+    common::pg_query(&db.0, "CREATE SCHEMA pad_a");
+    common::pg_query(&db.0, "CREATE SCHEMA pad_b");
+    // The owner makes both scratchpads' tables; b holds a secret.
+    {
+        let a0 = Mount::on_db(&in_schema(&db.0, "pad_a"));
+        std::fs::write(a0.path("plan.md"), "made by the owner\n").unwrap();
+        let b0 = Mount::on_db(&in_schema(&db.0, "pad_b"));
+        std::fs::write(b0.path("secret.md"), "b's secret\n").unwrap();
+    }
+    grant_host_role(&db.0, "pad_a", "scratchfs_pad_a");
+    grant_host_role(&db.0, "pad_b", "scratchfs_pad_b");
+    let as_a = |schema: &str| {
+        in_schema(&db.0.replacen("scratchfs@", "scratchfs_pad_a@", 1), schema)
+    };
+    assert!(as_a("pad_a").contains("scratchfs_pad_a@"), "{}", as_a("pad_a"));
+    // Host role a works its scratchpad: writes, appends, renames, deletes, JSON, history.
+    let a = Mount::on_db(&as_a("pad_a"));
+    assert_eq!(common::read(a.path("plan.md")), "made by the owner\n");
+    a.sh_ok(
+        "echo step >> plan.md && echo '{\"n\": 1}' > state.json && mkdir d && \
+         mv plan.md d/plan.md && echo x > tmp.md && rm tmp.md && cat d/plan.md >/dev/null",
+    );
+    assert_eq!(common::read(a.path("d/plan.md")), "made by the owner\nstep\n");
+    assert!(a.path(".history/d/plan.md").exists() || a.path(".history").exists());
+    // It cannot erase history (no DELETE): a gc as that role is refused by the server.
+    let (code, out) = gc(&as_a("pad_a"), &["--keep-last", "1"]);
+    assert_ne!(code, Some(0), "a gc by a host role: {out}");
+    assert!(out.contains("ermission denied"), "{out}");
+    // Nor reach b's scratchpad: a mount is refused, creating nothing ...
+    let dir = tempfile::tempdir().unwrap();
+    let o = common::output_within(
+        "a mount of another scratchpad",
+        std::process::Command::new(common::BIN)
+            .arg("mount")
+            .arg(dir.path())
+            .arg("--db")
+            .arg(as_a("pad_b")),
+        Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no schema of the search path (pad_b) exists that this role may use"),
+        "{err}"
+    );
+    // ... nor a mistyped one (no schema is created by a mount).
+    let o = std::process::Command::new(common::BIN)
+        .arg("mount")
+        .arg(dir.path())
+        .arg("--db")
+        .arg(as_a("pad_aa"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let schemas = common::pg_query(
+        &db.0,
+        "SELECT string_agg(nspname, ',' ORDER BY nspname) FROM pg_namespace
+         WHERE nspname LIKE 'pad%'",
+    );
+    assert_eq!(schemas, "pad_a,pad_b");
+    // ... nor read or write its rows with SQL of its own.
+    let mut c = common::pg_client(&as_a("pad_a"));
+    let e = c
+        .simple_query("SELECT COUNT(*) FROM pad_b.versions")
+        .expect_err("host role a reads b's versions");
+    assert!(format!("{e:?}").contains("permission denied"), "{e:?}");
+    let e = c
+        .simple_query("INSERT INTO pad_b.meta(key, value) VALUES ('x', 'y')")
+        .expect_err("host role a writes b's rows");
+    assert!(format!("{e:?}").contains("permission denied"), "{e:?}");
+    assert_eq!(
+        common::pg_query(&db.0, "SELECT COUNT(*) FROM pad_b.versions WHERE path = 'secret.md'"),
+        "1"
+    );
+}

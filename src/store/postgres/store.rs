@@ -166,6 +166,19 @@ pub fn display_name(url: &str) -> String {
     format!("postgres://{rest}")
 }
 
+/// blake3 of the PostgreSQL schema text ([`super::SCHEMA`]), 16 hex digits: `meta`'s
+/// `schema_sql` says which text made (or last updated) a scratchpad's tables.
+fn schema_hash() -> String {
+    blake3::hash(super::SCHEMA.as_bytes()).to_hex()[..16].to_string()
+}
+
+/// Whether the scratchpad's tables were made by this build's schema text.
+fn schema_is_current(c: &dyn Conn) -> Result<bool> {
+    let stored: Option<String> =
+        c.opt_value("SELECT value FROM meta WHERE key = 'schema_sql'", p![])?;
+    Ok(stored.as_deref() == Some(schema_hash().as_str()))
+}
+
 /// Whether the current schema holds a scratchpad: a table `meta` with columns `key` and
 /// `value` and the row `schema_version` (written with the tables, in their transaction).
 fn holds_scratchpad(c: &dyn Conn) -> Result<bool> {
@@ -237,10 +250,55 @@ impl Postgres {
         let fresh = conn
             .transaction(|c| {
                 c.exec("SELECT pg_advisory_xact_lock(?1)", p![SCHEMA_LOCK])?;
-                if !holds_scratchpad(c)? {
+                // No schema of the search path that this role may use (a name mistyped,
+                // or another scratchpad's schema): nothing is created, whatever the role.
+                let schema: Option<String> =
+                    c.value("SELECT CAST(current_schema() AS TEXT)", p![])?;
+                if schema.is_none() {
+                    let path: String =
+                        c.value("SELECT current_setting('search_path')", p![])?;
+                    return Err(StoreError::new(
+                        ErrorKind::Denied,
+                        format!(
+                            "no schema of the search path ({path}) exists that this \
+                             role may use; nothing was created (a scratchpad's schema is \
+                             made and granted by its owner: docs/deploy.md \"Many \
+                             scratchpads\")"
+                        ),
+                    ));
+                }
+                let holds = holds_scratchpad(c)?;
+                if !holds {
                     refuse_foreign_tables(c, &name)?;
                 }
-                c.batch(super::SCHEMA)?;
+                // The schema's statements need the right to create in the schema (and
+                // to own its views); a host role has only rows (docs/deploy.md "Roles"):
+                // they run when the schema text differs from the one that made the
+                // tables (a new scratchpad, or a scratchfs that changed it), and only
+                // then need the owner.
+                if !(holds && schema_is_current(c)?) {
+                    c.batch(super::SCHEMA).map_err(|e| {
+                        if e.is(ErrorKind::Denied) {
+                            StoreError::new(
+                                ErrorKind::Denied,
+                                format!(
+                                    "{}; the tables of this scratchpad must be made or \
+                                     brought up to date by a role that may create in its \
+                                     schema (mount once as its owner: docs/deploy.md \
+                                     \"Roles\")",
+                                    e.reason
+                                ),
+                            )
+                        } else {
+                            e
+                        }
+                    })?;
+                    c.exec(
+                        "INSERT INTO meta(key, value) VALUES ('schema_sql', ?1)
+                         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        p![&schema_hash()],
+                    )?;
+                }
                 let fresh = c.value::<i64>("SELECT COUNT(*) FROM nodes", p![])? == 0;
                 if fresh {
                     let now = now_ns();
