@@ -1751,10 +1751,13 @@ fn a_host_role_with_the_documented_grants_writes_its_scratchpad_and_cannot_reach
     }
     grant_host_role(&db.0, "pad_a", "scratchfs_pad_a");
     grant_host_role(&db.0, "pad_b", "scratchfs_pad_b");
-    let as_a = |schema: &str| {
-        in_schema(&db.0.replacen("scratchfs@", "scratchfs_pad_a@", 1), schema)
-    };
-    assert!(as_a("pad_a").contains("scratchfs_pad_a@"), "{}", as_a("pad_a"));
+    let as_a =
+        |schema: &str| in_schema(&db.0.replacen("scratchfs@", "scratchfs_pad_a@", 1), schema);
+    assert!(
+        as_a("pad_a").contains("scratchfs_pad_a@"),
+        "{}",
+        as_a("pad_a")
+    );
     // Host role a works its scratchpad: writes, appends, renames, deletes, JSON, history.
     let a = Mount::on_db(&as_a("pad_a"));
     assert_eq!(common::read(a.path("plan.md")), "made by the owner\n");
@@ -1762,7 +1765,10 @@ fn a_host_role_with_the_documented_grants_writes_its_scratchpad_and_cannot_reach
         "echo step >> plan.md && echo '{\"n\": 1}' > state.json && mkdir d && \
          mv plan.md d/plan.md && echo x > tmp.md && rm tmp.md && cat d/plan.md >/dev/null",
     );
-    assert_eq!(common::read(a.path("d/plan.md")), "made by the owner\nstep\n");
+    assert_eq!(
+        common::read(a.path("d/plan.md")),
+        "made by the owner\nstep\n"
+    );
     assert!(a.path(".history/d/plan.md").exists() || a.path(".history").exists());
     // It cannot erase history (no DELETE): a gc as that role is refused by the server.
     let (code, out) = gc(&as_a("pad_a"), &["--keep-last", "1"]);
@@ -1811,7 +1817,10 @@ fn a_host_role_with_the_documented_grants_writes_its_scratchpad_and_cannot_reach
         .expect_err("host role a writes b's rows");
     assert!(format!("{e:?}").contains("permission denied"), "{e:?}");
     assert_eq!(
-        common::pg_query(&db.0, "SELECT COUNT(*) FROM pad_b.versions WHERE path = 'secret.md'"),
+        common::pg_query(
+            &db.0,
+            "SELECT COUNT(*) FROM pad_b.versions WHERE path = 'secret.md'"
+        ),
         "1"
     );
 }

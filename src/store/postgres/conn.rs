@@ -1707,6 +1707,23 @@ mod tests {
     }
 
     #[test]
+    fn the_lock_timeout_stays_under_the_round_trip_timeout() {
+        use std::time::Duration;
+        assert_eq!(
+            lock_timeout(Duration::from_secs(40)),
+            Duration::from_secs(30)
+        );
+        assert_eq!(lock_timeout(Duration::from_secs(4)), Duration::from_secs(2));
+        assert_eq!(
+            lock_timeout(Duration::from_secs(16)),
+            Duration::from_secs(8)
+        );
+        for s in [1, 3, 10, 25, 40, 600] {
+            assert!(lock_timeout(Duration::from_secs(s)) < Duration::from_secs(s));
+        }
+    }
+
+    #[test]
     fn one_line_cuts() {
         assert_eq!(one_line("a\n  b\tc", 10), "a b c");
         assert_eq!(one_line("abcdef", 3), "abc...");

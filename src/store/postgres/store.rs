@@ -255,8 +255,7 @@ impl Postgres {
                 let schema: Option<String> =
                     c.value("SELECT CAST(current_schema() AS TEXT)", p![])?;
                 if schema.is_none() {
-                    let path: String =
-                        c.value("SELECT current_setting('search_path')", p![])?;
+                    let path: String = c.value("SELECT current_setting('search_path')", p![])?;
                     return Err(StoreError::new(
                         ErrorKind::Denied,
                         format!(
