@@ -343,10 +343,13 @@ fn a_database_from_before_namespaces_were_recorded_gets_the_columns_when_mounted
     m.sh_ok("echo old > old.md");
     m.unmount();
     if on_postgres() {
-        // The views go with the columns; the next mount makes them again.
+        // The views go with the columns; the next mount makes them again. A database
+        // from before has no `schema_sql` either (the text that made its tables), so the
+        // next mount runs the schema's statements.
         m.sql(
             "ALTER TABLE processes DROP COLUMN user_ns CASCADE;
-             ALTER TABLE processes DROP COLUMN own_ns CASCADE;",
+             ALTER TABLE processes DROP COLUMN own_ns CASCADE;
+             DELETE FROM meta WHERE key = 'schema_sql';",
         );
     } else {
         m.sql(
