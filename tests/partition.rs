@@ -123,13 +123,7 @@ const TIMEOUT_S: u64 = 3;
 #[test]
 fn a_partition_fails_writes_with_eio_in_bounded_time_keeps_reads_and_heals() {
     let db = common::new_pg_database();
-    struct Drop_(String);
-    impl Drop for Drop_ {
-        fn drop(&mut self) {
-            common::drop_pg_database(&self.0);
-        }
-    }
-    let _drop = Drop_(db.clone());
+    let _drop = common::DropPgDatabase(db.clone());
     let relay = Relay::to(upstream(&db));
     let timeout = TIMEOUT_S.to_string();
     let a = Mount::on_db_with_env(

@@ -59,13 +59,7 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 #[test]
 fn five_fast_restarts_under_four_writers_on_two_daemons_lose_nothing_acknowledged() {
     let db = common::new_pg_database();
-    struct Drop_(String);
-    impl Drop for Drop_ {
-        fn drop(&mut self) {
-            common::drop_pg_database(&self.0);
-        }
-    }
-    let _drop = Drop_(db.clone());
+    let _drop = common::DropPgDatabase(db.clone());
     let env = [("SCRATCHFS_PG_TIMEOUT", "5")];
     let a = Mount::on_db_with_env(&db, &env);
     let b = Mount::on_db_with_env(&db, &env);

@@ -203,13 +203,16 @@ fn a_client_certificate_logs_in_and_a_mount_over_verify_full_writes_and_reads() 
     c.batch(&format!("CREATE DATABASE {name}")).unwrap();
     drop(c);
     let db = url("scratchfs_cert", &name, &cert);
-    struct Drop_(String);
-    impl Drop for Drop_ {
+    // Dropped by its owner, scratchfs_cert (the tests' role may not), at the end.
+    struct DropAsOwner(String, String);
+    impl Drop for DropAsOwner {
         fn drop(&mut self) {
-            common::drop_pg_database(&self.0);
+            if let Ok(c) = PgConn::connect(&self.0) {
+                let _ = c.batch(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.1));
+            }
         }
     }
-    let _drop = Drop_(common::pg_url_of(&common::pg_url(), &name));
+    let _drop = DropAsOwner(url("scratchfs_cert", "scratchfs", &cert), name.clone());
 
     // A real mount on it, as a harness would start one.
     let m = common::Mount::on_db(&db);

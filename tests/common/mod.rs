@@ -150,6 +150,16 @@ pub fn pg_query(url: &str, query: &str) -> String {
     out.join("\n")
 }
 
+/// Drops the PostgreSQL database of the URL it holds when it goes out of scope (also when
+/// the test fails): `let _db = DropPgDatabase(url.clone());`.
+pub struct DropPgDatabase(pub String);
+
+impl Drop for DropPgDatabase {
+    fn drop(&mut self) {
+        drop_pg_database(&self.0);
+    }
+}
+
 /// Drops a database [`new_pg_database`] made (its connections closed first).
 pub fn drop_pg_database(url: &str) {
     let name = pg_database_of(url);
