@@ -346,6 +346,12 @@ enum Command {
         #[command(subcommand)]
         command: RulesCommand,
     },
+    /// The scratchpads of one PostgreSQL database, a schema each, for its administrator
+    /// (docs/deploy.md "Many scratchpads on one server").
+    Pads {
+        #[command(subcommand)]
+        command: PadsCommand,
+    },
     /// Serve the scratchpad to agents over the Model Context Protocol: stdio (what MCP
     /// clients launch), or streamable HTTP with --listen. Works while the database is
     /// mounted (the calls then run in the mount's daemon) and without FUSE.
@@ -432,6 +438,43 @@ enum Command {
         /// The command and its arguments.
         #[arg(required = true, last = true)]
         cmd: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum PadsCommand {
+    /// List the database's scratchpads: live files, versions, size on disk, daemons
+    /// mounted now, archived or not.
+    List {
+        /// One JSON array.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Make a scratchpad (a schema with the store's tables); print the URL to mount it.
+    Create {
+        /// Its name: lowercase letters, digits and _, not starting with a digit.
+        name: String,
+        /// Grant ROLE what a host needs to mount it (rows only; repeatable).
+        #[arg(long, value_name = "ROLE")]
+        role: Vec<String>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Make a scratchpad read-only for good: recorded, every role's right to change it
+    /// revoked, no mount opens it for writing (unmount its daemons first).
+    Archive {
+        /// The scratchpad's name (pads list).
+        name: String,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
     },
 }
 
@@ -577,6 +620,16 @@ fn main() -> ExitCode {
         Command::Rules {
             command: RulesCommand::Check { file, json },
         } => scratchfs::rules::check_file(&file, json),
+        Command::Pads { command } => match command {
+            PadsCommand::List { json, db } => cli::pads::list(&db.db, json),
+            PadsCommand::Create {
+                name,
+                role,
+                json,
+                db,
+            } => cli::pads::create(&db.db, &name, &role, json),
+            PadsCommand::Archive { name, json, db } => cli::pads::archive(&db.db, &name, json),
+        },
         Command::Log {
             path,
             db,

@@ -1,6 +1,6 @@
 //! The commands of SPEC §2 that work on the database (usable while it is mounted):
 //! `log`, `history`, `show`, `diff`, `fsck`, `restore`, `redact`, `export`, `gc`, `why`,
-//! `ground`. One file per command; each returns
+//! `ground`, `pads`. One file per command; each returns
 //! `Err(message)` for a runtime failure (exit status 1). Usage errors (exit status 2) are
 //! clap's: malformed arguments, such as a TIME ([`time::parse_ns`]), are refused before a
 //! command runs.
@@ -19,6 +19,7 @@ pub mod gc;
 pub mod ground;
 pub mod log;
 pub mod mcp;
+pub mod pads;
 pub mod recover;
 pub mod redact;
 pub mod restore;

@@ -11,6 +11,7 @@
 
 mod conn;
 pub mod notify;
+pub mod pads;
 mod store;
 pub mod tls;
 

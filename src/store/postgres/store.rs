@@ -38,10 +38,10 @@ const READERS: usize = 1;
 
 /// An advisory lock key (`SCRF` in ASCII) that serializes schema creation between
 /// daemons opening one fresh database at once.
-const SCHEMA_LOCK: i64 = 0x5343_5246;
+pub(super) const SCHEMA_LOCK: i64 = 0x5343_5246;
 
 /// Schema version written to `meta.schema_version` (as SQLite's).
-const SCHEMA_VERSION: &str = "1";
+pub(super) const SCHEMA_VERSION: &str = "1";
 
 /// A connection slot: `None` until connected, and again after the connection was lost.
 type Slot = Mutex<Option<PgConn>>;
@@ -168,7 +168,7 @@ pub fn display_name(url: &str) -> String {
 
 /// blake3 of the PostgreSQL schema text ([`super::SCHEMA`]), 16 hex digits: `meta`'s
 /// `schema_sql` says which text made (or last updated) a scratchpad's tables.
-fn schema_hash() -> String {
+pub(super) fn schema_hash() -> String {
     blake3::hash(super::SCHEMA.as_bytes()).to_hex()[..16].to_string()
 }
 
@@ -267,7 +267,9 @@ impl Postgres {
                     ));
                 }
                 let holds = holds_scratchpad(c)?;
-                if !holds {
+                if holds {
+                    super::pads::refuse_archived(c)?;
+                } else {
                     refuse_foreign_tables(c, &name)?;
                 }
                 // The schema's statements need the right to create in the schema (and

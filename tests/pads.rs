@@ -1,0 +1,239 @@
+//! `scratchfs pads list|create|archive` (issue 34 item 3; src/store/postgres/pads.rs):
+//! many scratchpads in one PostgreSQL database, a schema each, for its administrator.
+//! Made with a role for its host, mounted as that role, listed with its figures, archived
+//! (refused while mounted; then no mount opens it for writing, and the host role's rights
+//! to change rows are gone), and every bad input refused with a message and nothing
+//! created. The attacker is uid 1000 with a host role's credentials: it cannot create,
+//! archive, or read another scratchpad's figures.
+//!
+//! Needs `scripts/pg start` (as root) and `SCRATCHFS_PG_URL` (its roles `scratchfs_pad_a`
+//! and `scratchfs_pad_b`); fails, never skips, without them.
+
+mod common;
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::Mount;
+
+/// Runs `scratchfs ARGS`, as uid 1000 when `agent`, for at most a minute.
+fn scratchfs(args: &[&str], agent: bool) -> Output {
+    let mut c = if agent {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid",
+            "1000",
+            "--regid",
+            "1000",
+            "--clear-groups",
+            common::BIN,
+        ]);
+        c
+    } else {
+        Command::new(common::BIN)
+    };
+    c.args(args).env("HOME", "/nonexistent");
+    common::output_within("scratchfs pads", &mut c, Duration::from_secs(60))
+}
+
+/// Exit code, standard output and standard error of `o`.
+fn parts(o: &Output) -> (Option<i32>, String, String) {
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Asserts that `o` failed with exit status 1 and a message holding `says`.
+fn refused(o: &Output, says: &str) {
+    let (code, out, err) = parts(o);
+    assert_eq!(code, Some(1), "exit status; stdout {out}, stderr {err}");
+    assert!(err.contains(says), "wanted {says:?} in: {err}");
+}
+
+/// The schemas of the database whose names start with `prefix`, comma-separated.
+fn schemas(db: &str) -> String {
+    common::pg_query(
+        db,
+        "SELECT COALESCE(string_agg(nspname, ',' ORDER BY nspname), '') FROM pg_namespace
+         WHERE nspname NOT LIKE 'pg_%' AND nspname NOT IN ('public', 'information_schema')",
+    )
+}
+
+/// The scratchpad `name` of `pads list --json` on `db`.
+fn listed(db: &str, name: &str, agent: bool) -> serde_json::Value {
+    let o = scratchfs(&["pads", "list", "--json", "--db", db], agent);
+    let (code, out, err) = parts(&o);
+    assert_eq!(code, Some(0), "{err}");
+    let all: Vec<serde_json::Value> = serde_json::from_str(&out).expect(&out);
+    all.into_iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in pads list: {out}"))
+}
+
+#[test]
+fn pads_are_created_for_a_role_listed_archived_and_refused_to_others() {
+    let db = common::new_pg_database();
+    let _drop = common::DropPgDatabase(db.clone());
+    let as_role = |role: &str, url: &str| url.replacen("scratchfs@", &format!("{role}@"), 1);
+    assert!(as_role("x", &db).contains("x@"), "{db}");
+
+    // An empty database has none.
+    let (code, out, err) = parts(&scratchfs(&["pads", "list", "--db", &db], false));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("no scratchpads in "), "{out}");
+
+    // Created, one per host role; the URL to mount it with is printed, password-free.
+    for (pad, role) in [("alpha", "scratchfs_pad_a"), ("beta", "scratchfs_pad_b")] {
+        let (code, out, err) = parts(&scratchfs(
+            &["pads", "create", pad, "--role", role, "--db", &db],
+            false,
+        ));
+        assert_eq!(code, Some(0), "{err}");
+        assert!(
+            out.contains(&format!("options=-csearch_path%3D{pad}'")),
+            "{out}"
+        );
+    }
+    assert_eq!(schemas(&db), "alpha,beta");
+
+    // Bad input: each refused, saying why, exit 1, nothing created.
+    refused(
+        &scratchfs(&["pads", "create", "alpha", "--db", &db], false),
+        "a schema alpha exists already",
+    );
+    refused(
+        &scratchfs(&["pads", "create", "Gamma-1", "--db", &db], false),
+        "\"Gamma-1\" is not a scratchpad name",
+    );
+    refused(
+        &scratchfs(
+            &[
+                "pads",
+                "create",
+                "gamma",
+                "--role",
+                "no_such_role",
+                "--db",
+                &db,
+            ],
+            false,
+        ),
+        "no role \"no_such_role\" on the server; nothing was created",
+    );
+    refused(
+        &scratchfs(&["pads", "archive", "alpah", "--db", &db], false),
+        "no scratchpad named alpah",
+    );
+    refused(
+        &scratchfs(&["pads", "list", "--db", "/tmp/not-a-url.db"], false),
+        "not a PostgreSQL URL",
+    );
+    assert_eq!(schemas(&db), "alpha,beta");
+
+    // Host a mounts its scratchpad as its role and works in it.
+    let url_a = as_role("scratchfs_pad_a", &db);
+    let pad_a = |pad: &str| format!("{url_a}&options=-csearch_path%3D{pad}");
+    let a = Mount::on_db(&pad_a("alpha"));
+    a.sh_ok("echo 'step 1' > plan.md && echo 'step 2' >> plan.md");
+    let alpha = listed(&db, "alpha", false);
+    assert_eq!(alpha["daemons"], 1, "{alpha}");
+    assert!(alpha["versions"].as_i64().unwrap() >= 2, "{alpha}");
+    assert!(alpha["files"].as_i64().unwrap() >= 1, "{alpha}");
+    assert!(alpha["bytes"].as_i64().unwrap() > 0, "{alpha}");
+    assert_eq!(alpha["archived"], serde_json::Value::Null);
+
+    // The attacker: uid 1000 with host a's credentials. It lists beta without its
+    // figures, and may neither create a scratchpad nor archive one (its own included).
+    let beta = listed(&url_a, "beta", true);
+    assert_eq!(beta["files"], serde_json::Value::Null, "{beta}");
+    assert_eq!(beta["versions"], serde_json::Value::Null, "{beta}");
+    refused(
+        &scratchfs(&["pads", "create", "evil", "--db", &url_a], true),
+        "ermission denied",
+    );
+    for pad in ["alpha", "beta"] {
+        refused(
+            &scratchfs(&["pads", "archive", pad, "--db", &url_a], true),
+            &format!("only the owner of scratchpad {pad}'s tables (scratchfs) may archive it"),
+        );
+    }
+    assert_eq!(schemas(&db), "alpha,beta");
+    assert_eq!(
+        listed(&db, "alpha", false)["archived"],
+        serde_json::Value::Null
+    );
+
+    // Archiving a mounted scratchpad is refused; unmounted, it is archived.
+    refused(
+        &scratchfs(&["pads", "archive", "alpha", "--db", &db], false),
+        "scratchpad alpha is mounted by 1 daemon(s): unmount them first",
+    );
+    drop(a);
+    let (code, out, err) = parts(&scratchfs(
+        &["pads", "archive", "alpha", "--json", "--db", &db],
+        false,
+    ));
+    assert_eq!(code, Some(0), "{err}");
+    let done: serde_json::Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(
+        done["revoked"],
+        serde_json::json!(["scratchfs_pad_a"]),
+        "{done}"
+    );
+    let at = done["archived"].as_str().unwrap().to_owned();
+    assert!(at.ends_with(" by scratchfs"), "{at}");
+    assert_eq!(listed(&db, "alpha", false)["archived"], at.as_str());
+    // Again: nothing to do, said so.
+    let (code, out, _) = parts(&scratchfs(
+        &["pads", "archive", "alpha", "--db", &db],
+        false,
+    ));
+    assert_eq!(code, Some(0));
+    assert!(out.contains("was archived already"), "{out}");
+
+    // No mount opens it for writing, the host's nor the owner's ...
+    let dir = tempfile::tempdir().unwrap();
+    let owner_alpha = format!("{db}&options=-csearch_path%3Dalpha");
+    for url in [pad_a("alpha"), owner_alpha] {
+        refused(
+            &scratchfs(
+                &["mount", dir.path().to_str().unwrap(), "--db", &url],
+                false,
+            ),
+            "this scratchpad was archived",
+        );
+    }
+    // ... it is read at the time it was archived ...
+    let time = at.split(' ').next().unwrap();
+    let ro = Mount::on_db_with(&pad_a("alpha"), &["--at", time]);
+    assert_eq!(common::read(ro.path("plan.md")), "step 1\nstep 2\n");
+    let e = std::fs::write(ro.path("plan.md"), "x\n").expect_err("a write to an archive");
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    drop(ro);
+    // ... and the host role can no longer change its rows with SQL of its own.
+    let mut c = common::pg_client(&pad_a("alpha"));
+    let e = c
+        .simple_query("INSERT INTO alpha.meta(key, value) VALUES ('x', 'y')")
+        .expect_err("the host role writes an archived scratchpad's rows");
+    assert!(format!("{e:?}").contains("permission denied"), "{e:?}");
+    let e = c
+        .simple_query("DELETE FROM alpha.fields")
+        .expect_err("the host role deletes an archived scratchpad's rows");
+    assert!(format!("{e:?}").contains("permission denied"), "{e:?}");
+    // beta is as it was: its host mounts and writes.
+    let b = Mount::on_db(&format!(
+        "{}&options=-csearch_path%3Dbeta",
+        as_role("scratchfs_pad_b", &db)
+    ));
+    b.sh_ok("echo b > plan.md");
+    let (code, out, err) = parts(&scratchfs(&["pads", "list", "--db", &db], false));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("archived "), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("beta ") && l.ends_with("active")),
+        "{out}"
+    );
+}
