@@ -1836,3 +1836,40 @@ fn a_host_role_with_the_documented_grants_writes_its_scratchpad_and_cannot_reach
         "1"
     );
 }
+
+#[test]
+fn a_checkpoint_in_one_scratchpad_does_not_hold_back_the_commits_of_another() {
+    // Each scratchpad of a database has its own change lock: one held exclusively in b's
+    // schema (as a checkpoint or rollback holds it) stalls b's commits, not a's.
+    let db = Db::new();
+    common::pg_query(&db.0, "CREATE SCHEMA pad_a");
+    common::pg_query(&db.0, "CREATE SCHEMA pad_b");
+    let (url_a, url_b) = (in_schema(&db.0, "pad_a"), in_schema(&db.0, "pad_b"));
+    let a = Mount::on_db(&url_a);
+    let b = Mount::on_db(&url_b);
+    let mut holder = common::pg_client(&url_b);
+    let mut tx = holder.transaction().unwrap();
+    tx.batch_execute(scratchfs::store::postgres::change_lock_sql(true))
+        .unwrap();
+    let write = |m: &Mount, name: &str| {
+        let p = m.path(name);
+        std::thread::spawn(move || std::fs::write(p, "x\n"))
+    };
+    let in_a = write(&a, "a.md");
+    wait_for("a's commit while b's change lock is held", || {
+        in_a.is_finished().then_some(())
+    });
+    in_a.join().unwrap().unwrap();
+    let in_b = write(&b, "b.md");
+    wait_for("b's commit waiting for its change lock", || {
+        (common::pg_query(
+            &db.0,
+            "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+        ) != "0")
+            .then_some(())
+    });
+    assert!(!in_b.is_finished(), "b's commit did not wait for its lock");
+    tx.commit().unwrap();
+    in_b.join().unwrap().unwrap();
+    assert_eq!(common::read(b.path("b.md")), "x\n");
+}

@@ -28,8 +28,8 @@
 //! extended protocol, in binary. The named statements are visible as
 //! `pg_prepared_statements` rows `scratchfs_N` of the session.
 //!
-//! Every transaction opened here holds the advisory lock [`CHANGE_LOCK`] shared, which a
-//! checkpoint takes exclusively ([`PgConn::begin_exclusive`]).
+//! Every transaction opened here holds its scratchpad's change lock shared
+//! ([`change_lock_sql`]), which a checkpoint takes exclusively ([`PgConn::begin_exclusive`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -46,14 +46,38 @@ use tokio_postgres::{Client, Config, SimpleQueryMessage, Statement};
 use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::{Conn, ConnExt, Dialect, Flow, IdOf, Param, Row, Value};
 
-/// The advisory lock every scratchfs transaction on a database holds (module docs): shared
-/// by every change, exclusive for a checkpoint or a rollback ([`PgConn::begin_exclusive`]).
-/// The key spells "scratchf".
+/// The advisory lock every scratchfs transaction on the scratchpad in a database's
+/// `public` schema holds (module docs): shared by every change, exclusive for a
+/// checkpoint or a rollback ([`PgConn::begin_exclusive`]). The key spells "scratchf".
+/// A scratchpad in another schema has a change lock of its own ([`change_lock_sql`]).
 pub const CHANGE_LOCK: i64 = 0x7363_7261_7463_6866;
 
+/// The first key of the change lock of a scratchpad in a schema other than `public`
+/// (the second is `hashtext(SCHEMA)`): "scra".
+pub const CHANGE_LOCK_CLASS: i32 = 0x7363_7261;
+
+/// The SQL statement that takes the change lock of the scratchpad in the session's
+/// current schema (issue 34): for `public`, [`CHANGE_LOCK`] (the key of every scratchpad
+/// before, so that earlier daemons of a single-scratchpad database take the same lock);
+/// for another schema, the pair ([`CHANGE_LOCK_CLASS`], `hashtext(current_schema())`),
+/// so that a checkpoint in one scratchpad does not hold back the commits of the others
+/// in the database. The server computes the key: every daemon of one scratchpad, on one
+/// server, takes the same. `exclusive`: `pg_advisory_xact_lock`, else `_shared`.
+pub fn change_lock_sql(exclusive: bool) -> &'static str {
+    if exclusive {
+        "SELECT CASE WHEN current_schema() = 'public' \
+         THEN pg_advisory_xact_lock(8314615099946133606) \
+         ELSE pg_advisory_xact_lock(1935897185, hashtext(current_schema())) END"
+    } else {
+        LOCK_SHARED
+    }
+}
+
 /// The change lock, shared, which every transaction of this crate but a checkpoint's
-/// takes after its `BEGIN` ([`PgConn::begin_text`]).
-const LOCK_SHARED: &str = "SELECT pg_advisory_xact_lock_shared(8314615099946133606)";
+/// takes after its `BEGIN` ([`PgConn::begin_text`], [`change_lock_sql`]).
+const LOCK_SHARED: &str = "SELECT CASE WHEN current_schema() = 'public' \
+     THEN pg_advisory_xact_lock_shared(8314615099946133606) \
+     ELSE pg_advisory_xact_lock_shared(1935897185, hashtext(current_schema())) END";
 
 /// One PostgreSQL connection as the shared store code uses it.
 ///
@@ -766,9 +790,7 @@ impl PgConn {
                 "begin_exclusive: a transaction is already open",
             ));
         }
-        self.begin_as(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock({CHANGE_LOCK})"
-        ))
+        self.begin_as(&format!("BEGIN; {}", change_lock_sql(true)))
     }
 
     /// Opens a read-only transaction that sees one snapshot of the database throughout
@@ -1703,7 +1725,19 @@ mod tests {
 
     #[test]
     fn transactions_take_the_change_lock_a_checkpoint_takes() {
-        assert!(LOCK_SHARED.ends_with(&format!("pg_advisory_xact_lock_shared({CHANGE_LOCK})")));
+        for exclusive in [false, true] {
+            let sql = change_lock_sql(exclusive);
+            let f = if exclusive {
+                "pg_advisory_xact_lock("
+            } else {
+                "pg_advisory_xact_lock_shared("
+            };
+            assert!(sql.contains(&format!("{f}{CHANGE_LOCK})")), "{sql}");
+            assert!(
+                sql.contains(&format!("{f}{CHANGE_LOCK_CLASS}, hashtext(")),
+                "{sql}"
+            );
+        }
     }
 
     #[test]

@@ -16,7 +16,8 @@ mod store;
 pub mod tls;
 
 pub use conn::{
-    CHANGE_LOCK, PENDING_VERSION_ID, PgConn, SYNCED_COMMIT, connect_listener, is_guard, pg_error,
+    CHANGE_LOCK, CHANGE_LOCK_CLASS, PENDING_VERSION_ID, PgConn, SYNCED_COMMIT, change_lock_sql,
+    connect_listener, is_guard, pg_error,
 };
 pub use store::{Heads, Postgres, display_name, is_url};
 

@@ -365,14 +365,14 @@ fn listen_once(
 /// Registers `daemon` in `daemons`, on its listening session, which is LISTENing already:
 /// the other daemons (and the CLI) notify their changes only while a daemon other than
 /// themselves is registered (`Postgres::notify`). In a transaction holding the change lock
-/// ([`super::CHANGE_LOCK`]) exclusively: every change then either committed before it,
+/// ([`super::change_lock_sql`]) exclusively: every change then either committed before it,
 /// and the refresh that follows sees it, or makes its notification after it, and sees the
 /// row. Rows of daemons whose listening session no longer holds [`DAEMONS_LOCK`] (gone,
 /// or reconnecting: they register again) are dropped with it. `EACCES` for a role that
 /// may not write `daemons` (docs/deploy.md, roles).
 fn register(client: &mut postgres::Client, daemon: &str, keys: &PadKeys) -> Result<()> {
     let mut tx = client.transaction()?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&super::CHANGE_LOCK])?;
+    tx.batch_execute(super::change_lock_sql(true))?;
     tx.execute(
         "DELETE FROM daemons WHERE name = $1 OR pid NOT IN (
              SELECT CAST(l.pid AS BIGINT) FROM pg_locks l
