@@ -1664,9 +1664,19 @@ fn in_schema(url: &str, schema: &str) -> String {
     format!("{url}{sep}options=-csearch_path%3D{schema}")
 }
 
-/// How many notifications from other daemons a daemon's debug log shows.
+/// How many notifications from other daemons a daemon's debug log shows: the changes
+/// of its "changes by other daemons: [...]" lines (a burst is applied as one line).
 fn heard(m: &Mount) -> usize {
-    m.daemon_log().matches("changes by other daemons").count()
+    m.daemon_log()
+        .lines()
+        .filter_map(|l| l.split_once("changes by other daemons: ["))
+        .map(|(_, list)| {
+            ["Tree", "Node {", "File {", "Events", "Rules"]
+                .iter()
+                .map(|k| list.matches(k).count())
+                .sum::<usize>()
+        })
+        .sum()
 }
 
 #[test]

@@ -192,9 +192,7 @@ pub fn listen(
         .name("scratchfs-refresh".into())
         .spawn(move || {
             while let Ok(mut changes) = batches.recv() {
-                while let Ok(more) = batches.try_recv() {
-                    changes.extend(more);
-                }
+                gather(&batches, &mut changes);
                 if !on(&changes) {
                     // Dropping the receiver ends the listener at its next batch.
                     return;
@@ -243,6 +241,37 @@ pub fn listen(
             }
         })
         .map(|_| ())
+}
+
+/// How long the refresh waits for the next notification of a burst before it applies
+/// what it has ([`gather`]).
+const GATHER_GAP: Duration = Duration::from_millis(1);
+
+/// The longest a notification waits for others to be applied with it ([`gather`]).
+const GATHER_MAX: Duration = Duration::from_millis(10);
+
+/// Adds to `changes` the batches that follow the first of a burst: those already queued,
+/// then each one that arrives within [`GATHER_GAP`] of the last, for at most
+/// [`GATHER_MAX`] after the first. A burst of commits on another daemon (a loop of
+/// creates, a `cp -r`: a create is two commits, its node and its content) is then
+/// applied as one, with one read of its nodes and one wakeup of each thread, rather than
+/// one per commit (issue 34: a listener's CPU per remote create); a lone change waits
+/// at most [`GATHER_GAP`] more to be seen.
+fn gather(batches: &std::sync::mpsc::Receiver<Vec<Change>>, changes: &mut Vec<Change>) {
+    let first = std::time::Instant::now();
+    loop {
+        while let Ok(more) = batches.try_recv() {
+            changes.extend(more);
+        }
+        let left = GATHER_MAX.saturating_sub(first.elapsed());
+        if left.is_zero() {
+            return;
+        }
+        match batches.recv_timeout(GATHER_GAP.min(left)) {
+            Ok(more) => changes.extend(more),
+            Err(_) => return,
+        }
+    }
 }
 
 /// The listening connection's connect, bounded: the blocking client bounds only the
