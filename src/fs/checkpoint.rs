@@ -298,14 +298,13 @@ impl Fs {
             if r.is_some_and(|r| r.parent == parent && *r.name == *name) {
                 continue;
             }
-            tree.detach(parent, ino, &name, kind);
-            inv.push(Invalidation::Entry(parent, name.to_vec()));
-            inv.push(Invalidation::Attr(parent));
-            inv.push(Invalidation::Data(parent));
-            touched.push(ino);
-            if r.is_none() {
-                tree.make_orphan(ino);
-            }
+            unplace(
+                tree,
+                (ino, parent, &name, kind),
+                r.is_none(),
+                &mut inv,
+                &mut touched,
+            );
         }
         // 2. Each live one at its place with its state, parents first; one whose parent
         // is not here (a directory this daemon never heard of) needs the whole tree.
@@ -423,21 +422,42 @@ impl Fs {
             if stays {
                 continue;
             }
-            tree.detach(parent, ino, &name, kind);
-            inv.push(Invalidation::Entry(parent, name.to_vec()));
-            // Its attributes and its cached listing (FOPEN_CACHE_DIR).
-            inv.push(Invalidation::Attr(parent));
-            inv.push(Invalidation::Data(parent));
-            touched.push(ino);
-            if !live.contains_key(&ino) {
-                tree.make_orphan(ino);
-            }
+            let gone = !live.contains_key(&ino);
+            unplace(
+                tree,
+                (ino, parent, &name, kind),
+                gone,
+                &mut inv,
+                &mut touched,
+            );
         }
         // 2. Every live node at its place with its state (parents come first).
         for r in records {
             place(tree, r, &mut inv, &mut touched);
         }
         Ok((inv, touched))
+    }
+}
+
+/// Takes node `ino` out of its place (`parent`, `name`, of `kind`) in `tree`, as
+/// [`Fs::reload`] and [`Fs::refresh_nodes`] do for a node that moved or is no longer live
+/// (`gone`: then it becomes an orphan, kept while open or known to the kernel): the
+/// kernel is to forget the name, the parent's attributes and its cached listing
+/// (FOPEN_CACHE_DIR), added to `inv`; `ino` is added to `touched`.
+fn unplace(
+    tree: &mut Tree,
+    (ino, parent, name, kind): (u64, u64, &[u8], crate::store::Kind),
+    gone: bool,
+    inv: &mut Vec<Invalidation>,
+    touched: &mut Vec<u64>,
+) {
+    tree.detach(parent, ino, name, kind);
+    inv.push(Invalidation::Entry(parent, name.to_vec()));
+    inv.push(Invalidation::Attr(parent));
+    inv.push(Invalidation::Data(parent));
+    touched.push(ino);
+    if gone {
+        tree.make_orphan(ino);
     }
 }
 
