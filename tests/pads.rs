@@ -165,6 +165,42 @@ fn pads_are_created_for_a_role_listed_archived_and_refused_to_others() {
         serde_json::Value::Null
     );
 
+    // A search path naming PostgreSQL's own schemas (a session's temporary one) is
+    // refused, nothing created.
+    let dir = tempfile::tempdir().unwrap();
+    for schema in ["pg_temp", "pg_catalog"] {
+        refused(
+            &scratchfs(
+                &[
+                    "mount",
+                    dir.path().to_str().unwrap(),
+                    "--db",
+                    &pad_a(schema),
+                ],
+                false,
+            ),
+            "is PostgreSQL's own",
+        );
+    }
+    // It plants an `archived` row of its own (with a terminal escape) and hides the row a
+    // mount looks for: neither decides what the owner's commands see or do.
+    let mut attacker = common::pg_client(&pad_a("alpha"));
+    attacker
+        .batch_execute(
+            "INSERT INTO alpha.meta(key, value)
+             VALUES ('archived', E'2025-01-01T00:00:00Z by scratchfs\\033[2J');
+             UPDATE alpha.meta SET key = 'hidden' WHERE key = 'schema_version'",
+        )
+        .unwrap();
+    let alpha = listed(&db, "alpha", false);
+    assert_eq!(
+        alpha["archived"], "2025-01-01T00:00:00Z by scratchfs?[2J",
+        "printed without its escape: {alpha}"
+    );
+    attacker
+        .batch_execute("UPDATE alpha.meta SET key = 'schema_version' WHERE key = 'hidden'")
+        .unwrap();
+
     // Archiving a mounted scratchpad is refused; unmounted, it is archived.
     refused(
         &scratchfs(&["pads", "archive", "alpha", "--db", &db], false),
@@ -183,7 +219,10 @@ fn pads_are_created_for_a_role_listed_archived_and_refused_to_others() {
         "{done}"
     );
     let at = done["archived"].as_str().unwrap().to_owned();
-    assert!(at.ends_with(" by scratchfs"), "{at}");
+    assert!(
+        at.ends_with(" by scratchfs") && !at.starts_with("2025"),
+        "the owner's record, not the planted one: {at}"
+    );
     assert_eq!(listed(&db, "alpha", false)["archived"], at.as_str());
     // Again: nothing to do, said so.
     let (code, out, _) = parts(&scratchfs(
@@ -194,7 +233,6 @@ fn pads_are_created_for_a_role_listed_archived_and_refused_to_others() {
     assert!(out.contains("was archived already"), "{out}");
 
     // No mount opens it for writing, the host's nor the owner's ...
-    let dir = tempfile::tempdir().unwrap();
     let owner_alpha = format!("{db}&options=-csearch_path%3Dalpha");
     for url in [pad_a("alpha"), owner_alpha] {
         refused(

@@ -37,9 +37,31 @@ pub fn pad_url(url: &str, name: &str) -> String {
         },
         None => base.to_string(),
     };
+    // Keys as the URL parser reads them: percent-decoded (`%70assword` is `password`).
+    let key = |p: &str| -> String {
+        let k = p.split('=').next().unwrap_or_default().as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < k.len() {
+            let hex = k
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                Some(b) if k[i] == b'%' => {
+                    out.push(b);
+                    i += 3;
+                }
+                _ => {
+                    out.push(k[i]);
+                    i += 1;
+                }
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
     let mut params: Vec<&str> = query
         .split('&')
-        .filter(|p| !p.is_empty() && !p.starts_with("options=") && !p.starts_with("password="))
+        .filter(|p| !p.is_empty() && !matches!(key(p).as_str(), "options" | "password"))
         .collect();
     let opt = format!("options=-csearch_path%3D{name}");
     params.push(&opt);
@@ -145,6 +167,13 @@ mod tests {
                 "p1"
             ),
             "postgres://u@h/db?sslmode=verify-full&options=-csearch_path%3Dp1"
+        );
+        assert_eq!(
+            pad_url(
+                "postgres://h/db?%70assword=s&%6Fptions=x&sslmode=require",
+                "p1"
+            ),
+            "postgres://h/db?sslmode=require&options=-csearch_path%3Dp1"
         );
     }
 }

@@ -2,8 +2,9 @@
 //! pads list|create|archive` does for the database's administrator (docs/deploy.md "Many
 //! scratchpads on one server").
 //!
-//! A scratchpad is a schema holding a `meta` table with the row `schema_version` (as
-//! [`super::Postgres::open`] decides). Its daemons find it by the search path of their URL
+//! Here a scratchpad is a schema holding the tables `meta`, `nodes` and `versions`: what
+//! the catalog says, which only a role that may create in the schema can change (a host
+//! role can edit `meta`'s rows, so they do not decide what is listed or archived). Its daemons find it by the search path of their URL
 //! (`options=-csearch_path%3DNAME`): a schema that does not exist, or one the role may
 //! not use, is refused when mounting and nothing is created, so a mistyped name never
 //! makes a new scratchpad; only [`create`] does. Who may do what is PostgreSQL's to say:
@@ -61,15 +62,22 @@ pub fn check_name(name: &str) -> Result<()> {
     }
 }
 
+/// `text` from a row a host role may have written, to print: each control character
+/// (a terminal's escape sequences) as `?`.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 /// `name` as an SQL identifier, in double quotes (a `"` doubled).
 fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// The scratchpads of the database `url` names, by name: every schema with a `meta` table
-/// holding the row `schema_version` that the caller's role may read, and, with `files`
-/// and `versions` unknown, those it may not. One statement for the catalog, one for the
-/// daemons' locks, one per scratchpad.
+/// The scratchpads of the database `url` names, by name (module docs: by the catalog), with `files` and
+/// `versions` unknown for those the caller's role may not read. One statement for the
+/// catalog, one for the daemons' locks, one per readable scratchpad.
 pub fn list(url: &str) -> Result<Vec<PadInfo>> {
     let conn = PgConn::connect(url)?;
     let schemas: Vec<(String, i64, bool)> = conn.all(
@@ -79,6 +87,8 @@ pub fn list(url: &str) -> Result<Vec<PadInfo>> {
                 has_schema_privilege(n.oid, 'USAGE') AND has_table_privilege(m.oid, 'SELECT')
          FROM pg_namespace n JOIN pg_class m ON m.relnamespace = n.oid
          WHERE m.relname = 'meta' AND m.relkind = 'r'
+           AND (SELECT COUNT(*) FROM pg_class t WHERE t.relnamespace = n.oid
+                AND t.relkind = 'r' AND t.relname IN ('nodes', 'versions')) = 2
          ORDER BY 1",
         p![],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -99,28 +109,24 @@ pub fn list(url: &str) -> Result<Vec<PadInfo>> {
             continue;
         }
         let s = ident(&name);
-        let row: Option<(Option<String>, Option<String>, i64, i64)> = conn.opt(
+        let (archived, files, versions): (Option<String>, i64, i64) = conn.one(
             &format!(
-                "SELECT (SELECT value FROM {s}.meta WHERE key = 'schema_version'),
-                        (SELECT value FROM {s}.meta WHERE key = 'archived'),
+                "SELECT (SELECT value FROM {s}.meta WHERE key = 'archived'),
                         (SELECT COUNT(*) FROM {s}.nodes
                          WHERE kind = 'file' AND unlinked_ns IS NULL),
                         (SELECT COUNT(*) FROM {s}.versions)"
             ),
             p![],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?;
-        // A `meta` table without the row is another application's.
-        if let Some((Some(_), archived, files, versions)) = row {
-            pads.push(PadInfo {
-                name,
-                bytes,
-                files: Some(files),
-                versions: Some(versions),
-                daemons,
-                archived,
-            });
-        }
+        pads.push(PadInfo {
+            name,
+            bytes,
+            files: Some(files),
+            versions: Some(versions),
+            daemons,
+            archived: archived.map(|a| printable(&a)),
+        });
     }
     Ok(pads)
 }
@@ -258,16 +264,11 @@ pub fn archive(url: &str, name: &str) -> Result<Archived> {
             ));
         }
         let holds: bool = c.value(
-            "SELECT EXISTS (SELECT 1 FROM pg_namespace n JOIN pg_class m
-                            ON m.relnamespace = n.oid
-                            WHERE n.nspname = ?1 AND m.relname = 'meta' AND m.relkind = 'r')",
+            "SELECT COUNT(*) = 3 FROM pg_namespace n JOIN pg_class t ON t.relnamespace = n.oid
+             WHERE n.nspname = ?1 AND t.relkind = 'r'
+               AND t.relname IN ('meta', 'nodes', 'versions')",
             p![name],
-        )? && c
-            .opt_value::<String>(
-                &format!("SELECT value FROM {s}.meta WHERE key = 'schema_version'"),
-                p![],
-            )?
-            .is_some();
+        )?;
         if !holds {
             return Err(StoreError::new(
                 ErrorKind::NotFound,
@@ -276,15 +277,6 @@ pub fn archive(url: &str, name: &str) -> Result<Archived> {
                      nothing was changed"
                 ),
             ));
-        }
-        if let Some(at) =
-            c.opt_value::<String>(&format!("SELECT value FROM {s}.meta WHERE key = 'archived'"), p![])?
-        {
-            return Ok(Archived {
-                archived: at,
-                revoked: Vec::new(),
-                already: true,
-            });
         }
         let listening = locks_of(&daemon_locks(c)?, name);
         if listening > 0 {
@@ -296,20 +288,14 @@ pub fn archive(url: &str, name: &str) -> Result<Archived> {
                 ),
             ));
         }
-        let at: String = c.value(
-            "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
-                    || ' by ' || CAST(current_user AS TEXT)",
-            p![],
-        )?;
-        c.exec(
-            &format!("INSERT INTO {s}.meta(key, value) VALUES ('archived', ?1)"),
-            p![at.as_str()],
-        )?;
+        // Every other role's rights to change rows go, whatever `meta` says (a host role
+        // may have written an `archived` row of its own before).
         let grantees: Vec<Option<String>> = c.all(
             "SELECT DISTINCT CASE WHEN a.grantee = 0 THEN NULL
                                   ELSE CAST(CAST(a.grantee AS regrole) AS TEXT) END
              FROM pg_class t, aclexplode(t.relacl) a
-             WHERE t.relnamespace = CAST(CAST(?1 AS TEXT) AS regnamespace) AND a.grantee <> t.relowner
+             WHERE t.relnamespace = CAST(CAST(?1 AS TEXT) AS regnamespace)
+               AND a.grantee <> t.relowner
                AND a.privilege_type IN ('INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'USAGE')
              ORDER BY 1",
             p![name],
@@ -318,19 +304,40 @@ pub fn archive(url: &str, name: &str) -> Result<Archived> {
         let mut revoked = Vec::new();
         for g in grantees {
             // regrole's text is the role's name, quoted where it needs it.
-            let (sql_role, shown) = match g {
-                None => ("PUBLIC".to_owned(), "PUBLIC".to_owned()),
-                Some(r) => (r.clone(), r),
-            };
+            let role = g.unwrap_or_else(|| "PUBLIC".to_owned());
             c.batch(&format!(
-                "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA {s}
-                     FROM {sql_role};
-                 REVOKE USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA {s} FROM {sql_role}"
+                "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA {s} FROM {role};
+                 REVOKE USAGE, UPDATE ON ALL SEQUENCES IN SCHEMA {s} FROM {role}"
             ))?;
-            revoked.push(shown);
+            revoked.push(printable(&role));
         }
+        let before: Option<String> = c.opt_value(
+            &format!("SELECT value FROM {s}.meta WHERE key = 'archived'"),
+            p![],
+        )?;
+        // Archived before by the owner (no other role could have written since): as it
+        // was. Else the row is the owner's now.
+        if let Some(at) = before.filter(|_| revoked.is_empty()) {
+            return Ok(Archived {
+                archived: printable(&at),
+                revoked,
+                already: true,
+            });
+        }
+        let at: String = c.value(
+            "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')
+                    || ' by ' || CAST(current_user AS TEXT)",
+            p![],
+        )?;
+        c.exec(
+            &format!(
+                "INSERT INTO {s}.meta(key, value) VALUES ('archived', ?1)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+            ),
+            p![at.as_str()],
+        )?;
         Ok(Archived {
-            archived: at,
+            archived: printable(&at),
             revoked,
             already: false,
         })
@@ -344,6 +351,7 @@ pub(super) fn refuse_archived(c: &dyn Conn) -> Result<()> {
     match c.opt_value::<String>("SELECT value FROM meta WHERE key = 'archived'", p![])? {
         None => Ok(()),
         Some(at) => {
+            let at = printable(&at);
             let time = at.split(' ').next().unwrap_or_default();
             Err(StoreError::new(
                 ErrorKind::ReadOnly,
@@ -380,6 +388,11 @@ mod tests {
             let e = check_name(bad).unwrap_err();
             assert_eq!(e.errno(), libc::EINVAL, "{bad}");
         }
+    }
+
+    #[test]
+    fn rows_are_printed_without_control_characters() {
+        assert_eq!(printable("t by r\u{1b}]0;x\u{7}\n"), "t by r?]0;x??");
     }
 
     #[test]

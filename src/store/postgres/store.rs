@@ -266,6 +266,18 @@ impl Postgres {
                         ),
                     ));
                 }
+                // A session's temporary schema (search_path pg_temp) would hold tables
+                // that go with the session.
+                if schema.as_deref().is_some_and(|s| s.starts_with("pg_")) {
+                    return Err(StoreError::new(
+                        ErrorKind::Invalid,
+                        format!(
+                            "the search path's first schema, {}, is PostgreSQL's own (a \
+                             temporary or system schema); nothing was created",
+                            schema.unwrap_or_default()
+                        ),
+                    ));
+                }
                 let holds = holds_scratchpad(c)?;
                 if holds {
                     super::pads::refuse_archived(c)?;
