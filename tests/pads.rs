@@ -260,12 +260,48 @@ fn pads_are_created_for_a_role_listed_archived_and_refused_to_others() {
         .simple_query("DELETE FROM alpha.fields")
         .expect_err("the host role deletes an archived scratchpad's rows");
     assert!(format!("{e:?}").contains("permission denied"), "{e:?}");
-    // beta is as it was: its host mounts and writes.
-    let b = Mount::on_db(&format!(
+    // beta is as it was: its host mounts and writes, on two daemons (so that its
+    // changes are notified) ...
+    let url_b = format!(
         "{}&options=-csearch_path%3Dbeta",
         as_role("scratchfs_pad_b", &db)
-    ));
-    b.sh_ok("echo b > plan.md");
+    );
+    let (b, b2) = (Mount::on_db(&url_b), Mount::on_db(&url_b));
+    // ... and host a, listening on every channel it can name for beta (from the schema's
+    // name, as in session 25), hears none of it: beta's channel is a secret of its readers.
+    let guessed = [
+        format!("scratchfs_{}", &blake3::hash(b"beta").to_hex()[..16]),
+        "scratchfs".to_owned(),
+        scratchfs::store::postgres::notify::PadKeys::of_pad("beta", "").channel,
+    ];
+    let mut ears = common::pg_client(&pad_a("alpha"));
+    for ch in &guessed {
+        ears.batch_execute(&format!("LISTEN \"{ch}\"")).unwrap();
+    }
+    ears.batch_execute("LISTEN control").unwrap();
+    b.sh_ok("echo b > plan.md && echo b > more.md");
+    common::wait_for("b2 sees b's file", || b2.path("more.md").exists());
+    // Notifications reach a listener in commit order: once the control one (committed
+    // after beta's changes) arrives, any of beta's it could hear would have come first.
+    common::pg_query(&db, "NOTIFY control");
+    let mut heard = Vec::new();
+    let mut control = false;
+    let mut notifications = ears.notifications();
+    let mut arriving = notifications.timeout_iter(Duration::from_secs(60));
+    while let Some(n) = postgres::fallible_iterator::FallibleIterator::next(&mut arriving)
+        .expect("the listening connection")
+    {
+        if n.channel() == "control" {
+            control = true;
+            break;
+        }
+        heard.push(format!("{}: {}", n.channel(), n.payload()));
+    }
+    assert!(
+        control,
+        "the control notification did not arrive within 60 s"
+    );
+    assert_eq!(heard, Vec::<String>::new(), "host a heard beta's changes");
     let (code, out, err) = parts(&scratchfs(&["pads", "list", "--db", &db], false));
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("archived "), "{out}");

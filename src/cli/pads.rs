@@ -102,7 +102,7 @@ pub fn list(db: &Path, json: bool) -> Result<(), Failure> {
             known(p.files),
             known(p.versions),
             human_bytes(p.bytes.max(0) as u64),
-            p.daemons,
+            known(p.daemons),
         );
     }
     Ok(())

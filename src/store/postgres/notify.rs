@@ -27,9 +27,13 @@ pub const CHANNEL: &str = "scratchfs";
 /// database (a schema each, issue 34): the notification channel they listen on, and the
 /// advisory lock a listening daemon holds (a gc counts the live daemons of its
 /// scratchpad by it). The `public` schema keeps [`CHANNEL`] and [`DAEMONS_LOCK`], so
-/// daemons of an earlier scratchfs on a single-pad database still hear and are heard;
-/// another schema's are `scratchfs_` and 16 hex digits of blake3 of its name, and a
-/// second key taken from the same hash (never 1).
+/// daemons of an earlier scratchfs on a single-pad database still hear and are heard.
+/// Another schema's are `scratchfs_` and 16 hex digits of blake3 of its name and its
+/// `meta.scratchpad_id`, and a second key taken from the same hash (never 1): a secret
+/// only the roles that may read the scratchpad know, so that the role of another
+/// scratchpad in the database can neither listen to its changes nor send its daemons
+/// notifications (PostgreSQL checks no privilege on `LISTEN` and `NOTIFY`; the uid-1000
+/// attack round of session 26 did both with channels taken from the schema's name).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PadKeys {
     /// The `LISTEN`/`pg_notify` channel.
@@ -39,15 +43,21 @@ pub struct PadKeys {
 }
 
 impl PadKeys {
-    /// The keys of the scratchpad in schema `schema` (as `current_schema()` names it).
-    pub fn of_schema(schema: &str) -> PadKeys {
+    /// The keys of the scratchpad in schema `schema` (as `current_schema()` names it)
+    /// whose `meta.scratchpad_id` is `secret`.
+    pub fn of_pad(schema: &str, secret: &str) -> PadKeys {
         if schema == "public" {
             return PadKeys {
                 channel: CHANNEL.to_owned(),
                 daemons_lock: DAEMONS_LOCK,
             };
         }
-        let h = blake3::hash(schema.as_bytes());
+        let mut h = blake3::Hasher::new();
+        h.update(b"scratchfs pad keys\0");
+        h.update(schema.as_bytes());
+        h.update(b"\0");
+        h.update(secret.as_bytes());
+        let h = h.finalize();
         let key = i32::from_le_bytes(h.as_bytes()[..4].try_into().expect("4 bytes")) | 2;
         PadKeys {
             channel: format!("scratchfs_{}", &h.to_hex()[..16]),
@@ -58,7 +68,7 @@ impl PadKeys {
 
 impl Default for PadKeys {
     fn default() -> Self {
-        PadKeys::of_schema("public")
+        PadKeys::of_pad("public", "")
     }
 }
 

@@ -30,8 +30,9 @@ pub struct PadInfo {
     pub files: Option<i64>,
     /// Versions kept (`versions` rows); `None` as for `files`.
     pub versions: Option<i64>,
-    /// Daemons listening on it now (sessions holding its daemons' advisory lock).
-    pub daemons: i64,
+    /// Daemons listening on it now (sessions holding its daemons' advisory lock); `None`
+    /// as for `files` (its lock's key is a secret of its readers: [`PadKeys`]).
+    pub daemons: Option<i64>,
     /// `"TIME by ROLE"` when it was archived ([`archive`]), else `None`.
     pub archived: Option<String>,
 }
@@ -96,29 +97,32 @@ pub fn list(url: &str) -> Result<Vec<PadInfo>> {
     let locks = daemon_locks(&conn)?;
     let mut pads = Vec::new();
     for (name, bytes, readable) in schemas {
-        let daemons = locks_of(&locks, &name);
         if !readable {
             pads.push(PadInfo {
                 name,
                 bytes,
                 files: None,
                 versions: None,
-                daemons,
+                daemons: None,
                 archived: None,
             });
             continue;
         }
         let s = ident(&name);
-        let (archived, files, versions): (Option<String>, i64, i64) = conn.one(
-            &format!(
-                "SELECT (SELECT value FROM {s}.meta WHERE key = 'archived'),
-                        (SELECT COUNT(*) FROM {s}.nodes
-                         WHERE kind = 'file' AND unlinked_ns IS NULL),
-                        (SELECT COUNT(*) FROM {s}.versions)"
-            ),
-            p![],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )?;
+        let (archived, files, versions, secret): (Option<String>, i64, i64, Option<String>) = conn
+            .one(
+                &format!(
+                    "SELECT (SELECT value FROM {s}.meta WHERE key = 'archived'),
+                            (SELECT COUNT(*) FROM {s}.nodes
+                             WHERE kind = 'file' AND unlinked_ns IS NULL),
+                            (SELECT COUNT(*) FROM {s}.versions),
+                            (SELECT value FROM {s}.meta WHERE key = 'scratchpad_id')"
+                ),
+                p![],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )?;
+        let keys = PadKeys::of_pad(&name, &secret.unwrap_or_default());
+        let daemons = Some(locks_of(&locks, &keys));
         pads.push(PadInfo {
             name,
             bytes,
@@ -140,16 +144,14 @@ fn daemon_locks(conn: &PgConn) -> Result<Vec<(i64, i64)>> {
            AND CAST(classid AS BIGINT) = ?1
            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
          GROUP BY 1",
-        p![i64::from(
-            PadKeys::of_schema("public").daemons_lock.0 as u32
-        )],
+        p![i64::from(PadKeys::default().daemons_lock.0 as u32)],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )
 }
 
-/// How many daemons listen on the scratchpad in schema `name`, from [`daemon_locks`].
-fn locks_of(locks: &[(i64, i64)], name: &str) -> i64 {
-    let key = i64::from(PadKeys::of_schema(name).daemons_lock.1 as u32);
+/// How many daemons listen on the scratchpad of `keys`, from [`daemon_locks`].
+fn locks_of(locks: &[(i64, i64)], keys: &PadKeys) -> i64 {
+    let key = i64::from(keys.daemons_lock.1 as u32);
     locks.iter().find(|(k, _)| *k == key).map_or(0, |(_, n)| *n)
 }
 
@@ -278,7 +280,12 @@ pub fn archive(url: &str, name: &str) -> Result<Archived> {
                 ),
             ));
         }
-        let listening = locks_of(&daemon_locks(c)?, name);
+        let secret: Option<String> = c.opt_value(
+            &format!("SELECT value FROM {s}.meta WHERE key = 'scratchpad_id'"),
+            p![],
+        )?;
+        let keys = PadKeys::of_pad(name, &secret.unwrap_or_default());
+        let listening = locks_of(&daemon_locks(c)?, &keys);
         if listening > 0 {
             return Err(StoreError::new(
                 ErrorKind::Busy,

@@ -336,9 +336,14 @@ impl Postgres {
             })
             .map_err(|e| e.context(format_args!("opening {name}")))?;
         checkpoint::seed_tree_log(&conn).map_err(|e| e.context(format_args!("opening {name}")))?;
-        let schema: String = conn.value("SELECT CAST(current_schema() AS TEXT)", p![])?;
+        let (schema, secret): (String, String) = conn.one(
+            "SELECT CAST(current_schema() AS TEXT),
+                    (SELECT value FROM meta WHERE key = 'scratchpad_id')",
+            p![],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
         let mut store = Self::with_writer(url, name, Some(conn), false);
-        store.keys = super::notify::PadKeys::of_schema(&schema);
+        store.keys = super::notify::PadKeys::of_pad(&schema, &secret);
         Ok((store, fresh))
     }
 
