@@ -4,10 +4,11 @@
 //!
 //! Here a scratchpad is a schema holding the tables `meta`, `nodes` and `versions`: what
 //! the catalog says, which only a role that may create in the schema can change (a host
-//! role can edit `meta`'s rows, so they do not decide what is listed or archived). Its daemons find it by the search path of their URL
-//! (`options=-csearch_path%3DNAME`): a schema that does not exist, or one the role may
-//! not use, is refused when mounting and nothing is created, so a mistyped name never
-//! makes a new scratchpad; only [`create`] does. Who may do what is PostgreSQL's to say:
+//! role can edit `meta`'s rows, so they do not decide what is listed or archived). Its
+//! daemons find it by the search path of their URL (`options=-csearch_path%3DNAME`): a
+//! schema that does not exist, or one the role may not use, is refused when mounting and
+//! nothing is created, so a mistyped name never makes a new scratchpad; only [`create`]
+//! does. Who may do what is PostgreSQL's to say:
 //! `create` needs `CREATE` on the database (and `GRANT` rights on the roles it names),
 //! `archive` needs to own the schema's tables; a host role gets `EACCES` from the server.
 
@@ -232,10 +233,11 @@ pub struct Archived {
 }
 
 /// Archives the scratchpad `name` of the database `url` names: records `meta.archived`
-/// (`TIME by ROLE`, UTC) and revokes every right to change its rows (`INSERT`, `UPDATE`,
-/// `DELETE`, `TRUNCATE`, and sequences' `USAGE`, `UPDATE`) from every role but the
-/// tables' owner, so that no mount opens it for writing ([`refuse_archived`]) and no host
-/// role can change it by other means; reading it (`mount --at now`, `log`, `export`)
+/// (`TIME by ROLE`, UTC; over an `archived` row another role wrote) and revokes every
+/// right to change its rows (`INSERT`, `UPDATE`, `DELETE`, `TRUNCATE`, and sequences'
+/// `USAGE`, `UPDATE`) from every role but the tables' owner, so that no mount opens it
+/// for writing (`Postgres::open` refuses it, `EROFS`) and no host role can change it by
+/// other means; reading it (`mount --at TIME`, `log`, `export`)
 /// still works. Nothing is deleted. Errors: `EINVAL` for a bad name, `ENOENT` when there
 /// is no such scratchpad, `EBUSY` while daemons listen on it (unmount them first),
 /// `EACCES` when the caller does not own its tables.
