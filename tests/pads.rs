@@ -266,6 +266,11 @@ fn pads_are_created_for_a_role_listed_archived_and_refused_to_others() {
         "{}&options=-csearch_path%3Dbeta",
         as_role("scratchfs_pad_b", &db)
     );
+    // Host a holds the database-wide schema lock of earlier builds (advisory locks carry
+    // no privilege): beta's mounts take beta's own, and do not wait for it.
+    attacker
+        .batch_execute(&format!("SELECT pg_advisory_lock({})", 0x5343_5246))
+        .unwrap();
     let (b, b2) = (Mount::on_db(&url_b), Mount::on_db(&url_b));
     // ... and host a, listening on every channel it can name for beta (from the schema's
     // name, as in session 25), hears none of it: beta's channel is a secret of its readers.

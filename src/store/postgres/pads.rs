@@ -14,7 +14,7 @@
 
 use super::PgConn;
 use super::notify::PadKeys;
-use super::store::{SCHEMA_LOCK, SCHEMA_VERSION, schema_hash};
+use super::store::{SCHEMA_VERSION, lock_schema, schema_hash};
 use crate::p;
 use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::{Conn, ConnExt};
@@ -168,7 +168,7 @@ pub fn create(url: &str, name: &str, roles: &[String]) -> Result<()> {
     let conn = PgConn::connect(url)?;
     let db = super::display_name(url);
     conn.transaction(|c| {
-        c.exec("SELECT pg_advisory_xact_lock(?1)", p![SCHEMA_LOCK])?;
+        lock_schema(c, name)?;
         let exists: bool = c.value(
             "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = ?1)",
             p![name],
@@ -246,7 +246,7 @@ pub fn archive(url: &str, name: &str) -> Result<Archived> {
     let conn = PgConn::connect(url)?;
     let db = super::display_name(url);
     conn.transaction(|c| {
-        c.exec("SELECT pg_advisory_xact_lock(?1)", p![SCHEMA_LOCK])?;
+        lock_schema(c, name)?;
         let s = ident(name);
         // Only its owner: a host role may insert rows into `meta`, and its REVOKE of
         // what it did not grant would change nothing. Asked of the catalog, which every

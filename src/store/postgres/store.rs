@@ -37,8 +37,26 @@ use crate::sync::Mutex;
 const READERS: usize = 1;
 
 /// An advisory lock key (`SCRF` in ASCII) that serializes schema creation between
-/// daemons opening one fresh database at once.
-pub(super) const SCHEMA_LOCK: i64 = 0x5343_5246;
+/// daemons opening one fresh database at once: alone for the `public` schema's
+/// scratchpad (as before, so earlier daemons take the same), and with `hashtext(NAME)`
+/// as its second key for the scratchpad in schema NAME ([`SCHEMA_LOCK_SQL`]), so that a
+/// role that holds one scratchpad's (advisory locks carry no privilege) stalls the
+/// mounts of that scratchpad only, not of every one in the database.
+pub(super) const SCHEMA_LOCK: i32 = 0x5343_5246;
+
+/// Takes [`SCHEMA_LOCK`] for the session's current schema, until the transaction ends.
+const SCHEMA_LOCK_SQL: &str = "SELECT CASE WHEN COALESCE(current_schema() = 'public', TRUE) \
+     THEN pg_advisory_xact_lock(1396920902) \
+     ELSE pg_advisory_xact_lock(1396920902, hashtext(current_schema())) END";
+
+/// Takes [`SCHEMA_LOCK`] for the scratchpad in schema `name` (not `public`), until the
+/// transaction ends: what `scratchfs pads` takes.
+pub(super) fn lock_schema(c: &dyn Conn, name: &str) -> Result<()> {
+    c.exec(
+        "SELECT pg_advisory_xact_lock(?1, hashtext(CAST(?2 AS TEXT)))",
+        p![SCHEMA_LOCK, name],
+    )
+}
 
 /// Schema version written to `meta.schema_version` (as SQLite's).
 pub(super) const SCHEMA_VERSION: &str = "1";
@@ -249,7 +267,7 @@ impl Postgres {
         let conn = PgConn::connect(url)?;
         let fresh = conn
             .transaction(|c| {
-                c.exec("SELECT pg_advisory_xact_lock(?1)", p![SCHEMA_LOCK])?;
+                c.batch(SCHEMA_LOCK_SQL)?;
                 // No schema of the search path that this role may use (a name mistyped,
                 // or another scratchpad's schema): nothing is created, whatever the role.
                 let schema: Option<String> =
@@ -355,7 +373,7 @@ impl Postgres {
         let name = display_name(url);
         let conn = PgConn::connect(url)?;
         conn.transaction(|c| {
-            c.exec("SELECT pg_advisory_xact_lock(?1)", p![SCHEMA_LOCK])?;
+            c.batch(SCHEMA_LOCK_SQL)?;
             if holds_scratchpad(c)? {
                 return Err(StoreError::new(
                     ErrorKind::Exists,
@@ -1117,5 +1135,18 @@ impl Store for Postgres {
         self.change_exclusive(caller, Touched::Tree, |tx, proc_| {
             checkpoint::rollback_named(tx, name, proc_, time_ns).map(Ok)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schema_lock_sql_takes_the_schema_lock() {
+        assert!(SCHEMA_LOCK_SQL.contains(&format!("pg_advisory_xact_lock({SCHEMA_LOCK})")));
+        assert!(
+            SCHEMA_LOCK_SQL.contains(&format!("pg_advisory_xact_lock({SCHEMA_LOCK}, hashtext("))
+        );
     }
 }
