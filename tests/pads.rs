@@ -92,8 +92,9 @@ fn pads_are_created_for_a_role_listed_archived_and_refused_to_others() {
         ));
         assert_eq!(code, Some(0), "{err}");
         assert!(
-            out.contains(&format!("options=-csearch_path%3D{pad}'")),
-            "{out}"
+            out.contains(&format!("options=-csearch_path%3D{pad}'"))
+                && out.contains(&format!("--db 'postgres://{role}@")),
+            "the URL its host mounts with, as its role: {out}"
         );
     }
     assert_eq!(schemas(&db), "alpha,beta");
@@ -129,6 +130,10 @@ fn pads_are_created_for_a_role_listed_archived_and_refused_to_others() {
     refused(
         &scratchfs(&["pads", "list", "--db", "/tmp/not-a-url.db"], false),
         "not a PostgreSQL URL",
+    );
+    refused(
+        &scratchfs(&["pads", "list", "--db", "scratchpad.db"], false),
+        "give the PostgreSQL database with --db",
     );
     assert_eq!(schemas(&db), "alpha,beta");
 
@@ -168,6 +173,15 @@ fn pads_are_created_for_a_role_listed_archived_and_refused_to_others() {
     // A search path naming PostgreSQL's own schemas (a session's temporary one) is
     // refused, nothing created.
     let dir = tempfile::tempdir().unwrap();
+    // A host's URL without its scratchpad's search path is told how to name it (not
+    // to mount as the owner).
+    refused(
+        &scratchfs(
+            &["mount", dir.path().to_str().unwrap(), "--db", &url_a],
+            false,
+        ),
+        "the search path is public, which holds no scratchpad",
+    );
     for schema in ["pg_temp", "pg_catalog"] {
         refused(
             &scratchfs(

@@ -14,6 +14,11 @@ use crate::views::manifest::human_bytes;
 /// The URL `db` is, or a failure saying that `pads` works on a PostgreSQL database.
 fn url(db: &Path) -> Result<&str, Failure> {
     super::postgres_url(db).ok_or_else(|| {
+        if db == Path::new("scratchpad.db") {
+            return "pads: give the PostgreSQL database with --db postgres://... (or set \
+                    SCRATCHFS_DB)"
+                .to_string();
+        }
         format!(
             "pads: {}: not a PostgreSQL URL; pads manages the scratchpads of one \
              PostgreSQL database, a schema each (an SQLite scratchpad is a file of its own)",
@@ -119,10 +124,16 @@ pub fn create(db: &Path, name: &str, roles: &[String], json: bool) -> Result<(),
             "{}",
             serde_json::json!({"created": name, "roles": roles, "url": mount_url})
         );
-    } else {
+    } else if roles.is_empty() {
         println!("created scratchpad {name}; mount it with --db '{mount_url}'");
+    } else {
+        println!("created scratchpad {name}");
         for r in roles {
-            println!("  granted role {r} its rows (docs/deploy.md \"Roles\")");
+            println!(
+                "  role {r} has its rows (docs/deploy.md \"Roles\"); its host mounts it \
+                 with --db '{}'",
+                with_user(&mount_url, r)
+            );
         }
     }
     Ok(())
@@ -151,9 +162,38 @@ pub fn archive(db: &Path, name: &str, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `url` with `user` as its user name (percent-encoded where a URL needs it).
+fn with_user(url: &str, user: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let user: String = user
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    format!("{scheme}://{user}@{host}{tail}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hosts_url_names_its_role() {
+        assert_eq!(
+            with_user("postgres://admin@h:5432/db?options=-cx", "host a"),
+            "postgres://host%20a@h:5432/db?options=-cx"
+        );
+        assert_eq!(with_user("postgres://h/db", "r"), "postgres://r@h/db");
+    }
 
     #[test]
     fn a_pads_url_sets_its_search_path() {

@@ -308,8 +308,23 @@ impl Postgres {
                 // tables (a new scratchpad, or a scratchfs that changed it), and only
                 // then need the owner.
                 if !(holds && schema_is_current(c)?) {
+                    let public = schema.as_deref() == Some("public");
                     c.batch(super::SCHEMA).map_err(|e| {
-                        if e.is(ErrorKind::Denied) {
+                        if e.is(ErrorKind::Denied) && public && !holds {
+                            // Most likely a host role's URL without its scratchpad's
+                            // search path: mounting as the owner is not the answer.
+                            StoreError::new(
+                                ErrorKind::Denied,
+                                format!(
+                                    "{}; the search path is public, which holds no \
+                                     scratchpad: a scratchpad made by `scratchfs pads \
+                                     create NAME` is mounted with \
+                                     options=-csearch_path%3DNAME in the URL \
+                                     (docs/deploy.md \"Many scratchpads\")",
+                                    e.reason
+                                ),
+                            )
+                        } else if e.is(ErrorKind::Denied) {
                             StoreError::new(
                                 ErrorKind::Denied,
                                 format!(
