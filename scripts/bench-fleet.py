@@ -33,11 +33,13 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchpg  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def sh(*cmd, **kw):
-    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw).stdout
+sh = benchpg.sh
 
 
 def cpu_ticks(pid):
@@ -148,13 +150,7 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root (mounts)")
-    base = sh(os.path.join(ROOT, "scripts/pg"), "start").strip().splitlines()[-1]
-    db = f"scratchfs_fleet_{os.getpid()}"
-    url = base.rsplit("/", 1)[0] + "/" + db + "?sslmode=disable"
-    if args.tls:
-        tls = sh(os.path.join(ROOT, "scripts/pg"), "url", "--tls").strip()
-        url = base.rsplit("/", 1)[0] + "/" + db + "?" + tls.split("?", 1)[1]
-    sh("psql", base, "-X", "-q", "-c", f"CREATE DATABASE {db}")
+    base, db, url = benchpg.new_database("scratchfs_fleet", args.tls)
     work = f"/var/tmp/scratchfs-fleet-{os.getpid()}"
     daemons = []
     res = {}
@@ -195,7 +191,7 @@ def main():
     finally:
         for d in daemons:
             d.unmount()
-        subprocess.run(["psql", base, "-X", "-q", "-c", f"DROP DATABASE IF EXISTS {db} WITH (FORCE)"])
+        benchpg.drop_database(base, db)
         shutil.rmtree(work, ignore_errors=True)
     targets = {
         "large_visible_p99_ms": ("<", 50),

@@ -28,16 +28,15 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchpg  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def sh(*cmd, **kw):
-    r = subprocess.run(cmd, text=True, capture_output=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()}")
-    return r.stdout
+sh = benchpg.sh
 
 
 def cpu_ticks(pid):
@@ -68,13 +67,7 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root (mounts)")
-    base = sh(os.path.join(ROOT, "scripts/pg"), "start").strip().splitlines()[-1]
-    db = f"scratchfs_pads_{os.getpid()}"
-    url = base.rsplit("/", 1)[0] + "/" + db + "?sslmode=disable"
-    if args.tls:
-        tls = sh(os.path.join(ROOT, "scripts/pg"), "url", "--tls").strip()
-        url = base.rsplit("/", 1)[0] + "/" + db + "?" + tls.split("?", 1)[1]
-    sh("psql", base, "-X", "-q", "-c", f"CREATE DATABASE {db}")
+    base, db, url = benchpg.new_database("scratchfs_pads", args.tls)
     work = f"/var/tmp/scratchfs-pads-{os.getpid()}"
     names = [f"pad_{i:04d}" for i in range(args.pads)]
     mounted = []
@@ -131,8 +124,7 @@ def main():
                 if not os.path.exists(f"/proc/{pid}"):
                     break
                 time.sleep(0.05)
-        subprocess.run(["psql", base, "-X", "-q", "-c",
-                        f"DROP DATABASE IF EXISTS {db} WITH (FORCE)"])
+        benchpg.drop_database(base, db)
         shutil.rmtree(work, ignore_errors=True)
     out = json.dumps(res, indent=2)
     print(out)

@@ -150,6 +150,16 @@ pub fn pg_query(url: &str, query: &str) -> String {
     out.join("\n")
 }
 
+/// Asserts that the server refuses `sql` on `client` for want of a privilege ("permission
+/// denied"); `what` says what the statement tries.
+pub fn pg_refuses(client: &mut postgres::Client, sql: &str, what: &str) {
+    let e = client.simple_query(sql).map(|_| ()).expect_err(what);
+    assert!(
+        format!("{e:?}").contains("permission denied"),
+        "{what}: {e:?}"
+    );
+}
+
 /// Drops the PostgreSQL database of the URL it holds when it goes out of scope (also when
 /// the test fails): `let _db = DropPgDatabase(url.clone());`.
 pub struct DropPgDatabase(pub String);
