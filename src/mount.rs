@@ -1176,6 +1176,11 @@ impl Background {
         })
     }
 
+    /// The filesystem this mount serves.
+    pub fn fs(&self) -> &Arc<Fs> {
+        &self.fs
+    }
+
     /// Unmounts and waits for the session to end.
     pub fn stop(mut self) -> Result<(), Failure> {
         self.stop_inner()

@@ -145,6 +145,14 @@ fn a_create_and_an_append_cost_what_they_cost() {
     };
     let bg = Background::start(&spec)
         .unwrap_or_else(|e| panic!("cannot mount a scratchpad on {}: {e}", mnt.display()));
+    if pg {
+        // The listener's first connection is followed by a whole refresh (a ping and a
+        // read of the tree), at a moment the mount does not wait for: not in what is
+        // counted below.
+        common::wait_for("the listener's first refresh", || {
+            bg.fs().whole_refreshes() >= 1
+        });
+    }
     let d = mnt.join("d");
     std::fs::create_dir(&d).unwrap();
     let data = vec![b'x'; 4096];

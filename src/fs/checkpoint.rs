@@ -189,7 +189,17 @@ impl Fs {
         for inv in invalidations {
             self.invalidate(inv);
         }
+        self.whole_refreshes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
+    }
+
+    /// How many whole refreshes ([`Fs::refresh`]) this daemon has done: on PostgreSQL the
+    /// first follows the listener's first connection (a few round trips, at a moment the
+    /// mount does not wait for), so a test that counts round trips waits for it first.
+    pub fn whole_refreshes(&self) -> u64 {
+        self.whole_refreshes
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Brings nodes `inos` to the store's state after another daemon's creates, unlinks,

@@ -355,6 +355,8 @@ pub struct Fs {
     /// How long a history search brings the index up to date, µs
     /// ([`Fs::set_history_search_budget`]).
     history_budget_us: std::sync::atomic::AtomicU64,
+    /// Whole refreshes done ([`Fs::refresh`]), for [`Fs::whole_refreshes`].
+    whole_refreshes: AtomicU64,
     /// Whether the store holds versions from before `versions.ino`, once asked
     /// (`history_index.rs`).
     legacy_versions: std::sync::OnceLock<bool>,
@@ -429,6 +431,7 @@ impl Fs {
             history_index: Default::default(),
             history_indexer: Default::default(),
             history_budget_us: (history_index::IN_SEARCH.as_micros() as u64).into(),
+            whole_refreshes: AtomicU64::new(0),
             legacy_versions: Default::default(),
             _spill_owned: None,
         })
