@@ -702,3 +702,128 @@ fn why_names_the_file_and_key_asks_for_the_key() {
     );
     assert_eq!(err, "");
 }
+
+/// Issue 35, item 6: lineage that survives undo. A value a rollback (or a restore)
+/// brought back is credited by `why` and `ground` to the writer that set it, with the
+/// rollback named as the step that brought it back; a whole file's `why` shows the
+/// version brought back as an input; MANIFEST offers no content that is current again.
+#[test]
+fn a_rollback_or_restore_keeps_the_value_credited_to_the_tool_that_set_it() {
+    let m = Mount::new();
+    let mnt = m.mnt.display();
+    let as_writer = |w: &str, step: u32, script: &str| {
+        let o = Command::new("bash")
+            .args(["-c", script])
+            .current_dir(&m.mnt)
+            .env("SCRATCHFS_WRITER", w)
+            .env("SCRATCHFS_STEP", step.to_string())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    as_writer(
+        "get_order",
+        2,
+        r#"echo '{"order_total_cents": 36000, "status": "open"}' > state.json &&
+           seq 1 200 > notes.md"#,
+    );
+    as_writer(
+        "agent",
+        3,
+        &format!(
+            r#"setfattr -n user.scratchfs.checkpoint -v c1 {mnt} &&
+               echo '{{"order_total_cents": 99999, "status": "open"}}' > state.json &&
+               echo short > notes.md"#
+        ),
+    );
+    let manifest = read(m.path("MANIFEST"));
+    assert!(
+        manifest.contains("restorable:") && manifest.contains("notes.md"),
+        "the shrink is offered before the rollback: {manifest}"
+    );
+    as_writer(
+        "agent",
+        4,
+        &format!("setfattr -n user.scratchfs.rollback -v c1 {mnt}"),
+    );
+    assert_eq!(json(&m, "state.json")["order_total_cents"], 36000);
+    let manifest = read(m.path("MANIFEST"));
+    assert!(
+        !manifest.contains("restorable:"),
+        "content current again is no restorable hint: {manifest}"
+    );
+
+    // why of the key: the tool that set it, and the rollback that brought it back.
+    let (code, out, err) = cli(&m, &["why", "state.json:order_total_cents"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[1].starts_with("set by state.json@2 (write by get_order, step 2,"),
+        "{out}"
+    );
+    assert!(
+        lines[2].starts_with("  brought back by state.json@4 (rollback by "),
+        "{out}"
+    );
+    let (_, j, _) = cli(&m, &["why", "--json", "state.json:order_total_cents"]);
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["lineage"]["version"]["writer"], "get_order", "{j}");
+    assert_eq!(v["brought_back_by"][0]["op"], "rollback", "{j}");
+    assert_eq!(v["brought_back_by"][0]["version"], 4, "{j}");
+    // A key the rollback did not change keeps its setter, with nothing brought back.
+    let (_, j, _) = cli(&m, &["why", "--json", "state.json:status"]);
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["lineage"]["version"]["version"], 2, "{j}");
+    assert_eq!(v["brought_back_by"], serde_json::json!([]), "{j}");
+    // why of the whole file: its current version, and the version it brought back.
+    let out = cli(&m, &["why", "state.json"]).1;
+    assert!(
+        out.contains("set by state.json@4 (rollback by ")
+            && out.contains("<- brought back from state.json@2 (write by get_order, step 2,"),
+        "{out}"
+    );
+    // ground: sourced from the tool, the rollback named.
+    let ground = |reply: &str| {
+        let mut child = Command::new(BIN)
+            .arg("ground")
+            .env("SCRATCHFS_DB", &m.db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(reply.as_bytes())
+            .unwrap();
+        String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
+    };
+    let out = ground("The order total is 36000 cents.");
+    assert!(
+        out.contains(
+            "order_total_cents = 36000 v2 by get_order step 2, brought back by rollback v4 by"
+        ),
+        "{out}"
+    );
+
+    // A restore: the agent changes it again, then restores version 2 (version 1 is the
+    // empty file `>` created).
+    as_writer(
+        "agent",
+        5,
+        r#"echo '{"order_total_cents": 55555, "status": "open"}' > state.json"#,
+    );
+    let (code, _, err) = cli(&m, &["restore", "state.json@2"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, j, _) = cli(&m, &["why", "--json", "state.json:order_total_cents"]);
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["lineage"]["version"]["writer"], "get_order", "{j}");
+    assert_eq!(v["brought_back_by"][0]["op"], "restore", "{j}");
+    assert_eq!(v["brought_back_by"][0]["version"], 6, "{j}");
+    let out = ground("36000");
+    assert!(
+        out.contains("v2 by get_order step 2, brought back by restore v6 by"),
+        "{out}"
+    );
+}

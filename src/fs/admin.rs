@@ -80,7 +80,17 @@ impl Fs {
             size: v.content.len,
             dirty: &[],
         };
-        self.commit(ino, "restore", None, build, &mut none, &caller, false)?;
+        self.commit_from(
+            ino,
+            "restore",
+            None,
+            build,
+            &mut none,
+            &caller,
+            false,
+            None,
+            Some(v.id),
+        )?;
         // The kernel's size and pages are those of the version restored over.
         self.invalidate(Invalidation::Attr(ino));
         Ok(())

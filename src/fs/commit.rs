@@ -579,11 +579,12 @@ impl Fs {
         caller: &Caller,
         durable: bool,
     ) -> Result<VersionInfo> {
-        self.commit_from(ino, op, expect_head, build, source, caller, durable, None)
+        self.commit_from(ino, op, expect_head, build, source, caller, durable, None, None)
     }
 
     /// [`Fs::commit`] of content brought from another scratchpad, `origin` naming the
-    /// version it copies (`adopt`, issue 14).
+    /// version it copies (`adopt`, issue 14), or brought back from this one, `restores`
+    /// naming the version whose bytes it brings back (`restore`, issue 35).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn commit_from(
         &self,
@@ -595,6 +596,7 @@ impl Fs {
         caller: &Caller,
         durable: bool,
         origin: Option<&crate::store::Origin>,
+        restores: Option<i64>,
     ) -> Result<VersionInfo> {
         let (path, file_id, pinned) = {
             let tree = self.tree.read();
@@ -621,6 +623,7 @@ impl Fs {
             durable,
             inputs: &inputs,
             origin,
+            restores,
         })?;
         self.note_write(caller, file_id, version.id);
         {

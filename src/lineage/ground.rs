@@ -822,6 +822,10 @@ pub struct Source {
     pub step: Option<i64>,
     /// Written by a writer marked `"model": true`: asserted, not a source.
     pub model: bool,
+    /// For a key whose value a rollback or restore brought back (issue 35): that
+    /// version, `"rollback v4 by lead"` (`version`, `writer` and `step` are then those
+    /// of the version that set the value); `None` otherwise.
+    pub brought_back_by: Option<String>,
 }
 
 /// How one token of the reply is grounded.
@@ -1164,6 +1168,9 @@ fn describe(m: &Match) -> String {
     if let Some(step) = s.step {
         let _ = write!(out, " step {step}");
     }
+    if let Some(b) = &s.brought_back_by {
+        let _ = write!(out, ", brought back by {}", one_line(b));
+    }
     out
 }
 
@@ -1283,6 +1290,7 @@ mod tests {
             writer: writer.into(),
             step,
             model: false,
+            brought_back_by: None,
         }
     }
 
@@ -1296,6 +1304,7 @@ mod tests {
             writer: writer.into(),
             step: None,
             model,
+            brought_back_by: None,
         }
     }
 

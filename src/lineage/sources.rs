@@ -117,12 +117,29 @@ pub fn sources(conn: &dyn Conn) -> Result<Sources> {
             let setters = field_setters(conn, f.file_id)?;
             let mut found = Vec::new();
             leaves("", &doc, &mut found);
+            // Keys a rollback or restore brought back (a setter id other than 0) are
+            // credited to the version that set them (issue 35), asked once per key.
+            let mut followed = std::collections::HashMap::new();
             for (key, text) in found {
                 let top = key.split('.').next().unwrap_or_default();
-                let (version, writer, step) = setters
+                let (mut version, mut writer, mut step, id) = setters
                     .get(top)
                     .cloned()
-                    .unwrap_or_else(|| (f.version, f.writer.clone(), f.step));
+                    .unwrap_or_else(|| (f.version, f.writer.clone(), f.step, 0));
+                let mut brought_back_by = None;
+                if id != 0 && !followed.contains_key(top) {
+                    let value = doc.get(top).cloned().unwrap_or_default();
+                    let found = super::why::brought_back_setter(conn, id, top, &value)?;
+                    followed.insert(top.to_string(), found);
+                }
+                if let Some(Some((set_by, by))) = followed.get(top) {
+                    version = set_by.version;
+                    writer = set_by.writer.clone();
+                    step = set_by.step;
+                    brought_back_by = by
+                        .first()
+                        .map(|b| format!("{} v{} by {}", b.op, b.version, b.writer));
+                }
                 out.push(Source {
                     path: f.path.clone(),
                     model: model.contains(&writer),
@@ -132,6 +149,7 @@ pub fn sources(conn: &dyn Conn) -> Result<Sources> {
                     version,
                     writer,
                     step,
+                    brought_back_by,
                 });
             }
             continue;
@@ -150,6 +168,7 @@ pub fn sources(conn: &dyn Conn) -> Result<Sources> {
                 writer: f.writer.clone(),
                 step: f.step,
                 model: model.contains(&f.writer),
+                brought_back_by: None,
             });
         }
     }

@@ -53,6 +53,9 @@ pub struct VersionFacts {
     /// Its bytes (not printed).
     #[serde(skip)]
     pub content: ContentRef,
+    /// For a version that brought back earlier bytes (a `rollback`, a `restore`): the
+    /// version whose bytes it brought back (`versions.id`; issue 35).
+    pub restored_from: Option<i64>,
 }
 
 /// A key of a JSON version and the version that set its value there.
@@ -63,8 +66,12 @@ pub struct KeyFacts {
     /// Its value, as JSON text.
     pub value: String,
     /// The version that set it (the oldest of the versions up to this one that all hold
-    /// this value, within 256 versions).
+    /// this value, within 256 versions; through a rollback or restore that brought the
+    /// value back, the version whose bytes it brought back, and so on).
     pub set_by: VersionFacts,
+    /// The rollbacks and restores that brought the value back on the way from this
+    /// version to `set_by`, newest first; empty when none did.
+    pub brought_back_by: Vec<VersionFacts>,
 }
 
 /// A node of the lineage: a version, what it was made from.
@@ -97,6 +104,10 @@ pub struct Why {
     /// The version that set it (the file's current version when no key was asked), and
     /// its lineage.
     pub lineage: Node,
+    /// For a key: the rollbacks and restores that brought its value back since the
+    /// version that set it, newest first (issue 35); empty when none did, and for a
+    /// whole file (whose current version's `restore` input shows it instead).
+    pub brought_back_by: Vec<VersionFacts>,
 }
 
 /// The value at dotted `key` of a JSON document (`a.b`, `items.0.sku`).
@@ -152,9 +163,11 @@ impl Docs {
     }
 }
 
-/// The version that set `key` to the value it has in version `at` of its lineage: the
-/// oldest of the versions up to `at` that all hold that value.
-fn setter(
+/// Most rollbacks and restores one key's setter is followed through.
+const RESTORE_HOPS: usize = 16;
+
+/// The oldest of the versions up to `at` of its lineage that all hold `value` at `key`.
+fn oldest_holding(
     conn: &dyn Conn,
     docs: &mut Docs,
     at: &VersionFacts,
@@ -175,6 +188,61 @@ fn setter(
     Ok(set_by)
 }
 
+/// The version that set `key` to the value it has in version `at`: the oldest of the
+/// versions up to `at` that all hold that value; when that one is a rollback or restore
+/// whose brought-back version holds the same value, the setter of it there, and so on
+/// (at most [`RESTORE_HOPS`]). Returns it and the rollbacks and restores passed through,
+/// newest first.
+fn setter(
+    conn: &dyn Conn,
+    docs: &mut Docs,
+    at: &VersionFacts,
+    key: &str,
+    value: &serde_json::Value,
+) -> Result<(VersionFacts, Vec<VersionFacts>)> {
+    let mut brought_back_by = Vec::new();
+    let mut set_by = oldest_holding(conn, docs, at, key, value)?;
+    while brought_back_by.len() < RESTORE_HOPS {
+        let Some(from) = set_by.restored_from else {
+            break;
+        };
+        // A version brought back is older than what brought it back: no cycle.
+        let Some(source) = q::version_facts(conn, from)?.filter(|s| s.id < set_by.id) else {
+            break;
+        };
+        let holds = docs
+            .get(conn, &source)
+            .is_some_and(|doc| lookup(&doc, key) == Some(value));
+        if !holds {
+            break;
+        }
+        let next = oldest_holding(conn, docs, &source, key, value)?;
+        brought_back_by.push(std::mem::replace(&mut set_by, next));
+    }
+    Ok((set_by, brought_back_by))
+}
+
+/// For grounding (issue 35): when version `id` brought back earlier bytes (a rollback, a
+/// restore) and `key` (dotted) holds `value` there, the version that set the value and
+/// the rollbacks and restores that brought it back, newest first; `None` when `id` is
+/// no such version or the value is not the one brought back.
+pub fn brought_back_setter(
+    conn: &dyn Conn,
+    id: i64,
+    key: &str,
+    value: &serde_json::Value,
+) -> Result<Option<(VersionFacts, Vec<VersionFacts>)>> {
+    let Some(v) = q::version_facts(conn, id)? else {
+        return Ok(None);
+    };
+    if v.restored_from.is_none() {
+        return Ok(None);
+    }
+    let mut docs = Docs::new();
+    let (set_by, by) = setter(conn, &mut docs, &v, key, value)?;
+    Ok((!by.is_empty()).then_some((set_by, by)))
+}
+
 fn keys_of(conn: &dyn Conn, docs: &mut Docs, v: &VersionFacts) -> Result<Vec<KeyFacts>> {
     let Some(doc) = docs.get(conn, v) else {
         return Ok(Vec::new());
@@ -184,10 +252,12 @@ fn keys_of(conn: &dyn Conn, docs: &mut Docs, v: &VersionFacts) -> Result<Vec<Key
     };
     let mut out = Vec::new();
     for (k, value) in map.iter().take(KEYS_SHOWN) {
+        let (set_by, brought_back_by) = setter(conn, docs, v, k, value)?;
         out.push(KeyFacts {
             key: k.clone(),
             value: value.to_string(),
-            set_by: setter(conn, docs, v, k, value)?,
+            set_by,
+            brought_back_by,
         });
     }
     Ok(out)
@@ -215,7 +285,20 @@ fn node(
         truncated: Vec::new(),
         version: v,
     };
-    let inputs = inputs_of(conn, n.version.id).unwrap_or_default();
+    // A rollback's or restore's first input: the version whose bytes it brought back.
+    let mut inputs = Vec::new();
+    if let Some(from) = n.version.restored_from {
+        let f = q::version_facts(conn, from)?;
+        inputs.push(InputInfo {
+            version_id: from,
+            path: f.as_ref().map(|f| f.path.clone()),
+            version: f.as_ref().map(|f| f.version),
+            writer: f.map(|f| f.writer),
+            via: "restore".into(),
+            read_ns: n.version.time_ns,
+        });
+    }
+    inputs.extend(inputs_of(conn, n.version.id).unwrap_or_default());
     for i in inputs {
         let name = format!(
             "{}@{}",
@@ -257,6 +340,7 @@ pub fn why(conn: &dyn Conn, path: &str, key: Option<&str>, depth: usize) -> Resu
             key: None,
             value: None,
             lineage: node(conn, &mut docs, head, None, depth, &mut seen)?,
+            brought_back_by: Vec::new(),
         });
     };
     let doc = docs.get(conn, &head).ok_or_else(|| {
@@ -268,12 +352,14 @@ pub fn why(conn: &dyn Conn, path: &str, key: Option<&str>, depth: usize) -> Resu
     let value = lookup(&doc, key)
         .ok_or_else(|| StoreError::new(ErrorKind::NotFound, format!("{path}: no key {key:?}")))?
         .clone();
-    let set_by = setter(conn, &mut docs, &head, key, &value)?;
+    let (set_by, brought_back_by) = setter(conn, &mut docs, &head, key, &value)?;
+    seen.extend(brought_back_by.iter().map(|v| v.id));
     Ok(Why {
         path: path.to_string(),
         key: Some(key.to_string()),
         value: Some(value.to_string()),
         lineage: node(conn, &mut docs, set_by, None, depth, &mut seen)?,
+        brought_back_by,
     })
 }
 
@@ -317,6 +403,7 @@ fn render_node(n: &Node, indent: usize, out: &mut String) {
     let pad = "  ".repeat(indent);
     let arrow = match n.via.as_deref() {
         Some("rename") => "<- renamed from ",
+        Some("restore") => "<- brought back from ",
         Some(_) => "<- read ",
         None => "",
     };
@@ -332,6 +419,9 @@ fn render_node(n: &Node, indent: usize, out: &mut String) {
             let mut s = format!("set in v{} by {}", k.set_by.version, k.set_by.writer);
             if let Some(step) = k.set_by.step {
                 s += &format!(" step {step}");
+            }
+            if let Some(b) = k.brought_back_by.first() {
+                s += &format!(", brought back by {} v{}", b.op, b.version);
             }
             s
         };
@@ -377,6 +467,15 @@ pub fn render(w: &Why) -> String {
     out.push_str("set by ");
     let mut body = String::new();
     render_node(&w.lineage, 0, &mut body);
+    // The rollbacks and restores that brought the value back, under the version that set
+    // it (issue 35).
+    let first_line = body.find('\n').map_or(body.len(), |i| i + 1);
+    let brought: String = w
+        .brought_back_by
+        .iter()
+        .map(|v| format!("  brought back by {}\n", describe(v)))
+        .collect();
+    body.insert_str(first_line, &brought);
     out.push_str(&body);
     if w.lineage.inputs.is_empty() && w.lineage.truncated.is_empty() {
         out.push_str("  (its writer had read nothing on the mount before)\n");

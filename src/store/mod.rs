@@ -358,6 +358,9 @@ pub struct CommitRequest<'a> {
     pub inputs: &'a [Input],
     /// The version it copies from another scratchpad (`adopt`), recorded in `origins`.
     pub origin: Option<&'a Origin>,
+    /// The version of this scratchpad whose bytes it brings back (`restore`; issue 35),
+    /// recorded as `versions.restored_from`, which `why` and `ground` follow.
+    pub restores: Option<i64>,
 }
 
 impl CommitRequest<'_> {
@@ -379,6 +382,7 @@ impl CommitRequest<'_> {
             durable: self.durable,
             inputs: self.inputs,
             origin: self.origin,
+            restores: self.restores,
         }
     }
 }
@@ -828,7 +832,8 @@ pub trait History: Send + Sync {
     fn snapshot(&self, point: crate::checkpoint::Point) -> Result<crate::checkpoint::Snapshot>;
     /// The latest `limit` deletions and shrinking commits whose dropped version is still
     /// stored (gc may have forgotten it), newest first; a deletion of an empty file is no
-    /// such thing. Fewer than `limit`: there are no more.
+    /// such thing, nor is content a live file at that path holds now (a rollback or a
+    /// restore brought it back; issue 35). Fewer than `limit`: there are no more.
     fn restorable(&self, limit: usize) -> Result<Vec<RestorableInfo>>;
     /// The text of the writer rules recorded last (SPEC §5), if any; `""` when the last
     /// mount had none.

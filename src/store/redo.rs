@@ -120,6 +120,9 @@ pub enum Op {
         /// [`super::CommitRequest::origin`] (absent in logs of older scratchfs).
         #[serde(default)]
         origin: Option<super::Origin>,
+        /// [`super::CommitRequest::restores`] (absent in logs of older scratchfs).
+        #[serde(default)]
+        restores: Option<i64>,
     },
     /// [`super::Store::note_read`].
     Read {
@@ -521,6 +524,7 @@ mod tests {
             pieces: vec![(0, 3)],
             inputs: Vec::new(),
             origin: None,
+            restores: None,
         }
     }
 

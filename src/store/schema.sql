@@ -103,6 +103,11 @@ CREATE TABLE IF NOT EXISTS versions (
     -- the version's bytes, whatever carries the lineage later (issue 31). NULL in rows of
     -- a database made before it (added when such a database is opened).
     ino        INTEGER,
+    -- A version that brings back earlier bytes (op `rollback`, `restore`; issue 35): the
+    -- version whose bytes it brought back, which `why` and `ground` follow to the writer
+    -- that made them. NULL otherwise, and in rows of a database made before it (added
+    -- when such a database is opened).
+    restored_from INTEGER,
     UNIQUE (file_id, version)
 );
 -- The current version of every file.

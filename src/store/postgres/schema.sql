@@ -139,6 +139,7 @@ CREATE TABLE IF NOT EXISTS versions (
     pid        BIGINT NOT NULL,
     time_ns    BIGINT NOT NULL,
     ino        BIGINT,
+    restored_from BIGINT,
     UNIQUE (file_id, version)
 );
 -- versions.ino: the inode that carried the version when it was committed; its owner and
@@ -148,6 +149,14 @@ DO $$ BEGIN
     IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
                    AND table_name = 'versions' AND column_name = 'ino') THEN
         ALTER TABLE versions ADD COLUMN ino BIGINT;
+    END IF;
+END $$;
+-- versions.restored_from (issue 35): the version a rollback or restore brought back (see
+-- the SQLite schema); NULL in older rows.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                   AND table_name = 'versions' AND column_name = 'restored_from') THEN
+        ALTER TABLE versions ADD COLUMN restored_from BIGINT;
     END IF;
 END $$;
 -- processes.user_ns and own_ns (issue 31): the caller's user namespace and whether it ran

@@ -609,6 +609,11 @@ pub(crate) fn rollback_in(
             t,
             n.ino,
         )?;
+        // What `why` and `ground` follow to the writer of these bytes (issue 35); not a
+        // version gc forgot, whose place an older one took.
+        if let Some(sv) = n.version.as_ref().filter(|_| !n.forgotten) {
+            set_restored_from(tx, v.id, sv.id)?;
+        }
         update_fields(tx, fid, path, old_content, content, v.id)?;
         tx.exec(
             "UPDATE nodes SET mtime_ns = ?1, ctime_ns = ?1, mtime_pinned = 0 WHERE ino = ?2",

@@ -15,7 +15,7 @@ use crate::store::error::Result;
 pub(crate) fn version_facts(conn: &dyn Conn, id: i64) -> Result<Option<VersionFacts>> {
     Ok(conn.opt(
         "SELECT v.id, v.file_id, v.path, v.version, v.op, v.writer, p.exe, p.step, p.tgid,
-                    v.time_ns, v.stream, v.size
+                    v.time_ns, v.stream, v.size, v.restored_from
              FROM versions v JOIN processes p ON p.id = v.process WHERE v.id = ?1",
         p![id],
         |r| {
@@ -34,6 +34,7 @@ pub(crate) fn version_facts(conn: &dyn Conn, id: i64) -> Result<Option<VersionFa
                     stream: r.get(10)?,
                     len: r.get::<i64>(11)? as u64,
                 },
+                restored_from: r.get(12)?,
             })
         },
     )?)
@@ -107,18 +108,26 @@ pub(crate) fn live_files(conn: &dyn Conn) -> Result<Vec<LiveFile>> {
     Ok(rows)
 }
 
-/// Who last changed a key: version number, writer, step.
-pub(crate) type Setter = (i64, String, Option<i64>);
+/// Who last changed a key: version number, writer, step, and for a version that brought
+/// back earlier bytes (a rollback, a restore: `versions.restored_from` set) its id, else
+/// 0.
+pub(crate) type Setter = (i64, String, Option<i64>, i64);
 
 /// Per top-level key of a JSON lineage: the version number, writer and step that last
-/// changed it.
+/// changed it, and whether that version brought back earlier bytes ([`Setter`]).
 pub(crate) fn field_setters(conn: &dyn Conn, file_id: i64) -> Result<HashMap<String, Setter>> {
     let rows = conn.all(
-        "SELECT f.key, v.version, v.writer, p.step FROM fields f
+        "SELECT f.key, v.version, v.writer, p.step,
+                CASE WHEN v.restored_from IS NULL THEN 0 ELSE v.id END FROM fields f
          JOIN versions v ON v.id = f.version_id JOIN processes p ON p.id = v.process
          WHERE f.file_id = ?1",
         p![file_id],
-        |r| Ok((r.get::<String>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))),
+        |r| {
+            Ok((
+                r.get::<String>(0)?,
+                (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
+            ))
+        },
     )?;
     Ok(rows.into_iter().collect())
 }

@@ -252,6 +252,11 @@ pub(crate) fn restorable(conn: &dyn Conn, limit: usize) -> Result<Vec<Restorable
          FROM events e JOIN versions v ON v.id = e.version_id
          WHERE e.op IN ('unlink', 'shrink')
            AND NOT (e.op = 'unlink' AND v.size = 0)
+           AND NOT EXISTS (SELECT 1 FROM files f JOIN versions h ON h.file_id = f.id
+                           WHERE f.path = e.path AND f.deleted_ns IS NULL
+                             AND h.version = (SELECT MAX(version) FROM versions
+                                              WHERE file_id = f.id)
+                             AND h.blake3 = v.blake3)
          ORDER BY e.id DESC LIMIT ?1",
         p![limit as i64],
         |r| {

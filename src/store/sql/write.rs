@@ -973,6 +973,15 @@ pub fn inputs_of(conn: &dyn Conn, id: i64) -> Result<Vec<InputInfo>> {
     )
 }
 
+/// Records that version `id` brings back the bytes of version `from` (a rollback, a
+/// restore: `versions.restored_from`, issue 35).
+pub(crate) fn set_restored_from(tx: &dyn Conn, id: i64, from: i64) -> Result<()> {
+    tx.exec(
+        "UPDATE versions SET restored_from = ?1 WHERE id = ?2",
+        p![from, id],
+    )
+}
+
 /// Records that version `?1` was made from version `?2` (`via` `?3`: `read` or `rename`,
 /// at `?4`), replacing an earlier record of the same pair.
 pub(crate) const UPSERT_INPUT: &str = "INSERT INTO inputs(version_id, input_id, via, read_ns)
@@ -1062,6 +1071,7 @@ pub(crate) fn commit_guessing(
         durable: _,
         inputs,
         origin,
+        restores,
     } = req;
     // The file's current version; a file without one yet (created, first commit) is
     // empty, and its first version is numbered on from its lineage's (a re-created path).
@@ -1347,6 +1357,9 @@ pub(crate) fn commit_guessing(
         tx, file_id, number, path, op, content, &hash, caller, time_ns, req.ino,
     )?;
     insert_inputs(tx, version.id, inputs)?;
+    if let Some(r) = restores {
+        set_restored_from(tx, version.id, r)?;
+    }
     if let Some(o) = origin {
         tx.exec(
             "INSERT INTO origins(version_id, source, source_id, source_version_id,

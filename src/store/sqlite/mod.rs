@@ -106,7 +106,8 @@ fn migrate_processes(conn: &Connection) -> Result<()> {
 }
 /// A database made before issue 31 gets `versions.ino` (NULL in its rows: such a
 /// version is guarded by its lineage's only carrier, or kept to admins,
-/// [`crate::store::History::version_guard`]).
+/// [`crate::store::History::version_guard`]), one made before issue 35
+/// `versions.restored_from` (NULL: its rollbacks and restores point nowhere).
 fn migrate_versions(conn: &Connection) -> Result<()> {
     let has_table: bool = conn.one(
         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'versions'",
@@ -115,6 +116,10 @@ fn migrate_versions(conn: &Connection) -> Result<()> {
     )?;
     if has_table && !has_column(conn, "versions", "ino")? {
         conn.execute_batch("ALTER TABLE versions ADD COLUMN ino INTEGER;")?;
+    }
+    if has_table && !has_column(conn, "versions", "restored_from")? {
+        // Issue 35: what a rollback or restore brought back.
+        conn.execute_batch("ALTER TABLE versions ADD COLUMN restored_from INTEGER;")?;
     }
     Ok(())
 }
@@ -632,6 +637,7 @@ impl Sqlite {
                 pieces,
                 inputs,
                 origin,
+                restores,
             } => {
                 let pieces = Pieces::new(pieces, payload)?;
                 let mut source = |off: u64, buf: &mut [u8]| pieces.read(off, buf);
@@ -651,6 +657,7 @@ impl Sqlite {
                         durable: false,
                         inputs,
                         origin: origin.as_ref(),
+                        restores: *restores,
                     },
                     proc,
                 )
@@ -1054,6 +1061,7 @@ impl Store for Sqlite {
             pieces,
             inputs: req.inputs.to_vec(),
             origin: req.origin.cloned(),
+            restores: req.restores,
         };
         match self.apply_logged(op, &payload, req.prefix_hasher)? {
             Applied::Committed(c) | Applied::Unchanged(c) => Ok(c),
@@ -1412,6 +1420,7 @@ mod tests {
             durable: false,
             inputs: &[],
             origin: None,
+            restores: None,
         })
         .unwrap()
     }
@@ -1500,6 +1509,7 @@ mod tests {
                 durable: false,
                 inputs: &[],
                 origin: None,
+                restores: None,
             })
             .unwrap();
         let mut expect = data.clone();
@@ -1531,6 +1541,7 @@ mod tests {
                 durable: false,
                 inputs: &[],
                 origin: None,
+                restores: None,
             })
             .err()
             .unwrap();
@@ -1555,6 +1566,7 @@ mod tests {
                 durable: false,
                 inputs: &[],
                 origin: None,
+                restores: None,
             })
             .unwrap();
         assert_eq!(t.version.content.stream, c.version.content.stream);
