@@ -400,6 +400,39 @@ enum Command {
         #[arg(long, value_name = "FILE", requires_all = ["listen", "tls_cert"])]
         tls_key: Option<PathBuf>,
     },
+    /// Serve the review page (docs/web.md): a live timeline of who wrote what, with diffs,
+    /// refusals, lineage and grounding, read-only, on a loopback port. The link printed at
+    /// start carries the token every request for data needs.
+    Web {
+        /// Database file or PostgreSQL URL (default: $SCRATCHFS_DB, else ./scratchpad.db).
+        #[arg(
+            long,
+            env = "SCRATCHFS_DB",
+            default_value = "scratchpad.db",
+            conflicts_with = "mount"
+        )]
+        db: PathBuf,
+        /// The database of the scratchfs mount at DIR (an SQLite one; for PostgreSQL give
+        /// --db).
+        #[arg(long, value_name = "DIR")]
+        mount: Option<PathBuf>,
+        /// Where to listen (port 0: one the kernel picks). An address that is not
+        /// loopback needs --tls-cert and --tls-key.
+        #[arg(long, value_name = "ADDR", default_value = scratchfs::cli::web::DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// The bearer token is this file's first line (at least 16 characters) instead of
+        /// one made at start.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Serve HTTPS with this certificate (PEM; the server's certificate first, then
+        /// any intermediates). Needs --tls-key.
+        #[arg(long, value_name = "FILE", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key of --tls-cert's certificate (PEM, unencrypted). Needs
+        /// --tls-cert.
+        #[arg(long, value_name = "FILE", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+    },
     /// Search the live files for a text (or a regex), as `grep -rn` on the mount would,
     /// through the same core as the mount and the MCP `search` tool (in the mount's daemon
     /// when the database is mounted). Exit 0 with matches, 1 with none.
@@ -717,6 +750,29 @@ fn main() -> ExitCode {
                     ExitCode::from(1)
                 }
             };
+        }
+        Command::Web {
+            db,
+            mount,
+            listen,
+            token_file,
+            tls_cert,
+            tls_key,
+        } => {
+            let db = match mount {
+                Some(dir) => cli::web::database_of_mount(&dir),
+                None => Ok(db),
+            };
+            db.and_then(|db| {
+                cli::web::serve(
+                    &db,
+                    cli::web::Web {
+                        addr: listen,
+                        token_file,
+                        tls: tls_cert.zip(tls_key),
+                    },
+                )
+            })
         }
         Command::Mcp {
             db,

@@ -369,7 +369,7 @@ enum Unmounted {
 /// The source (`fsname`) of the mount exactly at `mp`, the topmost there, from
 /// `/proc/self/mountinfo`: a scratchfs mount's is its SQLite database's absolute path
 /// unless `--fsname` said otherwise.
-fn mount_source(mp: &Path) -> Option<PathBuf> {
+pub fn mount_source(mp: &Path) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStringExt;
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let want = mp.as_os_str().as_bytes();

@@ -7,19 +7,15 @@
 //! that is not text) is a one-line failure, exit status 1, pointing at `scratchfs show`
 //! and `cmp`.
 
-use crate::store::History;
 use std::ffi::OsStr;
 use std::io::Write;
 use std::path::Path;
 
-use super::{Failure, VersionRow, arg, open_history, resolve_spec, version_in, version_of};
+use super::{Failure, arg, open_history, resolve_spec, version_in, version_of};
 use crate::views::quote_stored;
 
-/// Largest version `diff` compares, in bytes (8 MiB): both sides are held in memory.
-pub const DIFF_MAX: u64 = 8 << 20;
-
-/// Most lines a version `diff` compares may have (100,000).
-pub const DIFF_MAX_LINES: usize = 100_000;
+use crate::report::version_text as text;
+pub use crate::report::{DIFF_MAX, DIFF_MAX_LINES};
 
 /// `2.0 GiB`, `3.5 MiB`, `12.0 KiB`, `17 bytes`.
 pub fn human_size(n: u64) -> String {
@@ -166,35 +162,6 @@ impl<W: Write> Write for JsonString<W> {
     fn flush(&mut self) -> std::io::Result<()> {
         self.0.flush()
     }
-}
-
-/// The content of `v` (at most [`DIFF_MAX`] bytes) as text, or the failure saying it is
-/// not text or has more than [`DIFF_MAX_LINES`] lines (`label` names it, `hint` says what
-/// to do instead).
-fn text(store: &dyn History, v: &VersionRow, label: &str, hint: &str) -> Result<String, Failure> {
-    let mut bytes = Vec::with_capacity(v.size as usize);
-    super::each_chunk(store, v.content(), |chunk| {
-        bytes.extend_from_slice(chunk);
-        Ok(())
-    })?;
-    let text = match String::from_utf8(bytes) {
-        Ok(t) if !t.contains('\0') => t,
-        _ => {
-            return Err(format!(
-                "diff: {} is not text (not UTF-8, or it holds a NUL byte); {hint}",
-                quote_stored(label)
-            ));
-        }
-    };
-    let lines = text.lines().count();
-    if lines > DIFF_MAX_LINES {
-        return Err(format!(
-            "diff: {} has {lines} lines: too many to diff in memory (limit {DIFF_MAX_LINES} \
-             lines); {hint}",
-            quote_stored(label)
-        ));
-    }
-    Ok(text)
 }
 
 #[cfg(test)]

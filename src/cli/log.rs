@@ -26,21 +26,9 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
         rejected,
     };
     let rows = store.log(&filter).map_err(|e| e.to_string())?;
-    for mut e in rows {
+    for e in rows {
         if json {
-            if let Some(id) = e.id {
-                e.inputs = Some(super::inputs_json(&*store, id));
-            }
-            let mut o = serde_json::to_value(&e).map_err(|e| e.to_string())?;
-            super::json_paths(&mut o, &["path", "new_path"]);
-            // A reason quotes paths in their stored form: shown as the paths are, the
-            // bytes that are not UTF-8 as U+FFFD.
-            if let Some(r) = o.get("reason").and_then(|r| r.as_str()) {
-                o["reason"] = String::from_utf8_lossy(&paths::decode(r))
-                    .into_owned()
-                    .into();
-            }
-            println!("{o}");
+            println!("{}", crate::report::log_entry_json(&*store, e));
             continue;
         }
         // A rename's line joins its two names with ` -> `: a name holding it is quoted,

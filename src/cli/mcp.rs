@@ -44,11 +44,11 @@ struct Listening {
 impl Listening {
     fn new(h: &Http) -> Result<Listening, Failure> {
         let tls = match &h.tls {
-            Some((cert, key)) => Some(crate::mcp::http::tls_acceptor(cert, key)?),
+            Some((cert, key)) => Some(crate::http::tls_acceptor(cert, key)?),
             None => None,
         };
         let dir = crate::mcp::socket::runtime_dir().map_err(|e| e.reason)?;
-        let (token, token_path) = crate::mcp::http::token(h.token_file.as_deref(), &dir)?;
+        let (token, token_path) = crate::http::token(h.token_file.as_deref(), &dir, "mcp-http")?;
         let listener = std::net::TcpListener::bind(h.addr)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|e| format!("--listen {}: {e}", h.addr))?;
@@ -73,7 +73,7 @@ pub fn serve(
     }
     let me = unsafe { libc::geteuid() };
     if let Some(h) = &http {
-        if !crate::mcp::http::loopback(&h.addr) && !h.allow_cleartext && h.tls.is_none() {
+        if !crate::http::loopback(&h.addr) && !h.allow_cleartext && h.tls.is_none() {
             return Err(format!(
                 "--listen {}: not a loopback address, and without TLS every token and call \
                  would cross the network in clear text; give --tls-cert FILE --tls-key FILE \
@@ -427,8 +427,6 @@ async fn serve_http(
     l: Listening,
     h: Http,
 ) -> Result<(), Failure> {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-    use hyper_util::server::conn::auto::Builder;
     use hyper_util::service::TowerToHyperService;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpService, session::local::LocalSessionManager,
@@ -448,7 +446,7 @@ async fn serve_http(
     }
     let mut http_config =
         rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default();
-    if !crate::mcp::http::loopback(&addr) {
+    if !crate::http::loopback(&addr) {
         // The token, not the Host header, keeps callers out of a server meant for a network.
         http_config = http_config.disable_allowed_hosts();
     }
@@ -471,68 +469,7 @@ async fn serve_http(
         "scratchfs: every request needs Authorization: Bearer <the first line of {}>",
         l.token_path.display()
     );
-    /// A connection's byte stream, TCP or TLS over TCP.
-    trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
-    impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
-    let mut builder = Builder::new(TokioExecutor::default());
-    builder
-        .http1()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(crate::mcp::http::HEADER_READ_TIMEOUT);
-    // A peer that stops answering is dropped (HTTP/2 pings; a stream of server-sent
-    // events stays open while the peer answers them).
-    builder
-        .http2()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .keep_alive_interval(Some(std::time::Duration::from_secs(30)))
-        .keep_alive_timeout(std::time::Duration::from_secs(20));
-    let builder = Arc::new(builder);
-    let slots = Arc::new(tokio::sync::Semaphore::new(
-        crate::mcp::http::CONNECTIONS_MAX,
-    ));
-    let serving = async move {
-        loop {
-            // At the bound, the next connection waits in the kernel's queue until one ends.
-            let slot = slots
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|e| format!("--listen {addr}: {e}"))?;
-            let (stream, peer) = match listener.accept().await {
-                Ok(c) => c,
-                Err(e) => {
-                    // Out of file descriptors, a connection reset before it was accepted:
-                    // the server goes on (after a pause, so that a lasting EMFILE does not
-                    // spin).
-                    log::warn!("--listen {addr}: accept: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let service = service.clone();
-            let tls = l.tls.clone();
-            let builder = builder.clone();
-            tokio::spawn(async move {
-                let _slot = slot;
-                let io: Box<dyn Stream> = match tls {
-                    None => Box::new(stream),
-                    // Each handshake in its own task and bounded in time: a client that fails
-                    // it, or opens TCP and says nothing, holds up no one else.
-                    Some(acceptor) => match crate::mcp::http::handshake(&acceptor, stream).await {
-                        Ok(s) => Box::new(s),
-                        Err(e) => {
-                            log::info!("--listen {addr}: {peer}: {e}");
-                            return;
-                        }
-                    },
-                };
-                // Closed when no byte moves either way for a minute while it waits for the
-                // client: a silent connection does not keep its slot.
-                let io = crate::mcp::http::Idle::new(io, crate::mcp::http::IDLE_TIMEOUT);
-                let _ = builder.serve_connection(TokioIo::new(io), service).await;
-            });
-        }
-    };
+    let serving = crate::http::serve(listener, l.tls.clone(), service, format!("--listen {addr}"));
     let [a, b, c] = &mut ends[..] else {
         unreachable!("three signals")
     };

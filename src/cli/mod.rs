@@ -24,6 +24,7 @@ pub mod recover;
 pub mod redact;
 pub mod restore;
 pub mod time;
+pub mod web;
 pub mod why;
 
 use std::ffi::OsStr;
@@ -38,6 +39,9 @@ use crate::views::{quote_path, quote_stored};
 /// A runtime failure, one line.
 pub type Failure = String;
 
+pub use crate::report::{
+    each_chunk, file_id, inputs_json, json_name, json_paths, version_in, version_json, versions,
+};
 pub use crate::store::VersionRow;
 
 /// A `meta` value of the database (e.g. `mountpoint`, `last_gc`).
@@ -294,61 +298,6 @@ pub fn arg(a: &OsStr) -> String {
     paths::encode(a.as_bytes()).into_owned()
 }
 
-/// The lineage of the live file at `path` (stored form), found by the exact bytes of its
-/// The lineage now at `path` (stored form), or else the one most recently at `path`
-/// (deleted) ([`crate::store::History::lineage_at`]).
-pub fn file_id(store: &dyn History, path: &str) -> Result<i64, Failure> {
-    let path = path.trim_start_matches('/');
-    store
-        .lineage_at(path)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("{}: no such file in the store", quote_stored(path)))
-}
-
-/// Sets `o[key]` to a name given as raw bytes, losslessly: the name as a JSON string when
-/// it is UTF-8; otherwise the name with each byte that is not UTF-8 as U+FFFD, and beside
-/// it `o[key + "_hex"]`, the exact bytes in lowercase hex (`"k\xff"` →
-/// `"key": "k\u{fffd}", "key_hex": "6bff"`). `o` must be an object.
-pub fn json_name(o: &mut serde_json::Value, key: &str, raw: &[u8]) {
-    match std::str::from_utf8(raw) {
-        Ok(text) => o[key] = text.into(),
-        Err(_) => {
-            o[key] = String::from_utf8_lossy(raw).into_owned().into();
-            let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-            o[format!("{key}_hex")] = hex.into();
-        }
-    }
-}
-
-/// [`json_name`] for each of `keys` of `o` that holds a stored path (a string; `null`
-/// stays `null`).
-pub fn json_paths(o: &mut serde_json::Value, keys: &[&str]) {
-    for key in keys {
-        if let Some(stored) = o.get(*key).and_then(|v| v.as_str()).map(str::to_string) {
-            json_name(o, key, &paths::decode(&stored));
-        }
-    }
-}
-
-/// `v` as one JSON object, its path lossless ([`json_paths`]), with its `inputs`.
-fn version_json(store: &dyn History, v: &VersionRow) -> Result<serde_json::Value, Failure> {
-    let mut o = serde_json::to_value(v).map_err(|e| e.to_string())?;
-    json_paths(&mut o, &["path"]);
-    o["inputs"] = inputs_json(store, v.id);
-    Ok(o)
-}
-
-/// The inputs of version `id` as JSON ([`crate::lineage::inputs_json`]); none in a
-/// database no scratchfs since issue 13 has mounted.
-pub fn inputs_json(store: &dyn History, id: i64) -> serde_json::Value {
-    crate::lineage::inputs_json(&store.inputs(id).unwrap_or_default())
-}
-
-/// Every version of a lineage, oldest first.
-pub fn versions(store: &dyn History, file_id: i64) -> Result<Vec<VersionRow>, Failure> {
-    store.version_rows(file_id).map_err(|e| e.to_string())
-}
-
 /// `PATH[@N]` (stored form) as written → the path and the version (`None`: current),
 /// before the store is asked ([`resolve_spec`] asks it). The last `@` splits when digits
 /// or nothing follow it: `f@3` is version 3 of `f`, `f@` the current version of `f`
@@ -403,22 +352,6 @@ pub fn resolve_spec(store: &dyn History, spec: &str) -> Result<(String, Option<i
 pub fn version_of(store: &dyn History, spec: &str) -> Result<VersionRow, Failure> {
     let (path, n) = resolve_spec(store, spec)?;
     version_in(store, &path, n, spec)
-}
-
-/// Version `n` (`None`: the current one) of the file at `path`, as resolved from `spec`
-/// (named in the error when there is no such version).
-pub fn version_in(
-    store: &dyn History,
-    path: &str,
-    n: Option<i64>,
-    spec: &str,
-) -> Result<VersionRow, Failure> {
-    let all = versions(store, file_id(store, path)?)?;
-    match n {
-        None => all.last().cloned(),
-        Some(n) => all.iter().find(|v| v.version == n).cloned(),
-    }
-    .ok_or_else(|| format!("{}: no such version", quote_stored(spec)))
 }
 
 /// `scratchfs history PATH [--json]`: the versions of the file now (or last) at PATH,
@@ -496,28 +429,6 @@ pub fn show(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
     }
     out.write_all(b"\"}\n").map_err(io)?;
     out.flush().map_err(io)
-}
-
-/// Calls `f` with the bytes of `content` in order, in pieces of at most
-/// [`crate::store::READ_CHUNK`] bytes (1 MiB: the most of it ever held); returns the
-/// byte count. A store failure is its reason; `f`'s failure is returned as it is.
-pub fn each_chunk(
-    store: &dyn History,
-    content: ContentRef,
-    mut f: impl FnMut(&[u8]) -> Result<(), Failure>,
-) -> Result<u64, Failure> {
-    let mut buf = vec![0u8; crate::store::READ_CHUNK.min(content.len as usize)];
-    let mut at = 0u64;
-    loop {
-        let n = store
-            .read(content, at, &mut buf)
-            .map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Ok(at);
-        }
-        at += n as u64;
-        f(&buf[..n])?;
-    }
 }
 
 /// Writes the bytes of `content` to `out` in chunks ([`each_chunk`]); `what` names `out`

@@ -643,7 +643,17 @@ impl Fs {
             size: len,
             dirty: &[(0, len)],
         };
-        let v = self.commit_from(ino, op, None, build, &mut src, &caller, false, Some(origin), None)?;
+        let v = self.commit_from(
+            ino,
+            op,
+            None,
+            build,
+            &mut src,
+            &caller,
+            false,
+            Some(origin),
+            None,
+        )?;
         self.invalidate(Invalidation::Attr(ino));
         self.invalidate(Invalidation::Data(ino));
         Ok((Some(v.id) != before).then_some(v))

@@ -579,7 +579,17 @@ impl Fs {
         caller: &Caller,
         durable: bool,
     ) -> Result<VersionInfo> {
-        self.commit_from(ino, op, expect_head, build, source, caller, durable, None, None)
+        self.commit_from(
+            ino,
+            op,
+            expect_head,
+            build,
+            source,
+            caller,
+            durable,
+            None,
+            None,
+        )
     }
 
     /// [`Fs::commit`] of content brought from another scratchpad, `origin` naming the

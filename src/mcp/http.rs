@@ -1,228 +1,16 @@
 //! Who may call `scratchfs mcp --listen` (issue 31, docs/security.md): a bearer token
-//! (RFC 6750) on every request, and an address that does not put calls on a network in
-//! clear text unless told so: HTTPS with `--tls-cert` and `--tls-key` (the configuration
-//! from [`crate::tls`]), or `--allow-cleartext`.
-//!
-//! The token is the one in `--token-file`, or one made at start (32 random bytes from
-//! `/dev/urandom`, hex) and written to a file of mode 0600 in the user's runtime
-//! directory, whose path the server prints on stderr. A request without
-//! `Authorization: Bearer <token>` is answered `401 Unauthorized` with
-//! `WWW-Authenticate: Bearer` and reaches no tool. The comparison takes the same time
-//! whatever bytes differ.
+//! (RFC 6750) on every request ([`crate::http`]), and an address that does not put calls
+//! on a network in clear text unless told so: HTTPS with `--tls-cert` and `--tls-key`, or
+//! `--allow-cleartext`. A request without `Authorization: Bearer <token>` is answered
+//! `401 Unauthorized` with `WWW-Authenticate: Bearer` and reaches no tool.
 
 use std::convert::Infallible;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 
-/// Shortest token accepted from `--token-file`, in bytes (16).
-pub const TOKEN_MIN: usize = 16;
-
-/// The token of a server: read from `file` (its first line, trimmed; at least
-/// [`TOKEN_MIN`] bytes), or made now and written to a new 0600 file in `dir`, whose path
-/// is returned with it.
-pub fn token(file: Option<&Path>, dir: &Path) -> Result<(String, PathBuf), String> {
-    if let Some(f) = file {
-        let text =
-            std::fs::read_to_string(f).map_err(|e| format!("--token-file {}: {e}", f.display()))?;
-        let t = text.lines().next().unwrap_or("").trim().to_string();
-        if t.len() < TOKEN_MIN || t.chars().any(|c| !c.is_ascii_graphic()) {
-            return Err(format!(
-                "--token-file {}: its first line must be a token of at least {TOKEN_MIN} \
-                 printable characters without spaces",
-                f.display()
-            ));
-        }
-        return Ok((t, f.to_path_buf()));
-    }
-    let mut raw = [0u8; 32];
-    std::io::Read::read_exact(
-        &mut std::fs::File::open("/dev/urandom").map_err(|e| format!("/dev/urandom: {e}"))?,
-        &mut raw,
-    )
-    .map_err(|e| format!("/dev/urandom: {e}"))?;
-    let t: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-    let path = dir.join(format!("mcp-http-{}.token", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| format!("token file {}: {e}", path.display()))?;
-    writeln!(f, "{t}").map_err(|e| format!("token file {}: {e}", path.display()))?;
-    Ok((t, path))
-}
-
-/// Whether `addr` is a loopback address (127.0.0.0/8, ::1): the only ones served in clear
-/// text without `--allow-cleartext`.
-pub fn loopback(addr: &std::net::SocketAddr) -> bool {
-    addr.ip().is_loopback()
-}
-
-/// How long a client has to complete its TLS handshake after it connects (10 s): one that
-/// opens TCP and says nothing is dropped then, not kept for good.
-pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// How long a client has to send a request's headers once it starts one (HTTP/1.1;
-/// 30 s): a client that trickles them holds its connection no longer.
-pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Connections served at once (1,024); more wait in the kernel's accept queue.
-pub const CONNECTIONS_MAX: usize = 1024;
-
-/// How long a connection may stay with no byte moving either way while the server waits
-/// for the client (60 s): one that connects and says nothing, or says nothing more after a
-/// reply, is closed then. A stream of server-sent events stays open: rmcp writes a
-/// keep-alive comment every 15 s, and each byte written starts the time again.
-pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// A connection's bytes, closed ([`std::io::ErrorKind::TimedOut`] to the reader) when none
-/// has moved either way for `limit` while a read waits ([`IDLE_TIMEOUT`]).
-pub struct Idle<S> {
-    inner: S,
-    limit: std::time::Duration,
-    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
-}
-
-impl<S> Idle<S> {
-    /// `inner`, its time starting now.
-    pub fn new(inner: S, limit: std::time::Duration) -> Self {
-        Idle {
-            inner,
-            limit,
-            deadline: Box::pin(tokio::time::sleep(limit)),
-        }
-    }
-
-    fn moved(&mut self) {
-        let at = tokio::time::Instant::now() + self.limit;
-        self.deadline.as_mut().reset(at);
-    }
-}
-
-impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Idle<S> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        use std::task::Poll;
-        let before = buf.filled().len();
-        match std::pin::Pin::new(&mut self.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before {
-                    self.moved();
-                }
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match self.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "no byte moved for the idle timeout",
-                ))),
-                Poll::Pending => Poll::Pending,
-            },
-        }
-    }
-}
-
-impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Idle<S> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        data: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, data);
-        if let std::task::Poll::Ready(Ok(n)) = &r
-            && *n > 0
-        {
-            self.moved();
-        }
-        r
-    }
-
-    fn poll_write_vectored(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        let r = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if let std::task::Poll::Ready(Ok(n)) = &r
-            && *n > 0
-        {
-            self.moved();
-        }
-        r
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// The TLS side of `--tls-cert CERT --tls-key KEY`: [`crate::tls::server_config`], offering
-/// HTTP/2 and HTTP/1.1 by ALPN (RFC 7301). The error names the flag and file(s) at fault.
-pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, String> {
-    use crate::tls::Error;
-    let mut config = crate::tls::server_config(cert, key).map_err(|e| match &e {
-        Error::Pair {
-            cert: c,
-            key: k,
-            reason,
-        } => format!(
-            "--tls-key {} with --tls-cert {}: {reason}",
-            k.display(),
-            c.display()
-        ),
-        Error::NoCertificate { .. } => format!("--tls-cert {e}"),
-        Error::NoKey { .. } => format!("--tls-key {e}"),
-        Error::Read { path, .. } | Error::Pem { path, .. } if path == cert => {
-            format!("--tls-cert {e}")
-        }
-        Error::Read { .. } | Error::Pem { .. } => format!("--tls-key {e}"),
-    })?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
-}
-
-/// The server's side of a TLS handshake on `stream`, within [`HANDSHAKE_TIMEOUT`]; the
-/// reason it failed otherwise (the client's alert, not TLS at all, the time ran out).
-pub async fn handshake<IO>(
-    acceptor: &tokio_rustls::TlsAcceptor,
-    stream: IO,
-) -> Result<tokio_rustls::server::TlsStream<IO>, String>
-where
-    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-        Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(format!("TLS handshake: {e}")),
-        Err(_) => Err(format!(
-            "TLS handshake: not done within {} s",
-            HANDSHAKE_TIMEOUT.as_secs()
-        )),
-    }
-}
+use crate::http::bears;
 
 /// A service that passes a request on to `inner` only with the right bearer token.
 #[derive(Clone)]
@@ -239,19 +27,6 @@ impl<S> Authorized<S> {
             token: token.into(),
         }
     }
-}
-
-/// Whether `header` (an `Authorization` value) carries `token`, compared in time that does
-/// not depend on where they differ.
-fn bears(header: Option<&http::HeaderValue>, token: &str) -> bool {
-    let Some(given) = header
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.strip_prefix("Bearer "))
-    else {
-        return false;
-    };
-    let (a, b) = (given.trim().as_bytes(), token.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 type Reply = http::Response<BoxBody<Bytes, Infallible>>;
@@ -299,27 +74,5 @@ where
             }
             Ok(reply)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_exact_bearer_token_passes() {
-        let t = "0123456789abcdef0123";
-        let h = |s: &str| http::HeaderValue::from_str(s).unwrap();
-        assert!(bears(Some(&h(&format!("Bearer {t}"))), t));
-        for bad in [
-            format!("Bearer {t}x"),
-            format!("Bearer {}", &t[1..]),
-            format!("bearer {t}"),
-            t.to_string(),
-            "Bearer ".into(),
-        ] {
-            assert!(!bears(Some(&h(&bad)), t), "{bad}");
-        }
-        assert!(!bears(None, t));
     }
 }

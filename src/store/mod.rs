@@ -73,7 +73,7 @@ pub struct VersionMeta {
 }
 
 /// Provenance of one top-level key of a JSON file: the version that last changed it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct FieldInfo {
     /// The key.
     pub key: String,
@@ -749,6 +749,38 @@ pub struct LogFilter {
     pub rejected: bool,
 }
 
+/// Which lines a page of the timeline ([`History::log_page`]) gives, besides
+/// [`LogFilter`]'s path and refusals (`scratchfs web`, issue 35).
+#[derive(Debug, Clone, Default)]
+pub struct PageFilter {
+    /// Path, refusals only.
+    pub log: LogFilter,
+    /// Only this writer's.
+    pub writer: Option<String>,
+    /// Only this op (`write`, `rollback`, `rejected`, `unlink`, `checkpoint`, ...).
+    pub op: Option<String>,
+    /// Only this agent step's.
+    pub step: Option<i64>,
+}
+
+/// Where a page of the timeline ends: the next page holds versions with a smaller
+/// `versions.id` and events with a smaller `events.id` ([`History::log_page`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LogCursor {
+    /// Versions below this id.
+    pub version: i64,
+    /// Events below this id.
+    pub event: i64,
+}
+
+impl LogCursor {
+    /// The newest page's cursor: everything.
+    pub const NEWEST: LogCursor = LogCursor {
+        version: i64::MAX,
+        event: i64::MAX,
+    };
+}
+
 /// What [`History::fsck`] found: how many blobs and versions it checked, and one line per
 /// fault (none: the store is sound).
 #[derive(Debug, Clone, Default)]
@@ -853,6 +885,20 @@ pub trait History: Send + Sync {
     fn version_rows(&self, file_id: i64) -> Result<Vec<VersionRow>>;
     /// The log: every version and event `filter` lets through, oldest first.
     fn log(&self, filter: &LogFilter) -> Result<Vec<LogEntry>>;
+    /// One page of the log, newest first: at most `limit` versions and events that
+    /// `filter` lets through and that lie before `before`, and the cursor of the next page
+    /// (`None`: this was the last). Versions and events are each taken in commit order
+    /// (their ids, so that a page costs `limit` rows of an index however long the log),
+    /// merged by time.
+    fn log_page(
+        &self,
+        filter: &PageFilter,
+        before: LogCursor,
+        limit: usize,
+    ) -> Result<(Vec<LogEntry>, Option<LogCursor>)>;
+    /// The newest version's and event's ids (0 when there is none): what a live view
+    /// polls to learn that something was committed (`scratchfs web`).
+    fn log_head(&self) -> Result<LogCursor>;
     /// The time of the first version (ns), `None` when there is none.
     fn first_version_ns(&self) -> Result<Option<i64>>;
     /// The reason recorded with the newest event of op `op` (`redact`: what it redacted).
@@ -978,6 +1024,17 @@ impl<R: Reading> History for R {
     }
     fn log(&self, filter: &LogFilter) -> Result<Vec<LogEntry>> {
         self.reading(|c| sql::read::log(c, filter))
+    }
+    fn log_page(
+        &self,
+        filter: &PageFilter,
+        before: LogCursor,
+        limit: usize,
+    ) -> Result<(Vec<LogEntry>, Option<LogCursor>)> {
+        self.reading(|c| sql::read::log_page(c, filter, before, limit))
+    }
+    fn log_head(&self) -> Result<LogCursor> {
+        self.reading(sql::read::log_head)
     }
     fn first_version_ns(&self) -> Result<Option<i64>> {
         self.reading(sql::read::first_version_ns)

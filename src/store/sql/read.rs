@@ -9,8 +9,9 @@ use crate::store::sql::checkpoint;
 use crate::store::sql::write::{inputs_of, node_from_row, version_from_row};
 use crate::store::sql::{Conn, ConnExt, Dialect};
 use crate::store::{
-    ContentRef, FieldInfo, InputInfo, LastRead, Lineage, LineageOwner, LogEntry, LogFilter,
-    NodeRecord, RefusalInfo, RestorableInfo, VersionInfo, VersionMeta, VersionRow,
+    ContentRef, FieldInfo, InputInfo, LastRead, Lineage, LineageOwner, LogCursor, LogEntry,
+    LogFilter, NodeRecord, PageFilter, RefusalInfo, RestorableInfo, VersionInfo, VersionMeta,
+    VersionRow,
 };
 
 pub(crate) fn version_meta(conn: &dyn Conn, id: i64) -> Result<VersionMeta> {
@@ -441,7 +442,9 @@ const NAMESPACE_OPS: &str = "'create', 'unlink', 'rename', 'mkdir', 'rmdir'";
 
 /// [`crate::store::History::log`]: versions and events, oldest first ([`NAMESPACE_OPS`]
 /// for the rows of one change).
-pub(crate) fn log(conn: &dyn Conn, filter: &LogFilter) -> Result<Vec<LogEntry>> {
+/// The columns of the provenance views a database may lack: (transport, client,
+/// client_version) and (uid, user_ns, own_ns), or NULLs in their place.
+fn log_columns(conn: &dyn Conn) -> (&'static str, &'static str) {
     // A database no scratchfs since issue 12 has opened has no transport and client.
     let via = match conn.dialect() {
         Dialect::Postgres => "transport, client, client_version",
@@ -464,6 +467,38 @@ pub(crate) fn log(conn: &dyn Conn, filter: &LogFilter) -> Result<Vec<LogEntry>> 
             _ => "uid, NULL, NULL",
         },
     };
+    (via, ns)
+}
+
+/// A row of the log's columns (see [`log`]).
+fn log_row(r: &dyn crate::store::sql::Row) -> Result<LogEntry> {
+    Ok(LogEntry {
+        time_ns: r.get(0)?,
+        kind: r.get(1)?,
+        op: r.get(2)?,
+        path: r.get(3)?,
+        new_path: r.get(4)?,
+        version: r.get(5)?,
+        size: r.get(6)?,
+        writer: r.get(7)?,
+        step: r.get(8)?,
+        tgid: r.get(9)?,
+        exe: r.get(10)?,
+        errno: r.get(11)?,
+        reason: r.get(12)?,
+        transport: r.get(13)?,
+        client: r.get(14)?,
+        client_version: r.get(15)?,
+        uid: r.get(16)?,
+        user_ns: r.get(17)?,
+        own_ns: r.get::<Option<i64>>(18)?.map(|o| o != 0),
+        inputs: None,
+        id: r.get(19)?,
+    })
+}
+
+pub(crate) fn log(conn: &dyn Conn, filter: &LogFilter) -> Result<Vec<LogEntry>> {
+    let (via, ns) = log_columns(conn);
     conn.all(
         &format!(
             "SELECT time_ns, 'version', op, path, NULL, version, size, writer, step, tgid, exe,
@@ -478,32 +513,99 @@ pub(crate) fn log(conn: &dyn Conn, filter: &LogFilter) -> Result<Vec<LogEntry>> 
              ORDER BY 1, 21, 22"
         ),
         p![&filter.path, filter.rejected, &filter.lossy],
-        |r| {
-            Ok(LogEntry {
-                time_ns: r.get(0)?,
-                kind: r.get(1)?,
-                op: r.get(2)?,
-                path: r.get(3)?,
-                new_path: r.get(4)?,
-                version: r.get(5)?,
-                size: r.get(6)?,
-                writer: r.get(7)?,
-                step: r.get(8)?,
-                tgid: r.get(9)?,
-                exe: r.get(10)?,
-                errno: r.get(11)?,
-                reason: r.get(12)?,
-                transport: r.get(13)?,
-                client: r.get(14)?,
-                client_version: r.get(15)?,
-                uid: r.get(16)?,
-                user_ns: r.get(17)?,
-                own_ns: r.get::<Option<i64>>(18)?.map(|o| o != 0),
-                inputs: None,
-                id: r.get(19)?,
-            })
-        },
+        log_row,
     )
+}
+
+/// [`crate::store::History::log_page`]: the newest `limit` versions below `before.version`
+/// and events below `before.event` that pass `filter` (each by its primary key, newest
+/// first), merged by time (then versions after the events of the same instant, as
+/// [`log`] orders them, reversed), cut to `limit`.
+pub(crate) fn log_page(
+    conn: &dyn Conn,
+    filter: &PageFilter,
+    before: LogCursor,
+    limit: usize,
+) -> Result<(Vec<LogEntry>, Option<LogCursor>)> {
+    let (via, ns) = log_columns(conn);
+    let f = &filter.log;
+    let n = limit as i64 + 1;
+    // ?1 path, ?2 lossy path, ?3 writer, ?4 op, ?5 step, ?6 below this id, ?7 rows.
+    let versions: Vec<(LogEntry, i64, i64)> =
+        if f.rejected || filter.op.as_deref().is_some_and(|o| o == "rejected") {
+            Vec::new()
+        } else {
+            conn.all(
+                &format!(
+                    "SELECT time_ns, 'version', op, path, NULL, version, size, writer, step, tgid,
+                        exe, NULL, NULL, {via}, {ns}, id, 1, id
+                 FROM version_log
+                 WHERE id < ?6 AND (CAST(?1 AS TEXT) IS NULL OR path IN (?1, ?2))
+                   AND (CAST(?3 AS TEXT) IS NULL OR writer = ?3)
+                   AND (CAST(?4 AS TEXT) IS NULL OR op = ?4)
+                   AND (CAST(?5 AS BIGINT) IS NULL OR step = ?5)
+                 ORDER BY id DESC LIMIT ?7"
+                ),
+                p![
+                    &f.path,
+                    &f.lossy,
+                    &filter.writer,
+                    &filter.op,
+                    filter.step,
+                    before.version,
+                    n
+                ],
+                |r| Ok((log_row(r)?, r.get(20)?, r.get(21)?)),
+            )?
+        };
+    let events: Vec<(LogEntry, i64, i64)> = conn.all(
+        &format!(
+            "SELECT time_ns, 'event', op, path, new_path, NULL, size, writer, step, tgid, exe,
+                    errno, reason, {via}, {ns}, NULL,
+                    CASE WHEN op IN ({NAMESPACE_OPS}) THEN 0 ELSE 2 END, id
+             FROM event_log
+             WHERE id < ?6 AND (?8 = 0 OR op = 'rejected')
+               AND (CAST(?1 AS TEXT) IS NULL OR path IN (?1, ?2) OR new_path IN (?1, ?2))
+               AND (CAST(?3 AS TEXT) IS NULL OR writer = ?3)
+               AND (CAST(?4 AS TEXT) IS NULL OR op = ?4)
+               AND (CAST(?5 AS BIGINT) IS NULL OR step = ?5)
+             ORDER BY id DESC LIMIT ?7"
+        ),
+        p![
+            &f.path,
+            &f.lossy,
+            &filter.writer,
+            &filter.op,
+            filter.step,
+            before.event,
+            n,
+            f.rejected
+        ],
+        |r| Ok((log_row(r)?, r.get(20)?, r.get(21)?)),
+    )?;
+    let more = versions.len() > limit || events.len() > limit;
+    let mut all: Vec<(LogEntry, i64, i64)> = versions.into_iter().chain(events).collect();
+    all.sort_by_key(|e| std::cmp::Reverse((e.0.time_ns, e.1, e.2)));
+    let more = more || all.len() > limit;
+    all.truncate(limit);
+    let mut next = before;
+    for (e, _, id) in &all {
+        if e.kind == "version" {
+            next.version = next.version.min(*id);
+        } else {
+            next.event = next.event.min(*id);
+        }
+    }
+    let page = all.into_iter().map(|(e, _, _)| e).collect();
+    Ok((page, more.then_some(next)))
+}
+
+/// [`crate::store::History::log_head`].
+pub(crate) fn log_head(conn: &dyn Conn) -> Result<LogCursor> {
+    Ok(LogCursor {
+        version: conn.value("SELECT COALESCE(MAX(id), 0) FROM versions", p![])?,
+        event: conn.value("SELECT COALESCE(MAX(id), 0) FROM events", p![])?,
+    })
 }
 
 /// [`crate::store::History::first_version_ns`].
