@@ -59,13 +59,13 @@ pub struct Web {
 impl Web {
     /// A server over `store` (named `name` on the page, without credentials), behind
     /// `token`, with the task that watches the store for changes (on the current tokio
-    /// runtime).
+    /// runtime; the store is only ever asked on blocking threads, since a PostgreSQL
+    /// store runs a runtime of its own).
     pub fn new(store: Arc<dyn History>, token: String, name: String) -> Arc<Web> {
-        let first = store.log_head().unwrap_or(LogCursor {
+        let (tx, rx) = tokio::sync::watch::channel(LogCursor {
             version: 0,
             event: 0,
         });
-        let (tx, rx) = tokio::sync::watch::channel(first);
         let watched = store.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(POLL);
