@@ -72,12 +72,10 @@ pub fn version_in(
     n: Option<i64>,
     spec: &str,
 ) -> Result<VersionRow, Failure> {
-    let all = versions(store, file_id(store, path)?)?;
-    match n {
-        None => all.last().cloned(),
-        Some(n) => all.iter().find(|v| v.version == n).cloned(),
-    }
-    .ok_or_else(|| format!("{}: no such version", quote_stored(spec)))
+    store
+        .version_row(file_id(store, path)?, n)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{}: no such version", quote_stored(spec)))
 }
 
 /// Calls `f` with the bytes of `content` in order, in pieces of at most

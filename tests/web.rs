@@ -270,6 +270,29 @@ fn the_api_needs_the_token_and_answers_what_the_commands_print() {
         g["tokens"][0]["sources"][0]["source"]["writer"],
         "get_order"
     );
+    // A file's versions are `history --json`, paged newest first.
+    let h = json_of(port, "/api/history?path=notes.md", &web.token);
+    let (_, hist, _) = cli(&m, &["history", "--json", "notes.md"]);
+    let lines: Vec<serde_json::Value> = hist
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        h["versions"],
+        serde_json::Value::from(lines),
+        "history vs history --json"
+    );
+    assert_eq!(h["next"], serde_json::Value::Null);
+    let p1 = json_of(port, "/api/history?path=notes.md&limit=1", &web.token);
+    assert_eq!(p1["versions"][0]["version"], 2, "{p1}");
+    assert_eq!(p1["next"], 2, "{p1}");
+    let p2 = json_of(
+        port,
+        "/api/history?path=notes.md&limit=1&before=2",
+        &web.token,
+    );
+    assert_eq!(p2["versions"][0]["version"], 1, "{p2}");
+    assert_eq!(p2["next"], serde_json::Value::Null, "{p2}");
     let h = json_of(port, "/api/history?path=state.json", &web.token);
     assert_eq!(h["keys"][0]["key"], "order_total_cents", "{h}");
     assert_eq!(h["keys"][0]["writer"], "get_order", "{h}");

@@ -883,6 +883,13 @@ pub trait History: Send + Sync {
     fn live_head(&self, path: &str) -> Result<Option<(i64, i64)>>;
     /// Every version of a lineage as the commands print it, oldest first.
     fn version_rows(&self, file_id: i64) -> Result<Vec<VersionRow>>;
+    /// At most `limit` versions of a lineage numbered below `before`, newest first (a
+    /// page of a long history: `scratchfs web`).
+    fn version_rows_page(&self, file_id: i64, before: i64, limit: usize)
+    -> Result<Vec<VersionRow>>;
+    /// Version `n` of a lineage (`None`: its newest), `None` when there is none; one row
+    /// read, however long the history.
+    fn version_row(&self, file_id: i64, n: Option<i64>) -> Result<Option<VersionRow>>;
     /// The log: every version and event `filter` lets through, oldest first.
     fn log(&self, filter: &LogFilter) -> Result<Vec<LogEntry>>;
     /// One page of the log, newest first: at most `limit` versions and events that
@@ -1021,6 +1028,17 @@ impl<R: Reading> History for R {
     }
     fn version_rows(&self, file_id: i64) -> Result<Vec<VersionRow>> {
         self.reading(|c| sql::read::version_rows(c, file_id))
+    }
+    fn version_rows_page(
+        &self,
+        file_id: i64,
+        before: i64,
+        limit: usize,
+    ) -> Result<Vec<VersionRow>> {
+        self.reading(|c| sql::read::version_rows_page(c, file_id, before, limit))
+    }
+    fn version_row(&self, file_id: i64, n: Option<i64>) -> Result<Option<VersionRow>> {
+        self.reading(|c| sql::read::version_row(c, file_id, n))
     }
     fn log(&self, filter: &LogFilter) -> Result<Vec<LogEntry>> {
         self.reading(|c| sql::read::log(c, filter))

@@ -194,12 +194,22 @@ impl Web {
             ("GET", "/api/history") => {
                 let path = q.path()?;
                 let id = crate::report::file_id(store, &path).map_err(not_found)?;
+                let before = q.number("before")?.unwrap_or(i64::MAX);
+                let limit = q.limit(200)?;
+                let mut page = store
+                    .version_rows_page(id, before, limit + 1)
+                    .map_err(failed)?;
+                let more = page.len() > limit;
+                page.truncate(limit);
+                let next = more.then(|| page.last().map(|v| v.version)).flatten();
+                // Oldest first, as `history --json` prints them.
+                page.reverse();
                 let mut out = Vec::new();
-                for v in crate::report::versions(store, id).map_err(not_found)? {
-                    out.push(crate::report::version_json(store, &v).map_err(not_found)?);
+                for v in &page {
+                    out.push(crate::report::version_json(store, v).map_err(not_found)?);
                 }
                 let fields = store.fields(id).map_err(failed)?;
-                Ok(serde_json::json!({ "versions": out, "keys": fields }))
+                Ok(serde_json::json!({ "versions": out, "next": next, "keys": fields }))
             }
             ("GET", "/api/version") => {
                 let path = q.path()?;
@@ -277,14 +287,7 @@ impl Web {
                 }
             }
         };
-        let limit = match q.get("limit") {
-            None | Some("") => 100,
-            Some(n) => n
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (1..=PAGE_MAX).contains(n))
-                .ok_or_else(|| invalid(format!("limit={n}: not 1 to {PAGE_MAX}")))?,
-        };
+        let limit = q.limit(100).map_err(|(_, m)| invalid(m))?;
         let path = q.stored_path().map_err(|(_, m)| invalid(m))?;
         let filter = PageFilter {
             log: LogFilter {
@@ -452,6 +455,23 @@ impl Query {
     fn path(&self) -> Result<String, (StatusCode, String)> {
         self.stored_path()?
             .ok_or_else(|| (StatusCode::BAD_REQUEST, "give path= (or path_hex=)".into()))
+    }
+
+    /// `limit=N`: 1 to [`PAGE_MAX`], `default` when absent.
+    fn limit(&self, default: usize) -> Result<usize, (StatusCode, String)> {
+        match self.get("limit") {
+            None | Some("") => Ok(default),
+            Some(n) => n
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=PAGE_MAX).contains(n))
+                .ok_or_else(|| {
+                    (
+                        StatusCode::BAD_REQUEST,
+                        format!("limit={n}: not 1 to {PAGE_MAX}"),
+                    )
+                }),
+        }
     }
 
     /// The number `key` holds, `None` when absent or empty.

@@ -410,28 +410,70 @@ pub(crate) fn lineage_at(conn: &dyn Conn, path: &str) -> Result<Option<i64>> {
 }
 
 /// [`crate::store::History::version_rows`].
+/// The columns of a [`VersionRow`], from `version_log`.
+const VERSION_ROW: &str =
+    "SELECT version, path, op, size, blake3, writer, step, tgid, exe, time_ns, stream, id
+     FROM version_log";
+
+fn version_row_of(r: &dyn crate::store::sql::Row) -> Result<VersionRow> {
+    Ok(VersionRow {
+        version: r.get(0)?,
+        path: r.get(1)?,
+        op: r.get(2)?,
+        size: r.get::<i64>(3)? as u64,
+        blake3: r.get(4)?,
+        writer: r.get(5)?,
+        step: r.get(6)?,
+        tgid: r.get(7)?,
+        exe: r.get(8)?,
+        time_ns: r.get(9)?,
+        stream: r.get(10)?,
+        id: r.get(11)?,
+    })
+}
+
 pub(crate) fn version_rows(conn: &dyn Conn, file_id: i64) -> Result<Vec<VersionRow>> {
     conn.all(
-        "SELECT version, path, op, size, blake3, writer, step, tgid, exe, time_ns, stream, id
-         FROM version_log WHERE file_id = ?1 ORDER BY version",
+        &format!("{VERSION_ROW} WHERE file_id = ?1 ORDER BY version"),
         p![file_id],
-        |r| {
-            Ok(VersionRow {
-                version: r.get(0)?,
-                path: r.get(1)?,
-                op: r.get(2)?,
-                size: r.get::<i64>(3)? as u64,
-                blake3: r.get(4)?,
-                writer: r.get(5)?,
-                step: r.get(6)?,
-                tgid: r.get(7)?,
-                exe: r.get(8)?,
-                time_ns: r.get(9)?,
-                stream: r.get(10)?,
-                id: r.get(11)?,
-            })
-        },
+        version_row_of,
     )
+}
+
+/// [`crate::store::History::version_rows_page`].
+pub(crate) fn version_rows_page(
+    conn: &dyn Conn,
+    file_id: i64,
+    before: i64,
+    limit: usize,
+) -> Result<Vec<VersionRow>> {
+    conn.all(
+        &format!(
+            "{VERSION_ROW} WHERE file_id = ?1 AND version < ?2 ORDER BY version DESC LIMIT ?3"
+        ),
+        p![file_id, before, limit as i64],
+        version_row_of,
+    )
+}
+
+/// [`crate::store::History::version_row`].
+pub(crate) fn version_row(
+    conn: &dyn Conn,
+    file_id: i64,
+    n: Option<i64>,
+) -> Result<Option<VersionRow>> {
+    match n {
+        Some(n) => conn.opt(
+            &format!("{VERSION_ROW} WHERE file_id = ?1 AND version = ?2"),
+            p![file_id, n],
+            version_row_of,
+        ),
+        None => conn.opt(
+            &format!("{VERSION_ROW} WHERE file_id = ?1 ORDER BY version DESC LIMIT 1"),
+            p![file_id],
+            version_row_of,
+        ),
+    }
 }
 
 /// The events that change names. Rows of one change share its time; in the log they come

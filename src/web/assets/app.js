@@ -185,12 +185,10 @@ async function openFile(e, key) {
   try { h = await api("/api/history?" + current.args); } catch (err) { say(err.message); return; }
   say("");
   const vs = h.versions;
+  current.next = h.next;
+  document.getElementById("versions-older").hidden = h.next === null || h.next === undefined;
   const body = document.querySelector("#versions tbody");
-  body.replaceChildren(...vs.map((v, i) => el("tr", {},
-    el("td", {}, el("input", { type: "radio", name: "a", value: v.version, "aria-label": "A v" + v.version, checked: i === vs.length - 2 ? "" : null })),
-    el("td", {}, el("input", { type: "radio", name: "b", value: v.version, "aria-label": "B v" + v.version, checked: i === vs.length - 1 ? "" : null })),
-    el("td", {}, "v" + v.version), el("td", {}, v.op), el("td", {}, shown(v.writer)),
-    el("td", {}, v.step === null ? "" : v.step), el("td", {}, utc(v.time_ns)), el("td", {}, v.size))));
+  body.replaceChildren(...versionRows(vs, true));
   const keys = h.keys || [];
   document.getElementById("keys-title").hidden = document.getElementById("keys").hidden = keys.length === 0;
   document.querySelector("#keys tbody").replaceChildren(...keys.map((k) => el("tr", {},
@@ -198,6 +196,25 @@ async function openFile(e, key) {
     el("td", {}, k.step === null ? "" : k.step),
     el("td", {}, el("button", { class: "link", onclick: () => why(current.name + ":" + k.key) }, "why")))));
 }
+
+// Rows of versions, oldest first; with `newest`, A and B start on the last two.
+function versionRows(vs, newest) {
+  return vs.map((v, i) => el("tr", {},
+    el("td", {}, el("input", { type: "radio", name: "a", value: v.version, "aria-label": "A v" + v.version, checked: newest && i === vs.length - 2 ? "" : null })),
+    el("td", {}, el("input", { type: "radio", name: "b", value: v.version, "aria-label": "B v" + v.version, checked: newest && i === vs.length - 1 ? "" : null })),
+    el("td", {}, "v" + v.version), el("td", {}, v.op), el("td", {}, shown(v.writer)),
+    el("td", {}, v.step === null ? "" : v.step), el("td", {}, utc(v.time_ns)), el("td", {}, v.size)));
+}
+
+document.getElementById("versions-older").addEventListener("click", async () => {
+  if (!current || current.next === null) return;
+  try {
+    const h = await api("/api/history?" + current.args + "&before=" + current.next);
+    document.querySelector("#versions tbody").prepend(...versionRows(h.versions, false));
+    current.next = h.next;
+    document.getElementById("versions-older").hidden = h.next === null;
+  } catch (err) { say(err.message); }
+});
 
 document.getElementById("file-close").addEventListener("click", () => { document.getElementById("file").hidden = true; });
 
