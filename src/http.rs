@@ -33,13 +33,7 @@ pub fn token(file: Option<&Path>, dir: &Path, prefix: &str) -> Result<(String, P
         }
         return Ok((t, f.to_path_buf()));
     }
-    let mut raw = [0u8; 32];
-    std::io::Read::read_exact(
-        &mut std::fs::File::open("/dev/urandom").map_err(|e| format!("/dev/urandom: {e}"))?,
-        &mut raw,
-    )
-    .map_err(|e| format!("/dev/urandom: {e}"))?;
-    let t: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    let (t, _) = random_token()?;
     let path = dir.join(format!("{prefix}-{}.token", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let mut f = std::fs::OpenOptions::new()
@@ -50,6 +44,17 @@ pub fn token(file: Option<&Path>, dir: &Path, prefix: &str) -> Result<(String, P
         .map_err(|e| format!("token file {}: {e}", path.display()))?;
     writeln!(f, "{t}").map_err(|e| format!("token file {}: {e}", path.display()))?;
     Ok((t, path))
+}
+
+/// 32 random bytes from `/dev/urandom`, as 64 hex digits (and the same as bytes).
+pub fn random_token() -> Result<(String, [u8; 32]), String> {
+    let mut raw = [0u8; 32];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").map_err(|e| format!("/dev/urandom: {e}"))?,
+        &mut raw,
+    )
+    .map_err(|e| format!("/dev/urandom: {e}"))?;
+    Ok((raw.iter().map(|b| format!("{b:02x}")).collect(), raw))
 }
 
 /// Whether `addr` is a loopback address (127.0.0.0/8, ::1): the only ones served in clear
@@ -68,6 +73,106 @@ pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 
 /// Connections served at once (1,024); more wait in the kernel's accept queue.
 pub const CONNECTIONS_MAX: usize = 1024;
+
+/// Connections one source may hold at once (64): one local uid (a loopback peer, by the
+/// owner of its socket), or one remote address. More are closed at once, so that a local
+/// user who holds connections open (no token needed to open one) keeps no other user
+/// out: the token holder's connections come from another uid, or at worst share its 64
+/// with their own tabs (docs/security.md).
+pub const CONNECTIONS_PER_SOURCE: usize = 64;
+
+/// Who a connection comes from, for [`CONNECTIONS_PER_SOURCE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// A loopback peer whose socket belongs to this uid.
+    Uid(u32),
+    /// A loopback peer whose socket was not found (it closed already).
+    UnknownLocal,
+    /// A peer on the network, by address.
+    Addr(std::net::IpAddr),
+}
+
+/// The source of a connection accepted at `local` from `peer`: for loopback, the uid that
+/// owns the peer's socket, from `/proc/net/tcp` or `/proc/net/tcp6` (proc(5): the row
+/// whose local address is the peer's and remote address ours).
+pub fn source_of(local: std::net::SocketAddr, peer: std::net::SocketAddr) -> Source {
+    if !peer.ip().is_loopback()
+        && !matches!(peer.ip(), std::net::IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()))
+    {
+        return Source::Addr(peer.ip());
+    }
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() > 7
+                && proc_addr(f[1]) == Some(peer)
+                && proc_addr(f[2]) == Some(local)
+                && let Ok(uid) = f[7].parse()
+            {
+                return Source::Uid(uid);
+            }
+        }
+    }
+    Source::UnknownLocal
+}
+
+/// An address as `/proc/net/tcp{,6}` writes it: `0100007F:D439` (the IPv4 address as a
+/// little-endian 32-bit word, then the port), or 32 hex digits of four such words (IPv6);
+/// an IPv4-mapped IPv6 address is given as its IPv4 address.
+fn proc_addr(s: &str) -> Option<std::net::SocketAddr> {
+    let (ip, port) = s.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word = |h: &str| u32::from_str_radix(h, 16).ok().map(u32::swap_bytes);
+    let ip: std::net::IpAddr = match ip.len() {
+        8 => std::net::Ipv4Addr::from(word(ip)?).into(),
+        32 => {
+            let mut octets = [0u8; 16];
+            for i in 0..4 {
+                octets[i * 4..i * 4 + 4]
+                    .copy_from_slice(&word(&ip[i * 8..i * 8 + 8])?.to_be_bytes());
+            }
+            let v6 = std::net::Ipv6Addr::from(octets);
+            match v6.to_ipv4_mapped() {
+                Some(v4) => v4.into(),
+                None => v6.into(),
+            }
+        }
+        _ => return None,
+    };
+    Some(std::net::SocketAddr::new(ip, port))
+}
+
+/// The same address with an IPv4-mapped IPv6 address as its IPv4 address.
+fn unmapped(a: std::net::SocketAddr) -> std::net::SocketAddr {
+    match a.ip() {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => std::net::SocketAddr::new(v4.into(), a.port()),
+            None => a,
+        },
+        _ => a,
+    }
+}
+
+/// One source's count of connections, given back when the connection ends.
+struct Held {
+    counts: Arc<std::sync::Mutex<std::collections::HashMap<Source, usize>>>,
+    source: Source,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = c.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                c.remove(&self.source);
+            }
+        }
+    }
+}
 
 /// How long a connection may stay with no byte moving either way while the server waits
 /// for the client (60 s): one that connects and says nothing, or says nothing more after a
@@ -275,6 +380,8 @@ where
         .keep_alive_timeout(std::time::Duration::from_secs(20));
     let builder = Arc::new(builder);
     let slots = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
+    let counts = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+    let local = listener.local_addr().map_err(|e| format!("{what}: {e}"))?;
     loop {
         // At the bound, the next connection waits in the kernel's queue until one ends.
         let slot = slots
@@ -292,12 +399,29 @@ where
                 continue;
             }
         };
+        // Past its source's share, a connection is closed at once (before any byte of it
+        // is read).
+        let source = source_of(unmapped(local), unmapped(peer));
+        let held = {
+            let mut c = counts.lock().unwrap_or_else(|e| e.into_inner());
+            let n = c.entry(source).or_insert(0);
+            if *n >= CONNECTIONS_PER_SOURCE {
+                log::info!("{what}: {peer} ({source:?}) holds {n} connections: closed");
+                continue;
+            }
+            *n += 1;
+            Held {
+                counts: counts.clone(),
+                source,
+            }
+        };
         let service = service.clone();
         let tls = tls.clone();
         let builder = builder.clone();
         let what = what.clone();
         tokio::spawn(async move {
             let _slot = slot;
+            let _held = held;
             let io: Box<dyn Stream> = match tls {
                 None => Box::new(stream),
                 // Each handshake in its own task and bounded in time: a client that fails
@@ -321,6 +445,34 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_net_addresses_parse_and_a_loopback_peer_is_found_by_its_uid() {
+        assert_eq!(
+            proc_addr("0100007F:D439"),
+            Some("127.0.0.1:54329".parse().unwrap())
+        );
+        assert_eq!(
+            proc_addr("00000000000000000000000001000000:0050"),
+            Some("[::1]:80".parse().unwrap())
+        );
+        assert_eq!(
+            proc_addr("0000000000000000FFFF00000100007F:0050"),
+            Some("127.0.0.1:80".parse().unwrap())
+        );
+        // A real loopback connection: its peer is this process's uid.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_s, peer) = l.accept().unwrap();
+        assert_eq!(peer, c.local_addr().unwrap());
+        let me = unsafe { libc::geteuid() };
+        assert_eq!(source_of(l.local_addr().unwrap(), peer), Source::Uid(me));
+        let remote: std::net::SocketAddr = "10.1.2.3:5".parse().unwrap();
+        assert_eq!(
+            source_of(l.local_addr().unwrap(), remote),
+            Source::Addr(remote.ip())
+        );
+    }
 
     #[test]
     fn only_the_exact_bearer_token_passes() {

@@ -432,6 +432,11 @@ enum Command {
         /// --tls-cert.
         #[arg(long, value_name = "FILE", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// Let the page restore a version, take a checkpoint and roll back (each as this
+        /// process, through the gate, recorded). Only root or the user who mounts the
+        /// database may.
+        #[arg(long)]
+        allow_actions: bool,
     },
     /// Search the live files for a text (or a regex), as `grep -rn` on the mount would,
     /// through the same core as the mount and the MCP `search` tool (in the mount's daemon
@@ -758,6 +763,7 @@ fn main() -> ExitCode {
             token_file,
             tls_cert,
             tls_key,
+            allow_actions,
         } => {
             let db = match mount {
                 Some(dir) => cli::web::database_of_mount(&dir),
@@ -770,6 +776,7 @@ fn main() -> ExitCode {
                         addr: listen,
                         token_file,
                         tls: tls_cert.zip(tls_key),
+                        allow_actions,
                     },
                 )
             })

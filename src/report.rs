@@ -201,3 +201,55 @@ pub fn diff_json(
     o["diff"] = unified.into();
     Ok(o)
 }
+
+/// What changed between two points of history (checkpoints, or a checkpoint and now):
+/// `{"added": [{"path", "version"}], "removed": [{"path", "version"}], "changed":
+/// [{"path", "from", "to", "same_lineage"}]}`, files only, by path, paths lossless
+/// ([`json_paths`]); `from`/`to` are version numbers (`null`: empty, no version), and
+/// `same_lineage` says whether `diff` of the two numbers on that path compares them.
+pub fn compare(
+    store: &dyn History,
+    a: crate::checkpoint::Point,
+    b: crate::checkpoint::Point,
+) -> Result<serde_json::Value, Failure> {
+    use std::collections::BTreeMap;
+    type Files = BTreeMap<String, (Option<i64>, Option<i64>, String)>;
+    let files = |p: crate::checkpoint::Point| -> Result<Files, Failure> {
+        let snap = store.snapshot(p).map_err(|e| e.to_string())?;
+        Ok(snap
+            .walk()
+            .into_iter()
+            .filter(|(_, n)| n.kind == crate::store::Kind::File)
+            .map(|(path, n)| {
+                let number = n.version.as_ref().map(|v| v.number);
+                (path, (n.file_id, number, n.blake3()))
+            })
+            .collect())
+    };
+    let (fa, fb) = (files(a)?, files(b)?);
+    let entry = |path: &str, o: serde_json::Value| {
+        let mut o = o;
+        o["path"] = path.into();
+        json_paths(&mut o, &["path"]);
+        o
+    };
+    let mut added = Vec::new();
+    let mut removed = Vec::new();
+    let mut changed = Vec::new();
+    for (path, (lineage, number, hash)) in &fb {
+        match fa.get(path) {
+            None => added.push(entry(path, serde_json::json!({ "version": number }))),
+            Some((la, na, ha)) if ha != hash => changed.push(entry(
+                path,
+                serde_json::json!({ "from": na, "to": number, "same_lineage": la == lineage }),
+            )),
+            Some(_) => {}
+        }
+    }
+    for (path, (_, number, _)) in &fa {
+        if !fb.contains_key(path) {
+            removed.push(entry(path, serde_json::json!({ "version": number })));
+        }
+    }
+    Ok(serde_json::json!({ "added": added, "removed": removed, "changed": changed }))
+}

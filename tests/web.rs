@@ -169,6 +169,33 @@ fn the_api_needs_the_token_and_answers_what_the_commands_print() {
         + &String::from_utf8_lossy(&agent.stderr);
     assert!(agent.status.success(), "the agent's probe: {said}");
     assert!(said.contains("probe: 401 401 401"), "{said}");
+    // uid 1000 holding 1,100 idle connections (more than the server's 1,024 in all)
+    // keeps only 64 of them: the token holder still gets in.
+    let mut flood = Command::new("setpriv")
+        .args(["--reuid=1000", "--regid=1000", "--clear-groups", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "flood_as_the_agent", "--nocapture", "--ignored"])
+        .env("SCRATCHFS_WEB_PROBE_PORT", port.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut flood_out = BufReader::new(flood.stdout.take().unwrap());
+    let mut said = String::new();
+    while !said.starts_with("flood:") {
+        said.clear();
+        assert_ne!(
+            flood_out.read_line(&mut said).unwrap(),
+            0,
+            "the flood ended early"
+        );
+    }
+    let held: usize = said.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(held <= 64, "{said}");
+    let (status, _, body) = request(port, "GET", "/api/info", Some(&web.token), "");
+    assert_eq!(status, 200, "the token holder during the flood: {body}");
+    drop(flood.stdin.take());
+    assert!(flood.wait().unwrap().success());
     // The token is in no process's command line, and its file is the starter's alone.
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", web.child.id())).unwrap();
     assert!(!String::from_utf8_lossy(&cmdline).contains(&web.token));
@@ -375,6 +402,50 @@ fn probe_as_the_agent() {
         }
     }
     println!("probe: {a} {b} {c}");
+}
+
+/// Run by the test above as uid 1000: opens 1,100 connections to the server and keeps
+/// them, until the server has closed all but its share; prints `flood: held H closed C`,
+/// then holds them until its stdin closes.
+#[test]
+#[ignore = "run as uid 1000 by the_api_needs_the_token_and_answers_what_the_commands_print"]
+fn flood_as_the_agent() {
+    let port: u16 = std::env::var("SCRATCHFS_WEB_PROBE_PORT")
+        .unwrap()
+        .parse()
+        .unwrap();
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+    const N: usize = 1100;
+    let conns: Vec<std::net::TcpStream> = (0..N)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    for c in &conns {
+        c.set_nonblocking(true).unwrap();
+    }
+    // A connection the server closed reads end of file; one it holds would block.
+    let closed = |c: &std::net::TcpStream| {
+        let mut b = [0u8; 1];
+        match (&*c).read(&mut b) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+            _ => true,
+        }
+    };
+    let mut n_closed = 0;
+    common::wait_for("the server to close all but its share of the flood", || {
+        n_closed = conns.iter().filter(|c| closed(c)).count();
+        n_closed >= N - 64
+    });
+    println!("flood: held {} closed {n_closed}", N - n_closed);
+    let mut rest = String::new();
+    let _ = std::io::stdin().read_to_string(&mut rest);
 }
 
 /// Python in the repository's virtual environment (scripts/deps), with Selenium.

@@ -66,6 +66,25 @@ fn offline_or_mounted<T>(
 
 /// `scratchfs checkpoint NAME [--note TEXT]`.
 pub fn checkpoint(db: &Path, name: &str, note: Option<&str>, json: bool) -> Result<(), Failure> {
+    let cp = take(db, name, note)?;
+    if json {
+        println!("{}", serde_json::to_string(&cp).map_err(|e| e.to_string())?);
+    } else {
+        println!(
+            "checkpoint {}: {} (last version {}, {} namespace changes)",
+            quote_path(&cp.name),
+            super::time::utc_exact(cp.point.time_ns),
+            cp.point.version_seq,
+            cp.point.tree_seq
+        );
+    }
+    Ok(())
+}
+
+/// Takes checkpoint `name` (with `note`) as this process's caller, through the mount's
+/// daemon when the database is mounted (`scratchfs checkpoint`, the review page's
+/// action); returns it as listed.
+pub fn take(db: &Path, name: &str, note: Option<&str>) -> Result<Checkpoint, Failure> {
     crate::checkpoint::check_name(name).map_err(|e| e.reason)?;
     if note.is_some_and(|n| n.contains('\0')) {
         return Err("--note: a NUL byte".into());
@@ -93,18 +112,7 @@ pub fn checkpoint(db: &Path, name: &str, note: Option<&str>, json: bool) -> Resu
                 .ok_or_else(|| format!("{q}: the daemon took it, but it is not listed"))
         },
     )?;
-    if json {
-        println!("{}", serde_json::to_string(&cp).map_err(|e| e.to_string())?);
-    } else {
-        println!(
-            "checkpoint {}: {} (last version {}, {} namespace changes)",
-            quote_path(&cp.name),
-            super::time::utc_exact(cp.point.time_ns),
-            cp.point.version_seq,
-            cp.point.tree_seq
-        );
-    }
-    Ok(())
+    Ok(cp)
 }
 
 /// The checkpoints of `db` (not dropped), oldest first, with every change acknowledged.
@@ -148,29 +156,7 @@ pub fn checkpoints(db: &Path, json: bool) -> Result<(), Failure> {
 
 /// `scratchfs rollback NAME [--json]`.
 pub fn rollback(db: &Path, name: &str, json: bool) -> Result<(), Failure> {
-    let q = format!("rollback to {}", quote_path(name));
-    let report: RollbackReport = offline_or_mounted(
-        db,
-        |fs| fs.rollback(name, me()),
-        |mnt| {
-            super::set_xattr(mnt, ROLLBACK_XATTR, name.as_bytes())
-                .map_err(|e| refused(&q, e.raw_os_error(), &e))?;
-            // Returns once the kernel has dropped every name the rollback changed (those
-            // in the root were invalidated without waiting: the kernel held it locked).
-            match super::get_xattr(mnt, SETTLED_XATTR) {
-                Ok(_) => {}
-                // A daemon from before the attribute.
-                Err(e) if e.raw_os_error() == Some(libc::ENODATA) => {}
-                Err(e) => eprintln!(
-                    "scratchfs: {q}: done, but the kernel may show names from before it for \
-                     a moment: {e}"
-                ),
-            }
-            let text = super::meta(db, "last_rollback")?
-                .ok_or_else(|| format!("{q}: the daemon left no report"))?;
-            serde_json::from_str(&text).map_err(|e| e.to_string())
-        },
-    )?;
+    let report = roll_back(db, name)?;
     if json {
         println!(
             "{}",
@@ -193,4 +179,32 @@ pub fn rollback(db: &Path, name: &str, json: bool) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+/// Rolls back to checkpoint `name` as this process's caller, through the mount's daemon
+/// when the database is mounted (`scratchfs rollback`, the review page's action).
+pub fn roll_back(db: &Path, name: &str) -> Result<RollbackReport, Failure> {
+    let q = format!("rollback to {}", quote_path(name));
+    offline_or_mounted(
+        db,
+        |fs| fs.rollback(name, me()),
+        |mnt| {
+            super::set_xattr(mnt, ROLLBACK_XATTR, name.as_bytes())
+                .map_err(|e| refused(&q, e.raw_os_error(), &e))?;
+            // Returns once the kernel has dropped every name the rollback changed (those
+            // in the root were invalidated without waiting: the kernel held it locked).
+            match super::get_xattr(mnt, SETTLED_XATTR) {
+                Ok(_) => {}
+                // A daemon from before the attribute.
+                Err(e) if e.raw_os_error() == Some(libc::ENODATA) => {}
+                Err(e) => eprintln!(
+                    "scratchfs: {q}: done, but the kernel may show names from before it for \
+                     a moment: {e}"
+                ),
+            }
+            let text = super::meta(db, "last_rollback")?
+                .ok_or_else(|| format!("{q}: the daemon left no report"))?;
+            serde_json::from_str(&text).map_err(|e| e.to_string())
+        },
+    )
 }

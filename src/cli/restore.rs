@@ -17,49 +17,83 @@ use crate::views::quote_stored;
 
 /// Restores `spec` (`PATH@N`, raw bytes).
 pub fn restore(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
-    let spec = arg(spec);
+    match restore_spec(db, &arg(spec))? {
+        Restored::Done { path, n } => report(&path, n, json),
+        Restored::Already { path, n, current } => {
+            if json {
+                let mut o =
+                    serde_json::json!({ "path": path, "restored": null, "current": current });
+                super::json_paths(&mut o, &["path"]);
+                println!("{o}");
+            } else {
+                println!(
+                    "{}: holds the bytes of version {n} already (version {current}): nothing \
+                     restored",
+                    quote_stored(&path),
+                )
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What [`restore_spec`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Restored {
+    /// Version `n` of `path` (stored form) is the current content again, as a new version.
+    Done {
+        /// The file.
+        path: String,
+        /// The version restored.
+        n: i64,
+    },
+    /// The file holds those bytes already (version `current`): nothing done.
+    Already {
+        /// The file.
+        path: String,
+        /// The version asked for.
+        n: i64,
+        /// The current version, which holds the same bytes.
+        current: i64,
+    },
+}
+
+/// Restores `spec` (`PATH@N`, stored form) as this process's caller: through the mount's
+/// daemon when the database is mounted, else on the database itself, through the gate
+/// either way (`scratchfs restore`, and the review page's action).
+pub fn restore_spec(db: &Path, spec: &str) -> Result<Restored, Failure> {
     super::check_db(db)?;
     let history = super::open_history(db)?;
-    let (path, n) = resolve_spec(&*history, &spec)?;
-    let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_stored(&spec)))?;
+    let (path, n) = resolve_spec(&*history, spec)?;
+    let n = n.ok_or_else(|| format!("{}: expected PATH@N", quote_stored(spec)))?;
     let path = path.trim_start_matches('/').to_string();
-    // The version exists before anything is made (a deleted file is made again for it).
-    let wanted = super::version_in(&*history, &path, Some(n), &spec)?;
-    // A live file that holds those bytes already: a restore would make no version.
+    let wanted = super::version_in(&*history, &path, Some(n), spec)?;
     if let Some((_, head)) = history.live_head(&path).map_err(|e| e.to_string())?
-        && let Ok(current) = super::version_in(&*history, &path, None, &spec)
+        && let Ok(current) = super::version_in(&*history, &path, None, spec)
         && current.id == head
         && (&current.blake3, current.size) == (&wanted.blake3, wanted.size)
     {
-        if json {
-            let mut o =
-                serde_json::json!({ "path": path, "restored": null, "current": current.version });
-            super::json_paths(&mut o, &["path"]);
-            println!("{o}");
-        } else {
-            println!(
-                "{}: holds the bytes of version {n} already (version {}): nothing restored",
-                quote_stored(&path),
-                current.version
-            );
-        }
-        return Ok(());
+        return Ok(Restored::Already {
+            path,
+            n,
+            current: current.version,
+        });
     }
     drop(history);
     let lock = match crate::mount::lock_database_now(db) {
         Ok(lock) => lock,
         Err(_) => match super::live_mountpoint(db)? {
-            Some(mnt) => return through_mount(&mnt, &path, n).map(|()| report(&path, n, json)),
-            // A daemon that was just unmounted may still be closing the database.
+            Some(mnt) => {
+                return through_mount(&mnt, &path, n).map(|()| Restored::Done { path, n });
+            }
             None => crate::mount::lock_database(db)?,
         },
     };
     let r = offline(db, &path, n);
     drop(lock);
-    r.map(|()| report(&path, n, json))
+    r.map(|()| Restored::Done { path, n })
 }
 
-/// `path` is in its stored form.
 fn report(path: &str, n: i64, json: bool) {
     if json {
         let mut o = serde_json::json!({ "path": path, "restored": n });

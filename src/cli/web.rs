@@ -24,6 +24,69 @@ pub struct Web {
     pub token_file: Option<PathBuf>,
     /// `--tls-cert`, `--tls-key`: serve HTTPS with this certificate chain and key (PEM).
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// `--allow-actions`: restore, checkpoint and rollback from the page.
+    pub allow_actions: bool,
+}
+
+/// The review page's actions on `db` (`--allow-actions`), each as this process, through
+/// the commands' own paths ([`super::restore::restore_spec`], [`super::checkpoint::take`],
+/// [`super::checkpoint::roll_back`]). Only root or the owner of an SQLite database (the
+/// user who mounts it) may start a server with them (`EPERM`-like refusal, exit 1).
+fn actions(db: &Path) -> Result<crate::web::Actions, Failure> {
+    let euid = unsafe { libc::geteuid() };
+    if super::postgres_url(db).is_none() && euid != 0 {
+        use std::os::unix::fs::MetadataExt;
+        let owner = std::fs::metadata(db)
+            .map_err(|e| format!("{}: {e}", db.display()))?
+            .uid();
+        if owner != euid {
+            return Err(format!(
+                "--allow-actions: only root or the user who mounts {} (uid {owner}) may act \
+                 on it from the page",
+                db.display()
+            ));
+        }
+    }
+    let (csrf, _) = crate::http::random_token()?;
+    let db2 = db.to_path_buf();
+    Ok(crate::web::Actions {
+        db: db.to_path_buf(),
+        csrf,
+        run: Box::new(move |what, form| {
+            let field = |k: &str| form.get(k).unwrap_or("").to_string();
+            match what {
+                "restore" => {
+                    let n: i64 = field("n")
+                        .parse()
+                        .map_err(|_| "restore: n= is not a version number".to_string())?;
+                    let spec = format!("{}@{n}", field("path"));
+                    let spec = crate::store::paths::encode(spec.as_bytes()).into_owned();
+                    Ok(match super::restore::restore_spec(&db2, &spec)? {
+                        super::restore::Restored::Done { n, .. } => {
+                            serde_json::json!({ "restored": n })
+                        }
+                        super::restore::Restored::Already { current, .. } => {
+                            serde_json::json!({ "restored": null, "current": current })
+                        }
+                    })
+                }
+                "checkpoint" => {
+                    let note = field("note");
+                    let cp = super::checkpoint::take(
+                        &db2,
+                        &field("name"),
+                        (!note.is_empty()).then_some(note.as_str()),
+                    )?;
+                    serde_json::to_value(cp).map_err(|e| e.to_string())
+                }
+                "rollback" => {
+                    let report = super::checkpoint::roll_back(&db2, &field("name"))?;
+                    serde_json::to_value(report).map_err(|e| e.to_string())
+                }
+                other => Err(format!("no action {other}")),
+            }
+        }),
+    })
 }
 
 /// The database a `--mount DIR` names: the SQLite file its source (`fsname`) names, when
@@ -71,6 +134,11 @@ pub fn serve(db: &Path, web: Web) -> Result<(), Failure> {
         Some(url) => crate::store::postgres::display_name(url),
         None => crate::mount::absolute(db)?.display().to_string(),
     };
+    let actions = if web.allow_actions {
+        Some(actions(db)?)
+    } else {
+        None
+    };
     let store: Arc<dyn crate::store::History> = Arc::from(super::open_history(db)?);
     let dir = crate::mcp::socket::runtime_dir().map_err(|e| e.reason)?;
     let (token, token_path) = crate::http::token(web.token_file.as_deref(), &dir, "web")?;
@@ -96,7 +164,7 @@ pub fn serve(db: &Path, web: Web) -> Result<(), Failure> {
         let listener = tokio::net::TcpListener::from_std(listener)
             .map_err(|e| format!("--listen {}: {e}", web.addr))?;
         let at = listener.local_addr().map_err(|e| e.to_string())?;
-        let server = crate::web::Web::new(store, token.clone(), name.clone());
+        let server = crate::web::Web::new(store, token.clone(), name.clone(), actions);
         let service = hyper::service::service_fn(move |req| server.clone().handle(req));
         // The link carries the token in its fragment, which a browser never sends on.
         eprintln!(

@@ -54,6 +54,20 @@ pub struct Web {
     token: String,
     name: String,
     live: tokio::sync::watch::Receiver<LogCursor>,
+    actions: Option<Actions>,
+}
+
+/// The actions a server started with `--allow-actions` takes (restore, checkpoint,
+/// rollback), each as the server's own process, through the mount's daemon when the
+/// database is mounted: the gate judges and records them as it does the commands'.
+pub struct Actions {
+    /// The database (as the commands take it).
+    pub db: std::path::PathBuf,
+    /// The token every action request must carry in `X-CSRF-Token` besides the bearer
+    /// token (given to the page by `/api/info`).
+    pub csrf: String,
+    /// Runs one action on a blocking thread: `(what, args)` to the JSON it answers.
+    pub run: Box<dyn Fn(&str, &Query) -> Result<serde_json::Value, String> + Send + Sync>,
 }
 
 impl Web {
@@ -61,7 +75,12 @@ impl Web {
     /// `token`, with the task that watches the store for changes (on the current tokio
     /// runtime; the store is only ever asked on blocking threads, since a PostgreSQL
     /// store runs a runtime of its own).
-    pub fn new(store: Arc<dyn History>, token: String, name: String) -> Arc<Web> {
+    pub fn new(
+        store: Arc<dyn History>,
+        token: String,
+        name: String,
+        actions: Option<Actions>,
+    ) -> Arc<Web> {
         let (tx, rx) = tokio::sync::watch::channel(LogCursor {
             version: 0,
             event: 0,
@@ -91,6 +110,7 @@ impl Web {
             token,
             name,
             live: rx,
+            actions,
         })
     }
 
@@ -145,6 +165,33 @@ impl Web {
             return Ok(self.live());
         }
         let method = req.method().clone();
+        let action = matches!(
+            path.as_str(),
+            "/api/restore" | "/api/checkpoint" | "/api/rollback"
+        );
+        if action {
+            match &self.actions {
+                None => {
+                    return Ok(error(
+                        StatusCode::FORBIDDEN,
+                        "this page is read-only: start scratchfs web with --allow-actions".into(),
+                    ));
+                }
+                Some(a) => {
+                    let given = req
+                        .headers()
+                        .get("x-csrf-token")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("");
+                    if method != Method::POST || !crate::http::same_token(given, &a.csrf) {
+                        return Ok(error(
+                            StatusCode::FORBIDDEN,
+                            "an action needs POST and the page's X-CSRF-Token".into(),
+                        ));
+                    }
+                }
+            }
+        }
         let body = if method == Method::POST {
             match read_body(req.into_body()).await {
                 Ok(b) => b,
@@ -154,7 +201,16 @@ impl Web {
             Vec::new()
         };
         let web = self.clone();
-        let answer = tokio::task::spawn_blocking(move || web.api(&method, &path, &q, &body)).await;
+        let answer = tokio::task::spawn_blocking(move || {
+            if action {
+                let form = Query::parse(&String::from_utf8_lossy(&body));
+                let run = &web.actions.as_ref().expect("checked above").run;
+                return run(path.trim_start_matches("/api/"), &form)
+                    .map_err(|e| (StatusCode::CONFLICT, e));
+            }
+            web.api(&method, &path, &q, &body)
+        })
+        .await;
         Ok(match answer {
             Ok(Ok(v)) => reply(
                 StatusCode::OK,
@@ -188,8 +244,23 @@ impl Web {
             ("GET", "/api/info") => Ok(serde_json::json!({
                 "database": self.name,
                 "head": store.log_head().map_err(failed)?,
-                "read_only": true,
+                "read_only": self.actions.is_none(),
+                "csrf": self.actions.as_ref().map(|a| a.csrf.clone()),
             })),
+            ("GET", "/api/compare") => {
+                let point = |key: &str| -> Result<crate::checkpoint::Point, (StatusCode, String)> {
+                    match q.get(key).unwrap_or("now") {
+                        "now" => store.point_at(crate::store::sql::now_ns()).map_err(failed),
+                        name => store
+                            .checkpoint_named(name)
+                            .map_err(failed)?
+                            .map(|c| c.point)
+                            .ok_or_else(|| not_found(format!("no checkpoint {name:?}"))),
+                    }
+                };
+                crate::report::compare(store, point("from")?, point("to")?)
+                    .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e))
+            }
             ("GET", "/api/timeline") => self.timeline(q).map_err(failed),
             ("GET", "/api/history") => {
                 let path = q.path()?;
