@@ -356,6 +356,51 @@ fn the_api_needs_the_token_and_answers_what_the_commands_print() {
     }
     assert_ne!(first, next, "a change after the append");
 
+    // Read-only unless started with --allow-actions.
+    let (status, _, body) = request(
+        port,
+        "POST",
+        "/api/restore",
+        Some(&web.token),
+        "path=notes.md&n=1",
+    );
+    assert_eq!(status, 403, "{body}");
+    let acting = Web::start(&["--db", &db, "--allow-actions"]);
+    let p = acting.port();
+    let info = json_of(p, "/api/info", &acting.token);
+    let csrf = info["csrf"]
+        .as_str()
+        .expect("a CSRF token with actions")
+        .to_string();
+    // Without the CSRF header: refused; with it: restored, through the gate, recorded.
+    let (status, _, body) = request(
+        p,
+        "POST",
+        "/api/restore",
+        Some(&acting.token),
+        "path=notes.md&n=1",
+    );
+    assert_eq!(status, 403, "{body}");
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", p)).unwrap();
+    let form = "path=notes.md&n=1";
+    write!(
+        s,
+        "POST /api/restore HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nX-CSRF-Token: {csrf}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        acting.token,
+        form.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(read(m.path("notes.md")), "one\n");
+    let (_, log, _) = cli(&m, &["log", "notes.md"]);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("restore") && l.contains("scratchfs")),
+        "the restore is on record, by the web server's process: {log}"
+    );
+    drop(acting);
     // A non-loopback address without TLS is refused.
     let o = Command::new(BIN)
         .args(["web", "--db", &db, "--listen", "0.0.0.0:0"])
@@ -494,7 +539,7 @@ fn the_page_in_chromium_shows_commits_live_diffs_refusals_and_sources() {
         .unwrap();
     assert!(hostile.status.success(), "{hostile:?}");
     let db = m.db.to_str().unwrap().to_string();
-    let web = Web::start(&["--db", &db]);
+    let web = Web::start(&["--db", &db, "--allow-actions"]);
     let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/web-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let o = common::output_within(
@@ -510,12 +555,17 @@ fn the_page_in_chromium_shows_commits_live_diffs_refusals_and_sources() {
         String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "tests/web_browser.py failed:\n{said}");
     assert!(said.contains("browser: all checks passed"), "{said}");
+    // The page's restore made a version, through the gate, on record.
+    let (_, log, _) = cli(&m, &["log", "notes.md"]);
+    assert!(log.contains("restore"), "{log}");
     for shot in [
         "timeline.png",
         "diff.png",
         "refusals.png",
         "ground.png",
         "phone.png",
+        "restore.png",
+        "checkpoints.png",
     ] {
         let len = std::fs::metadata(shots.join(shot))
             .map(|m| m.len())

@@ -9,7 +9,8 @@ import sys
 import time
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException, TimeoutException
+from selenium.common.exceptions import (NoAlertPresentException, StaleElementReferenceException,
+                                        TimeoutException)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -30,17 +31,28 @@ WAIT = 60
 
 def wait(what, cond):
     try:
-        return WebDriverWait(driver, WAIT, poll_frequency=0.05).until(lambda d: cond())
+        # The page re-renders a table when a change streams in: an element read meanwhile
+        # is stale, and is read again.
+        return WebDriverWait(driver, WAIT, poll_frequency=0.05,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: cond())
     except TimeoutException:
-        raise AssertionError(f"waited {WAIT} s for {what}; page says: {driver.find_element(By.TAG_NAME, 'body').text[:3000]}")
+        driver.save_screenshot(os.path.join(shots, "failure.png"))
+        raise AssertionError(f"waited {WAIT} s for {what}; page says: {driver.execute_script('return document.body.innerText')[:3000]}")
 
 
 def rows(table):
     return driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")
 
 
+def column(table, i):
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((r) => r.cells[arguments[1]].innerText)",
+        f"#{table} tbody tr", i)
+
+
 def texts(table):
-    return [r.text for r in rows(table)]
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((r) => r.innerText)", f"#{table} tbody tr")
 
 
 try:
@@ -88,6 +100,38 @@ try:
     driver.find_element(By.ID, "side").click()
     driver.find_element(By.ID, "diff-run").click()
     wait("the side-by-side diff", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#diff .side")) == 1)
+
+    # Actions (the server runs with --allow-actions): restore v1, confirmed first.
+    restore_v1 = [r for r in rows("versions") if r.find_element(By.XPATH, "./td[3]").text == "v1"][0]
+    restore_v1.find_element(By.CSS_SELECTOR, "button.restore").click()
+    wait("the confirmation", lambda: driver.find_element(By.ID, "confirm").is_displayed())
+    asked = driver.find_element(By.ID, "confirm-text").text
+    assert "notes.md" in asked and "v1" in asked, asked
+    driver.find_element(By.ID, "confirm-yes").click()
+    wait("the restored version", lambda: "restore" in column("versions", 3))
+    with open(os.path.join(mnt, "notes.md")) as f:
+        assert f.read() == "one\n", "the restore through the page"
+    driver.save_screenshot(os.path.join(shots, "restore.png"))
+
+    # A checkpoint taken from the page, then compared with now after a change.
+    driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=checkpoints]").click()
+    wait("the checkpoint form", lambda: driver.find_element(By.ID, "take").is_displayed())
+    driver.find_element(By.CSS_SELECTOR, "#take input[name=name]").send_keys("before-edit")
+    driver.find_element(By.CSS_SELECTOR, "#take button").click()
+    wait("the new checkpoint", lambda: any("before-edit" in t for t in texts("cps")))
+    with open(os.path.join(mnt, "notes.md"), "a") as f:
+        f.write("after the checkpoint\n")
+    row = [r for r in rows("cps") if "before-edit" in r.text][0]
+    row.find_elements(By.CSS_SELECTOR, "button.link")[0].click()
+    wait("the compare", lambda: "changed: notes.md" in driver.find_element(By.ID, "compare").text)
+    driver.save_screenshot(os.path.join(shots, "checkpoints.png"))
+    # A rollback asks first, naming what changes; cancelled here.
+    row = [r for r in rows("cps") if "before-edit" in r.text][0]
+    row.find_elements(By.CSS_SELECTOR, "button.link")[1].click()
+    wait("the rollback's confirmation", lambda: "notes.md" in driver.find_element(By.ID, "confirm-list").text)
+    driver.find_element(By.ID, "confirm-no").click()
+    with open(os.path.join(mnt, "notes.md")) as f:
+        assert f.read().endswith("after the checkpoint\n"), "a cancelled rollback changed nothing"
 
     # The refusal, with its reason.
     driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=refusals]").click()

@@ -54,7 +54,7 @@ fn actions(db: &Path) -> Result<crate::web::Actions, Failure> {
         csrf,
         run: Box::new(move |what, form| {
             let field = |k: &str| form.get(k).unwrap_or("").to_string();
-            match what {
+            let done = match what {
                 "restore" => {
                     let n: i64 = field("n")
                         .parse()
@@ -84,7 +84,13 @@ fn actions(db: &Path) -> Result<crate::web::Actions, Failure> {
                     serde_json::to_value(report).map_err(|e| e.to_string())
                 }
                 other => Err(format!("no action {other}")),
+            };
+            // What the daemon acknowledged is made visible in the database before the
+            // page reads it again (an SQLite mount folds its batch a few ms later).
+            if done.is_ok() && super::postgres_url(&db2).is_none() {
+                drop(super::open_sqlite(&db2));
             }
+            done
         }),
     })
 }

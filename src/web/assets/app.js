@@ -67,6 +67,37 @@ function pathArgs(e, key) {
   return hex ? "path_hex=" + encodeURIComponent(hex) : "path=" + encodeURIComponent(e[key]);
 }
 
+// ---- actions (scratchfs web --allow-actions): each confirmed first, naming what changes ----
+let csrf = null;
+
+async function act(what, fields) {
+  return api("/api/" + what, {
+    method: "POST",
+    headers: { "X-CSRF-Token": csrf, "Content-Type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams(fields).toString(),
+  });
+}
+
+// Shows `text` and `items`, runs `then` on Confirm.
+function confirmThen(text, items, then) {
+  const box = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  document.getElementById("confirm-list").replaceChildren(...items.map((i) => el("li", {}, i)));
+  box.hidden = false;
+  const yes = document.getElementById("confirm-yes");
+  const no = document.getElementById("confirm-no");
+  const done = () => { box.hidden = true; yes.onclick = no.onclick = null; };
+  yes.onclick = async () => { done(); try { await then(); say(""); } catch (e) { say(e.message); } };
+  no.onclick = done;
+  yes.focus();
+}
+
+function changesOf(c) {
+  return c.changed.map((x) => "changed: " + shown(x.path) + " (v" + x.to + " → v" + x.from + ")")
+    .concat(c.added.map((x) => "removed (added since): " + shown(x.path)))
+    .concat(c.removed.map((x) => "brought back: " + shown(x.path)));
+}
+
 // ---- tabs ----
 const tabs = document.querySelectorAll("#tabs button");
 function show(name) {
@@ -167,9 +198,40 @@ async function loadRefusals() {
 
 async function loadCheckpoints() {
   const cps = await api("/api/checkpoints").catch((e) => { say(e.message); return []; });
+  document.getElementById("take").hidden = !csrf;
   document.querySelector("#cps tbody").replaceChildren(...cps.map((c) =>
-    el("tr", {}, el("td", {}, shown(c.name)), el("td", {}, utc(c.point.time_ns)), el("td", {}, shown(c.writer)), el("td", { class: "reason" }, shown(c.note)))));
+    el("tr", {}, el("td", {}, shown(c.name)), el("td", {}, utc(c.point.time_ns)), el("td", {}, shown(c.writer)), el("td", { class: "reason" }, shown(c.note)),
+      el("td", {},
+        el("button", { class: "link", onclick: () => compare(c.name) }, "compare with now"), " ",
+        csrf ? el("button", { class: "link", onclick: () => rollback(c.name) }, "roll back") : null))));
 }
+
+async function compare(name) {
+  try {
+    const c = await api("/api/compare?from=" + encodeURIComponent(name) + "&to=now");
+    const items = c.changed.map((x) => el("li", {}, "changed: " + shown(x.path) + " v" + x.from + " → v" + x.to + " "))
+      .concat(c.added.map((x) => el("li", {}, "added: " + shown(x.path))))
+      .concat(c.removed.map((x) => el("li", {}, "removed: " + shown(x.path))));
+    document.getElementById("compare").replaceChildren(el("h3", {}, shown(name) + " → now"),
+      items.length ? el("ul", { id: "compare-list" }, ...items) : el("p", {}, "no file changed"));
+  } catch (e) { say(e.message); }
+}
+
+async function rollback(name) {
+  let c;
+  try { c = await api("/api/compare?from=" + encodeURIComponent(name) + "&to=now"); } catch (e) { say(e.message); return; }
+  confirmThen("Roll back to checkpoint " + shown(name) + "? What changes (the state now is kept as a checkpoint):", changesOf(c), async () => {
+    await act("rollback", { name: name });
+    await loadCheckpoints();
+    await loadTimeline(false);
+  });
+}
+
+document.getElementById("take").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const f = Object.fromEntries(new FormData(ev.target).entries());
+  try { await act("checkpoint", f); ev.target.reset(); await loadCheckpoints(); say(""); } catch (e) { say(e.message); }
+});
 
 // ---- a file: versions, diff, keys, why ----
 let current = null;
@@ -203,7 +265,31 @@ function versionRows(vs, newest) {
     el("td", {}, el("input", { type: "radio", name: "a", value: v.version, "aria-label": "A v" + v.version, checked: newest && i === vs.length - 2 ? "" : null })),
     el("td", {}, el("input", { type: "radio", name: "b", value: v.version, "aria-label": "B v" + v.version, checked: newest && i === vs.length - 1 ? "" : null })),
     el("td", {}, "v" + v.version), el("td", {}, v.op), el("td", {}, shown(v.writer)),
-    el("td", {}, v.step === null ? "" : v.step), el("td", {}, utc(v.time_ns)), el("td", {}, v.size)));
+    el("td", {}, v.step === null ? "" : v.step), el("td", {}, utc(v.time_ns)), el("td", {}, v.size),
+    el("td", {}, csrf ? el("button", { class: "link restore", onclick: () => restore(v) }, "restore") : null)));
+}
+
+function restore(v) {
+  const name = current.name;
+  confirmThen("Restore " + shown(name) + " to v" + v.version + "? A new version with the bytes of v" + v.version + " (by " + shown(v.writer) + ") becomes current, recorded as this page's action.", [], async () => {
+    await act("restore", { path: name, n: v.version });
+    await openFile({ path: name }, "path");
+  });
+}
+
+// The open file's newest versions again (a change streamed in), keeping the A and B picked.
+async function refreshVersions() {
+  const h = await api("/api/history?" + current.args).catch(() => null);
+  if (!h) return;
+  const a = document.querySelector("#versions input[name=a]:checked")?.value;
+  const b = document.querySelector("#versions input[name=b]:checked")?.value;
+  document.querySelector("#versions tbody").replaceChildren(...versionRows(h.versions, !a));
+  for (const [n, v] of [["a", a], ["b", b]]) {
+    const r = v && document.querySelector("#versions input[name=" + n + "][value='" + v + "']");
+    if (r) r.checked = true;
+  }
+  current.next = h.next;
+  document.getElementById("versions-older").hidden = h.next === null;
 }
 
 document.getElementById("versions-older").addEventListener("click", async () => {
@@ -321,6 +407,7 @@ async function live() {
           if (ev.startsWith("event: change") && !document.querySelector("#events tbody tr.selected")) {
             await loadTimeline(false).catch(() => {});
             if (!document.getElementById("refusals").hidden) loadRefusals();
+            if (current && !document.getElementById("file").hidden) refreshVersions();
           }
         }
       }
@@ -334,6 +421,7 @@ async function live() {
   try {
     const info = await api("/api/info");
     document.getElementById("db").textContent = info.database;
+    csrf = info.csrf || null;
   } catch (e) { say(e.message); return; }
   await loadTimeline(false).catch((e) => say(e.message));
   live();
