@@ -478,10 +478,7 @@ fn flood_as_the_agent() {
     // A connection the server closed reads end of file; one it holds would block.
     let closed = |c: &std::net::TcpStream| {
         let mut b = [0u8; 1];
-        match (&*c).read(&mut b) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
-            _ => true,
-        }
+        !matches!((&*c).read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
     };
     let mut n_closed = 0;
     common::wait_for("the server to close all but its share of the flood", || {

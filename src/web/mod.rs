@@ -67,8 +67,12 @@ pub struct Actions {
     /// token (given to the page by `/api/info`).
     pub csrf: String,
     /// Runs one action on a blocking thread: `(what, args)` to the JSON it answers.
-    pub run: Box<dyn Fn(&str, &Query) -> Result<serde_json::Value, String> + Send + Sync>,
+    pub run: Box<ActionFn>,
 }
+
+/// An action of the page: `("restore" | "checkpoint" | "rollback", the form)` to the JSON
+/// it answers, or the failure shown (409).
+pub type ActionFn = dyn Fn(&str, &Query) -> Result<serde_json::Value, String> + Send + Sync;
 
 impl Web {
     /// A server over `store` (named `name` on the page, without credentials), behind
