@@ -326,10 +326,12 @@ where
 /// Whether `header` (an `Authorization` value) carries `token` (`Bearer TOKEN`, RFC 6750
 /// section 2.1), compared in time that does not depend on where they differ.
 pub fn bears(header: Option<&http::HeaderValue>, token: &str) -> bool {
-    let Some(given) = header
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.strip_prefix("Bearer "))
-    else {
+    // The scheme's name is case-insensitive (RFC 9110 section 11.1).
+    let Some(given) = header.and_then(|h| h.to_str().ok()).and_then(|h| {
+        h.get(..7)
+            .filter(|s| s.eq_ignore_ascii_case("bearer "))
+            .map(|_| &h[7..])
+    }) else {
         return false;
     };
     same_token(given.trim(), token)
@@ -479,10 +481,14 @@ mod tests {
         let t = "0123456789abcdef0123";
         let h = |s: &str| http::HeaderValue::from_str(s).unwrap();
         assert!(bears(Some(&h(&format!("Bearer {t}"))), t));
+        assert!(
+            bears(Some(&h(&format!("bearer {t}"))), t),
+            "the scheme in any case"
+        );
         for bad in [
             format!("Bearer {t}x"),
             format!("Bearer {}", &t[1..]),
-            format!("bearer {t}"),
+            format!("Basic {t}"),
             t.to_string(),
             "Bearer ".into(),
         ] {

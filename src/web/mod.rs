@@ -39,8 +39,11 @@ const STYLE_CSS: &str = include_str!("assets/style.css");
 /// the page within this and one page fetch.
 pub const POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Largest request body read (a reply to ground), in bytes (1 MiB).
-pub const BODY_MAX: usize = 1 << 20;
+/// Largest request body read (a reply to ground, an action's form), in bytes (64 KiB): a
+/// reply's every number is a finding with its sources, about 5 KB each in memory, so a
+/// body of 1 MiB of digits cost the server 2.5 GB (attack round); 64 KiB holds any final
+/// answer and costs at most about 150 MB.
+pub const BODY_MAX: usize = 64 << 10;
 
 /// Most rows of a timeline page (500); 100 when not asked.
 pub const PAGE_MAX: usize = 500;
@@ -457,6 +460,13 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    // A body announced too large is refused before it is waited for.
+    if http_body::Body::size_hint(&body).lower() > BODY_MAX as u64 {
+        return Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body: at most {BODY_MAX} bytes"),
+        ));
+    }
     let limited = http_body_util::Limited::new(body, BODY_MAX);
     match limited.collect().await {
         Ok(c) => Ok(c.to_bytes().to_vec()),
