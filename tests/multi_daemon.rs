@@ -1295,6 +1295,7 @@ fn append_through(store: &dyn scratchfs::store::Store, ino: u64, line: &[u8]) ->
             durable: false,
             inputs: &[],
             origin: None,
+            restores: None,
         })
         .unwrap();
     (c.version.number, c.version.id)
