@@ -10,14 +10,17 @@
 //!   never send to a server, and the page sends it as `Authorization: Bearer` on every
 //!   request for data.
 //! - `/api/...`: the data, each answered `401 Unauthorized` without the bearer token
-//!   (RFC 6750; compared in constant time, [`crate::http::bears`]). Read-only: no
-//!   endpoint changes the scratchpad.
+//!   (RFC 6750; compared in constant time, [`crate::http::bears`]). Read-only, unless
+//!   the server was started with [`Actions`] (`--allow-actions`): then `POST
+//!   /api/restore`, `/api/checkpoint` and `/api/rollback` also need `X-CSRF-Token`
+//!   (403 otherwise, and always without actions).
 //! - `GET /api/live`: server-sent events (HTML Living Standard, "Server-sent events"): an
 //!   event `change` with the newest version and event ids each time they move (the store
 //!   is asked every [`POLL`] by one task for all clients), a comment every 15 s.
 //!
-//! Errors are JSON `{"error": TEXT}` with 400 (a bad argument), 404 (no such file or
-//! version), 413 (a body over [`BODY_MAX`]), 500 (the store failed).
+//! Errors are JSON `{"error": TEXT}` with 400 (a bad argument), 403 (an action not
+//! allowed), 404 (no such file or version), 409 (an action refused: its reason), 413 (a
+//! body over [`BODY_MAX`]), 500 (the store failed).
 
 use std::convert::Infallible;
 use std::sync::Arc;
