@@ -160,9 +160,12 @@ fn the_api_needs_the_token_and_answers_what_the_commands_print() {
     assert_eq!(request(port, "GET", "/api/info", Some(&wrong), "").0, 401);
     let agent = Command::new("setpriv")
         .args(["--reuid=1000", "--regid=1000", "--clear-groups", "--"])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "probe_as_the_agent", "--nocapture", "--ignored"])
-        .env("SCRATCHFS_WEB_PROBE_PORT", port.to_string())
+        .args([
+            "/usr/bin/python3",
+            &agent_script(),
+            "probe",
+            &port.to_string(),
+        ])
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&agent.stdout).into_owned()
@@ -173,9 +176,12 @@ fn the_api_needs_the_token_and_answers_what_the_commands_print() {
     // keeps only 64 of them: the token holder still gets in.
     let mut flood = Command::new("setpriv")
         .args(["--reuid=1000", "--regid=1000", "--clear-groups", "--"])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "flood_as_the_agent", "--nocapture", "--ignored"])
-        .env("SCRATCHFS_WEB_PROBE_PORT", port.to_string())
+        .args([
+            "/usr/bin/python3",
+            &agent_script(),
+            "flood",
+            &port.to_string(),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -413,81 +419,10 @@ fn the_api_needs_the_token_and_answers_what_the_commands_print() {
     );
 }
 
-/// Run by the test above as uid 1000, the agent: every way to the data without the token
-/// is refused. Prints `probe: A B C` (the statuses).
-#[test]
-#[ignore = "run as uid 1000 by the_api_needs_the_token_and_answers_what_the_commands_print"]
-fn probe_as_the_agent() {
-    let port: u16 = std::env::var("SCRATCHFS_WEB_PROBE_PORT")
-        .unwrap()
-        .parse()
-        .unwrap();
-    // No token; a token guessed; the token file it may not read.
-    let a = request(port, "GET", "/api/timeline", None, "").0;
-    let b = request(
-        port,
-        "GET",
-        "/api/timeline",
-        Some("0000000000000000000000000000000000000000"),
-        "",
-    )
-    .0;
-    let c = request(port, "GET", "/api/live", Some("x"), "").0;
-    for e in std::fs::read_dir("/run/scratchfs")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if e.file_name().to_string_lossy().starts_with("web-") {
-            assert!(
-                std::fs::read(e.path()).is_err(),
-                "uid 1000 read {:?}",
-                e.path()
-            );
-        }
-    }
-    println!("probe: {a} {b} {c}");
-}
-
-/// Run by the test above as uid 1000: opens 1,100 connections to the server and keeps
-/// them, until the server has closed all but its share; prints `flood: held H closed C`,
-/// then holds them until its stdin closes.
-#[test]
-#[ignore = "run as uid 1000 by the_api_needs_the_token_and_answers_what_the_commands_print"]
-fn flood_as_the_agent() {
-    let port: u16 = std::env::var("SCRATCHFS_WEB_PROBE_PORT")
-        .unwrap()
-        .parse()
-        .unwrap();
-    unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        lim.rlim_cur = lim.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-    }
-    const N: usize = 1100;
-    let conns: Vec<std::net::TcpStream> = (0..N)
-        .map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap())
-        .collect();
-    for c in &conns {
-        c.set_nonblocking(true).unwrap();
-    }
-    // A connection the server closed reads end of file; one it holds would block.
-    let closed = |c: &std::net::TcpStream| {
-        let mut b = [0u8; 1];
-        !matches!((&*c).read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
-    };
-    let mut n_closed = 0;
-    common::wait_for("the server to close all but its share of the flood", || {
-        n_closed = conns.iter().filter(|c| closed(c)).count();
-        n_closed >= N - 64
-    });
-    println!("flood: held {} closed {n_closed}", N - n_closed);
-    let mut rest = String::new();
-    let _ = std::io::stdin().read_to_string(&mut rest);
+/// tests/web_agent.py, which the tests run as uid 1000 (the agent): its probe and its
+/// flood of connections.
+fn agent_script() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/web_agent.py").to_string()
 }
 
 /// Python in the repository's virtual environment (scripts/deps), with Selenium.
