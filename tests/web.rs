@@ -198,6 +198,12 @@ fn the_api_needs_the_token_and_answers_what_the_commands_print() {
     }
     let held: usize = said.split_whitespace().nth(2).unwrap().parse().unwrap();
     assert!(held <= 64, "{said}");
+    // Closed at once, not by the idle timeout (60 s), which would close them anyway.
+    let secs: f64 = said.split_whitespace().nth(6).unwrap().parse().unwrap();
+    assert!(
+        secs < 30.0,
+        "the flood was cut by the idle timeout, not the per-source bound: {said}"
+    );
     let (status, _, body) = request(port, "GET", "/api/info", Some(&web.token), "");
     assert_eq!(status, 200, "the token holder during the flood: {body}");
     drop(flood.stdin.take());
