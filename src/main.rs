@@ -115,6 +115,14 @@ enum Command {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+        /// Instead of the log, the run over time: versions by writer, bytes live, in
+        /// history and archived, and the busiest files, per span (docs/cli.md).
+        #[arg(long, conflicts_with_all = ["path", "rejected"])]
+        activity: bool,
+        /// With --activity: at most this many spans (1 to 500).
+        #[arg(long, default_value_t = 60, requires = "activity",
+              value_parser = clap::value_parser!(u16).range(1..=500))]
+        spans: u16,
     },
     /// The versions of one file, through its renames.
     History {
@@ -129,7 +137,12 @@ enum Command {
     /// The content of a version (default: the current one) on stdout.
     Show {
         /// PATH or PATH@N.
-        spec: OsString,
+        #[arg(required_unless_present = "refused")]
+        spec: Option<OsString>,
+        /// Instead of a version, the content a refusal kept (its `event` in `log --json`,
+        /// `event N` in `log`): secrets redacted.
+        #[arg(long, value_name = "EVENT", conflicts_with = "spec")]
+        refused: Option<i64>,
         /// One JSON object.
         #[arg(long)]
         json: bool,
@@ -673,9 +686,26 @@ fn main() -> ExitCode {
             db,
             rejected,
             json,
-        } => cli::log::log(&db.db, path.as_deref(), rejected, json),
+            activity,
+            spans,
+        } => {
+            if activity {
+                cli::log::activity(&db.db, spans.into(), json)
+            } else {
+                cli::log::log(&db.db, path.as_deref(), rejected, json)
+            }
+        }
         Command::History { path, db, json } => cli::history(&db.db, &path, json),
-        Command::Show { spec, db, json } => cli::show(&db.db, &spec, json),
+        Command::Show {
+            spec,
+            refused,
+            db,
+            json,
+        } => match (spec, refused) {
+            (_, Some(event)) => cli::show_refused(&db.db, event, json),
+            (Some(spec), None) => cli::show(&db.db, &spec, json),
+            (None, None) => Err("show: give PATH[@N] or --refused EVENT".into()),
+        },
         Command::Diff { a, b, db, json } => cli::diff::diff(&db.db, &a, b.as_deref(), json),
         Command::Fsck { db, json } => cli::fsck::fsck(&db.db, json),
         Command::Why {

@@ -115,8 +115,27 @@ pub fn version_text(
     label: &str,
     hint: &str,
 ) -> Result<String, Failure> {
-    let mut bytes = Vec::with_capacity(v.size as usize);
-    each_chunk(store, v.content(), |chunk| {
+    content_text(store, v.content(), label, hint)
+}
+
+/// [`version_text`] of any content (a refusal's: [`History::refused_content`]), `label`
+/// naming it in a failure; content over [`DIFF_MAX`] bytes is refused unread.
+pub fn content_text(
+    store: &dyn History,
+    content: ContentRef,
+    label: &str,
+    hint: &str,
+) -> Result<String, Failure> {
+    if content.len > DIFF_MAX {
+        return Err(format!(
+            "{} is {} bytes: too large to show here (limit {} MiB); {hint}",
+            quote_stored(label),
+            content.len,
+            DIFF_MAX >> 20
+        ));
+    }
+    let mut bytes = Vec::with_capacity(content.len as usize);
+    each_chunk(store, content, |chunk| {
         bytes.extend_from_slice(chunk);
         Ok(())
     })?;
@@ -252,4 +271,194 @@ pub fn compare(
         }
     }
     Ok(serde_json::json!({ "added": added, "removed": removed, "changed": changed }))
+}
+
+/// Widths a span of [`activity`] may have, ns: the smallest that makes at most the spans
+/// asked for (a round number, so that "versions per minute" reads plainly).
+const SPAN_WIDTHS_NS: &[i64] = &[
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_000_000_000,
+    5_000_000_000,
+    10_000_000_000,
+    15_000_000_000,
+    30_000_000_000,
+    60_000_000_000,
+    120_000_000_000,
+    300_000_000_000,
+    600_000_000_000,
+    900_000_000_000,
+    1_800_000_000_000,
+    3_600_000_000_000,
+    7_200_000_000_000,
+    21_600_000_000_000,
+    43_200_000_000_000,
+    86_400_000_000_000,
+    604_800_000_000_000,
+];
+
+/// Most spans [`activity`] makes (500).
+pub const SPANS_MAX: usize = 500;
+
+/// How many of the busiest files [`activity`] gives a row of versions per span (20).
+pub const BUSIEST_FILES: usize = 20;
+
+/// The run over time, replayed from the store ([`History::each_change`]), for the review
+/// page's plots and `scratchfs log --activity --json`:
+///
+/// ```text
+/// {"from_ns": NS, "span_ns": NS, "spans": N,            (at most `spans`, <= SPANS_MAX)
+///  "writers": [{"writer": W, "versions": TOTAL, "per_span": [COUNT; N]}],  most first
+///  "bytes": {"live": [B; N], "history": [B; N], "archive": [B; N]},   at each span's end
+///  "files": [{"path": P, "versions": TOTAL, "per_span": [COUNT; N]}]}  BUSIEST_FILES
+/// ```
+///
+/// Bytes are content lengths as files have them (before chunks are shared): `live` the
+/// current versions of live files, `archive` the last versions of unlinked files (what
+/// `.archive/` shows), `history` every other version kept. Spans are equal, of a round
+/// width ([`SPAN_WIDTHS_NS`]), from the first change's span. Memory: one entry per
+/// lineage (its size now), whatever the number of versions.
+pub fn activity(store: &dyn History, spans: usize) -> Result<serde_json::Value, Failure> {
+    let spans = spans.clamp(1, SPANS_MAX);
+    let e = |e: crate::store::StoreError| e.to_string();
+    let Some((first, last)) = store.time_span().map_err(e)? else {
+        return Ok(serde_json::json!({
+            "from_ns": null, "span_ns": null, "spans": 0, "writers": [],
+            "bytes": {"live": [], "history": [], "archive": []}, "files": [],
+        }));
+    };
+    let range = last - first + 1;
+    let width = SPAN_WIDTHS_NS
+        .iter()
+        .copied()
+        .find(|w| (range + w - 1) / w <= spans as i64)
+        .unwrap_or_else(|| (range + spans as i64 - 1) / spans as i64);
+    let from = first - first.rem_euclid(width);
+    let n = ((last - from) / width + 1) as usize;
+    let span_of = |t: i64| (((t - from) / width).clamp(0, n as i64 - 1)) as usize;
+    let busiest = store.busiest_files(BUSIEST_FILES).map_err(e)?;
+    let mut file_rows: std::collections::HashMap<i64, Vec<u64>> =
+        busiest.iter().map(|(id, _, _)| (*id, vec![0; n])).collect();
+    let mut writers: Vec<(String, u64, Vec<u64>)> = Vec::new();
+    // Per lineage: (size of its newest version, whether it is live).
+    let mut state: std::collections::HashMap<i64, (i64, bool)> = Default::default();
+    let (mut live, mut archive, mut total) = (0i64, 0i64, 0i64);
+    let mut bytes = [vec![0i64; n], vec![0i64; n], vec![0i64; n]];
+    let mut at = 0usize;
+    let mut close = |upto: usize, live: i64, archive: i64, total: i64, at: &mut usize| {
+        while *at < upto {
+            bytes[0][*at] = live;
+            bytes[1][*at] = total - live - archive;
+            bytes[2][*at] = archive;
+            *at += 1;
+        }
+    };
+    store
+        .each_change(&mut |c| {
+            use crate::store::Change;
+            let t = match c {
+                Change::Version { time_ns, .. }
+                | Change::Unlink { time_ns, .. }
+                | Change::Merged { time_ns, .. } => time_ns,
+            };
+            close(span_of(t), live, archive, total, &mut at);
+            match c {
+                Change::Version {
+                    file,
+                    size,
+                    writer,
+                    time_ns,
+                } => {
+                    total += size;
+                    match state.insert(file, (size, true)) {
+                        Some((old, true)) => live += size - old,
+                        Some((old, false)) => {
+                            archive -= old;
+                            live += size;
+                        }
+                        None => live += size,
+                    }
+                    let s = span_of(time_ns);
+                    if let Some(row) = file_rows.get_mut(&file) {
+                        row[s] += 1;
+                    }
+                    match writers.iter_mut().find(|w| w.0 == writer) {
+                        Some(w) => {
+                            w.1 += 1;
+                            w.2[s] += 1;
+                        }
+                        None => {
+                            let mut per = vec![0; n];
+                            per[s] = 1;
+                            writers.push((writer.to_string(), 1, per));
+                        }
+                    }
+                }
+                Change::Unlink { file, .. } => {
+                    if let Some((size, alive @ true)) = state.get_mut(&file) {
+                        *alive = false;
+                        live -= *size;
+                        archive += *size;
+                    }
+                }
+                Change::Merged { file, .. } => {
+                    // Its content lives on as the other lineage's version: neither live
+                    // nor archived under this lineage.
+                    if let Some((size, alive)) = state.remove(&file) {
+                        if alive {
+                            live -= size;
+                        } else {
+                            archive -= size;
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+        .map_err(e)?;
+    close(n, live, archive, total, &mut at);
+    writers.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let files: Vec<serde_json::Value> = busiest
+        .iter()
+        .map(|(id, path, count)| {
+            let mut o = serde_json::json!({
+                "path": path, "versions": count, "per_span": file_rows.get(id),
+            });
+            json_paths(&mut o, &["path"]);
+            o
+        })
+        .collect();
+    let [live, history, archive] = bytes;
+    Ok(serde_json::json!({
+        "from_ns": from,
+        "span_ns": width,
+        "spans": n,
+        "writers": writers.iter().map(|(w, total, per)| serde_json::json!({
+            "writer": w, "versions": total, "per_span": per,
+        })).collect::<Vec<_>>(),
+        "bytes": {"live": live, "history": history, "archive": archive},
+        "files": files,
+    }))
+}
+
+/// The content a refusal kept (`scratchfs show --refused EVENT --json`, the review page's
+/// refusals): `{"event": ID, "size": BYTES, "blake3": HEX, "text": TEXT}`, or `"not_text"`
+/// with why in place of `text` (not UTF-8, over [`DIFF_MAX`]); the failure "no content
+/// kept" when event `event` is not a refusal that kept content.
+pub fn refused_json(store: &dyn History, event: i64) -> Result<serde_json::Value, Failure> {
+    let (content, blake3) = store
+        .refused_content(event)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("event {event}: not a refusal that kept content"))?;
+    let label = format!("refusal {event}");
+    let mut o = serde_json::json!({ "event": event, "size": content.len, "blake3": blake3 });
+    match content_text(store, content, &label, "see scratchfs show --refused") {
+        Ok(t) => o["text"] = t.into(),
+        Err(e) => o["not_text"] = e.into(),
+    }
+    Ok(o)
 }

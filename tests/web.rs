@@ -105,6 +105,7 @@ fn json_of(port: u16, path: &str, token: &str) -> serde_json::Value {
 const RULES: &str = r#"{ "writers": { "agent": { "env": "agent", "model": true },
                         "get_order": { "env": "get_order" } },
    "paths": [ { "path": "state.json", "writers": ["get_order"] },
+              { "path": "small.txt", "writers": ["*"], "max_bytes": 8 },
               { "path": "**", "writers": ["*"] } ] }"#;
 
 fn mount_with_rules() -> Mount {
@@ -425,6 +426,107 @@ fn the_api_needs_the_token_and_answers_what_the_commands_print() {
     );
 }
 
+#[test]
+fn the_plots_replay_the_run_and_a_refusal_shows_the_content_it_kept() {
+    let m = mount_with_rules();
+    // Sizes chosen so that each kind of change moves a known number of bytes: an
+    // overwrite, an unlink (to the archive), a rename, a re-create on an unlinked
+    // lineage, a rename over a live file.
+    let ok = as_writer(
+        &m,
+        "get_order",
+        "printf 0123456789 > a.txt && printf 01234567890123456789 > a.txt \
+         && printf 12345 > b.txt && rm b.txt && printf 1234567 > c.txt && mv c.txt d.txt \
+         && printf 123 > e.txt && rm e.txt && printf 1234 > e.txt \
+         && printf 123456789 > g.txt && printf 12 > f.txt && mv f.txt g.txt",
+    );
+    assert!(ok.status.success(), "{ok:?}");
+    // Past max_bytes: refused at close, its content kept.
+    let refused = as_writer(&m, "agent", "printf 'too long for it' > small.txt");
+    assert!(!refused.status.success(), "small.txt holds at most 8 bytes");
+    let db = m.db.to_str().unwrap().to_string();
+    let web = Web::start(&["--db", &db]);
+    let port = web.port();
+
+    let a = json_of(port, "/api/activity?spans=50", &web.token);
+    let (code, cli_a, err) = cli(&m, &["log", "--activity", "--spans", "50", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        a,
+        serde_json::from_str::<serde_json::Value>(&cli_a).unwrap()
+    );
+    let n = a["spans"].as_u64().unwrap() as usize;
+    assert!((1..=50).contains(&n), "{a}");
+    let last = |k: &str| a["bytes"][k][n - 1].as_i64().unwrap();
+    // What the mount holds now, and what `log --json` says was ever written.
+    let live: u64 = [
+        "a.txt",
+        "d.txt",
+        "e.txt",
+        "g.txt",
+        "plan.md",
+        "findings.md",
+        "state.json",
+    ]
+    .iter()
+    .map(|f| std::fs::metadata(m.path(f)).unwrap().len())
+    .sum();
+    assert_eq!(last("live"), live as i64, "live bytes at the end: {a}");
+    assert_eq!(last("archive"), 5, "b.txt, unlinked: {a}");
+    let (_, log, _) = cli(&m, &["log", "--json"]);
+    let versions: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["kind"] == "version")
+        .collect();
+    let total: i64 = versions.iter().map(|v| v["size"].as_i64().unwrap()).sum();
+    assert_eq!(last("history"), total - live as i64 - 5, "{a}");
+    let by = |w: &str| versions.iter().filter(|v| v["writer"] == w).count() as u64;
+    for w in a["writers"].as_array().unwrap() {
+        let counts: u64 = w["per_span"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .sum();
+        assert_eq!(counts, w["versions"].as_u64().unwrap(), "{w}");
+        assert_eq!(counts, by(w["writer"].as_str().unwrap()), "{w}");
+    }
+    assert_eq!(a["writers"][0]["writer"], "get_order", "{a}");
+    let busiest = &a["files"][0];
+    assert_eq!(busiest["versions"], 2, "{a}");
+    assert!(busiest["path"].as_str().unwrap().ends_with(".txt"), "{a}");
+
+    // The refusal's content, as `show --refused` gives it.
+    let r = json_of(port, "/api/timeline?rejected=1", &web.token);
+    let refusal = &r["entries"][0];
+    assert_eq!(refusal["path"], "small.txt", "{r}");
+    let event = refusal["event"].as_i64().expect("a refusal's event id");
+    let c = json_of(port, &format!("/api/refused?event={event}"), &web.token);
+    assert_eq!(c["text"], "too long for it", "{c}");
+    assert_eq!(c["size"], 15, "{c}");
+    let (code, cli_c, err) = cli(&m, &["show", "--refused", &event.to_string(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        c,
+        serde_json::from_str::<serde_json::Value>(&cli_c).unwrap()
+    );
+    let (code, raw, _) = cli(&m, &["show", "--refused", &event.to_string()]);
+    assert_eq!((code, raw.as_str()), (0, "too long for it"));
+    // An event that is not a refusal: 404, exit 1.
+    let unlink = json_of(port, "/api/timeline?op=unlink", &web.token);
+    let other = unlink["entries"][0]["event"].as_i64().unwrap();
+    let (status, _, body) = request(
+        port,
+        "GET",
+        &format!("/api/refused?event={other}"),
+        Some(&web.token),
+        "",
+    );
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(cli(&m, &["show", "--refused", &other.to_string()]).0, 1);
+}
+
 /// tests/web_agent.py, which the tests run as uid 1000 (the agent): its probe and its
 /// flood of connections.
 fn agent_script() -> String {
@@ -466,11 +568,25 @@ fn the_page_in_chromium_shows_commits_live_diffs_refusals_and_sources() {
         .status
         .success()
     );
-    // Hostile names: markup, quotes, a newline, a right-to-left mark, bytes not UTF-8.
+    // A refusal that keeps content (small.txt holds at most 8 bytes), and a file whose
+    // writer read another first (report.md <- state.json).
+    assert!(
+        !as_writer(&m, "agent", "printf 'too long for it' > small.txt")
+            .status
+            .success()
+    );
+    let read_first = as_writer(
+        &m,
+        "agent",
+        "exec 3<state.json && echo 'total 36000' > report.md",
+    );
+    assert!(read_first.status.success(), "{read_first:?}");
+    // Hostile names: markup, quotes, a newline, a right-to-left mark, bytes not UTF-8
+    // (that one twice, so that the page can restore its first version).
     let hostile = Command::new("python3")
         .args([
             "-c",
-            "import os\nfor n in [b'<img src=x onerror=alert(1)>.md', b'<script>alert(2)<\\script>.md', b'q\"uo\\'te.md', b'new\\nline.md', '\\u202egnp.md'.encode(), b'bad\\xff.md']:\n    open(n, 'wb').write(b'x\\n')",
+            "import os\nfor n in [b'<img src=x onerror=alert(1)>.md', b'<script>alert(2)<\\script>.md', b'q\"uo\\'te.md', b'new\\nline.md', '\\u202egnp.md'.encode(), b'bad\\xff.md']:\n    open(n, 'wb').write(b'x\\n')\nopen(b'bad\\xff.md', 'wb').write(b'y\\n')",
         ])
         .current_dir(&m.mnt)
         .output()
@@ -504,6 +620,8 @@ fn the_page_in_chromium_shows_commits_live_diffs_refusals_and_sources() {
         "phone.png",
         "restore.png",
         "checkpoints.png",
+        "activity.png",
+        "why.png",
     ] {
         let len = std::fs::metadata(shots.join(shot))
             .map(|m| m.len())

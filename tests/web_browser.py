@@ -50,6 +50,28 @@ def column(table, i):
         f"#{table} tbody tr", i)
 
 
+def shifts_since(t0):
+    """The layout shifts the page recorded after `t0` (performance.now()), not caused by
+    input: (total score, the nodes that moved)."""
+    return driver.execute_script("""
+        return (window.__shifts || []).filter((e) => e.t > arguments[0])
+            .reduce((a, e) => [a[0] + e.value, a[1].concat(e.nodes)], [0, []]);""", t0)
+
+
+def commits(n, tag):
+    """`n` appends through the mount, each its own commit."""
+    for i in range(n):
+        with open(os.path.join(mnt, "stream.md"), "a") as f:
+            f.write(f"{tag} {i}\n")
+
+
+def press(e):
+    """Clicks `e` after bringing it to the middle of its box (a row at a box's edge may
+    sit under the table's sticky header)."""
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", e)
+    e.click()
+
+
 def texts(table):
     return driver.execute_script(
         "return [...document.querySelectorAll(arguments[0])].map((r) => r.innerText)", f"#{table} tbody tr")
@@ -88,11 +110,41 @@ try:
     seen_after = time.monotonic() - started
     assert driver.execute_script("return window.__same_page;") == marker, "the page was reloaded"
     print(f"browser: a commit appeared on the page after {seen_after:.3f} s")
+    # Newest at the bottom, as `scratchfs log` prints it.
+    assert "live-proof.md" in rows("events")[-1].text, rows("events")[-1].text
+
+    # No layout shift while commits stream in (Layout Instability API: every shift not
+    # caused by input counts), with the timeline shown; then with a file open beside it.
+    driver.execute_script("""
+        window.__shifts = [];
+        new PerformanceObserver((l) => { for (const e of l.getEntries()) if (!e.hadRecentInput)
+          window.__shifts.push({ t: e.startTime, value: e.value,
+            nodes: e.sources.map((s) => s.node ? (s.node.id || s.node.nodeName + "." + s.node.className) : "?") }); })
+          .observe({ type: "layout-shift", buffered: true });""")
+    t0 = driver.execute_script("return performance.now()")
+    commits(12, "timeline")
+    wait("the streamed commits", lambda: rows("events")[-1].text.find("stream.md") >= 0
+         and len([r for r in column("events", 2) if r == "stream.md"]) >= 12)
+    score, moved = shifts_since(t0)
+    assert score == 0, f"layout shift {score} while commits streamed in: {moved}"
+
+    # The same with stream.md open beside the timeline: its versions stream in too.
+    wait("stream.md in the timeline", lambda: next(
+        (b for b in driver.find_elements(By.CSS_SELECTOR, "#events button.link") if b.text == "stream.md"), None))
+    press(driver.find_element(By.XPATH, "//table[@id='events']//button[text()='stream.md']"))
+    wait("the versions of stream.md", lambda: len(rows("versions")) >= 12)
+    t0 = driver.execute_script("return performance.now() + 600")  # past the click's input window
+    wait("the input window to pass", lambda: driver.execute_script("return performance.now()") > t0)
+    commits(12, "panel")
+    wait("the versions streamed in", lambda: len(rows("versions")) >= 24)
+    score, moved = shifts_since(t0)
+    assert score == 0, f"layout shift {score} with a file open: {moved}"
+    print("browser: no layout shift while 24 commits streamed in")
 
     # A file's diff: notes.md, v1 -> v2.
     link_el = wait("notes.md in the timeline", lambda: next(
         (b for b in driver.find_elements(By.CSS_SELECTOR, "#events button.link") if b.text == "notes.md"), None))
-    link_el.click()
+    press(link_el)
     wait("the versions of notes.md", lambda: len(rows("versions")) >= 2)
     driver.find_element(By.ID, "diff-run").click()
     wait("the unified diff", lambda: "+two" in driver.find_element(By.ID, "diff").text)
@@ -103,7 +155,7 @@ try:
 
     # Actions (the server runs with --allow-actions): restore v1, confirmed first.
     restore_v1 = [r for r in rows("versions") if r.find_element(By.XPATH, "./td[3]").text == "v1"][0]
-    restore_v1.find_element(By.CSS_SELECTOR, "button.restore").click()
+    press(restore_v1.find_element(By.CSS_SELECTOR, "button.restore"))
     wait("the confirmation", lambda: driver.find_element(By.ID, "confirm").is_displayed())
     asked = driver.find_element(By.ID, "confirm-text").text
     assert "notes.md" in asked and "v1" in asked, asked
@@ -124,6 +176,19 @@ try:
     row = [r for r in rows("cps") if "before-edit" in r.text][0]
     row.find_elements(By.CSS_SELECTOR, "button.link")[0].click()
     wait("the compare", lambda: "changed: notes.md" in driver.find_element(By.ID, "compare").text)
+    # Any two checkpoints: a second one, then before-edit -> after-edit, with the diff.
+    driver.find_element(By.CSS_SELECTOR, "#take input[name=name]").send_keys("after-edit")
+    driver.find_element(By.CSS_SELECTOR, "#take button").click()
+    wait("the second checkpoint", lambda: "after-edit" in driver.find_element(By.ID, "cmp-to").text)
+    driver.execute_script("""
+        document.getElementById('cmp-from').value = 'before-edit';
+        document.getElementById('cmp-to').value = 'after-edit';""")
+    driver.find_element(By.CSS_SELECTOR, "#compare-form button").click()
+    wait("the compare of two checkpoints", lambda: "before-edit → after-edit" in driver.find_element(By.ID, "compare").text)
+    items = driver.find_element(By.ID, "compare-list").text
+    assert "changed: notes.md" in items and "stream.md" not in items, items
+    driver.find_element(By.CSS_SELECTOR, "#compare-list button.link").click()
+    wait("the diff between the checkpoints", lambda: "after the checkpoint" in driver.find_element(By.ID, "compare-diff").text)
     driver.save_screenshot(os.path.join(shots, "checkpoints.png"))
     # A rollback asks first, naming what changes; cancelled here.
     row = [r for r in rows("cps") if "before-edit" in r.text][0]
@@ -136,9 +201,34 @@ try:
     # The refusal, with its reason.
     driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=refusals]").click()
     wait("the refusal", lambda: any("state.json" in t and "agent" in t for t in texts("refused")))
-    reason = rows("refused")[0].find_element(By.CSS_SELECTOR, "td.reason").text
+    reason = [r for r in rows("refused") if "state.json" in r.text][0].find_element(By.CSS_SELECTOR, "td.reason").text
     assert "agent" in reason, reason
+    # The content a refusal kept: small.txt past its max_bytes.
+    small = wait("the refusal of small.txt", lambda: next((r for r in rows("refused") if "small.txt" in r.text), None))
+    press(small.find_element(By.CSS_SELECTOR, "button.content"))
+    wait("the refused content", lambda: "too long for it" in driver.find_element(By.ID, "refused-content").text)
     driver.save_screenshot(os.path.join(shots, "refusals.png"))
+
+    # Plots: versions per minute by writer, bytes over time, a sparkline per busy file.
+    driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=activity]").click()
+    wait("the rate plot", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#rate-svg rect")) > 0)
+    legend = driver.find_element(By.ID, "rate-legend").text
+    assert "get_order" in legend and "anonymous" in legend, legend
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#bytes-svg polyline")) == 3
+    assert "live" in driver.find_element(By.ID, "bytes-legend").text
+    busiest = texts("busiest")
+    assert busiest and "stream.md" in busiest[0], busiest
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#busiest svg.spark polyline")) == len(busiest)
+    driver.save_screenshot(os.path.join(shots, "activity.png"))
+    # And no layout shift while the plots follow a commit.
+    t0 = driver.execute_script("return performance.now() + 600")
+    wait("the input window to pass", lambda: driver.execute_script("return performance.now()") > t0)
+    bars = len(driver.find_elements(By.CSS_SELECTOR, "#rate-svg rect"))
+    commits(3, "activity")
+    wait("the plot following", lambda: sum(int(x) for x in driver.execute_script(
+        "return [...document.querySelectorAll('#busiest tbody tr')].map((r) => r.cells[1].innerText)")[:1]) >= 27)
+    score, moved = shifts_since(t0)
+    assert score == 0, f"layout shift {score} on the activity tab: {moved}"
 
     # A number followed to its source, and the source opened.
     driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=ground]").click()
@@ -153,9 +243,41 @@ try:
     wait("the source's file", lambda: driver.find_element(By.ID, "file-name").text == "state.json")
     wait("its keys and who set them", lambda: any("get_order" in t for t in texts("keys")))
     driver.save_screenshot(os.path.join(shots, "ground.png"))
-    # why of a key, as a tree.
-    driver.find_element(By.CSS_SELECTOR, "#keys button.link").click()
+    # why of a key: a graph (the version that set it -> the key) and a tree in words.
+    total = [r for r in rows("keys") if "order_total_cents" in r.text][0]
+    press(total.find_element(By.CSS_SELECTOR, "button.link"))
     wait("why", lambda: "get_order" in driver.find_element(By.ID, "why").text)
+    graph = wait("why's graph", lambda: driver.find_element(By.ID, "why-graph"))
+    assert len(graph.find_elements(By.CSS_SELECTOR, "g.node.key")) == 1
+    assert len(graph.find_elements(By.CSS_SELECTOR, "g.node.version")) >= 1
+    assert "order_total_cents" in graph.get_attribute("textContent"), graph.get_attribute("textContent")
+    # why of a file whose writer read another: report.md <- read state.json.
+    report = driver.execute_script("""
+        return [...document.querySelectorAll('#events button.link')].find((b) => b.textContent === 'report.md')""")
+    driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=timeline]").click()
+    press(report)
+    wait("report.md open", lambda: driver.find_element(By.ID, "file-name").text == "report.md")
+    driver.find_element(By.ID, "file-why").click()
+    wait("why report.md", lambda: "report.md" in driver.find_element(By.ID, "why").text
+         and len(driver.find_elements(By.CSS_SELECTOR, "#why-graph g.node.version")) >= 2)
+    graph = driver.find_element(By.ID, "why-graph").get_attribute("textContent")
+    assert "state.json@" in graph and "read" in graph, graph
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#why-graph path.edge")) >= 1
+    driver.save_screenshot(os.path.join(shots, "why.png"))
+
+    # Restore of a file whose name is not UTF-8: its exact bytes go to the server.
+    bad = driver.execute_script("""
+        return [...document.querySelectorAll('#events button.link')].find((b) => b.textContent === 'bad\ufffd.md')""")
+    assert bad is not None, "bad\\xff.md in the timeline"
+    press(bad)
+    wait("bad\\xff.md's versions", lambda: len(rows("versions")) >= 2)
+    v1 = [r for r in rows("versions") if r.find_element(By.XPATH, "./td[3]").text == "v1"][0]
+    press(v1.find_element(By.CSS_SELECTOR, "button.restore"))
+    wait("the confirmation", lambda: driver.find_element(By.ID, "confirm").is_displayed())
+    driver.find_element(By.ID, "confirm-yes").click()
+    wait("the restored version", lambda: "restore" in column("versions", 3))
+    with open(os.path.join(mnt.encode(), b"bad\xff.md"), "rb") as f:
+        assert f.read() == b"x\n", "the restore of bad\\xff.md through the page"
 
     # Keyboard: the tabs move with the arrow keys.
     tab = driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=ground]")

@@ -82,6 +82,10 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
                 e.user_ns.unwrap_or_default()
             );
         }
+        if let (Some(id), "rejected") = (e.event, e.op.as_str()) {
+            // What `show --refused` takes.
+            line += &format!("  event {id}");
+        }
         if let Some(r) = &e.reason {
             let errno = e
                 .errno
@@ -91,4 +95,79 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
         println!("{line}");
     }
     Ok(())
+}
+
+/// `scratchfs log --activity [--spans N] [--json]`: the run over time
+/// ([`crate::report::activity`]): with `--json` that object on one line; else one line per
+/// span that saw a change (its start, UTC; versions by writer; bytes live, in history
+/// and archived at its end), then the busiest files with their version counts.
+pub fn activity(db: &Path, spans: usize, json: bool) -> Result<(), Failure> {
+    let store = open_history(db)?;
+    let a = crate::report::activity(&*store, spans)?;
+    if json {
+        println!("{a}");
+        return Ok(());
+    }
+    let (Some(from), Some(width)) = (a["from_ns"].as_i64(), a["span_ns"].as_i64()) else {
+        println!("nothing recorded yet");
+        return Ok(());
+    };
+    let n = a["spans"].as_u64().unwrap_or(0) as usize;
+    let writers = a["writers"].as_array().cloned().unwrap_or_default();
+    let bytes = |kind: &str, i: usize| a["bytes"][kind][i].as_u64().unwrap_or(0);
+    println!(
+        "{n} spans of {} from {}",
+        width_text(width),
+        super::time::utc(from)
+    );
+    for i in 0..n {
+        let by: Vec<String> = writers
+            .iter()
+            .filter_map(|w| {
+                let c = w["per_span"][i].as_u64()?;
+                (c > 0).then(|| {
+                    format!(
+                        "{} {c}",
+                        quote_path(w["writer"].as_str().unwrap_or_default())
+                    )
+                })
+            })
+            .collect();
+        if by.is_empty() {
+            continue;
+        }
+        println!(
+            "{}  {}  live {}, history {}, archive {}",
+            super::time::utc(from + i as i64 * width),
+            by.join(", "),
+            crate::views::manifest::human_bytes(bytes("live", i)),
+            crate::views::manifest::human_bytes(bytes("history", i)),
+            crate::views::manifest::human_bytes(bytes("archive", i)),
+        );
+    }
+    for f in a["files"].as_array().into_iter().flatten() {
+        println!(
+            "{:>8} versions  {}",
+            f["versions"],
+            quote_path(f["path"].as_str().unwrap_or_default())
+        );
+    }
+    Ok(())
+}
+
+/// A span's width as a person reads it: `250 ms`, `5 s`, `15 min`, `6 h`, `7 d`.
+fn width_text(ns: i64) -> String {
+    const UNITS: &[(i64, &str)] = &[
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "min"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+    ];
+    for (unit, name) in UNITS {
+        if ns >= *unit && ns % unit == 0 {
+            return format!("{} {name}", ns / unit);
+        }
+    }
+    format!("{ns} ns")
 }

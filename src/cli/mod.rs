@@ -431,6 +431,26 @@ pub fn show(db: &Path, spec: &OsStr, json: bool) -> Result<(), Failure> {
     out.flush().map_err(io)
 }
 
+/// `scratchfs show --refused EVENT [--json]`: the content refusal `EVENT` kept (secrets
+/// redacted, SPEC §6) on stdout, whole and streamed; with `--json` the object of
+/// [`crate::report::refused_json`]. Exit 1 when `EVENT` is not a refusal that kept content.
+pub fn show_refused(db: &Path, event: i64, json: bool) -> Result<(), Failure> {
+    use std::io::Write;
+    let store = open_history(db)?;
+    if json {
+        println!("{}", crate::report::refused_json(&*store, event)?);
+        return Ok(());
+    }
+    let (content, _) = store
+        .refused_content(event)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("event {event}: not a refusal that kept content"))?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+    copy_content(&*store, content, &mut out, "stdout")?;
+    out.flush().map_err(|e| format!("stdout: {e}"))
+}
+
 /// Writes the bytes of `content` to `out` in chunks ([`each_chunk`]); `what` names `out`
 /// in a write failure (`stdout: Broken pipe`). Returns the byte count.
 pub fn copy_content(

@@ -59,8 +59,13 @@ fn actions(db: &Path) -> Result<crate::web::Actions, Failure> {
                     let n: i64 = field("n")
                         .parse()
                         .map_err(|_| "restore: n= is not a version number".to_string())?;
-                    let spec = format!("{}@{n}", field("path"));
-                    let spec = crate::store::paths::encode(spec.as_bytes()).into_owned();
+                    // The stored form of `path`, or of the exact bytes in `path_hex` (a
+                    // name that is not UTF-8).
+                    let path = form
+                        .stored_path()
+                        .map_err(|(_, e)| format!("restore: {e}"))?
+                        .ok_or_else(|| "restore: give path= or path_hex=".to_string())?;
+                    let spec = format!("{path}@{n}");
                     Ok(match super::restore::restore_spec(&db2, &spec)? {
                         super::restore::Restored::Done { n, .. } => {
                             serde_json::json!({ "restored": n })

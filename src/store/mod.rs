@@ -173,6 +173,37 @@ pub struct RedactReport {
     pub kinds: Vec<String>,
 }
 
+/// One change to what a scratchpad holds, as [`History::each_change`] replays them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change<'a> {
+    /// A version of lineage `file` (`files.id`), `size` bytes, by `writer`.
+    Version {
+        /// When, ns since the epoch.
+        time_ns: i64,
+        /// `files.id`.
+        file: i64,
+        /// Content length, bytes.
+        size: i64,
+        /// Writer's name.
+        writer: &'a str,
+    },
+    /// Lineage `file` was unlinked: its last version now lives in `.archive/`.
+    Unlink {
+        /// When, ns since the epoch.
+        time_ns: i64,
+        /// `files.id`.
+        file: i64,
+    },
+    /// Lineage `file` ended by being renamed onto another path's lineage (its content
+    /// lives on there, as that lineage's version).
+    Merged {
+        /// When, ns since the epoch.
+        time_ns: i64,
+        /// `files.id`.
+        file: i64,
+    },
+}
+
 /// A refused commit, as MANIFEST summarises it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefusalInfo {
@@ -735,6 +766,8 @@ pub struct LogEntry {
     /// `versions.id` of a version.
     #[serde(skip)]
     pub id: Option<i64>,
+    /// `events.id` of an event (a refusal's content: `scratchfs show --refused EVENT`).
+    pub event: Option<i64>,
 }
 
 /// Which lines [`History::log`] gives.
@@ -914,6 +947,21 @@ pub trait History: Send + Sync {
     /// namespace log begins (a database made before issue 14): each file's last version
     /// by then, unless it was deleted by then. (path as stored, content, time), by path.
     fn files_by_versions(&self, at: i64) -> Result<Vec<(String, ContentRef, i64)>>;
+    /// The content a refusal kept (`events.stream`, `size`, `blake3`: SPEC §6, secrets
+    /// already redacted) of event `event` (`events.id`), with the digest; `None` when that
+    /// event is not a refusal or kept no content (a refused rename, chmod, xattr).
+    fn refused_content(&self, event: i64) -> Result<Option<(ContentRef, String)>>;
+    /// The first and last time (ns) of any version or event; `None` when there is none.
+    fn time_span(&self) -> Result<Option<(i64, i64)>>;
+    /// The `limit` lineages with the most versions: (`files.id`, path as stored, number
+    /// of versions), most first.
+    fn busiest_files(&self, limit: usize) -> Result<Vec<(i64, String, i64)>>;
+    /// Calls `f` with every change to what the scratchpad holds, in the order they
+    /// happened (time, then the namespace change before the versions of the same
+    /// instant, then id): each version, each unlink, each lineage ended by a rename onto
+    /// another (`files.merged_into`). What the review page's plots replay
+    /// ([`crate::report::activity`]); streamed, so memory does not grow with the log.
+    fn each_change(&self, f: &mut dyn FnMut(Change<'_>) -> Result<()>) -> Result<()>;
     /// Calls `f` with each stretch of data of `content` (offset, bytes), in order, holes
     /// skipped; a stretch is at most one blob (64 KiB).
     fn for_each_data(
@@ -1059,6 +1107,18 @@ impl<R: Reading> History for R {
     }
     fn last_reason(&self, op: &str) -> Result<Option<String>> {
         self.reading(|c| sql::read::last_reason(c, op))
+    }
+    fn refused_content(&self, event: i64) -> Result<Option<(ContentRef, String)>> {
+        self.reading(|c| sql::read::refused_content(c, event))
+    }
+    fn time_span(&self) -> Result<Option<(i64, i64)>> {
+        self.reading(sql::read::time_span)
+    }
+    fn busiest_files(&self, limit: usize) -> Result<Vec<(i64, String, i64)>> {
+        self.reading(|c| sql::read::busiest_files(c, limit))
+    }
+    fn each_change(&self, f: &mut dyn FnMut(Change<'_>) -> Result<()>) -> Result<()> {
+        self.reading(|c| sql::read::each_change(c, f))
     }
     fn files_by_versions(&self, at: i64) -> Result<Vec<(String, ContentRef, i64)>> {
         self.reading(|c| sql::read::files_by_versions(c, at))

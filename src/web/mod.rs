@@ -18,6 +18,9 @@
 //!   event `change` with the newest version and event ids each time they move (the store
 //!   is asked every [`POLL`] by one task for all clients), a comment every 15 s.
 //!
+//! - `GET /api/activity?spans=N` (`scratchfs log --activity --json`) and
+//!   `GET /api/refused?event=ID` (`scratchfs show --refused ID --json`).
+//!
 //! Errors are JSON `{"error": TEXT}` with 400 (a bad argument), 403 (an action not
 //! allowed), 404 (no such file or version), 409 (an action refused: its reason), 413 (a
 //! body over [`BODY_MAX`]), 500 (the store failed).
@@ -336,6 +339,17 @@ impl Web {
                     serde_json::json!({ "tokens": findings, "exit": status, "skipped": found.skipped }),
                 )
             }
+            ("GET", "/api/refused") => {
+                let event = q
+                    .number("event")?
+                    .ok_or_else(|| (StatusCode::BAD_REQUEST, "give event=".to_string()))?;
+                crate::report::refused_json(store, event).map_err(not_found)
+            }
+            ("GET", "/api/activity") => {
+                let spans = q.number("spans")?.unwrap_or(60).clamp(1, 500) as usize;
+                crate::report::activity(store, spans)
+                    .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e))
+            }
             ("GET", "/api/checkpoints") => {
                 let cps = store.checkpoints().map_err(failed)?;
                 serde_json::to_value(&cps)
@@ -516,7 +530,7 @@ impl Query {
     /// The stored form of `path` (raw bytes, any encoding) or of `path_hex` (the exact
     /// bytes of a name that is not UTF-8, as `--json` gives them), without a leading `/`;
     /// `None` when neither is given.
-    fn stored_path(&self) -> Result<Option<String>, (StatusCode, String)> {
+    pub fn stored_path(&self) -> Result<Option<String>, (StatusCode, String)> {
         let raw = match (self.raw("path_hex"), self.raw("path")) {
             (Some(h), _) if !h.is_empty() => {
                 let h = std::str::from_utf8(h).unwrap_or("");

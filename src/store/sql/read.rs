@@ -536,6 +536,11 @@ fn log_row(r: &dyn crate::store::sql::Row) -> Result<LogEntry> {
         own_ns: r.get::<Option<i64>>(18)?.map(|o| o != 0),
         inputs: None,
         id: r.get(19)?,
+        event: if r.get::<String>(1)? == "event" {
+            Some(r.get(21)?)
+        } else {
+            None
+        },
     })
 }
 
@@ -680,6 +685,95 @@ pub(crate) fn files_by_versions(
                 },
                 r.get(3)?,
             ))
+        },
+    )
+}
+
+/// [`crate::store::History::refused_content`].
+pub(crate) fn refused_content(conn: &dyn Conn, event: i64) -> Result<Option<(ContentRef, String)>> {
+    Ok(conn.opt(
+        "SELECT stream, size, blake3 FROM events
+             WHERE id = ?1 AND op = 'rejected' AND stream IS NOT NULL",
+        p![event],
+        |r| {
+            Ok((
+                ContentRef {
+                    stream: r.get(0)?,
+                    len: r.get::<i64>(1)? as u64,
+                },
+                r.get::<Option<String>>(2)?.unwrap_or_default(),
+            ))
+        },
+    )?)
+}
+
+/// [`crate::store::History::time_span`].
+pub(crate) fn time_span(conn: &dyn Conn) -> Result<Option<(i64, i64)>> {
+    let span = |table: &str| -> Result<Option<(i64, i64)>> {
+        conn.one(
+            &format!("SELECT MIN(time_ns), MAX(time_ns) FROM {table}"),
+            p![],
+            |r| Ok(r.get::<Option<i64>>(0)?.zip(r.get::<Option<i64>>(1)?)),
+        )
+    };
+    Ok(match (span("versions")?, span("events")?) {
+        (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+        (a, b) => a.or(b),
+    })
+}
+
+/// [`crate::store::History::busiest_files`].
+pub(crate) fn busiest_files(conn: &dyn Conn, limit: usize) -> Result<Vec<(i64, String, i64)>> {
+    conn.all(
+        "SELECT f.id, f.path, b.n FROM
+             (SELECT file_id, COUNT(*) AS n FROM versions GROUP BY file_id
+              ORDER BY n DESC, file_id LIMIT ?1) b
+         JOIN files f ON f.id = b.file_id ORDER BY b.n DESC, f.id",
+        p![limit as i64],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+}
+
+/// [`crate::store::History::each_change`]: one query, sorted by the database (time, then
+/// kind: 0 unlink, 1 a lineage merged into another, 2 a version; then id).
+pub(crate) fn each_change(
+    conn: &dyn Conn,
+    f: &mut dyn FnMut(crate::store::Change<'_>) -> Result<()>,
+) -> Result<()> {
+    use crate::store::Change;
+    use crate::store::sql::Flow;
+    conn.each(
+        "SELECT time_ns, CAST(2 AS BIGINT) AS kind, id, file_id, size, writer FROM versions
+         UNION ALL
+         SELECT e.time_ns, 0, e.id,
+                COALESCE(e.file_id, (SELECT v.file_id FROM versions v WHERE v.id = e.version_id)),
+                0, ''
+         FROM events e WHERE e.op = 'unlink'
+         UNION ALL
+         SELECT deleted_ns, 1, id, id, 0, '' FROM files
+         WHERE merged_into IS NOT NULL AND deleted_ns IS NOT NULL
+         ORDER BY 1, 2, 3",
+        p![],
+        &mut |r| {
+            let time_ns: i64 = r.get(0)?;
+            let file: Option<i64> = r.get(3)?;
+            let Some(file) = file else {
+                return Ok(Flow::Next);
+            };
+            match r.get::<i64>(1)? {
+                0 => f(Change::Unlink { time_ns, file })?,
+                1 => f(Change::Merged { time_ns, file })?,
+                _ => {
+                    let writer: String = r.get(5)?;
+                    f(Change::Version {
+                        time_ns,
+                        file,
+                        size: r.get(4)?,
+                        writer: &writer,
+                    })?
+                }
+            }
+            Ok(Flow::Next)
         },
     )
 }

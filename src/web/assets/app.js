@@ -109,6 +109,7 @@ function show(name) {
   }
   if (name === "refusals") loadRefusals();
   if (name === "checkpoints") loadCheckpoints();
+  if (name === "activity") loadActivity();
 }
 for (const b of tabs) b.addEventListener("click", () => show(b.dataset.tab));
 document.getElementById("tabs").addEventListener("keydown", (ev) => {
@@ -120,8 +121,12 @@ document.getElementById("tabs").addEventListener("keydown", (ev) => {
 });
 
 // ---- timeline ----
+// Oldest at the top, newest at the bottom, as `scratchfs log` prints it: a change that
+// streams in is appended below the rows shown, so nothing a reader looks at moves (no
+// layout shift); a box scrolled to its end follows the new rows, one scrolled up stays.
 let filters = {};
 let next = null;
+const shownKeys = new Set();
 
 function processOf(e) {
   if (e.transport) return e.transport + (e.client ? ": " + e.client : "");
@@ -129,12 +134,18 @@ function processOf(e) {
   return e.tgid + " " + exe;
 }
 
+// A row's identity: an event by its id, a version by its lineage's path, number and time.
+function entryKey(e) {
+  return e.kind === "event" ? "e" + e.event : "v" + e.time_ns + "/" + (e.path_hex || e.path) + "@" + e.version;
+}
+
 function eventRow(e) {
   const name = e.new_path !== null && e.new_path !== undefined ? shown(e.path) + " → " + shown(e.new_path) : shown(e.path);
   const file = el("button", { class: "link", title: name, onclick: () => openFile(e, "path") }, name);
   const reason = e.reason ? (e.errno ? "errno " + e.errno + ": " : "") + shown(e.reason) : "";
+  const t = utc(e.time_ns);
   return el("tr", { class: e.op === "rejected" ? "rejected" : "", tabindex: "-1" },
-    el("td", {}, utc(e.time_ns)),
+    el("td", { title: t }, el("span", { class: "day" }, t.slice(0, 11)), t.slice(11)),
     el("td", {}, e.op),
     el("td", {}, e.path === "" ? "" : file),
     el("td", {}, e.version === null ? "" : "v" + e.version),
@@ -150,51 +161,107 @@ function query(extra) {
   return q.toString();
 }
 
-async function loadTimeline(older) {
+// Whether box `b` is scrolled to its end (then it follows rows appended).
+const atEnd = (b) => b.scrollTop + b.clientHeight >= b.scrollHeight - 4;
+const toEnd = (b) => { b.scrollTop = b.scrollHeight; };
+
+// `how`: "first" (the newest page, from scratch), "older" (the page before the oldest
+// row shown, above it), "newer" (rows committed since, below).
+async function loadTimeline(how) {
   const body = document.querySelector("#events tbody");
-  const page = await api("/api/timeline?" + query(older ? { before: next } : {}));
-  const rows = page.entries.map(eventRow);
-  if (older) body.append(...rows);
-  else body.replaceChildren(...rows);
+  const box = document.getElementById("events-box");
+  const page = await api("/api/timeline?" + query(how === "older" ? { before: next } : {}));
+  if (how === "newer") {
+    const fresh = [];
+    for (const e of page.entries) {
+      if (shownKeys.has(entryKey(e))) break;
+      fresh.push(e);
+    }
+    // Rows meet the ones shown: append what is new. Else (more new rows than a page, or
+    // nothing shown yet) start again from the newest page.
+    if (fresh.length < page.entries.length) {
+      const follow = atEnd(box);
+      fresh.reverse();
+      for (const e of fresh) shownKeys.add(entryKey(e));
+      body.append(...fresh.map(eventRow));
+      if (follow) toEnd(box);
+      return;
+    }
+  }
+  const rows = page.entries.slice().reverse();
+  if (how === "older") {
+    // The rows shown stay where they are on the screen; the older ones go above.
+    const h = box.scrollHeight;
+    body.prepend(...rows.map(eventRow));
+    box.scrollTop += box.scrollHeight - h;
+  } else {
+    shownKeys.clear();
+    body.replaceChildren(...rows.map(eventRow));
+    toEnd(box);
+  }
+  for (const e of rows) shownKeys.add(entryKey(e));
   next = page.next;
   document.getElementById("older").hidden = !next;
 }
 
-document.getElementById("older").addEventListener("click", () => loadTimeline(true).catch((e) => say(e.message)));
+document.getElementById("older").addEventListener("click", () => loadTimeline("older").catch((e) => say(e.message)));
 document.getElementById("filters").addEventListener("submit", (ev) => {
   ev.preventDefault();
   filters = Object.fromEntries(new FormData(ev.target).entries());
-  loadTimeline(false).catch((e) => say(e.message));
+  loadTimeline("first").catch((e) => say(e.message));
 });
 document.getElementById("filters").addEventListener("reset", () => {
   filters = {};
-  setTimeout(() => loadTimeline(false).catch((e) => say(e.message)), 0);
+  setTimeout(() => loadTimeline("first").catch((e) => say(e.message)), 0);
 });
-// j / k move through the timeline's rows, Enter opens the row's file.
+// j / k move through the timeline's rows (j: on, newer; k: back, older), Enter opens the
+// row's file.
 document.addEventListener("keydown", (ev) => {
-  if (ev.target.closest("input, textarea")) return;
+  if (ev.target.closest("input, textarea, select")) return;
   if (ev.key !== "j" && ev.key !== "k" && ev.key !== "Enter") return;
   const rows = [...document.querySelectorAll("#events tbody tr")];
   if (!rows.length) return;
   let i = rows.findIndex((r) => r.classList.contains("selected"));
   if (ev.key === "Enter") { if (i >= 0) rows[i].querySelector("button.link")?.click(); return; }
   if (i >= 0) rows[i].classList.remove("selected");
+  else i = rows.length;
   i = ev.key === "j" ? Math.min(i + 1, rows.length - 1) : Math.max(i - 1, 0);
   rows[i].classList.add("selected");
   rows[i].focus();
 });
 
 // ---- refusals, checkpoints ----
+// Refusals oldest first, as the timeline; each with the content it kept (secrets
+// redacted), on request.
 async function loadRefusals() {
   const page = await api("/api/timeline?rejected=1&limit=200").catch((e) => { say(e.message); return { entries: [] }; });
-  document.querySelector("#refused tbody").replaceChildren(...page.entries.map((e) =>
+  const box = document.getElementById("refused-box");
+  const follow = atEnd(box);
+  document.querySelector("#refused tbody").replaceChildren(...page.entries.slice().reverse().map((e) =>
     el("tr", { class: "rejected" },
       el("td", {}, utc(e.time_ns)),
       el("td", {}, el("button", { class: "link", onclick: () => openFile(e, "path") }, shown(e.path))),
       el("td", {}, shown(e.writer)), el("td", {}, e.step === null ? "" : e.step),
       el("td", {}, shown(processOf(e))), el("td", {}, e.errno === null ? "" : e.errno),
-      el("td", { class: "reason" }, shown(e.reason)))));
+      el("td", { class: "reason" }, shown(e.reason)),
+      el("td", {}, el("button", { class: "link content", onclick: () => refusedContent(e) }, "content")))));
+  if (follow) toEnd(box);
 }
+
+async function refusedContent(e) {
+  const out = document.getElementById("refused-content");
+  try {
+    const c = await api("/api/refused?event=" + e.event);
+    out.replaceChildren(el("h3", {}, "Refused content of " + shown(e.path) + " (" + c.size + " bytes, by " + shown(e.writer) + ")"),
+      c.text !== undefined ? el("pre", { class: "diff", id: "refused-text" }, ...c.text.split("\n").map((l) => el("span", {}, l)))
+        : el("p", {}, shown(c.not_text)));
+    say("");
+  } catch (err) {
+    out.replaceChildren(el("p", { id: "refused-text" }, shown(err.message)));
+  }
+}
+
+let checkpointNames = [];
 
 async function loadCheckpoints() {
   const cps = await api("/api/checkpoints").catch((e) => { say(e.message); return []; });
@@ -202,18 +269,46 @@ async function loadCheckpoints() {
   document.querySelector("#cps tbody").replaceChildren(...cps.map((c) =>
     el("tr", {}, el("td", {}, shown(c.name)), el("td", {}, utc(c.point.time_ns)), el("td", {}, shown(c.writer)), el("td", { class: "reason" }, shown(c.note)),
       el("td", {},
-        el("button", { class: "link", onclick: () => compare(c.name) }, "compare with now"), " ",
+        el("button", { class: "link", onclick: () => compare(c.name, "now") }, "compare with now"), " ",
         csrf ? el("button", { class: "link", onclick: () => rollback(c.name) }, "roll back") : null))));
+  // Any two points: the checkpoints, oldest first, and now.
+  const names = cps.map((c) => c.name);
+  if (names.join("\0") !== checkpointNames.join("\0")) {
+    checkpointNames = names;
+    for (const [id, pick] of [["cmp-from", names[0]], ["cmp-to", "now"]]) {
+      const sel = document.getElementById(id);
+      const was = sel.value;
+      sel.replaceChildren(...names.map((n) => el("option", { value: n }, shown(n))), el("option", { value: "now" }, "now"));
+      sel.value = names.includes(was) || was === "now" ? was : pick || "now";
+    }
+  }
 }
 
-async function compare(name) {
+document.getElementById("compare-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  compare(document.getElementById("cmp-from").value, document.getElementById("cmp-to").value);
+});
+
+// The files that differ between two points (checkpoint names or "now"), each changed
+// file with a button for its diff.
+async function compare(from, to) {
   try {
-    const c = await api("/api/compare?from=" + encodeURIComponent(name) + "&to=now");
-    const items = c.changed.map((x) => el("li", {}, "changed: " + shown(x.path) + " v" + x.from + " → v" + x.to + " "))
+    const c = await api("/api/compare?from=" + encodeURIComponent(from) + "&to=" + encodeURIComponent(to));
+    const out = document.getElementById("compare");
+    const diffOf = (x) => async () => {
+      try {
+        const d = await api("/api/diff?" + pathArgs(x, "path") + "&a=" + x.from + "&b=" + x.to);
+        document.getElementById("compare-diff").replaceChildren(el("p", {}, shown(d.a) + " → " + shown(d.b)),
+          el("pre", { class: "diff" }, ...diffLines(d.diff)));
+      } catch (err) { say(err.message); }
+    };
+    const items = c.changed.map((x) => el("li", {}, "changed: " + shown(x.path) + " v" + x.from + " → v" + x.to + " ",
+      x.same_lineage && x.from !== null && x.to !== null ? el("button", { class: "link", onclick: diffOf(x) }, "diff") : null))
       .concat(c.added.map((x) => el("li", {}, "added: " + shown(x.path))))
       .concat(c.removed.map((x) => el("li", {}, "removed: " + shown(x.path))));
-    document.getElementById("compare").replaceChildren(el("h3", {}, shown(name) + " → now"),
-      items.length ? el("ul", { id: "compare-list" }, ...items) : el("p", {}, "no file changed"));
+    out.replaceChildren(el("h3", {}, shown(from) + " → " + shown(to)),
+      items.length ? el("ul", { id: "compare-list" }, ...items) : el("p", {}, "no file changed"),
+      el("div", { id: "compare-diff" }));
   } catch (e) { say(e.message); }
 }
 
@@ -223,7 +318,7 @@ async function rollback(name) {
   confirmThen("Roll back to checkpoint " + shown(name) + "? What changes (the state now is kept as a checkpoint):", changesOf(c), async () => {
     await act("rollback", { name: name });
     await loadCheckpoints();
-    await loadTimeline(false);
+    await loadTimeline("first");
   });
 }
 
@@ -233,11 +328,127 @@ document.getElementById("take").addEventListener("submit", async (ev) => {
   try { await act("checkpoint", f); ev.target.reset(); await loadCheckpoints(); say(""); } catch (e) { say(e.message); }
 });
 
+// ---- activity: plots of the run ----
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, ...children) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) e.setAttribute(k, v);
+  for (const c of children) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+function humanBytes(n) {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return (i === 0 || n >= 10 ? Math.round(n) : n.toFixed(1)) + " " + units[i];
+}
+
+// A round number at or above `x` (1, 2, 5 times a power of ten).
+function nice(x) {
+  if (x <= 0) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(x)));
+  for (const m of [1, 2, 5, 10]) if (m * p >= x) return m * p;
+  return 10 * p;
+}
+
+const PLOT_W = 640, PLOT_L = 64, PLOT_R = 8, PLOT_T = 8, PLOT_B = 22;
+
+// The frame of a plot: its y scale's top label and the run's first and last time.
+function frame(h, top, a) {
+  const end = a.from_ns + a.spans * a.span_ns;
+  return [
+    svg("line", { x1: PLOT_L, y1: h - PLOT_B, x2: PLOT_W - PLOT_R, y2: h - PLOT_B, class: "axis" }),
+    svg("line", { x1: PLOT_L, y1: PLOT_T, x2: PLOT_L, y2: h - PLOT_B, class: "axis" }),
+    svg("text", { x: PLOT_L - 4, y: PLOT_T + 10, "text-anchor": "end", class: "tick" }, top),
+    svg("text", { x: PLOT_L - 4, y: h - PLOT_B, "text-anchor": "end", class: "tick" }, "0"),
+    svg("text", { x: PLOT_L, y: h - 6, class: "tick" }, utc(a.from_ns)),
+    svg("text", { x: PLOT_W - PLOT_R, y: h - 6, "text-anchor": "end", class: "tick" }, utc(end)),
+  ];
+}
+
+const SERIES = 8;
+
+function ratePlot(a) {
+  const h = 180, n = a.spans, perMin = 60e9 / a.span_ns;
+  // The seven busiest writers by name, the rest as one "other".
+  const ws = a.writers.slice(0, SERIES - 1).map((w, i) => ({ name: shown(w.writer), per: w.per_span, cls: "s" + i }));
+  if (a.writers.length > SERIES - 1) {
+    const per = new Array(n).fill(0);
+    for (const w of a.writers.slice(SERIES - 1)) w.per_span.forEach((c, i) => { per[i] += c; });
+    ws.push({ name: "other writers", per, cls: "s" + (SERIES - 1) });
+  }
+  let max = 0;
+  for (let i = 0; i < n; i++) max = Math.max(max, ws.reduce((t, w) => t + w.per[i], 0) * perMin);
+  const top = nice(max);
+  const bw = (PLOT_W - PLOT_L - PLOT_R) / n, ph = h - PLOT_T - PLOT_B;
+  const bars = [];
+  for (let i = 0; i < n; i++) {
+    let y = h - PLOT_B;
+    for (const w of ws) {
+      const c = w.per[i];
+      if (!c) continue;
+      const bh = (c * perMin / top) * ph;
+      y -= bh;
+      bars.push(svg("rect", { x: PLOT_L + i * bw, y, width: Math.max(bw - 1, 1), height: bh, class: w.cls },
+        svg("title", {}, w.name + ": " + c + " version" + (c === 1 ? "" : "s") + " from " + utc(a.from_ns + i * a.span_ns))));
+    }
+  }
+  const label = (top < 10 ? top : Math.round(top)) + "/min";
+  document.getElementById("rate-plot").replaceChildren(svg("svg", { viewBox: "0 0 " + PLOT_W + " " + h, role: "img", id: "rate-svg",
+    "aria-label": "versions per minute by writer over the run, at most " + label }, ...frame(h, label, a), ...bars));
+  document.getElementById("rate-legend").replaceChildren(...ws.map((w) =>
+    el("li", {}, el("span", { class: "swatch " + w.cls }), w.name + " (" + w.per.reduce((t, c) => t + c, 0) + ")")));
+}
+
+function bytesPlot(a) {
+  const h = 150, n = a.spans;
+  const series = [["live", "s0"], ["history", "s1"], ["archive", "s2"]];
+  let max = 0;
+  for (const [k] of series) for (const v of a.bytes[k]) max = Math.max(max, v);
+  const top = nice(max);
+  const bw = (PLOT_W - PLOT_L - PLOT_R) / n, ph = h - PLOT_T - PLOT_B;
+  const lines = series.map(([k, cls]) => {
+    // A step line: each span's value from its start to its end.
+    const pts = [];
+    a.bytes[k].forEach((v, i) => {
+      const y = h - PLOT_B - (v / top) * ph;
+      pts.push((PLOT_L + i * bw) + "," + y, (PLOT_L + (i + 1) * bw) + "," + y);
+    });
+    return svg("polyline", { points: pts.join(" "), class: "line " + cls }, svg("title", {}, k + ": " + humanBytes(a.bytes[k][n - 1] || 0) + " at the end"));
+  });
+  document.getElementById("bytes-plot").replaceChildren(svg("svg", { viewBox: "0 0 " + PLOT_W + " " + h, role: "img", id: "bytes-svg",
+    "aria-label": "bytes live, in history and archived over the run" }, ...frame(h, humanBytes(top), a), ...lines));
+  document.getElementById("bytes-legend").replaceChildren(...series.map(([k, cls]) =>
+    el("li", {}, el("span", { class: "swatch " + cls }), k + " " + humanBytes(a.bytes[k][n - 1] || 0))));
+}
+
+function sparkline(per) {
+  const w = 160, h = 24, n = per.length, max = Math.max(1, ...per);
+  const pts = per.map((c, i) => (n === 1 ? w / 2 : (i * (w - 2)) / (n - 1) + 1) + "," + (h - 2 - (c / max) * (h - 4)));
+  return svg("svg", { viewBox: "0 0 " + w + " " + h, width: w, height: h, class: "spark", role: "img",
+    "aria-label": "versions per span, at most " + max }, svg("polyline", { points: pts.join(" "), class: "line s0" }));
+}
+
+async function loadActivity() {
+  let a;
+  try { a = await api("/api/activity?spans=60"); } catch (e) { say(e.message); return; }
+  if (!a.spans) {
+    document.getElementById("rate-plot").replaceChildren(el("p", {}, "nothing recorded yet"));
+    return;
+  }
+  ratePlot(a);
+  bytesPlot(a);
+  document.querySelector("#busiest tbody").replaceChildren(...a.files.map((f) => el("tr", {},
+    el("td", {}, el("button", { class: "link", title: shown(f.path), onclick: () => openFile(f, "path") }, shown(f.path))),
+    el("td", {}, f.versions), el("td", {}, sparkline(f.per_span)))));
+}
+
 // ---- a file: versions, diff, keys, why ----
 let current = null;
 
 async function openFile(e, key) {
-  current = { args: pathArgs(e, key), name: e[key] };
+  current = { args: pathArgs(e, key), name: e[key], hex: e[key + "_hex"] };
   const aside = document.getElementById("file");
   aside.hidden = false;
   document.getElementById("file-name").textContent = shown(e[key]);
@@ -251,6 +462,7 @@ async function openFile(e, key) {
   document.getElementById("versions-older").hidden = h.next === null || h.next === undefined;
   const body = document.querySelector("#versions tbody");
   body.replaceChildren(...versionRows(vs, true));
+  toEnd(document.getElementById("versions-box"));
   const keys = h.keys || [];
   document.getElementById("keys-title").hidden = document.getElementById("keys").hidden = keys.length === 0;
   document.querySelector("#keys tbody").replaceChildren(...keys.map((k) => el("tr", {},
@@ -272,8 +484,10 @@ function versionRows(vs, newest) {
 function restore(v) {
   const name = current.name;
   confirmThen("Restore " + shown(name) + " to v" + v.version + "? A new version with the bytes of v" + v.version + " (by " + shown(v.writer) + ") becomes current, recorded as this page's action.", [], async () => {
-    await act("restore", { path: name, n: v.version });
-    await openFile({ path: name }, "path");
+    // A name that is not UTF-8 goes as its exact bytes.
+    const hex = current.hex;
+    await act("restore", hex ? { path_hex: hex, n: v.version } : { path: name, n: v.version });
+    await openFile(hex ? { path: name, path_hex: hex } : { path: name }, "path");
   });
 }
 
@@ -283,7 +497,10 @@ async function refreshVersions() {
   if (!h) return;
   const a = document.querySelector("#versions input[name=a]:checked")?.value;
   const b = document.querySelector("#versions input[name=b]:checked")?.value;
+  const box = document.getElementById("versions-box");
+  const follow = atEnd(box);
   document.querySelector("#versions tbody").replaceChildren(...versionRows(h.versions, !a));
+  if (follow) toEnd(box);
   for (const [n, v] of [["a", a], ["b", b]]) {
     const r = v && document.querySelector("#versions input[name=" + n + "][value='" + v + "']");
     if (r) r.checked = true;
@@ -296,12 +513,16 @@ document.getElementById("versions-older").addEventListener("click", async () => 
   if (!current || current.next === null) return;
   try {
     const h = await api("/api/history?" + current.args + "&before=" + current.next);
+    const box = document.getElementById("versions-box");
+    const was = box.scrollHeight;
     document.querySelector("#versions tbody").prepend(...versionRows(h.versions, false));
+    box.scrollTop += box.scrollHeight - was;
     current.next = h.next;
     document.getElementById("versions-older").hidden = h.next === null;
   } catch (err) { say(err.message); }
 });
 
+document.getElementById("file-why").addEventListener("click", () => { if (current) why(current.name); });
 document.getElementById("file-close").addEventListener("click", () => { document.getElementById("file").hidden = true; });
 
 function diffLines(text) {
@@ -356,13 +577,85 @@ function whyNode(n) {
   return li;
 }
 
+// why drawn as a graph: what was read on the left, the version in question (and, for a
+// key, the key) on the right; an arrow per input, labelled with how it came (read,
+// renamed from, brought back from). Each version once, in the column of its shortest
+// path to the answer; the nested list below says the same in words.
+const NODE_W = 210, NODE_H = 38, COL_GAP = 56, ROW_GAP = 12;
+
+function clip(t, n) { return t.length > n ? t.slice(0, n - 1) + "…" : t; }
+
+function whyGraph(w, target) {
+  const nodes = new Map();
+  const edges = [];
+  const keyOf = (v) => v.file_id + "@" + v.version;
+  const add = (v, depth, label, sub) => {
+    const k = v ? keyOf(v) : label;
+    const had = nodes.get(k);
+    if (had) { had.depth = Math.max(had.depth, depth); return had; }
+    const n = { k, v, depth, label: label || shown(v.path) + "@" + v.version, sub: sub || (v.op + " by " + shown(v.writer) + (v.step === null ? "" : ", step " + v.step)) };
+    nodes.set(k, n);
+    return n;
+  };
+  // Columns count from the right: the answer is column 0.
+  let right = 0;
+  if (w.key !== null && w.key !== undefined) right += 1 + (w.brought_back_by.length ? 1 : 0);
+  const root = add(w.lineage.version, right);
+  if (w.key !== null && w.key !== undefined) {
+    const key = add(null, 0, shown(w.key) + " = " + clip(shown(w.value), 40), "key of " + shown(w.path));
+    let from = root;
+    for (const v of w.brought_back_by) {
+      const b = add(v, 1);
+      edges.push({ from, to: b, via: "brought back" });
+      from = b;
+    }
+    edges.push({ from, to: key, via: "sets" });
+  }
+  const walk = (n, node, depth) => {
+    for (const c of n.inputs || []) {
+      const child = add(c.version, depth + 1);
+      edges.push({ from: child, to: node, via: c.via === "rename" ? "renamed from" : c.via === "restore" ? "brought back from" : "read" });
+      walk(c, child, depth + 1);
+    }
+  };
+  walk(w.lineage, root, right);
+  const cols = Math.max(...[...nodes.values()].map((n) => n.depth)) + 1;
+  const byCol = Array.from({ length: cols }, () => []);
+  for (const n of nodes.values()) byCol[n.depth].push(n);
+  const rowsMax = Math.max(...byCol.map((c) => c.length));
+  const width = cols * (NODE_W + COL_GAP) - COL_GAP + 2, height = rowsMax * (NODE_H + ROW_GAP) - ROW_GAP + 2;
+  byCol.forEach((col, d) => col.forEach((n, i) => {
+    n.x = 1 + (cols - 1 - d) * (NODE_W + COL_GAP);
+    n.y = 1 + i * (NODE_H + ROW_GAP) + ((rowsMax - col.length) * (NODE_H + ROW_GAP)) / 2;
+  }));
+  const drawn = [];
+  for (const e of edges) {
+    const x1 = e.from.x + NODE_W, y1 = e.from.y + NODE_H / 2, x2 = e.to.x, y2 = e.to.y + NODE_H / 2, mx = (x1 + x2) / 2;
+    drawn.push(svg("path", { d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2 - 4},${y2}`, class: "edge", "marker-end": "url(#arrow)" }),
+      svg("text", { x: mx, y: (y1 + y2) / 2 - 3, "text-anchor": "middle", class: "edge-label" }, e.via));
+  }
+  for (const n of nodes.values()) {
+    const g = svg("g", { class: n.v ? "node version" : "node key", transform: `translate(${n.x},${n.y})` },
+      svg("title", {}, n.v ? describe(n.v) : n.label),
+      svg("rect", { width: NODE_W, height: NODE_H, rx: 4 }),
+      svg("text", { x: 6, y: 15, class: "node-title" }, clip(n.label, 30)),
+      svg("text", { x: 6, y: 31, class: "node-sub" }, clip(n.sub, 34)));
+    if (n.v) g.addEventListener("click", () => openFile(n.v, "path"));
+    drawn.push(g);
+  }
+  const defs = svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 8 8", refX: 7, refY: 4, markerWidth: 8, markerHeight: 8, orient: "auto" },
+    svg("path", { d: "M0,0 L8,4 L0,8 z", class: "arrow" })));
+  return el("div", { class: "graph" }, svg("svg", { id: "why-graph", width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+    "aria-label": "why " + shown(target) + ": " + nodes.size + " nodes, " + edges.length + " arrows" }, defs, ...drawn));
+}
+
 async function why(target) {
   try {
     const w = await api("/api/why?target=" + encodeURIComponent(target));
     const out = document.getElementById("why");
     const head = el("p", {}, shown(target) + (w.value !== null ? " = " + shown(w.value) : ""));
     const steps = (w.brought_back_by || []).map((v) => el("li", {}, "brought back by " + describe(v)));
-    out.replaceChildren(el("h3", {}, "Why"), head, el("ul", { class: "why", id: "why-tree" }, whyNode(w.lineage), ...steps));
+    out.replaceChildren(el("h3", {}, "Why"), head, whyGraph(w, target), el("ul", { class: "why", id: "why-tree" }, whyNode(w.lineage), ...steps));
     say("");
   } catch (err) { say(err.message); }
 }
@@ -403,10 +696,11 @@ async function live() {
         while ((i = buf.indexOf("\n\n")) >= 0) {
           const ev = buf.slice(0, i);
           buf = buf.slice(i + 2);
-          // A change: the first page again, unless the reader is paging back.
-          if (ev.startsWith("event: change") && !document.querySelector("#events tbody tr.selected")) {
-            await loadTimeline(false).catch(() => {});
+          // A change: the rows committed since, below the ones shown.
+          if (ev.startsWith("event: change")) {
+            await loadTimeline("newer").catch(() => {});
             if (!document.getElementById("refusals").hidden) loadRefusals();
+            if (!document.getElementById("activity").hidden) loadActivity();
             if (current && !document.getElementById("file").hidden) refreshVersions();
           }
         }
@@ -423,6 +717,6 @@ async function live() {
     document.getElementById("db").textContent = info.database;
     csrf = info.csrf || null;
   } catch (e) { say(e.message); return; }
-  await loadTimeline(false).catch((e) => say(e.message));
+  await loadTimeline("first").catch((e) => say(e.message));
   live();
 })();
