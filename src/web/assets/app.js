@@ -430,6 +430,14 @@ function sparkline(per) {
     "aria-label": "versions per span, at most " + max }, svg("polyline", { points: pts.join(" "), class: "line s0" }));
 }
 
+// The plots again after a change, at most once a second (a replay reads every version:
+// 0.7 s at 1,000,000, docs/web.md).
+let activityTimer = null;
+function activitySoon() {
+  if (activityTimer) return;
+  activityTimer = setTimeout(async () => { await loadActivity(); activityTimer = null; }, 1000);
+}
+
 async function loadActivity() {
   let a;
   try { a = await api("/api/activity?spans=60"); } catch (e) { say(e.message); return; }
@@ -700,7 +708,7 @@ async function live() {
           if (ev.startsWith("event: change")) {
             await loadTimeline("newer").catch(() => {});
             if (!document.getElementById("refusals").hidden) loadRefusals();
-            if (!document.getElementById("activity").hidden) loadActivity();
+            if (!document.getElementById("activity").hidden) activitySoon();
             if (current && !document.getElementById("file").hidden) refreshVersions();
           }
         }
