@@ -462,3 +462,120 @@ pub fn refused_json(store: &dyn History, event: i64) -> Result<serde_json::Value
     }
     Ok(o)
 }
+
+/// How many scratchpads [`follow_origins`] goes through (an adoption of an adoption...).
+pub const ORIGIN_HOPS: usize = 4;
+
+/// Opens the scratchpad `o` came from, if it may be trusted to say who wrote what: an
+/// SQLite file owned by root or by this process's user and writable by no one else (a
+/// file another user could have put at that path since would say what that user
+/// liked), or a PostgreSQL URL (connected with this process's own credentials: the
+/// environment, `~/.pgpass`); whose `scratchpad_id` is the one recorded, and whose
+/// version `o.source_version_id` holds the bytes `blake3` (what was adopted). The error
+/// says which of these failed.
+pub fn open_origin(o: &crate::store::Origin, blake3: &str) -> Result<Box<dyn History>, Failure> {
+    if !crate::store::postgres::is_url(&o.source) {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&o.source).map_err(|e| format!("{}: {e}", o.source))?;
+        let me = unsafe { libc::geteuid() };
+        if (m.uid() != 0 && m.uid() != me) || m.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{}: owned by uid {} with mode {:o}: not trusted (root's or uid {me}'s, \
+                 writable by its owner only)",
+                o.source,
+                m.uid(),
+                m.mode() & 0o7777
+            ));
+        }
+    }
+    let store = crate::store::open_frozen(&o.source).map_err(|e| e.reason)?;
+    if let Some(id) = &o.source_id {
+        let there = store.meta("scratchpad_id").map_err(|e| e.reason)?;
+        if there.as_deref() != Some(id.as_str()) {
+            return Err(format!("{}: another scratchpad now", o.source));
+        }
+    }
+    let v = store
+        .why_at(o.source_version_id, None, 0)
+        .map_err(|e| format!("{}: {}", o.source, e.reason))?;
+    if v.lineage.version.blake3 != blake3 {
+        return Err(format!(
+            "{}: its {}@{} holds other bytes than were adopted",
+            o.source, o.path, o.version
+        ));
+    }
+    Ok(store)
+}
+
+/// Follows the answer of `why` (`w`, asked `depth` deep) to the scratchpad its version
+/// came from, when it was adopted ([`crate::lineage::why::VersionFacts::origin`]): asks
+/// there the same question of the version it came from, and puts the answer in
+/// `w.lineage.adopted` (or why not in `adopted_not_followed`); again from there, at most
+/// [`ORIGIN_HOPS`] scratchpads.
+pub fn follow_origins(w: &mut crate::lineage::why::Why, depth: usize) {
+    follow_origins_hops(w, depth, ORIGIN_HOPS);
+}
+
+fn follow_origins_hops(w: &mut crate::lineage::why::Why, depth: usize, hops: usize) {
+    let Some(o) = w.lineage.version.origin.clone() else {
+        return;
+    };
+    if hops == 0 {
+        w.lineage.adopted_not_followed = Some(format!("{}: too many hops", o.source));
+        return;
+    }
+    let there = open_origin(&o, &w.lineage.version.blake3).and_then(|store| {
+        store
+            .why_at(o.source_version_id, w.key.as_deref(), depth)
+            .map_err(|e| format!("{}: {}", o.source, e.reason))
+    });
+    match there {
+        Ok(mut b) => {
+            follow_origins_hops(&mut b, depth, hops - 1);
+            w.lineage.adopted = Some(Box::new(b));
+        }
+        Err(e) => w.lineage.adopted_not_followed = Some(e),
+    }
+}
+
+/// For each source of `found` whose value came from another scratchpad
+/// ([`crate::lineage::ground::Source::origin`]): the version there that set it (its
+/// writer and step, and whether the rules mark that writer a model), when that database
+/// may be followed ([`open_origin`]); else it stays credited to the adopter, and
+/// `adopted_from` says why it was not followed. Each database is opened once.
+pub fn follow_ground_origins(found: &mut crate::lineage::sources::Sources) {
+    use std::collections::HashMap;
+    let mut stores: HashMap<(String, String), Result<Box<dyn History>, Failure>> = HashMap::new();
+    let mut setters: HashMap<(String, i64, String), Result<(String, Option<i64>), Failure>> =
+        HashMap::new();
+    for s in found.sources.iter_mut() {
+        let Some(a) = s.origin.clone() else {
+            continue;
+        };
+        let o = &a.origin;
+        let store = stores
+            .entry((o.source.clone(), a.blake3.clone()))
+            .or_insert_with(|| open_origin(o, &a.blake3));
+        let setter = setters
+            .entry((o.source.clone(), o.source_version_id, a.key.clone()))
+            .or_insert_with(|| {
+                let store = store.as_ref().map_err(Clone::clone)?;
+                let w = store
+                    .why_at(o.source_version_id, Some(&a.key), 0)
+                    .map_err(|e| format!("{}: {}", o.source, e.reason))?;
+                Ok((w.lineage.version.writer, w.lineage.version.step))
+            });
+        match setter {
+            Ok((writer, step)) => {
+                s.writer = writer.clone();
+                s.step = *step;
+                s.model = found.model.contains(writer);
+            }
+            Err(e) => {
+                if let Some(text) = &mut s.adopted_from {
+                    text.push_str(&format!(" (not followed: {e})"));
+                }
+            }
+        }
+    }
+}

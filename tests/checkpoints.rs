@@ -1043,3 +1043,124 @@ fn a_killed_fork_leaves_no_database_and_a_retry_succeeds() {
         std::fs::remove_file(&flag).unwrap();
     }
 }
+
+/// Issue 35 item 6: a value adopted from a fork is credited to who set it there, not to
+/// the adopter: `why` follows the adopted version to the fork (its version there, and
+/// what set the key), `ground` credits a tool's number to the tool and a model's to the
+/// model. A fork file others may write is not trusted to say so: not followed, and why.
+#[test]
+fn an_adopted_value_is_credited_to_who_set_it_in_the_fork() {
+    let rules = r#"{ "writers": { "agent": { "env": "agent", "model": true },
+                                  "get_order": { "env": "get_order" } },
+                     "paths": [ { "path": "**", "writers": ["*"] } ] }"#;
+    let dir = tempfile::tempdir().unwrap();
+    let rules_file = dir.path().join("rules.json");
+    std::fs::write(&rules_file, rules).unwrap();
+    let rules_arg = rules_file.to_str().unwrap();
+    let m = Mount::with_args(&["--rules", rules_arg]);
+    let run = |mnt: &Path, writer: &str, step: u32, script: &str| {
+        let o = std::process::Command::new("bash")
+            .args(["-c", script])
+            .current_dir(mnt)
+            .env("SCRATCHFS_WRITER", writer)
+            .env("SCRATCHFS_STEP", step.to_string())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+    };
+    run(
+        &m.mnt,
+        "get_order",
+        1,
+        r#"echo '{"order_total_cents": 100}' > state.json"#,
+    );
+    // The fork is an SQLite file on either backend (a URL is recorded without the
+    // credentials that would open it again).
+    let fork = NewDb::at(&m, "b.db", false);
+    let db = m.db.to_str().unwrap();
+    ok(cli(&m, &["fork", "--db", db, "--to", fork.arg()]));
+    {
+        let mnt_b = m.dir.path().join("m-b");
+        let _b = Other::mount(&["--rules", rules_arg], &fork.0, &mnt_b);
+        run(
+            &mnt_b,
+            "get_order",
+            2,
+            r#"echo '{"order_total_cents": 36000}' > state.json"#,
+        );
+        run(
+            &mnt_b,
+            "agent",
+            3,
+            r#"echo '{"order_total_cents": 36000, "refund_cents": 777}' > state.json"#,
+        );
+    }
+    ok(cli(&m, &["adopt", "--from", fork.arg(), "state.json"]));
+    assert!(read(m.path("state.json")).contains("777"));
+
+    // why: the adopt, and in the fork the tool that set the key.
+    let out = ok(cli(&m, &["why", "state.json:order_total_cents"]));
+    assert!(out.contains("<- adopted from"), "{out}");
+    assert!(out.contains("there set by"), "{out}");
+    assert!(out.contains("(write by get_order, step 2,"), "{out}");
+    let j = ok(cli(&m, &["why", "--json", "state.json:order_total_cents"]));
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["lineage"]["version"]["op"], "adopt", "{j}");
+    assert_eq!(
+        v["lineage"]["adopted"]["lineage"]["version"]["writer"], "get_order",
+        "{j}"
+    );
+    let j = ok(cli(&m, &["why", "--json", "state.json:refund_cents"]));
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(
+        v["lineage"]["adopted"]["lineage"]["version"]["writer"], "agent",
+        "{j}"
+    );
+
+    // ground: the tool's number is sourced, the model's asserted, each by its writer.
+    let ground = |reply: &str| {
+        let o = std::process::Command::new(BIN)
+            .args(["ground", "--json", "--db", db])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(reply.as_bytes())?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let g = ground("Refund 777 of 36000 cents.");
+    let status = |text: &str| {
+        g["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["token"]["text"] == text)
+            .unwrap_or_else(|| panic!("{text} in {g}"))
+            .clone()
+    };
+    let total = status("36000");
+    assert_eq!(total["status"], "sourced", "{g}");
+    assert_eq!(total["sources"][0]["source"]["writer"], "get_order", "{g}");
+    assert!(
+        total["sources"][0]["source"]["adopted_from"]
+            .as_str()
+            .unwrap()
+            .starts_with("adopt v"),
+        "{g}"
+    );
+    assert_eq!(status("777")["status"], "asserted_by_model", "{g}");
+
+    // A fork file anyone may write could say anything: not followed, and why.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fork.0, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = ok(cli(&m, &["why", "state.json:order_total_cents"]));
+    assert!(
+        out.contains("not followed") && out.contains("not trusted"),
+        "{out}"
+    );
+    assert!(!out.contains("there set by"), "{out}");
+}

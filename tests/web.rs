@@ -109,8 +109,13 @@ const RULES: &str = r#"{ "writers": { "agent": { "env": "agent", "model": true }
               { "path": "**", "writers": ["*"] } ] }"#;
 
 fn mount_with_rules() -> Mount {
-    let rules =
-        std::env::temp_dir().join(format!("scratchfs-web-rules-{}.json", std::process::id()));
+    // One file per call: the tests of this binary mount at once.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let rules = std::env::temp_dir().join(format!(
+        "scratchfs-web-rules-{}-{n}.json",
+        std::process::id()
+    ));
     std::fs::write(&rules, RULES).unwrap();
     let m = Mount::with_args(&["--rules", rules.to_str().unwrap()]);
     let _ = std::fs::remove_file(&rules);
@@ -593,6 +598,37 @@ fn the_page_in_chromium_shows_commits_live_diffs_refusals_and_sources() {
         .unwrap();
     assert!(hostile.status.success(), "{hostile:?}");
     let db = m.db.to_str().unwrap().to_string();
+    // A file adopted from a fork (an SQLite file on either backend), where get_order
+    // set its key: the page's why follows it there.
+    let fork = m.dir.path().join("fork.db");
+    let fork_arg = fork.to_str().unwrap();
+    let (code, _, err) = cli(&m, &["fork", "--db", &db, "--to", fork_arg]);
+    assert_eq!(code, 0, "{err}");
+    let fork_mnt = m.dir.path().join("m-fork");
+    std::fs::create_dir_all(&fork_mnt).unwrap();
+    let o = Command::new(BIN)
+        .args(["mount", "--background", "--db", fork_arg])
+        .arg(&fork_mnt)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let wrote = Command::new("bash")
+        .args(["-c", r#"echo '{"price_cents": 4200}' > adopted.json"#])
+        .current_dir(&fork_mnt)
+        .env("SCRATCHFS_WRITER", "get_order")
+        .output()
+        .unwrap();
+    let o = Command::new(BIN)
+        .arg("unmount")
+        .arg(&fork_mnt)
+        .output()
+        .unwrap();
+    assert!(
+        wrote.status.success() && o.status.success(),
+        "{wrote:?} {o:?}"
+    );
+    let (code, _, err) = cli(&m, &["adopt", "--from", fork_arg, "adopted.json"]);
+    assert_eq!(code, 0, "{err}");
     let web = Web::start(&["--db", &db, "--allow-actions"]);
     let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/web-screenshots");
     std::fs::create_dir_all(&shots).unwrap();

@@ -265,6 +265,19 @@ try:
     assert len(driver.find_elements(By.CSS_SELECTOR, "#why-graph path.edge")) >= 1
     driver.save_screenshot(os.path.join(shots, "why.png"))
 
+    # why of a key adopted from a fork: the adopt here, and get_order there.
+    adopted = driver.execute_script("""
+        return [...document.querySelectorAll('#events button.link')].find((b) => b.textContent === 'adopted.json')""")
+    assert adopted is not None, "adopted.json in the timeline"
+    press(adopted)
+    price = wait("adopted.json's keys", lambda: next((r for r in rows("keys") if "price_cents" in r.text), None))
+    press(price.find_element(By.CSS_SELECTOR, "button.link"))
+    wait("why of the adopted key", lambda: "adopted from" in driver.find_element(By.ID, "why").text)
+    graph = driver.find_element(By.ID, "why-graph").get_attribute("textContent")
+    assert "adopted from" in graph and "get_order" in graph and "adopt by" in graph, graph
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#why-graph g.node.version")) >= 2, graph
+    driver.save_screenshot(os.path.join(shots, "why-adopted.png"))
+
     # Restore of a file whose name is not UTF-8: its exact bytes go to the server.
     bad = driver.execute_script("""
         return [...document.querySelectorAll('#events button.link')].find((b) => b.textContent === 'bad\ufffd.md')""")

@@ -24,9 +24,11 @@ pub fn ground(db: &Path, file: Option<&Path>, json: bool) -> Result<(), Failure>
         }
     }
     let reply = String::from_utf8_lossy(&reply);
-    let found = super::open_history(db)?
+    let mut found = super::open_history(db)?
         .ground_sources()
         .map_err(|e| e.reason)?;
+    // A value adopted from another scratchpad: credited to who set it there.
+    crate::report::follow_ground_origins(&mut found);
     let findings = crate::lineage::ground::ground(&reply, &found.sources);
     let status = crate::lineage::ground::exit_status(&findings);
     if json {

@@ -37,7 +37,9 @@ pub fn why(
             crate::views::quote_stored(p)
         );
     }
-    let w = store.why(path, key, depth).map_err(|e| e.reason)?;
+    let mut w = store.why(path, key, depth).map_err(|e| e.reason)?;
+    // An adopted version: the same question in the scratchpad it came from.
+    crate::report::follow_origins(&mut w, depth);
     if json {
         println!("{}", serde_json::to_string(&w).map_err(|e| e.to_string())?);
     } else {

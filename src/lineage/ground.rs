@@ -826,6 +826,28 @@ pub struct Source {
     /// version, `"rollback v4 by lead"` (`version`, `writer` and `step` are then those
     /// of the version that set the value); `None` otherwise.
     pub brought_back_by: Option<String>,
+    /// For a key whose value came from another scratchpad (`adopt`, a tree-only `fork`):
+    /// where, `"adopt v3 by root from /w/fork.db state.json@2"`; `writer` and `step` are
+    /// then those of the version that set the value there, when that database could be
+    /// followed ([`crate::report::follow_ground_origins`]), else the adopter's, and the
+    /// text ends with why it was not followed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adopted_from: Option<String>,
+    /// The version it came from, to follow (not printed).
+    #[serde(skip)]
+    pub origin: Option<AdoptedFrom>,
+}
+
+/// Where an adopted key's value came from: the `origins` row and the digest the version
+/// there must have.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdoptedFrom {
+    /// The `origins` row of the adopting version.
+    pub origin: crate::store::Origin,
+    /// The adopting version's blake3 (the version there holds the same bytes).
+    pub blake3: String,
+    /// The top-level key.
+    pub key: String,
 }
 
 /// How one token of the reply is grounded.
@@ -1171,6 +1193,9 @@ fn describe(m: &Match) -> String {
     if let Some(b) = &s.brought_back_by {
         let _ = write!(out, ", brought back by {}", one_line(b));
     }
+    if let Some(a) = &s.adopted_from {
+        let _ = write!(out, ", {}", one_line(a));
+    }
     out
 }
 
@@ -1291,6 +1316,8 @@ mod tests {
             step,
             model: false,
             brought_back_by: None,
+            adopted_from: None,
+            origin: None,
         }
     }
 
@@ -1305,6 +1332,8 @@ mod tests {
             step: None,
             model,
             brought_back_by: None,
+            adopted_from: None,
+            origin: None,
         }
     }
 

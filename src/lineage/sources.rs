@@ -79,6 +79,9 @@ pub struct Sources {
     /// Files left out for their size (over [`SOURCE_FILE_MAX`], or past
     /// [`SOURCE_BYTES_MAX`] in all), as stored: a value they hold reads as unsourced.
     pub skipped: Vec<String>,
+    /// The writers the rules mark `"model": true` (what `Source::model` was judged by).
+    #[serde(skip)]
+    pub model: HashSet<String>,
 }
 
 /// Every source the scratchpad holds now (see the module's docs). Files under a `.git`
@@ -140,6 +143,28 @@ pub fn sources(conn: &dyn Conn) -> Result<Sources> {
                         .first()
                         .map(|b| format!("{} v{} by {}", b.op, b.version, b.writer));
                 }
+                // A value that came from another scratchpad: where, to follow there.
+                let mut adopted_from = None;
+                let mut origin = None;
+                if id != 0 {
+                    let setter = match followed.get(top) {
+                        Some(Some((set_by, _))) => Some(set_by.clone()),
+                        _ => crate::store::sql::lineage::version_facts(conn, id)?,
+                    };
+                    if let Some(v) = setter
+                        && let Some(o) = v.origin.clone()
+                    {
+                        adopted_from = Some(format!(
+                            "{} v{} by {} from {} {}@{}",
+                            v.op, v.version, v.writer, o.source, o.path, o.version
+                        ));
+                        origin = Some(super::ground::AdoptedFrom {
+                            origin: o,
+                            blake3: v.blake3.clone(),
+                            key: top.to_string(),
+                        });
+                    }
+                }
                 out.push(Source {
                     path: f.path.clone(),
                     model: model.contains(&writer),
@@ -150,6 +175,8 @@ pub fn sources(conn: &dyn Conn) -> Result<Sources> {
                     writer,
                     step,
                     brought_back_by,
+                    adopted_from,
+                    origin,
                 });
             }
             continue;
@@ -169,6 +196,8 @@ pub fn sources(conn: &dyn Conn) -> Result<Sources> {
                 step: f.step,
                 model: model.contains(&f.writer),
                 brought_back_by: None,
+                adopted_from: None,
+                origin: None,
             });
         }
     }
@@ -176,5 +205,6 @@ pub fn sources(conn: &dyn Conn) -> Result<Sources> {
     Ok(Sources {
         sources: out,
         skipped,
+        model,
     })
 }

@@ -56,6 +56,12 @@ pub struct VersionFacts {
     /// For a version that brought back earlier bytes (a `rollback`, a `restore`): the
     /// version whose bytes it brought back (`versions.id`; issue 35).
     pub restored_from: Option<i64>,
+    /// Its content's digest (not printed: what a version it was adopted from must match).
+    #[serde(skip)]
+    pub blake3: String,
+    /// For a version brought from another scratchpad (`adopt`, a tree-only `fork`): the
+    /// version there (`origins`, docs/schema.md).
+    pub origin: Option<crate::store::Origin>,
 }
 
 /// A key of a JSON version and the version that set its value there.
@@ -90,6 +96,15 @@ pub struct Node {
     /// Inputs not followed: the depth limit, a version already shown above, or one gc
     /// forgot.
     pub truncated: Vec<String>,
+    /// For a version with an `origin`: the same question asked in the scratchpad it came
+    /// from, at the version it came from (filled by [`crate::report::follow_origins`],
+    /// which opens that database; `None` until then or when it could not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adopted: Option<Box<Why>>,
+    /// Why the origin was not followed (the database is gone, not ours to trust, or
+    /// holds other bytes there); `None` when it was or there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adopted_not_followed: Option<String>,
 }
 
 /// The answer to `why PATH[:KEY]`.
@@ -283,6 +298,8 @@ fn node(
         keys,
         inputs: Vec::new(),
         truncated: Vec::new(),
+        adopted: None,
+        adopted_not_followed: None,
         version: v,
     };
     // A rollback's or restore's first input: the version whose bytes it brought back.
@@ -332,6 +349,30 @@ pub fn why(conn: &dyn Conn, path: &str, key: Option<&str>, depth: usize) -> Resu
         .ok_or_else(|| StoreError::new(ErrorKind::NotFound, format!("{path}: no such file")))?;
     let head = q::version_facts(conn, head)?
         .ok_or_else(|| StoreError::new(ErrorKind::NotFound, format!("{path}: no version")))?;
+    why_from(conn, path, head, key, depth)
+}
+
+/// [`why`] of version `id` (`versions.id`) instead of a live file's current one: what an
+/// adopted version's origin is asked in the scratchpad it came from (issue 35). Errors:
+/// `ENOENT` when there is no such version (gc forgot it) or the key is not in it.
+pub fn why_at(conn: &dyn Conn, id: i64, key: Option<&str>, depth: usize) -> Result<Why> {
+    let v = q::version_facts(conn, id)?.ok_or_else(|| {
+        StoreError::new(
+            ErrorKind::NotFound,
+            format!("version {id}: not in this scratchpad"),
+        )
+    })?;
+    let path = v.path.clone();
+    why_from(conn, &path, v, key, depth)
+}
+
+fn why_from(
+    conn: &dyn Conn,
+    path: &str,
+    head: VersionFacts,
+    key: Option<&str>,
+    depth: usize,
+) -> Result<Why> {
     let mut seen = HashSet::new();
     let mut docs = Docs::new();
     let Some(key) = key else {
@@ -430,6 +471,23 @@ fn render_node(n: &Node, indent: usize, out: &mut String) {
             crate::views::one_line(&k.key),
             crate::views::one_line(&clip(&k.value, 80))
         ));
+    }
+    if let Some(o) = &n.version.origin {
+        let from = format!(
+            "{pad}  <- adopted from {}: {}@{} by {}",
+            crate::views::quote_path(&o.source),
+            crate::views::quote_stored(&o.path),
+            o.version,
+            crate::views::quote_path(&o.writer)
+        );
+        match (&n.adopted, &n.adopted_not_followed) {
+            (Some(there), _) => {
+                out.push_str(&format!("{from}; there set by\n"));
+                render_node(&there.lineage, indent + 2, out);
+            }
+            (None, Some(e)) => out.push_str(&format!("{from} (not followed: {e})\n")),
+            (None, None) => out.push_str(&format!("{from}\n")),
+        }
     }
     for i in &n.inputs {
         render_node(i, indent + 1, out);

@@ -173,6 +173,16 @@ pub struct RedactReport {
     pub kinds: Vec<String>,
 }
 
+/// Opens the database `db` (an SQLite file's path or a PostgreSQL URL) read-only, as it
+/// is now, without asking a mount to write its batch first: what following an adopted
+/// version to the scratchpad it came from reads ([`crate::report::follow_origins`]).
+pub fn open_frozen(db: &str) -> Result<Box<dyn History>> {
+    if postgres::is_url(db) {
+        return Ok(Box::new(postgres::Postgres::open_frozen(db)?));
+    }
+    Ok(Box::new(Sqlite::open_frozen(std::path::Path::new(db))?))
+}
+
 /// One change to what a scratchpad holds, as [`History::each_change`] replays them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change<'a> {
@@ -867,6 +877,9 @@ pub trait History: Send + Sync {
     /// Every value the scratchpad holds now, for grounding a reply
     /// ([`crate::lineage::sources::sources`]).
     fn ground_sources(&self) -> Result<crate::lineage::sources::Sources>;
+    /// [`History::why`] of version `id` (`versions.id`), whether current or not
+    /// ([`crate::lineage::why::why_at`]).
+    fn why_at(&self, id: i64, key: Option<&str>, depth: usize) -> Result<crate::lineage::why::Why>;
     /// The lineage (`files.id`) version `id` (`versions.id`) belongs to.
     fn version_lineage(&self, id: i64) -> Result<i64>;
     /// One version by `versions.id` ([`ErrorKind::NotFound`] when the store no longer
@@ -1022,6 +1035,9 @@ impl<R: Reading> History for R {
     }
     fn ground_sources(&self) -> Result<crate::lineage::sources::Sources> {
         self.reading(|c| sql::read::ground_sources(c))
+    }
+    fn why_at(&self, id: i64, key: Option<&str>, depth: usize) -> Result<crate::lineage::why::Why> {
+        self.reading(|c| crate::lineage::why::why_at(c, id, key, depth))
     }
     fn version_lineage(&self, id: i64) -> Result<i64> {
         self.reading(|c| sql::read::version_lineage(c, id))

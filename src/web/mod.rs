@@ -326,13 +326,15 @@ impl Web {
                     .map_or(crate::lineage::why::DEFAULT_DEPTH, |d| {
                         d.clamp(0, 16) as usize
                     });
-                let w = store.why(path, key, depth).map_err(failed)?;
+                let mut w = store.why(path, key, depth).map_err(failed)?;
+                crate::report::follow_origins(&mut w, depth);
                 serde_json::to_value(&w)
                     .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
             }
             ("POST", "/api/ground") => {
                 let reply = String::from_utf8_lossy(body);
-                let found = store.ground_sources().map_err(failed)?;
+                let mut found = store.ground_sources().map_err(failed)?;
+                crate::report::follow_ground_origins(&mut found);
                 let findings = crate::lineage::ground::ground(&reply, &found.sources);
                 let status = crate::lineage::ground::exit_status(&findings);
                 Ok(

@@ -15,8 +15,11 @@ use crate::store::error::Result;
 pub(crate) fn version_facts(conn: &dyn Conn, id: i64) -> Result<Option<VersionFacts>> {
     Ok(conn.opt(
         "SELECT v.id, v.file_id, v.path, v.version, v.op, v.writer, p.exe, p.step, p.tgid,
-                    v.time_ns, v.stream, v.size, v.restored_from
-             FROM versions v JOIN processes p ON p.id = v.process WHERE v.id = ?1",
+                    v.time_ns, v.stream, v.size, v.restored_from, v.blake3,
+                    o.source, o.source_id, o.source_version_id, o.path, o.version, o.writer
+             FROM versions v JOIN processes p ON p.id = v.process
+             LEFT JOIN origins o ON o.version_id = v.id
+             WHERE v.id = ?1",
         p![id],
         |r| {
             Ok(VersionFacts {
@@ -35,6 +38,18 @@ pub(crate) fn version_facts(conn: &dyn Conn, id: i64) -> Result<Option<VersionFa
                     len: r.get::<i64>(11)? as u64,
                 },
                 restored_from: r.get(12)?,
+                blake3: r.get(13)?,
+                origin: match r.get::<Option<String>>(14)? {
+                    Some(source) => Some(crate::store::Origin {
+                        source,
+                        source_id: r.get(15)?,
+                        source_version_id: r.get(16)?,
+                        path: r.get(17)?,
+                        version: r.get(18)?,
+                        writer: r.get(19)?,
+                    }),
+                    None => None,
+                },
             })
         },
     )?)
@@ -109,16 +124,19 @@ pub(crate) fn live_files(conn: &dyn Conn) -> Result<Vec<LiveFile>> {
 }
 
 /// Who last changed a key: version number, writer, step, and for a version that brought
-/// back earlier bytes (a rollback, a restore: `versions.restored_from` set) its id, else
-/// 0.
+/// back earlier bytes (a rollback, a restore: `versions.restored_from` set) or came from
+/// another scratchpad (an `origins` row: adopt) its id, else 0.
 pub(crate) type Setter = (i64, String, Option<i64>, i64);
 
 /// Per top-level key of a JSON lineage: the version number, writer and step that last
-/// changed it, and whether that version brought back earlier bytes ([`Setter`]).
+/// changed it, and whether that version brought back earlier bytes or came from another
+/// scratchpad ([`Setter`]).
 pub(crate) fn field_setters(conn: &dyn Conn, file_id: i64) -> Result<HashMap<String, Setter>> {
     let rows = conn.all(
         "SELECT f.key, v.version, v.writer, p.step,
-                CASE WHEN v.restored_from IS NULL THEN 0 ELSE v.id END FROM fields f
+                CASE WHEN v.restored_from IS NULL
+                      AND NOT EXISTS (SELECT 1 FROM origins o WHERE o.version_id = v.id)
+                     THEN 0 ELSE v.id END FROM fields f
          JOIN versions v ON v.id = f.version_id JOIN processes p ON p.id = v.process
          WHERE f.file_id = ?1",
         p![file_id],

@@ -581,6 +581,13 @@ function whyNode(n) {
     li.append(el("ul", { class: "why" }, ...n.keys.map((k) => el("li", {}, shown(k.key) + " = " + shown(k.value) + "  (set in v" + k.set_by.version + " by " + shown(k.set_by.writer) + (k.brought_back_by.length ? ", brought back by " + k.brought_back_by[0].op + " v" + k.brought_back_by[0].version : "") + ")"))));
   }
   const kids = (n.inputs || []).map(whyNode).concat((n.truncated || []).map((t) => el("li", {}, "← " + t)));
+  // A version adopted from another scratchpad: the same question asked there.
+  const o = n.version.origin;
+  if (o) {
+    const from = "← adopted from " + shown(o.source) + ": " + shown(o.path) + "@" + o.version + " by " + shown(o.writer);
+    if (n.adopted) kids.unshift(el("li", { class: "adopted" }, from + "; there set by", el("ul", { class: "why" }, whyNode(n.adopted.lineage))));
+    else kids.unshift(el("li", { class: "adopted" }, from + (n.adopted_not_followed ? " (not followed: " + shown(n.adopted_not_followed) + ")" : "")));
+  }
   if (kids.length) li.append(el("ul", { class: "why" }, ...kids));
   return li;
 }
@@ -589,14 +596,16 @@ function whyNode(n) {
 // key, the key) on the right; an arrow per input, labelled with how it came (read,
 // renamed from, brought back from). Each version once, in the column of its shortest
 // path to the answer; the nested list below says the same in words.
-const NODE_W = 210, NODE_H = 38, COL_GAP = 56, ROW_GAP = 12;
+const NODE_W = 210, NODE_H = 38, COL_GAP = 96, ROW_GAP = 12;
 
 function clip(t, n) { return t.length > n ? t.slice(0, n - 1) + "…" : t; }
 
 function whyGraph(w, target) {
   const nodes = new Map();
   const edges = [];
-  const keyOf = (v) => v.file_id + "@" + v.version;
+  // A version is one node per scratchpad (`scope`: "" here, the source for an adopted one).
+  let scope = "";
+  const keyOf = (v) => scope + "|" + v.file_id + "@" + v.version;
   const add = (v, depth, label, sub) => {
     const k = v ? keyOf(v) : label;
     const had = nodes.get(k);
@@ -624,6 +633,15 @@ function whyGraph(w, target) {
       const child = add(c.version, depth + 1);
       edges.push({ from: child, to: node, via: c.via === "rename" ? "renamed from" : c.via === "restore" ? "brought back from" : "read" });
       walk(c, child, depth + 1);
+    }
+    // Adopted: the version there that set it, and its own lineage there.
+    if (n.adopted) {
+      const was = scope;
+      scope = n.version.origin.source;
+      const there = add(n.adopted.lineage.version, depth + 1, null, "in " + clip(shown(scope.split("/").pop()), 16) + ": " + n.adopted.lineage.version.op + " by " + shown(n.adopted.lineage.version.writer));
+      edges.push({ from: there, to: node, via: "adopted from" });
+      walk(n.adopted.lineage, there, depth + 1);
+      scope = was;
     }
   };
   walk(w.lineage, root, right);
@@ -677,7 +695,7 @@ document.getElementById("ground-run").addEventListener("click", async () => {
       const status = f.status === "sourced" ? "sourced" : f.status === "asserted_by_model" ? "asserted by model" : "UNSOURCED";
       const cls = f.status === "sourced" ? "status-sourced" : f.status === "asserted_by_model" ? "status-asserted" : "status-unsourced";
       const src = s ? el("button", { class: "link source", onclick: () => openFile({ path: s.source.path }, "path") },
-        shown(s.source.path) + (s.source.key ? " " + shown(s.source.key) + " = " + shown(s.source.text) : ":" + s.source.line) + " v" + s.source.version + " by " + shown(s.source.writer) + (s.source.brought_back_by ? ", brought back by " + shown(s.source.brought_back_by) : "")) : "";
+        shown(s.source.path) + (s.source.key ? " " + shown(s.source.key) + " = " + shown(s.source.text) : ":" + s.source.line) + " v" + s.source.version + " by " + shown(s.source.writer) + (s.source.brought_back_by ? ", brought back by " + shown(s.source.brought_back_by) : "") + (s.source.adopted_from ? ", " + shown(s.source.adopted_from) : "")) : "";
       return el("tr", {}, el("td", {}, shown(f.token.text)), el("td", { class: cls }, status), el("td", {}, src));
     });
     document.getElementById("ground-out").replaceChildren(el("table", { class: "events", id: "ground-table" }, el("tbody", {}, ...rows)));
