@@ -541,8 +541,9 @@ fn follow_origins_hops(w: &mut crate::lineage::why::Why, depth: usize, hops: usi
 /// For each source of `found` whose value came from another scratchpad
 /// ([`crate::lineage::ground::Source::origin`]): the version there that set it (its
 /// writer and step, and whether the rules mark that writer a model), when that database
-/// may be followed ([`open_origin`]); else it stays credited to the adopter, and
-/// `adopted_from` says why it was not followed. Each database is opened once.
+/// may be followed ([`open_origin`]); else the writer recorded for the whole version there
+/// (`origins.writer`), and `adopted_from` says why it was not followed. Each database is
+/// opened once.
 pub fn follow_ground_origins(found: &mut crate::lineage::sources::Sources) {
     use std::collections::HashMap;
     let mut stores: HashMap<(String, String), Result<Box<dyn History>, Failure>> = HashMap::new();
@@ -572,6 +573,12 @@ pub fn follow_ground_origins(found: &mut crate::lineage::sources::Sources) {
                 s.model = found.model.contains(writer);
             }
             Err(e) => {
+                // Not the adopter (root or the mounting user, never a model: every
+                // adopted value would read as sourced) but the writer of the whole
+                // version there, as recorded: a model's last write stays a model's.
+                s.writer = o.writer.clone();
+                s.step = None;
+                s.model = found.model.contains(&o.writer);
                 if let Some(text) = &mut s.adopted_from {
                     text.push_str(&format!(" (not followed: {e})"));
                 }

@@ -1133,7 +1133,7 @@ fn an_adopted_value_is_credited_to_who_set_it_in_the_fork() {
         serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
     };
     let g = ground("Refund 777 of 36000 cents.");
-    let status = |text: &str| {
+    let status_in = |g: &serde_json::Value, text: &str| {
         g["tokens"]
             .as_array()
             .unwrap()
@@ -1142,6 +1142,7 @@ fn an_adopted_value_is_credited_to_who_set_it_in_the_fork() {
             .unwrap_or_else(|| panic!("{text} in {g}"))
             .clone()
     };
+    let status = |text: &str| status_in(&g, text);
     let total = status("36000");
     assert_eq!(total["status"], "sourced", "{g}");
     assert_eq!(total["sources"][0]["source"]["writer"], "get_order", "{g}");
@@ -1163,4 +1164,14 @@ fn an_adopted_value_is_credited_to_who_set_it_in_the_fork() {
         "{out}"
     );
     assert!(!out.contains("there set by"), "{out}");
+    // Nor one the agent (uid 1000) owns: it could have put its own file at that path.
+    std::fs::set_permissions(&fork.0, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::chown(&fork.0, Some(1000), Some(1000)).unwrap();
+    let out = ok(cli(&m, &["why", "state.json:order_total_cents"]));
+    assert!(out.contains("owned by uid 1000"), "{out}");
+    let g = ground("Refund 777 of 36000 cents.");
+    assert!(g.to_string().contains("not followed"), "{g}");
+    // Unfollowed, a value is credited to the writer recorded for the version there (the
+    // agent wrote it last), never to the adopter: the model's number is not sourced.
+    assert_eq!(status_in(&g, "777")["status"], "asserted_by_model", "{g}");
 }

@@ -27,6 +27,11 @@ if mode == "probe":
     a = status("/api/timeline")
     b = status("/api/timeline", "0" * 40)
     c = status("/api/live", "x")
+    # The newer endpoints are behind the same check.
+    for path in ["/api/activity", "/api/refused?event=1", "/api/compare?from=now&to=now"]:
+        got = status(path)
+        if got != "401":
+            sys.exit(f"uid 1000 got {got} for {path} without the token")
     for name in os.listdir("/run/scratchfs") if os.access("/run/scratchfs", os.R_OK) else []:
         if name.startswith("web-"):
             try:

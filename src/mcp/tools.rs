@@ -1600,7 +1600,10 @@ fn run(fs: &Fs, name: &str, args: &serde_json::Value, ctx: Ctx) -> Result<Outcom
         "ground" => {
             let text = arg_str(args, "text")?;
             let mut readable = std::collections::HashMap::new();
-            let found = fs.store().ground_sources()?;
+            let mut found = fs.store().ground_sources()?;
+            // A value adopted from another scratchpad: credited to who set it there
+            // (writer names only: nothing of that database's content is shown).
+            crate::report::follow_ground_origins(&mut found);
             let sources: Vec<_> = found
                 .sources
                 .into_iter()
