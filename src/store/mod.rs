@@ -969,11 +969,12 @@ pub trait History: Send + Sync {
     /// The `limit` lineages with the most versions: (`files.id`, path as stored, number
     /// of versions), most first.
     fn busiest_files(&self, limit: usize) -> Result<Vec<(i64, String, i64)>>;
-    /// Calls `f` with every change to what the scratchpad holds, in the order they
-    /// happened (time, then the namespace change before the versions of the same
-    /// instant, then id): each version, each unlink, each lineage ended by a rename onto
-    /// another (`files.merged_into`). What the review page's plots replay
-    /// ([`crate::report::activity`]); streamed, so memory does not grow with the log.
+    /// Calls `f` with every change to what the scratchpad holds: each version, each
+    /// unlink, each lineage ended by a rename onto another (`files.merged_into`); each
+    /// kind in commit order (its table's ids), merged by time (the namespace change
+    /// before the versions of the same instant). What the review page's plots replay
+    /// ([`crate::report::activity`]); read a page at a time, so memory does not grow
+    /// with the log.
     fn each_change(&self, f: &mut dyn FnMut(Change<'_>) -> Result<()>) -> Result<()>;
     /// Calls `f` with each stretch of data of `content` (offset, bytes), in order, holes
     /// skipped; a stretch is at most one blob (64 KiB).

@@ -734,48 +734,102 @@ pub(crate) fn busiest_files(conn: &dyn Conn, limit: usize) -> Result<Vec<(i64, S
     )
 }
 
-/// [`crate::store::History::each_change`]: one query, sorted by the database (time, then
-/// kind: 0 unlink, 1 a lineage merged into another, 2 a version; then id).
+/// Rows [`each_change`] reads at a time from each table (5,000): a PostgreSQL
+/// connection holds a whole result before it is visited, so the replay reads pages.
+const CHANGE_PAGE: i64 = 5_000;
+
+/// One row of [`each_change`]'s streams: (time, kind: 0 unlink, 1 merged, 2 version, id,
+/// lineage, size, writer).
+type ChangeRow = (i64, i64, i64, i64, i64, String);
+
+/// [`crate::store::History::each_change`]: versions and unlink events, each read by its
+/// primary key a page at a time, and the lineages merged by a rename (few: read at once),
+/// merged in order of (time, kind: the namespace change before the versions of the same
+/// instant, id). Memory: three pages, whatever the length of the log.
 pub(crate) fn each_change(
     conn: &dyn Conn,
     f: &mut dyn FnMut(crate::store::Change<'_>) -> Result<()>,
 ) -> Result<()> {
     use crate::store::Change;
-    use crate::store::sql::Flow;
-    conn.each(
-        "SELECT time_ns, CAST(2 AS BIGINT) AS kind, id, file_id, size, writer FROM versions
-         UNION ALL
-         SELECT e.time_ns, 0, e.id,
+    use std::collections::VecDeque;
+    let page = |sql: &str, after: i64| -> Result<VecDeque<ChangeRow>> {
+        Ok(conn
+            .all(sql, p![after, CHANGE_PAGE], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get::<Option<i64>>(3)?.unwrap_or(-1),
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })?
+            .into())
+    };
+    const VERSIONS: &str = "SELECT time_ns, CAST(2 AS BIGINT), id, file_id, size, writer
+         FROM versions WHERE id > ?1 ORDER BY id LIMIT ?2";
+    const UNLINKS: &str = "SELECT e.time_ns, CAST(0 AS BIGINT), e.id,
                 COALESCE(e.file_id, (SELECT v.file_id FROM versions v WHERE v.id = e.version_id)),
-                0, ''
-         FROM events e WHERE e.op = 'unlink'
-         UNION ALL
-         SELECT deleted_ns, 1, id, id, 0, '' FROM files
-         WHERE merged_into IS NOT NULL AND deleted_ns IS NOT NULL
-         ORDER BY 1, 2, 3",
-        p![],
-        &mut |r| {
-            let time_ns: i64 = r.get(0)?;
-            let file: Option<i64> = r.get(3)?;
-            let Some(file) = file else {
-                return Ok(Flow::Next);
-            };
-            match r.get::<i64>(1)? {
-                0 => f(Change::Unlink { time_ns, file })?,
-                1 => f(Change::Merged { time_ns, file })?,
-                _ => {
-                    let writer: String = r.get(5)?;
-                    f(Change::Version {
-                        time_ns,
-                        file,
-                        size: r.get(4)?,
-                        writer: &writer,
-                    })?
-                }
-            }
-            Ok(Flow::Next)
-        },
-    )
+                CAST(0 AS BIGINT), ''
+         FROM events e WHERE e.op = 'unlink' AND e.id > ?1 ORDER BY e.id LIMIT ?2";
+    let mut merged: VecDeque<ChangeRow> = conn
+        .all(
+            "SELECT deleted_ns, CAST(1 AS BIGINT), id, id, CAST(0 AS BIGINT), '' FROM files
+             WHERE merged_into IS NOT NULL AND deleted_ns IS NOT NULL
+             ORDER BY deleted_ns, id",
+            p![],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            },
+        )?
+        .into();
+    let mut versions = page(VERSIONS, 0)?;
+    let mut unlinks = page(UNLINKS, 0)?;
+    let key = |r: &ChangeRow| (r.0, r.1, r.2);
+    loop {
+        let next = [&versions, &unlinks, &merged]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, q)| q.front().map(|r| (key(r), i)))
+            .min();
+        let Some((_, i)) = next else {
+            return Ok(());
+        };
+        let row = match i {
+            0 => versions.pop_front(),
+            1 => unlinks.pop_front(),
+            _ => merged.pop_front(),
+        }
+        .expect("a front row");
+        // Refill a paged stream that just emptied, after the id last taken.
+        if i == 0 && versions.is_empty() {
+            versions = page(VERSIONS, row.2)?;
+        }
+        if i == 1 && unlinks.is_empty() {
+            unlinks = page(UNLINKS, row.2)?;
+        }
+        let (time_ns, kind, _, file, size, writer) = row;
+        if file < 0 {
+            continue;
+        }
+        match kind {
+            0 => f(Change::Unlink { time_ns, file })?,
+            1 => f(Change::Merged { time_ns, file })?,
+            _ => f(Change::Version {
+                time_ns,
+                file,
+                size,
+                writer: &writer,
+            })?,
+        }
+    }
 }
 
 /// [`crate::store::History::last_reason`].

@@ -431,7 +431,7 @@ function sparkline(per) {
 }
 
 // The plots again after a change, at most once a second (a replay reads every version:
-// 0.7 s at 1,000,000, docs/web.md).
+// 0.5 s at 1,000,000 on SQLite, docs/web.md).
 let activityTimer = null;
 function activitySoon() {
   if (activityTimer) return;
