@@ -742,6 +742,19 @@ const CHANGE_PAGE: i64 = 5_000;
 /// lineage, size, writer).
 type ChangeRow = (i64, i64, i64, i64, i64, String);
 
+/// A row of [`ChangeRow`]'s columns; a lineage no longer known (an unlink of a version gc
+/// forgot) is -1.
+fn change_row(r: &dyn crate::store::sql::Row) -> Result<ChangeRow> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get::<Option<i64>>(3)?.unwrap_or(-1),
+        r.get(4)?,
+        r.get(5)?,
+    ))
+}
+
 /// [`crate::store::History::each_change`]: versions and unlink events, each read by its
 /// primary key a page at a time, and the lineages merged by a rename (few: read at once),
 /// merged in order of (time, kind: the namespace change before the versions of the same
@@ -753,18 +766,7 @@ pub(crate) fn each_change(
     use crate::store::Change;
     use std::collections::VecDeque;
     let page = |sql: &str, after: i64| -> Result<VecDeque<ChangeRow>> {
-        Ok(conn
-            .all(sql, p![after, CHANGE_PAGE], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get::<Option<i64>>(3)?.unwrap_or(-1),
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            })?
-            .into())
+        Ok(conn.all(sql, p![after, CHANGE_PAGE], change_row)?.into())
     };
     const VERSIONS: &str = "SELECT time_ns, CAST(2 AS BIGINT), id, file_id, size, writer
          FROM versions WHERE id > ?1 ORDER BY id LIMIT ?2";
@@ -778,16 +780,7 @@ pub(crate) fn each_change(
              WHERE merged_into IS NOT NULL AND deleted_ns IS NOT NULL
              ORDER BY deleted_ns, id",
             p![],
-            |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            },
+            change_row,
         )?
         .into();
     let mut versions = page(VERSIONS, 0)?;
