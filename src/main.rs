@@ -414,8 +414,9 @@ enum Command {
         tls_key: Option<PathBuf>,
     },
     /// Serve the review page (docs/web.md): a live timeline of who wrote what, with diffs,
-    /// refusals, lineage and grounding, read-only, on a loopback port. The link printed at
-    /// start carries the token every request for data needs.
+    /// refusals, lineage, grounding and plots, on a loopback port; read-only unless
+    /// --allow-actions. The link printed at start carries the token every request for
+    /// data needs.
     Web {
         /// Database file or PostgreSQL URL (default: $SCRATCHFS_DB, else ./scratchpad.db).
         #[arg(

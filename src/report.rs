@@ -586,3 +586,40 @@ pub fn follow_ground_origins(found: &mut crate::lineage::sources::Sources) {
         }
     }
 }
+
+/// Who `why` credits a key with when that is not the version that last changed it in
+/// this file (a rollback or restore brought the value back, or it was adopted from a
+/// fork that could be followed): `{"version", "writer", "step", "path", "source", "via"}`
+/// (`source`: the other database, for an adopted value; `via`: `"brought back by rollback
+/// v4"`, `"adopted from /w/fork.db state.json@4"`); `None` when `w`'s setter is that
+/// version itself. The review page shows it beside the key's last change.
+pub fn credited_json(w: &crate::lineage::why::Why) -> Option<serde_json::Value> {
+    let mut at = w;
+    let mut source: Option<String> = None;
+    let mut via = Vec::new();
+    if let Some(b) = w.brought_back_by.first() {
+        via.push(format!("brought back by {} v{}", b.op, b.version));
+    }
+    while let Some(there) = &at.lineage.adopted {
+        let o = at.lineage.version.origin.as_ref()?;
+        via.push(format!(
+            "adopted from {} {}@{}",
+            o.source, o.path, o.version
+        ));
+        source = Some(o.source.clone());
+        at = there;
+        if let Some(b) = at.brought_back_by.first() {
+            via.push(format!("brought back by {} v{} there", b.op, b.version));
+        }
+    }
+    if via.is_empty() {
+        return None;
+    }
+    let v = &at.lineage.version;
+    let mut o = serde_json::json!({
+        "version": v.version, "writer": v.writer, "step": v.step, "path": v.path,
+        "source": source, "via": via.join(", "),
+    });
+    json_paths(&mut o, &["path"]);
+    Some(o)
+}

@@ -271,6 +271,8 @@ try:
     assert adopted is not None, "adopted.json in the timeline"
     press(adopted)
     price = wait("adopted.json's keys", lambda: next((r for r in rows("keys") if "price_cents" in r.text), None))
+    # The key is credited as why credits it: to get_order in the fork, not the adopter.
+    assert "get_order" in price.text and "adopted from" in price.text, price.text
     press(price.find_element(By.CSS_SELECTOR, "button.link"))
     wait("why of the adopted key", lambda: "adopted from" in driver.find_element(By.ID, "why").text)
     graph = driver.find_element(By.ID, "why-graph").get_attribute("textContent")

@@ -51,6 +51,10 @@ pub const POLL: std::time::Duration = std::time::Duration::from_millis(200);
 /// answer and costs at most about 150 MB.
 pub const BODY_MAX: usize = 64 << 10;
 
+/// Most keys of a file whose credit (`why`'s setter) `/api/history` adds (64): each costs
+/// a `why` of the key.
+pub const CREDITED_KEYS: usize = 64;
+
 /// Most rows of a timeline page (500); 100 when not asked.
 pub const PAGE_MAX: usize = 500;
 
@@ -293,7 +297,23 @@ impl Web {
                     out.push(crate::report::version_json(store, v).map_err(not_found)?);
                 }
                 let fields = store.fields(id).map_err(failed)?;
-                Ok(serde_json::json!({ "versions": out, "next": next, "keys": fields }))
+                let mut keys = serde_json::to_value(&fields)
+                    .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+                // Who why credits each key with, when a rollback, a restore or an adopt
+                // made the last change (a live file's keys, at most CREDITED_KEYS).
+                if fields.len() <= CREDITED_KEYS
+                    && store.live_head(&path).map_err(failed)?.is_some()
+                {
+                    for (i, f) in fields.iter().enumerate() {
+                        if let Ok(mut w) = store.why(&path, Some(&f.key), 0) {
+                            crate::report::follow_origins(&mut w, 0);
+                            if let Some(c) = crate::report::credited_json(&w) {
+                                keys[i]["credited"] = c;
+                            }
+                        }
+                    }
+                }
+                Ok(serde_json::json!({ "versions": out, "next": next, "keys": keys }))
             }
             ("GET", "/api/version") => {
                 let path = q.path()?;

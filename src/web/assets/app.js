@@ -55,6 +55,13 @@ async function api(path, options) {
   return body;
 }
 
+// A table cell with a time: the day (hidden where the table is narrow) and the time of
+// day; the whole in its title.
+function timeCell(ns) {
+  const t = utc(ns);
+  return el("td", { title: t }, el("span", { class: "day" }, t.slice(0, 11)), t.slice(11));
+}
+
 // Times are UTC, as the command line prints them.
 function utc(ns) {
   if (ns === null || ns === undefined) return "";
@@ -143,9 +150,8 @@ function eventRow(e) {
   const name = e.new_path !== null && e.new_path !== undefined ? shown(e.path) + " → " + shown(e.new_path) : shown(e.path);
   const file = el("button", { class: "link", title: name, onclick: () => openFile(e, "path") }, name);
   const reason = e.reason ? (e.errno ? "errno " + e.errno + ": " : "") + shown(e.reason) : "";
-  const t = utc(e.time_ns);
   return el("tr", { class: e.op === "rejected" ? "rejected" : "", tabindex: "-1" },
-    el("td", { title: t }, el("span", { class: "day" }, t.slice(0, 11)), t.slice(11)),
+    timeCell(e.time_ns),
     el("td", {}, e.op),
     el("td", {}, e.path === "" ? "" : file),
     el("td", {}, e.version === null ? "" : "v" + e.version),
@@ -239,12 +245,14 @@ async function loadRefusals() {
   const follow = atEnd(box);
   document.querySelector("#refused tbody").replaceChildren(...page.entries.slice().reverse().map((e) =>
     el("tr", { class: "rejected" },
-      el("td", {}, utc(e.time_ns)),
-      el("td", {}, el("button", { class: "link", onclick: () => openFile(e, "path") }, shown(e.path))),
-      el("td", {}, shown(e.writer)), el("td", {}, e.step === null ? "" : e.step),
+      timeCell(e.time_ns),
+      el("td", {}, el("button", { class: "link", title: shown(e.path), onclick: () => openFile(e, "path") }, shown(e.path))),
+      el("td", { title: shown(e.writer) }, shown(e.writer)), el("td", {}, e.step === null ? "" : e.step),
       el("td", {}, shown(processOf(e))), el("td", {}, e.errno === null ? "" : e.errno),
       el("td", { class: "reason" }, shown(e.reason)),
-      el("td", {}, el("button", { class: "link content", onclick: () => refusedContent(e) }, "content")))));
+      // A refusal with a size kept the content it refused (a refusal at open, of a
+      // rename or an attribute kept none).
+      el("td", {}, e.size === null ? "" : el("button", { class: "link content", onclick: () => refusedContent(e) }, "content")))));
   if (follow) toEnd(box);
 }
 
@@ -267,7 +275,8 @@ async function loadCheckpoints() {
   const cps = await api("/api/checkpoints").catch((e) => { say(e.message); return []; });
   document.getElementById("take").hidden = !csrf;
   document.querySelector("#cps tbody").replaceChildren(...cps.map((c) =>
-    el("tr", {}, el("td", {}, shown(c.name)), el("td", {}, utc(c.point.time_ns)), el("td", {}, shown(c.writer)), el("td", { class: "reason" }, shown(c.note)),
+    el("tr", {}, el("td", {}, shown(c.name), c.auto ? el("span", { class: "safety" }, " (safety, taken by a rollback)") : null),
+      timeCell(c.point.time_ns), el("td", {}, shown(c.writer)), el("td", { class: "reason" }, shown(c.note)),
       el("td", {},
         el("button", { class: "link", onclick: () => compare(c.name, "now") }, "compare with now"), " ",
         csrf ? el("button", { class: "link", onclick: () => rollback(c.name) }, "roll back") : null))));
@@ -344,6 +353,19 @@ function humanBytes(n) {
   return (i === 0 || n >= 10 ? Math.round(n) : n.toFixed(1)) + " " + units[i];
 }
 
+// A round number of bytes at or above `x` (1, 2, 5 times a power of 1,024 units).
+function niceBytes(x) {
+  let unit = 1;
+  while (x / unit >= 1024 && unit < Math.pow(1024, 4)) unit *= 1024;
+  return nice(x / unit) * unit;
+}
+
+// A span's width as a person reads it (ns).
+function widthText(ns) {
+  for (const [u, name] of [[864e11, "d"], [36e11, "h"], [6e10, "min"], [1e9, "s"], [1e6, "ms"]]) if (ns >= u && ns % u === 0) return ns / u + " " + name;
+  return ns + " ns";
+}
+
 // A round number at or above `x` (1, 2, 5 times a power of ten).
 function nice(x) {
   if (x <= 0) return 1;
@@ -352,7 +374,9 @@ function nice(x) {
   return 10 * p;
 }
 
-const PLOT_W = 640, PLOT_L = 64, PLOT_R = 8, PLOT_T = 8, PLOT_B = 22;
+// A plot is drawn at the width it is shown (its text stays 11 px), 300 to 900 px.
+let PLOT_W = 640;
+const PLOT_L = 64, PLOT_R = 8, PLOT_T = 8, PLOT_B = 22;
 
 // The frame of a plot: its y scale's top label and the run's first and last time.
 function frame(h, top, a) {
@@ -395,7 +419,8 @@ function ratePlot(a) {
     }
   }
   const label = (top < 10 ? top : Math.round(top)) + "/min";
-  document.getElementById("rate-plot").replaceChildren(svg("svg", { viewBox: "0 0 " + PLOT_W + " " + h, role: "img", id: "rate-svg",
+  document.getElementById("rate-note").textContent = n + " spans of " + widthText(a.span_ns) + " (a span's versions as a rate per minute)";
+  document.getElementById("rate-plot").replaceChildren(svg("svg", { viewBox: "0 0 " + PLOT_W + " " + h, width: PLOT_W, height: h, role: "img", id: "rate-svg",
     "aria-label": "versions per minute by writer over the run, at most " + label }, ...frame(h, label, a), ...bars));
   document.getElementById("rate-legend").replaceChildren(...ws.map((w) =>
     el("li", {}, el("span", { class: "swatch " + w.cls }), w.name + " (" + w.per.reduce((t, c) => t + c, 0) + ")")));
@@ -403,10 +428,10 @@ function ratePlot(a) {
 
 function bytesPlot(a) {
   const h = 150, n = a.spans;
-  const series = [["live", "s0"], ["history", "s1"], ["archive", "s2"]];
+  const series = [["live", "b0"], ["history", "b1"], ["archive", "b2"]];
   let max = 0;
   for (const [k] of series) for (const v of a.bytes[k]) max = Math.max(max, v);
-  const top = nice(max);
+  const top = niceBytes(max);
   const bw = (PLOT_W - PLOT_L - PLOT_R) / n, ph = h - PLOT_T - PLOT_B;
   const lines = series.map(([k, cls]) => {
     // A step line: each span's value from its start to its end.
@@ -417,7 +442,7 @@ function bytesPlot(a) {
     });
     return svg("polyline", { points: pts.join(" "), class: "line " + cls }, svg("title", {}, k + ": " + humanBytes(a.bytes[k][n - 1] || 0) + " at the end"));
   });
-  document.getElementById("bytes-plot").replaceChildren(svg("svg", { viewBox: "0 0 " + PLOT_W + " " + h, role: "img", id: "bytes-svg",
+  document.getElementById("bytes-plot").replaceChildren(svg("svg", { viewBox: "0 0 " + PLOT_W + " " + h, width: PLOT_W, height: h, role: "img", id: "bytes-svg",
     "aria-label": "bytes live, in history and archived over the run" }, ...frame(h, humanBytes(top), a), ...lines));
   document.getElementById("bytes-legend").replaceChildren(...series.map(([k, cls]) =>
     el("li", {}, el("span", { class: "swatch " + cls }), k + " " + humanBytes(a.bytes[k][n - 1] || 0))));
@@ -438,7 +463,16 @@ function activitySoon() {
   activityTimer = setTimeout(async () => { await loadActivity(); activityTimer = null; }, 1000);
 }
 
+// The plots' width: taken when first drawn and when the window's width changes, not at
+// each redraw (a redraw at another width would change their height: a layout shift).
+let plotWidthOf = 0;
+addEventListener("resize", () => { if (innerWidth !== plotWidthOf) { plotWidthOf = 0; if (!document.getElementById("activity").hidden) loadActivity(); } });
+
 async function loadActivity() {
+  if (!plotWidthOf) {
+    plotWidthOf = innerWidth;
+    PLOT_W = Math.max(300, Math.min(900, document.getElementById("rate-plot").clientWidth || 640));
+  }
   let a;
   try { a = await api("/api/activity?spans=60"); } catch (e) { say(e.message); return; }
   if (!a.spans) {
@@ -473,10 +507,19 @@ async function openFile(e, key) {
   toEnd(document.getElementById("versions-box"));
   const keys = h.keys || [];
   document.getElementById("keys-title").hidden = document.getElementById("keys").hidden = keys.length === 0;
-  document.querySelector("#keys tbody").replaceChildren(...keys.map((k) => el("tr", {},
-    el("td", { title: shown(k.key) }, shown(k.key)), el("td", {}, "v" + k.version), el("td", {}, shown(k.writer)),
-    el("td", {}, k.step === null ? "" : k.step),
-    el("td", {}, el("button", { class: "link", onclick: () => why(current.name + ":" + k.key) }, "why")))));
+  // A key is credited as why credits it: through a rollback or restore to the version
+  // that set the value, through an adopt to the fork (`credited`); the last change here
+  // is in the title.
+  document.querySelector("#keys tbody").replaceChildren(...keys.map((k) => {
+    const c = k.credited;
+    const last = "last changed here in v" + k.version + " by " + shown(k.writer);
+    return el("tr", {},
+    el("td", { title: shown(k.key) }, shown(k.key)),
+    el("td", { title: last }, c ? "v" + c.version + (c.source ? " in " + shown(c.source.split("/").pop()) : "") : "v" + k.version),
+    el("td", { title: c ? shown(c.via) + "; " + last : last }, c ? shown(c.writer) + " (" + shown(c.via) + ")" : shown(k.writer)),
+    el("td", {}, (c ? c.step : k.step) === null ? "" : (c ? c.step : k.step)),
+    el("td", {}, el("button", { class: "link", onclick: () => why(current.name + ":" + k.key) }, "why")));
+  }));
 }
 
 // Rows of versions, oldest first; with `newest`, A and B start on the last two.
@@ -484,8 +527,8 @@ function versionRows(vs, newest) {
   return vs.map((v, i) => el("tr", {},
     el("td", {}, el("input", { type: "radio", name: "a", value: v.version, "aria-label": "A v" + v.version, checked: newest && i === vs.length - 2 ? "" : null })),
     el("td", {}, el("input", { type: "radio", name: "b", value: v.version, "aria-label": "B v" + v.version, checked: newest && i === vs.length - 1 ? "" : null })),
-    el("td", {}, "v" + v.version), el("td", {}, v.op), el("td", {}, shown(v.writer)),
-    el("td", {}, v.step === null ? "" : v.step), el("td", {}, utc(v.time_ns)), el("td", {}, v.size),
+    el("td", {}, "v" + v.version), el("td", {}, v.op), el("td", { title: shown(v.writer) }, shown(v.writer)),
+    el("td", {}, v.step === null ? "" : v.step), timeCell(v.time_ns), el("td", {}, v.size),
     el("td", {}, csrf ? el("button", { class: "link restore", onclick: () => restore(v) }, "restore") : null)));
 }
 
@@ -574,18 +617,23 @@ function describe(v) {
   return shown(v.path) + "@" + v.version + " (" + v.op + " by " + shown(v.writer) + (v.step === null ? "" : ", step " + v.step) + ", " + v.tgid + " " + shown(exe) + ", " + utc(v.time_ns) + ")";
 }
 
-function whyNode(n) {
+// `foreign`: a version of the scratchpad a file was adopted from, named but not opened
+// (this page shows this scratchpad's files).
+function whyNode(n, foreign) {
   const arrow = n.via === "rename" ? "← renamed from " : n.via === "restore" ? "← brought back from " : n.via ? "← read " : "";
-  const li = el("li", {}, arrow, el("button", { class: "link", onclick: () => openFile(n.version, "path") }, describe(n.version)));
+  const li = el("li", {}, arrow, foreign ? el("span", {}, describe(n.version))
+    : el("button", { class: "link", onclick: () => openFile(n.version, "path") }, describe(n.version)));
   if (n.keys && n.keys.length) {
-    li.append(el("ul", { class: "why" }, ...n.keys.map((k) => el("li", {}, shown(k.key) + " = " + shown(k.value) + "  (set in v" + k.set_by.version + " by " + shown(k.set_by.writer) + (k.brought_back_by.length ? ", brought back by " + k.brought_back_by[0].op + " v" + k.brought_back_by[0].version : "") + ")"))));
+    li.append(el("ul", { class: "why" }, ...n.keys.map((k) => el("li", {}, shown(k.key) + " = " + shown(k.value) + "  (" +
+      (k.set_by.id === n.version.id ? "here" : "set in v" + k.set_by.version + " by " + shown(k.set_by.writer) + (k.set_by.step === null ? "" : " step " + k.set_by.step)) +
+      (k.brought_back_by.length ? ", brought back by " + k.brought_back_by[0].op + " v" + k.brought_back_by[0].version : "") + ")"))));
   }
-  const kids = (n.inputs || []).map(whyNode).concat((n.truncated || []).map((t) => el("li", {}, "← " + t)));
+  const kids = (n.inputs || []).map((i) => whyNode(i, foreign)).concat((n.truncated || []).map((t) => el("li", {}, "← " + t)));
   // A version adopted from another scratchpad: the same question asked there.
   const o = n.version.origin;
   if (o) {
     const from = "← adopted from " + shown(o.source) + ": " + shown(o.path) + "@" + o.version + " by " + shown(o.writer);
-    if (n.adopted) kids.unshift(el("li", { class: "adopted" }, from + "; there set by", el("ul", { class: "why" }, whyNode(n.adopted.lineage))));
+    if (n.adopted) kids.unshift(el("li", { class: "adopted" }, from + "; there set by", el("ul", { class: "why" }, whyNode(n.adopted.lineage, true))));
     else kids.unshift(el("li", { class: "adopted" }, from + (n.adopted_not_followed ? " (not followed: " + shown(n.adopted_not_followed) + ")" : "")));
   }
   if (kids.length) li.append(el("ul", { class: "why" }, ...kids));
@@ -610,7 +658,7 @@ function whyGraph(w, target) {
     const k = v ? keyOf(v) : label;
     const had = nodes.get(k);
     if (had) { had.depth = Math.max(had.depth, depth); return had; }
-    const n = { k, v, depth, label: label || shown(v.path) + "@" + v.version, sub: sub || (v.op + " by " + shown(v.writer) + (v.step === null ? "" : ", step " + v.step)) };
+    const n = { k, v, depth, foreign: scope !== "", label: label || shown(v.path) + "@" + v.version, sub: sub || (v.op + " by " + shown(v.writer) + (v.step === null ? "" : ", step " + v.step)) };
     nodes.set(k, n);
     return n;
   };
@@ -661,12 +709,12 @@ function whyGraph(w, target) {
       svg("text", { x: mx, y: (y1 + y2) / 2 - 3, "text-anchor": "middle", class: "edge-label" }, e.via));
   }
   for (const n of nodes.values()) {
-    const g = svg("g", { class: n.v ? "node version" : "node key", transform: `translate(${n.x},${n.y})` },
+    const g = svg("g", { class: n.v ? (n.foreign ? "node version foreign" : "node version") : "node key", transform: `translate(${n.x},${n.y})` },
       svg("title", {}, n.v ? describe(n.v) : n.label),
       svg("rect", { width: NODE_W, height: NODE_H, rx: 4 }),
       svg("text", { x: 6, y: 15, class: "node-title" }, clip(n.label, 30)),
       svg("text", { x: 6, y: 31, class: "node-sub" }, clip(n.sub, 34)));
-    if (n.v) g.addEventListener("click", () => openFile(n.v, "path"));
+    if (n.v && !n.foreign) g.addEventListener("click", () => openFile(n.v, "path"));
     drawn.push(g);
   }
   const defs = svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 8 8", refX: 7, refY: 4, markerWidth: 8, markerHeight: 8, orient: "auto" },
@@ -681,7 +729,12 @@ async function why(target) {
     const out = document.getElementById("why");
     const head = el("p", {}, shown(target) + (w.value !== null ? " = " + shown(w.value) : ""));
     const steps = (w.brought_back_by || []).map((v) => el("li", {}, "brought back by " + describe(v)));
-    out.replaceChildren(el("h3", {}, "Why"), head, whyGraph(w, target), el("ul", { class: "why", id: "why-tree" }, whyNode(w.lineage), ...steps));
+    const alone = !(w.lineage.inputs || []).length && !(w.lineage.truncated || []).length && !w.lineage.version.origin
+      ? el("p", { class: "muted" }, "(its writer had read nothing on the mount before)") : null;
+    const graph = whyGraph(w, target);
+    out.replaceChildren(el("h3", {}, "Why"), head, graph, el("ul", { class: "why", id: "why-tree" }, whyNode(w.lineage), ...steps), alone);
+    // The answer is at the right: show it first.
+    graph.scrollLeft = graph.scrollWidth;
     say("");
   } catch (err) { say(err.message); }
 }
@@ -696,9 +749,15 @@ document.getElementById("ground-run").addEventListener("click", async () => {
       const cls = f.status === "sourced" ? "status-sourced" : f.status === "asserted_by_model" ? "status-asserted" : "status-unsourced";
       const src = s ? el("button", { class: "link source", onclick: () => openFile({ path: s.source.path }, "path") },
         shown(s.source.path) + (s.source.key ? " " + shown(s.source.key) + " = " + shown(s.source.text) : ":" + s.source.line) + " v" + s.source.version + " by " + shown(s.source.writer) + (s.source.brought_back_by ? ", brought back by " + shown(s.source.brought_back_by) : "") + (s.source.adopted_from ? ", " + shown(s.source.adopted_from) : "")) : "";
-      return el("tr", {}, el("td", {}, shown(f.token.text)), el("td", { class: cls }, status), el("td", {}, src));
+      const more = f.sources.length > 1 ? " (+" + (f.sources.length - 1) + " more)" : "";
+      return el("tr", {}, el("td", {}, shown(f.token.text)), el("td", { class: cls }, status), el("td", { class: "reason" }, src, more));
     });
-    document.getElementById("ground-out").replaceChildren(el("table", { class: "events", id: "ground-table" }, el("tbody", {}, ...rows)));
+    // The verdict, as `scratchfs ground` sums it up.
+    const count = (st) => g.tokens.filter((f) => f.status === st).length;
+    const summary = g.tokens.length + " tokens: " + count("sourced") + " sourced, " + count("asserted_by_model") + " asserted by a model, " +
+      count("unsourced") + " unsourced" + (g.exit ? "; a number is unsourced or only asserted by a model" : "; every number is sourced");
+    document.getElementById("ground-out").replaceChildren(el("p", { id: "ground-summary", class: g.exit ? "status-unsourced" : "status-sourced" }, summary),
+      el("table", { class: "events", id: "ground-table" }, el("tbody", {}, ...rows)));
     say("");
   } catch (err) { say(err.message); }
 });
