@@ -307,12 +307,20 @@ pub const SPANS_MAX: usize = 500;
 /// How many of the busiest files [`activity`] gives a row of versions per span (20).
 pub const BUSIEST_FILES: usize = 20;
 
+/// How many of the busiest writers [`activity`] gives a row of versions per span (7); the
+/// rest share one (`other_writers`), so that neither its memory nor its answer grows with
+/// the number of writers (an agent may name a writer per commit: attack round, session
+/// 28: 100,000 writers cost 54 s and 622 MB before).
+pub const BUSIEST_WRITERS: usize = 7;
+
 /// The run over time, replayed from the store ([`History::each_change`]), for the review
 /// page's plots and `scratchfs log --activity --json`:
 ///
 /// ```text
 /// {"from_ns": NS, "span_ns": NS, "spans": N,            (at most `spans`, <= SPANS_MAX)
-///  "writers": [{"writer": W, "versions": TOTAL, "per_span": [COUNT; N]}],  most first
+///  "writers": [{"writer": W, "versions": TOTAL, "per_span": [COUNT; N]}],  most first,
+///      at most BUSIEST_WRITERS
+///  "other_writers": {"writers": K, "versions": TOTAL, "per_span": [COUNT; N]} or null,
 ///  "bytes": {"live": [B; N], "history": [B; N], "archive": [B; N]},   at each span's end
 ///  "files": [{"path": P, "versions": TOTAL, "per_span": [COUNT; N]}]}  BUSIEST_FILES
 /// ```
@@ -327,7 +335,7 @@ pub fn activity(store: &dyn History, spans: usize) -> Result<serde_json::Value, 
     let e = |e: crate::store::StoreError| e.to_string();
     let Some((first, last)) = store.time_span().map_err(e)? else {
         return Ok(serde_json::json!({
-            "from_ns": null, "span_ns": null, "spans": 0, "writers": [],
+            "from_ns": null, "span_ns": null, "spans": 0, "writers": [], "other_writers": null,
             "bytes": {"live": [], "history": [], "archive": []}, "files": [],
         }));
     };
@@ -343,7 +351,10 @@ pub fn activity(store: &dyn History, spans: usize) -> Result<serde_json::Value, 
     let busiest = store.busiest_files(BUSIEST_FILES).map_err(e)?;
     let mut file_rows: std::collections::HashMap<i64, Vec<u64>> =
         busiest.iter().map(|(id, _, _)| (*id, vec![0; n])).collect();
-    let mut writers: Vec<(String, u64, Vec<u64>)> = Vec::new();
+    let (top, all_writers) = store.busiest_writers(BUSIEST_WRITERS).map_err(e)?;
+    let mut writers: Vec<(String, u64, Vec<u64>)> =
+        top.into_iter().map(|(w, _)| (w, 0, vec![0; n])).collect();
+    let mut others: (u64, Vec<u64>) = (0, vec![0; n]);
     // Per lineage: (size of its newest version, whether it is live).
     let mut state: std::collections::HashMap<i64, (i64, bool)> = Default::default();
     let (mut live, mut archive, mut total) = (0i64, 0i64, 0i64);
@@ -386,17 +397,12 @@ pub fn activity(store: &dyn History, spans: usize) -> Result<serde_json::Value, 
                     if let Some(row) = file_rows.get_mut(&file) {
                         row[s] += 1;
                     }
-                    match writers.iter_mut().find(|w| w.0 == writer) {
-                        Some(w) => {
-                            w.1 += 1;
-                            w.2[s] += 1;
-                        }
-                        None => {
-                            let mut per = vec![0; n];
-                            per[s] = 1;
-                            writers.push((writer.to_string(), 1, per));
-                        }
-                    }
+                    let (count, per) = match writers.iter_mut().find(|w| w.0 == writer) {
+                        Some(w) => (&mut w.1, &mut w.2),
+                        None => (&mut others.0, &mut others.1),
+                    };
+                    *count += 1;
+                    per[s] += 1;
                 }
                 Change::Unlink { file, .. } => {
                     if let Some((size, alive @ true)) = state.get_mut(&file) {
@@ -440,6 +446,11 @@ pub fn activity(store: &dyn History, spans: usize) -> Result<serde_json::Value, 
         "writers": writers.iter().map(|(w, total, per)| serde_json::json!({
             "writer": w, "versions": total, "per_span": per,
         })).collect::<Vec<_>>(),
+        "other_writers": (others.0 > 0).then(|| serde_json::json!({
+            "writers": all_writers - writers.len() as i64,
+            "versions": others.0,
+            "per_span": others.1,
+        })),
         "bytes": {"live": live, "history": history, "archive": archive},
         "files": files,
     }))
@@ -466,27 +477,81 @@ pub fn refused_json(store: &dyn History, event: i64) -> Result<serde_json::Value
 /// How many scratchpads [`follow_origins`] goes through (an adoption of an adoption...).
 pub const ORIGIN_HOPS: usize = 4;
 
-/// Opens the scratchpad `o` came from, if it may be trusted to say who wrote what: an
-/// SQLite file owned by root or by this process's user and writable by no one else (a
-/// file another user could have put at that path since would say what that user
-/// liked), or a PostgreSQL URL (connected with this process's own credentials: the
-/// environment, `~/.pgpass`); whose `scratchpad_id` is the one recorded, and whose
-/// version `o.source_version_id` holds the bytes `blake3` (what was adopted). The error
-/// says which of these failed.
-pub fn open_origin(o: &crate::store::Origin, blake3: &str) -> Result<Box<dyn History>, Failure> {
-    if !crate::store::postgres::is_url(&o.source) {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(&o.source).map_err(|e| format!("{}: {e}", o.source))?;
-        let me = unsafe { libc::geteuid() };
-        if (m.uid() != 0 && m.uid() != me) || m.mode() & 0o022 != 0 {
+/// Whether the SQLite file at `path` (absolute) may be trusted to say who wrote what,
+/// read by this process: no symbolic link on the way (the path is its own canonical
+/// form); every directory on the way owned by root or by this process's user and
+/// writable by no one else, or, above the file's own directory, sticky (`/tmp`: others
+/// may not rename or remove what is not theirs there); the file, and its `-wal` and `-shm` beside it when they exist (SQLite
+/// reads them too: a journal planted there would rewrite what the file says), regular
+/// files owned by root or by this user and writable by no one else. So nobody else can
+/// have put, swapped or amended what is read (attack round, session 28: a planted
+/// `-wal`, a symbolic link to a device, a swap between the check and the open).
+fn trusted_file(path: &str) -> Result<(), Failure> {
+    use std::os::unix::fs::MetadataExt;
+    let me = unsafe { libc::geteuid() };
+    let ours = |uid: u32| uid == 0 || uid == me;
+    let who = if me == 0 {
+        "root's".to_string()
+    } else {
+        format!("root's or uid {me}'s")
+    };
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{path}: {e}"))?;
+    if real.as_os_str() != std::ffi::OsStr::new(path) {
+        return Err(format!(
+            "{path}: reached through a symbolic link (to {}): not trusted",
+            real.display()
+        ));
+    }
+    // `sticky_ok`: a sticky directory others may write is trusted above the file's own
+    // (no one may rename what is not theirs there), never as the file's own (anyone may
+    // create a missing `-wal` in it).
+    let check = |p: &std::path::Path, file: bool, sticky_ok: bool| -> Result<(), Failure> {
+        let m = std::fs::symlink_metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let kind_ok = if file {
+            m.file_type().is_file()
+        } else {
+            m.file_type().is_dir()
+        };
+        let sticky = sticky_ok && m.mode() & 0o1000 != 0;
+        if !kind_ok || !ours(m.uid()) || (m.mode() & 0o022 != 0 && !sticky) {
             return Err(format!(
-                "{}: owned by uid {} with mode {:o}: not trusted (root's or uid {me}'s, \
-                 writable by its owner only)",
-                o.source,
+                "{}: owned by uid {} with mode {:o}: not trusted (the file, its -wal and \
+                 -shm and the directories above must be {who}, writable by their owner only)",
+                p.display(),
                 m.uid(),
                 m.mode() & 0o7777
             ));
         }
+        Ok(())
+    };
+    check(&real, true, false)?;
+    for side in ["-wal", "-shm"] {
+        let mut p = real.clone().into_os_string();
+        p.push(side);
+        let p = std::path::PathBuf::from(p);
+        if std::fs::symlink_metadata(&p).is_ok() {
+            check(&p, true, false)?;
+        }
+    }
+    let mut dir = real.parent();
+    let mut own = true;
+    while let Some(d) = dir {
+        check(d, false, !own)?;
+        own = false;
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+/// Opens the scratchpad `o` came from, if it may be trusted to say who wrote what: an
+/// SQLite file no one but root or this process's user could have put or amended
+/// ([`trusted_file`]), or a PostgreSQL URL (connected with this process's own
+/// credentials: the environment, `~/.pgpass`); whose `scratchpad_id` is the one
+/// recorded, and whose version `o.source_version_id` holds the bytes `blake3` (what was
+/// adopted). The error says which of these failed.
+pub fn open_origin(o: &crate::store::Origin, blake3: &str) -> Result<Box<dyn History>, Failure> {
+    if !crate::store::postgres::is_url(&o.source) {
+        trusted_file(&o.source)?;
     }
     let store = crate::store::open_frozen(&o.source).map_err(|e| e.reason)?;
     if let Some(id) = &o.source_id {
@@ -538,15 +603,44 @@ fn follow_origins_hops(w: &mut crate::lineage::why::Why, depth: usize, hops: usi
     }
 }
 
+/// Who set `key` (top-level) in the version `o` names, in the scratchpad it came from,
+/// and on through that version's own origin (an adoption of an adoption), at most `hops`
+/// scratchpads: (writer, step), or why it could not be followed.
+fn setter_across(
+    o: &crate::store::Origin,
+    blake3: &str,
+    key: &str,
+    hops: usize,
+) -> Result<(String, Option<i64>), Failure> {
+    let store = open_origin(o, blake3)?;
+    let w = store
+        .why_at(o.source_version_id, Some(key), 0)
+        .map_err(|e| format!("{}: {}", o.source, e.reason))?;
+    let v = &w.lineage.version;
+    match &v.origin {
+        // An adopt whose origin is not recorded there (a fork does not carry `origins`):
+        // the adopter is no tool vouching for the value.
+        None if v.op == "adopt" => Err(format!(
+            "{}: {}@{} was adopted from elsewhere, not recorded there",
+            o.source, v.path, v.version
+        )),
+        None => Ok((v.writer.clone(), v.step)),
+        Some(_) if hops == 0 => Err(format!("{}: too many hops", o.source)),
+        Some(next) => setter_across(next, &v.blake3, key, hops - 1),
+    }
+}
+
 /// For each source of `found` whose value came from another scratchpad
-/// ([`crate::lineage::ground::Source::origin`]): the version there that set it (its
-/// writer and step, and whether the rules mark that writer a model), when that database
-/// may be followed ([`open_origin`]); else the writer recorded for the whole version there
-/// (`origins.writer`), and `adopted_from` says why it was not followed. Each database is
-/// opened once.
+/// ([`crate::lineage::ground::Source::origin`]): the version that set it there, and on
+/// through adoptions of adoptions ([`ORIGIN_HOPS`]): its writer and step, and whether the
+/// rules mark that writer a model. When that cannot be followed ([`open_origin`]), no
+/// tool vouches for the value: it counts as asserted (`model`), under the writer
+/// recorded there (`origins.writer`), and `adopted_from` says why it was not followed
+/// (crediting the adopter, root or the user who mounted, would make every adopted number
+/// read as sourced; so would the recorded writer when it is itself an adopter). Each
+/// database is opened once per key.
 pub fn follow_ground_origins(found: &mut crate::lineage::sources::Sources) {
     use std::collections::HashMap;
-    let mut stores: HashMap<(String, String), Result<Box<dyn History>, Failure>> = HashMap::new();
     let mut setters: HashMap<(String, i64, String), Result<(String, Option<i64>), Failure>> =
         HashMap::new();
     for s in found.sources.iter_mut() {
@@ -554,18 +648,9 @@ pub fn follow_ground_origins(found: &mut crate::lineage::sources::Sources) {
             continue;
         };
         let o = &a.origin;
-        let store = stores
-            .entry((o.source.clone(), a.blake3.clone()))
-            .or_insert_with(|| open_origin(o, &a.blake3));
         let setter = setters
             .entry((o.source.clone(), o.source_version_id, a.key.clone()))
-            .or_insert_with(|| {
-                let store = store.as_ref().map_err(Clone::clone)?;
-                let w = store
-                    .why_at(o.source_version_id, Some(&a.key), 0)
-                    .map_err(|e| format!("{}: {}", o.source, e.reason))?;
-                Ok((w.lineage.version.writer, w.lineage.version.step))
-            });
+            .or_insert_with(|| setter_across(o, &a.blake3, &a.key, ORIGIN_HOPS));
         match setter {
             Ok((writer, step)) => {
                 s.writer = writer.clone();
@@ -573,14 +658,11 @@ pub fn follow_ground_origins(found: &mut crate::lineage::sources::Sources) {
                 s.model = found.model.contains(writer);
             }
             Err(e) => {
-                // Not the adopter (root or the mounting user, never a model: every
-                // adopted value would read as sourced) but the writer of the whole
-                // version there, as recorded: a model's last write stays a model's.
                 s.writer = o.writer.clone();
                 s.step = None;
-                s.model = found.model.contains(&o.writer);
+                s.model = true;
                 if let Some(text) = &mut s.adopted_from {
-                    text.push_str(&format!(" (not followed: {e})"));
+                    text.push_str(&format!(" (not followed: {e}; counted as asserted)"));
                 }
             }
         }

@@ -1155,6 +1155,28 @@ fn an_adopted_value_is_credited_to_who_set_it_in_the_fork() {
     );
     assert_eq!(status("777")["status"], "asserted_by_model", "{g}");
 
+    // An adoption of an adoption: a second fork of A (holding the adopted version), the
+    // agent's own value in A meanwhile, then the second fork's adopted back. The model's
+    // number stays the model's, followed through both forks (or, where a fork does not
+    // carry the first origin, counted as asserted).
+    let fork2 = NewDb::at(&m, "c.db", false);
+    ok(cli(&m, &["fork", "--db", db, "--to", fork2.arg()]));
+    run(
+        &m.mnt,
+        "agent",
+        4,
+        r#"echo '{"order_total_cents": 36000, "refund_cents": 1}' > state.json"#,
+    );
+    ok(cli(&m, &["adopt", "--from", fork2.arg(), "state.json"]));
+    assert!(read(m.path("state.json")).contains("777"));
+    let g2 = ground("Refund 777 of 36000 cents.");
+    assert_eq!(status_in(&g2, "777")["status"], "asserted_by_model", "{g2}");
+    assert_ne!(
+        status_in(&g2, "36000")["sources"][0]["source"]["writer"],
+        "anonymous",
+        "{g2}"
+    );
+
     // A fork file anyone may write could say anything: not followed, and why.
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fork.0, std::fs::Permissions::from_mode(0o666)).unwrap();
@@ -1171,6 +1193,38 @@ fn an_adopted_value_is_credited_to_who_set_it_in_the_fork() {
     assert!(out.contains("owned by uid 1000"), "{out}");
     let g = ground("Refund 777 of 36000 cents.");
     assert!(g.to_string().contains("not followed"), "{g}");
+    std::os::unix::fs::chown(&fork.0, Some(0), Some(0)).unwrap();
+    // Nor through a -wal beside it that another user could have planted (SQLite would
+    // read it), nor through a symbolic link, nor in a directory another user may write.
+    let wal = format!("{}-wal", fork.arg());
+    let had_wal = std::path::Path::new(&wal).exists();
+    if !had_wal {
+        std::fs::write(&wal, b"").unwrap();
+    }
+    std::os::unix::fs::chown(&wal, Some(1000), Some(1000)).unwrap();
+    let out = ok(cli(&m, &["why", "state.json:order_total_cents"]));
+    assert!(out.contains("-wal: owned by uid 1000"), "{out}");
+    if had_wal {
+        std::os::unix::fs::chown(&wal, Some(0), Some(0)).unwrap();
+    } else {
+        std::fs::remove_file(&wal).unwrap();
+    }
+    let moved = m.dir.path().join("b-real.db");
+    std::fs::rename(&fork.0, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &fork.0).unwrap();
+    let out = ok(cli(&m, &["why", "state.json:order_total_cents"]));
+    assert!(out.contains("symbolic link"), "{out}");
+    std::fs::remove_file(&fork.0).unwrap();
+    std::fs::rename(&moved, &fork.0).unwrap();
+    let out = ok(cli(&m, &["why", "state.json:order_total_cents"]));
+    assert!(out.contains("there set by"), "followed again: {out}");
+    std::os::unix::fs::chown(m.dir.path(), Some(1000), None).unwrap();
+    let out = ok(cli(&m, &["why", "state.json:order_total_cents"]));
+    std::os::unix::fs::chown(m.dir.path(), Some(0), None).unwrap();
+    assert!(
+        out.contains("not trusted") && !out.contains("there set by"),
+        "{out}"
+    );
     // Unfollowed, a value is credited to the writer recorded for the version there (the
     // agent wrote it last), never to the adopter: the model's number is not sourced.
     assert_eq!(status_in(&g, "777")["status"], "asserted_by_model", "{g}");

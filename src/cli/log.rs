@@ -121,7 +121,7 @@ pub fn activity(db: &Path, spans: usize, json: bool) -> Result<(), Failure> {
         super::time::utc(from)
     );
     for i in 0..n {
-        let by: Vec<String> = writers
+        let mut by: Vec<String> = writers
             .iter()
             .filter_map(|w| {
                 let c = w["per_span"][i].as_u64()?;
@@ -133,6 +133,12 @@ pub fn activity(db: &Path, spans: usize, json: bool) -> Result<(), Failure> {
                 })
             })
             .collect();
+        if let Some(c) = a["other_writers"]["per_span"][i]
+            .as_u64()
+            .filter(|c| *c > 0)
+        {
+            by.push(format!("others {c}"));
+        }
         if by.is_empty() {
             continue;
         }

@@ -969,6 +969,9 @@ pub trait History: Send + Sync {
     /// The `limit` lineages with the most versions: (`files.id`, path as stored, number
     /// of versions), most first.
     fn busiest_files(&self, limit: usize) -> Result<Vec<(i64, String, i64)>>;
+    /// The `limit` writers with the most versions (name, versions), most first, and how
+    /// many writers there are in all.
+    fn busiest_writers(&self, limit: usize) -> Result<(Vec<(String, i64)>, i64)>;
     /// Calls `f` with every change to what the scratchpad holds: each version, each
     /// unlink, each lineage ended by a rename onto another (`files.merged_into`); each
     /// kind in commit order (its table's ids), merged by time (the namespace change
@@ -1133,6 +1136,9 @@ impl<R: Reading> History for R {
     }
     fn busiest_files(&self, limit: usize) -> Result<Vec<(i64, String, i64)>> {
         self.reading(|c| sql::read::busiest_files(c, limit))
+    }
+    fn busiest_writers(&self, limit: usize) -> Result<(Vec<(String, i64)>, i64)> {
+        self.reading(|c| sql::read::busiest_writers(c, limit))
     }
     fn each_change(&self, f: &mut dyn FnMut(Change<'_>) -> Result<()>) -> Result<()> {
         self.reading(|c| sql::read::each_change(c, f))

@@ -23,7 +23,8 @@
 //!
 //! Errors are JSON `{"error": TEXT}` with 400 (a bad argument), 403 (an action not
 //! allowed), 404 (no such file or version), 409 (an action refused: its reason), 413 (a
-//! body over [`BODY_MAX`]), 500 (the store failed).
+//! body over [`BODY_MAX`]), 500 (the store failed), 503 (an activity asked while another
+//! is replayed).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -68,6 +69,8 @@ pub struct Web {
     name: String,
     live: tokio::sync::watch::Receiver<LogCursor>,
     actions: Option<Actions>,
+    /// Held while an activity is replayed: one at a time (it reads every version).
+    replaying: std::sync::Mutex<()>,
 }
 
 /// The actions a server started with `--allow-actions` takes (restore, checkpoint,
@@ -128,6 +131,7 @@ impl Web {
             name,
             live: rx,
             actions,
+            replaying: std::sync::Mutex::new(()),
         })
     }
 
@@ -369,6 +373,13 @@ impl Web {
             }
             ("GET", "/api/activity") => {
                 let spans = q.number("spans")?.unwrap_or(60).clamp(1, 500) as usize;
+                // One replay at a time: another asked meanwhile is told to come back.
+                let _one = self.replaying.try_lock().map_err(|_| {
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the activity is being replayed for another request: ask again".into(),
+                    )
+                })?;
                 crate::report::activity(store, spans)
                     .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e))
             }
@@ -556,6 +567,11 @@ impl Query {
         let raw = match (self.raw("path_hex"), self.raw("path")) {
             (Some(h), _) if !h.is_empty() => {
                 let h = std::str::from_utf8(h).unwrap_or("");
+                // ASCII hex digits only: a slice inside a character would panic, and
+                // from_str_radix takes a leading `+`.
+                if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err((StatusCode::BAD_REQUEST, "path_hex: not hex digits".into()));
+                }
                 if !h.len().is_multiple_of(2) {
                     return Err((
                         StatusCode::BAD_REQUEST,

@@ -755,6 +755,18 @@ fn change_row(r: &dyn crate::store::sql::Row) -> Result<ChangeRow> {
     ))
 }
 
+/// [`crate::store::History::busiest_writers`].
+pub(crate) fn busiest_writers(conn: &dyn Conn, limit: usize) -> Result<(Vec<(String, i64)>, i64)> {
+    let top = conn.all(
+        "SELECT writer, COUNT(*) AS n FROM versions GROUP BY writer ORDER BY n DESC, writer
+         LIMIT ?1",
+        p![limit as i64],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let all = conn.value("SELECT COUNT(DISTINCT writer) FROM versions", p![])?;
+    Ok((top, all))
+}
+
 /// [`crate::store::History::each_change`]: versions and unlink events, each read by its
 /// primary key a page at a time, and the lineages merged by a rename (few: read at once),
 /// merged in order of (time, kind: the namespace change before the versions of the same

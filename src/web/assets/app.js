@@ -37,6 +37,13 @@ function shown(s) {
     c === "\n" ? "\\n" : c === "\t" ? "\\t" : "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
 }
 
+// File content as it is shown: like `shown`, but a tab stays a tab (content is laid out
+// with them); other control characters and the bidi marks as escapes.
+function content(s) {
+  return String(s).replace(/[\u0000-\u0008\u000a-\u001f\u007f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) =>
+    "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+}
+
 function say(text) {
   const m = document.getElementById("message");
   m.textContent = text || "";
@@ -261,7 +268,7 @@ async function refusedContent(e) {
   try {
     const c = await api("/api/refused?event=" + e.event);
     out.replaceChildren(el("h3", {}, "Refused content of " + shown(e.path) + " (" + c.size + " bytes, by " + shown(e.writer) + ")"),
-      c.text !== undefined ? el("pre", { class: "diff", id: "refused-text" }, ...c.text.split("\n").map((l) => el("span", {}, l)))
+      c.text !== undefined ? el("pre", { class: "diff", id: "refused-text" }, ...c.text.split("\n").map((l) => el("span", {}, content(l))))
         : el("p", {}, shown(c.not_text)));
     say("");
   } catch (err) {
@@ -395,13 +402,9 @@ const SERIES = 8;
 
 function ratePlot(a) {
   const h = 180, n = a.spans, perMin = 60e9 / a.span_ns;
-  // The seven busiest writers by name, the rest as one "other".
+  // The seven busiest writers by name, the rest as one (the server sums them).
   const ws = a.writers.slice(0, SERIES - 1).map((w, i) => ({ name: shown(w.writer), per: w.per_span, cls: "s" + i }));
-  if (a.writers.length > SERIES - 1) {
-    const per = new Array(n).fill(0);
-    for (const w of a.writers.slice(SERIES - 1)) w.per_span.forEach((c, i) => { per[i] += c; });
-    ws.push({ name: "other writers", per, cls: "s" + (SERIES - 1) });
-  }
+  if (a.other_writers) ws.push({ name: a.other_writers.writers + " other writers", per: a.other_writers.per_span, cls: "s" + (SERIES - 1) });
   let max = 0;
   for (let i = 0; i < n; i++) max = Math.max(max, ws.reduce((t, w) => t + w.per[i], 0) * perMin);
   const top = nice(max);
@@ -579,21 +582,21 @@ document.getElementById("file-close").addEventListener("click", () => { document
 function diffLines(text) {
   return text.split("\n").map((l) => el("span", {
     class: l.startsWith("@@") ? "hunk" : l.startsWith("+") && !l.startsWith("+++") ? "add" : l.startsWith("-") && !l.startsWith("---") ? "del" : "",
-  }, l));
+  }, content(l)));
 }
 
 function sideBySide(text) {
   const left = [], right = [];
   for (const l of text.split("\n")) {
     if (l.startsWith("---") || l.startsWith("+++")) continue;
-    if (l.startsWith("-")) left.push(el("span", { class: "del" }, l.slice(1)));
-    else if (l.startsWith("+")) right.push(el("span", { class: "add" }, l.slice(1)));
+    if (l.startsWith("-")) left.push(el("span", { class: "del" }, content(l.slice(1))));
+    else if (l.startsWith("+")) right.push(el("span", { class: "add" }, content(l.slice(1))));
     else {
       while (left.length < right.length) left.push(el("span", {}, ""));
       while (right.length < left.length) right.push(el("span", {}, ""));
       const cls = l.startsWith("@@") ? "hunk" : "";
-      left.push(el("span", { class: cls }, l.startsWith("@@") ? l : l.slice(1)));
-      right.push(el("span", { class: cls }, l.startsWith("@@") ? l : l.slice(1)));
+      left.push(el("span", { class: cls }, content(l.startsWith("@@") ? l : l.slice(1))));
+      right.push(el("span", { class: cls }, content(l.startsWith("@@") ? l : l.slice(1))));
     }
   }
   return el("div", { class: "side" }, el("pre", { class: "diff" }, ...left), el("pre", { class: "diff" }, ...right));
