@@ -641,8 +641,9 @@ fn setter_across(
 /// database is opened once per key.
 pub fn follow_ground_origins(found: &mut crate::lineage::sources::Sources) {
     use std::collections::HashMap;
-    let mut setters: HashMap<(String, i64, String), Result<(String, Option<i64>), Failure>> =
-        HashMap::new();
+    // (database, version there, key) to (writer, step) or why not.
+    type Setters = HashMap<(String, i64, String), Result<(String, Option<i64>), Failure>>;
+    let mut setters: Setters = HashMap::new();
     for s in found.sources.iter_mut() {
         let Some(a) = s.origin.clone() else {
             continue;
