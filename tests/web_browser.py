@@ -300,12 +300,26 @@ try:
     wait("the checkpoints tab by keyboard", lambda: driver.find_element(By.ID, "checkpoints").is_displayed())
 
     # A phone-width window: everything still on the page.
-    driver.set_window_size(390, 844)
+    # (A window cannot be narrower than 500 px: the phone's viewport is emulated.)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    wait("a 390 px viewport", lambda: driver.execute_script("return innerWidth") == 390)
     driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=timeline]").click()
     wait("the timeline at phone width", lambda: len(rows("events")) > 0)
     width = driver.execute_script("return document.documentElement.scrollWidth")
     assert width <= 400, f"the page is {width} px wide at 390"
     driver.save_screenshot(os.path.join(shots, "phone.png"))
+    # The refusals keep their reasons; the plots fit.
+    driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=refusals]").click()
+    reason = wait("a refusal at phone width", lambda: next(
+        (r for r in rows("refused") if "state.json" in r.text), None)).find_element(By.CSS_SELECTOR, "td.reason")
+    assert reason.is_displayed() and "agent" in reason.text, reason.text
+    driver.save_screenshot(os.path.join(shots, "phone-refusals.png"))
+    driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=activity]").click()
+    wait("the plots at phone width", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#rate-svg rect")) > 0)
+    width = driver.execute_script("return document.documentElement.scrollWidth")
+    assert width <= 400, f"the activity tab is {width} px wide at 390"
+    driver.save_screenshot(os.path.join(shots, "phone-activity.png"))
 
     # Nothing reached the console as an error.
     errors = [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
