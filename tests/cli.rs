@@ -1712,6 +1712,7 @@ fn grep_history_asks_the_history_index_and_finds_what_a_full_read_finds() {
         m.sql("SELECT path, version FROM versions WHERE path = 's.md'")
     );
     // Remounted: the index is the database's.
+    m.unmount();
     m.restart_with(&[]);
     m.sh_ok("echo 'step 63 hit-omega last' >> log.txt");
     let found = expect(&m, 3);

@@ -309,8 +309,17 @@ impl Mount {
         m
     }
 
-    /// Starts the daemon and waits until the mount answers.
+    /// Starts the daemon and waits until the mount answers. Panics while the last daemon
+    /// still runs: a second mount over a live one outlived the test (the leftover mounts
+    /// of earlier sessions: a remount without `unmount` first).
     pub fn start(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            assert!(
+                c.try_wait().unwrap().is_some(),
+                "start: the daemon of {} still runs: unmount (or kill9) it first",
+                self.mnt.display()
+            );
+        }
         let log = std::fs::File::create(self.dir.path().join("daemon.log")).unwrap();
         let child = Command::new(BIN)
             .arg("mount")
