@@ -518,6 +518,19 @@ fn the_plots_replay_the_run_and_a_refusal_shows_the_content_it_kept() {
     );
     let (code, raw, _) = cli(&m, &["show", "--refused", &event.to_string()]);
     assert_eq!((code, raw.as_str()), (0, "too long for it"));
+    // The agent (uid 1000) reads no refusal's content: the database is not its to read.
+    if !on_postgres() {
+        let o = Command::new("setpriv")
+            .args(["--reuid=1000", "--regid=1000", "--clear-groups", "--", BIN])
+            .args(["show", "--refused", &event.to_string(), "--db", &db])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{o:?}");
+        assert!(
+            !String::from_utf8_lossy(&o.stdout).contains("too long"),
+            "{o:?}"
+        );
+    }
     // An event that is not a refusal: 404, exit 1.
     let unlink = json_of(port, "/api/timeline?op=unlink", &web.token);
     let other = unlink["entries"][0]["event"].as_i64().unwrap();

@@ -115,7 +115,10 @@ pub fn diff(db: &Path, a: &OsStr, b: Option<&OsStr>, json: bool) -> Result<(), F
                 ));
             }
         }
-        (text(store, &va, &ha, &hint)?, text(store, &vb, &hb, &hint)?)
+        (
+            text(store, &va, &ha, "diff", &hint)?,
+            text(store, &vb, &hb, "diff", &hint)?,
+        )
     };
     let d = similar::TextDiff::from_lines(&ta, &tb);
     // The text headers quote a name that could break them (`--- "a\nb@2"`), as git does.

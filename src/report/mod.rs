@@ -106,29 +106,31 @@ pub const DIFF_MAX: u64 = 8 << 20;
 /// Most lines a version `diff` compares may have (100,000).
 pub const DIFF_MAX_LINES: usize = 100_000;
 
-/// The content of `v` (at most [`DIFF_MAX`] bytes) as text, or the failure saying it is
-/// not text or has more than [`DIFF_MAX_LINES`] lines (`label` names it, `hint` says what
-/// to do instead).
+/// The content of `v` as text: [`content_text`].
 pub fn version_text(
     store: &dyn History,
     v: &VersionRow,
     label: &str,
+    purpose: &str,
     hint: &str,
 ) -> Result<String, Failure> {
-    content_text(store, v.content(), label, hint)
+    content_text(store, v.content(), label, purpose, hint)
 }
 
-/// [`version_text`] of any content (a refusal's: [`History::refused_content`]), `label`
-/// naming it in a failure; content over [`DIFF_MAX`] bytes is refused unread.
+/// Content (a version's, a refusal's: [`History::refused_content`]) as text, held whole
+/// in memory to be `purpose`d (`diff`, `show`): the failure, naming `label`, `purpose`
+/// and ending with `hint` (what to do instead), when it is over [`DIFF_MAX`] bytes
+/// (refused unread), not text, or has more than [`DIFF_MAX_LINES`] lines.
 pub fn content_text(
     store: &dyn History,
     content: ContentRef,
     label: &str,
+    purpose: &str,
     hint: &str,
 ) -> Result<String, Failure> {
     if content.len > DIFF_MAX {
         return Err(format!(
-            "{} is {} bytes: too large to show here (limit {} MiB); {hint}",
+            "{purpose}: {} is {} bytes: too large to {purpose} in memory (limit {} MiB); {hint}",
             quote_stored(label),
             content.len,
             DIFF_MAX >> 20
@@ -143,7 +145,7 @@ pub fn content_text(
         Ok(t) if !t.contains('\0') => t,
         _ => {
             return Err(format!(
-                "diff: {} is not text (not UTF-8, or it holds a NUL byte); {hint}",
+                "{purpose}: {} is not text (not UTF-8, or it holds a NUL byte); {hint}",
                 quote_stored(label)
             ));
         }
@@ -151,8 +153,8 @@ pub fn content_text(
     let lines = text.lines().count();
     if lines > DIFF_MAX_LINES {
         return Err(format!(
-            "diff: {} has {lines} lines: too many to diff in memory (limit {DIFF_MAX_LINES} \
-             lines); {hint}",
+            "{purpose}: {} has {lines} lines: too many to {purpose} in memory (limit \
+             {DIFF_MAX_LINES} lines); {hint}",
             quote_stored(label)
         ));
     }
@@ -192,20 +194,10 @@ pub fn diff_json(
     let (ta, tb) = if a.blake3 == b.blake3 && a.size == b.size {
         (String::new(), String::new())
     } else {
-        for (v, h) in [(a, &ha), (b, &hb)] {
-            if v.size > DIFF_MAX {
-                return Err(format!(
-                    "diff: {} is {} bytes: too large to diff in memory (limit {} MiB)",
-                    quote_stored(h),
-                    v.size,
-                    DIFF_MAX >> 20
-                ));
-            }
-        }
         let hint = "see scratchfs show";
         (
-            version_text(store, a, &ha, hint)?,
-            version_text(store, b, &hb, hint)?,
+            version_text(store, a, &ha, "diff", hint)?,
+            version_text(store, b, &hb, "diff", hint)?,
         )
     };
     let text = |h: &str| String::from_utf8_lossy(&paths::decode(h)).into_owned();
@@ -284,7 +276,13 @@ pub fn refused_json(store: &dyn History, event: i64) -> Result<serde_json::Value
         .ok_or_else(|| format!("event {event}: not a refusal that kept content"))?;
     let label = format!("refusal {event}");
     let mut o = serde_json::json!({ "event": event, "size": content.len, "blake3": blake3 });
-    match content_text(store, content, &label, "see scratchfs show --refused") {
+    match content_text(
+        store,
+        content,
+        &label,
+        "show",
+        "see scratchfs show --refused",
+    ) {
         Ok(t) => o["text"] = t.into(),
         Err(e) => o["not_text"] = e.into(),
     }

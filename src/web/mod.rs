@@ -325,7 +325,7 @@ impl Web {
                 let label = format!("{path}@{}", n.map_or("".into(), |n| n.to_string()));
                 let v = crate::report::version_in(store, &path, n, &label).map_err(not_found)?;
                 let mut o = crate::report::version_json(store, &v).map_err(not_found)?;
-                match crate::report::version_text(store, &v, &label, "see scratchfs show") {
+                match crate::report::version_text(store, &v, &label, "show", "see scratchfs show") {
                     Ok(t) => o["text"] = t.into(),
                     Err(e) => o["not_text"] = e.into(),
                 }
