@@ -252,14 +252,6 @@ impl Web {
         body: &[u8],
     ) -> Result<serde_json::Value, (StatusCode, String)> {
         let store = &*self.store;
-        let failed = |e: crate::store::error::StoreError| {
-            let status = match e.kind {
-                crate::store::error::ErrorKind::NotFound => StatusCode::NOT_FOUND,
-                crate::store::error::ErrorKind::Invalid => StatusCode::BAD_REQUEST,
-                _ => StatusCode::INTERNAL_SERVER_ERROR,
-            };
-            (status, e.reason)
-        };
         let not_found = |m: String| (StatusCode::NOT_FOUND, m);
         match (method.as_str(), path) {
             ("GET", "/api/info") => Ok(serde_json::json!({
@@ -283,42 +275,7 @@ impl Web {
                     .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e))
             }
             ("GET", "/api/timeline") => self.timeline(q).map_err(failed),
-            ("GET", "/api/history") => {
-                let path = q.path()?;
-                let id = crate::report::file_id(store, &path).map_err(not_found)?;
-                let before = q.number("before")?.unwrap_or(i64::MAX);
-                let limit = q.limit(200)?;
-                let mut page = store
-                    .version_rows_page(id, before, limit + 1)
-                    .map_err(failed)?;
-                let more = page.len() > limit;
-                page.truncate(limit);
-                let next = more.then(|| page.last().map(|v| v.version)).flatten();
-                // Oldest first, as `history --json` prints them.
-                page.reverse();
-                let mut out = Vec::new();
-                for v in &page {
-                    out.push(crate::report::version_json(store, v).map_err(not_found)?);
-                }
-                let fields = store.fields(id).map_err(failed)?;
-                let mut keys = serde_json::to_value(&fields)
-                    .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-                // Who why credits each key with, when a rollback, a restore or an adopt
-                // made the last change (a live file's keys, at most CREDITED_KEYS).
-                if fields.len() <= CREDITED_KEYS
-                    && store.live_head(&path).map_err(failed)?.is_some()
-                {
-                    for (i, f) in fields.iter().enumerate() {
-                        if let Ok(mut w) = store.why(&path, Some(&f.key), 0) {
-                            crate::report::follow_origins(&mut w, 0);
-                            if let Some(c) = crate::report::credited_json(&w) {
-                                keys[i]["credited"] = c;
-                            }
-                        }
-                    }
-                }
-                Ok(serde_json::json!({ "versions": out, "next": next, "keys": keys }))
-            }
+            ("GET", "/api/history") => self.history(q),
             ("GET", "/api/version") => {
                 let path = q.path()?;
                 let n = q.number("n")?;
@@ -339,22 +296,7 @@ impl Web {
                     .map_err(not_found)?;
                 crate::report::diff_json(store, &a, &b).map_err(|e| (StatusCode::BAD_REQUEST, e))
             }
-            ("GET", "/api/why") => {
-                let target = q.get("target").unwrap_or_default();
-                let target = paths::encode(target.as_bytes()).into_owned();
-                let target = target.trim_start_matches('/');
-                let (path, key) =
-                    crate::lineage::why::split_target(store, target).map_err(failed)?;
-                let depth = q
-                    .number("depth")?
-                    .map_or(crate::lineage::why::DEFAULT_DEPTH, |d| {
-                        d.clamp(0, 16) as usize
-                    });
-                let mut w = store.why(path, key, depth).map_err(failed)?;
-                crate::report::follow_origins(&mut w, depth);
-                serde_json::to_value(&w)
-                    .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
-            }
+            ("GET", "/api/why") => self.why(q),
             ("POST", "/api/ground") => {
                 let reply = String::from_utf8_lossy(body);
                 let mut found = store.ground_sources().map_err(failed)?;
@@ -393,6 +335,64 @@ impl Web {
                 format!("no endpoint {method} {path}"),
             )),
         }
+    }
+
+    /// `GET /api/history?path=P&limit=N&before=V`: a page of a file's versions (oldest
+    /// first, as `history --json`), the next page's start, and its keys with who last
+    /// changed each and, when a rollback, a restore or an adopt did, who `why` credits.
+    fn history(&self, q: &Query) -> Result<serde_json::Value, (StatusCode, String)> {
+        let store = &*self.store;
+        let not_found = |m: String| (StatusCode::NOT_FOUND, m);
+        let path = q.path()?;
+        let id = crate::report::file_id(store, &path).map_err(not_found)?;
+        let before = q.number("before")?.unwrap_or(i64::MAX);
+        let limit = q.limit(200)?;
+        let mut page = store
+            .version_rows_page(id, before, limit + 1)
+            .map_err(failed)?;
+        let more = page.len() > limit;
+        page.truncate(limit);
+        let next = more.then(|| page.last().map(|v| v.version)).flatten();
+        // Oldest first, as `history --json` prints them.
+        page.reverse();
+        let mut out = Vec::new();
+        for v in &page {
+            out.push(crate::report::version_json(store, v).map_err(not_found)?);
+        }
+        let fields = store.fields(id).map_err(failed)?;
+        let mut keys = serde_json::to_value(&fields)
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        // Who why credits each key with, when a rollback, a restore or an adopt
+        // made the last change (a live file's keys, at most CREDITED_KEYS).
+        if fields.len() <= CREDITED_KEYS && store.live_head(&path).map_err(failed)?.is_some() {
+            for (i, f) in fields.iter().enumerate() {
+                if let Ok(mut w) = store.why(&path, Some(&f.key), 0) {
+                    crate::report::follow_origins(&mut w, 0);
+                    if let Some(c) = crate::report::credited_json(&w) {
+                        keys[i]["credited"] = c;
+                    }
+                }
+            }
+        }
+        Ok(serde_json::json!({ "versions": out, "next": next, "keys": keys }))
+    }
+
+    /// `GET /api/why?target=P[:KEY]&depth=D`: `why --json`, an adopted version followed
+    /// to its fork.
+    fn why(&self, q: &Query) -> Result<serde_json::Value, (StatusCode, String)> {
+        let store = &*self.store;
+        let target = q.get("target").unwrap_or_default();
+        let target = paths::encode(target.as_bytes()).into_owned();
+        let target = target.trim_start_matches('/');
+        let (path, key) = crate::lineage::why::split_target(store, target).map_err(failed)?;
+        let depth = q
+            .number("depth")?
+            .map_or(crate::lineage::why::DEFAULT_DEPTH, |d| {
+                d.clamp(0, 16) as usize
+            });
+        let mut w = store.why(path, key, depth).map_err(failed)?;
+        crate::report::follow_origins(&mut w, depth);
+        serde_json::to_value(&w).map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
     }
 
     /// `GET /api/timeline?before=V.E&limit=N&path=P&writer=W&op=OP&step=S&rejected=1`:
@@ -477,6 +477,17 @@ impl Web {
             .body(http_body_util::StreamBody::new(events).boxed_unsync())
             .expect("a valid response")
     }
+}
+
+/// A store's failure as a status: 404 for what is not there, 400 for a bad argument, else
+/// 500.
+fn failed(e: crate::store::error::StoreError) -> (StatusCode, String) {
+    let status = match e.kind {
+        crate::store::error::ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        crate::store::error::ErrorKind::Invalid => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, e.reason)
 }
 
 /// A response with `body` of type `ty`, never cached, with the page's security headers.
