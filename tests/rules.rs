@@ -215,7 +215,7 @@ fn every_problem_is_reported_by_rules_check_and_refuses_the_mount() {
         ),
         format!(
             "{f}:4:48: paths[0]: unknown key \"mdoe\" (expected one of: path, writers, mode, \
-             format, fields, additional_fields, max_bytes, deny_secrets, on_conflict)"
+             format, fields, additional_fields, max_bytes, deny_secrets, on_conflict, keep)"
         ),
         format!(
             "{f}:5:15: paths[1].path: duplicate glob \"plan.md\" (paths[0], at 4:15): the first \
@@ -232,7 +232,7 @@ fn every_problem_is_reported_by_rules_check_and_refuses_the_mount() {
         ),
         format!(
             "{f}:8:3: the file: unknown key \"ephemerals\" (expected one of: writers, paths, \
-             ephemeral, manifest_tokens, checkpoints)"
+             ephemeral, manifest_tokens, checkpoints, quota)"
         ),
     ];
     let o = std::process::Command::new(BIN)

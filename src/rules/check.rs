@@ -103,7 +103,16 @@ const PATH_KEYS: &[&str] = &[
     "max_bytes",
     "deny_secrets",
     "on_conflict",
+    "keep",
 ];
+/// The keys of a path rule's `keep`.
+const KEEP_KEYS: &[&str] = &["versions", "days", "bytes", "including"];
+/// What `keep.including` may name.
+const INCLUDING: &[&str] = &["inputs", "refusals"];
+/// The keys of `quota`.
+const QUOTA_KEYS: &[&str] = &["bytes", "files"];
+/// The most days `keep.days` may say (a thousand years).
+const MAX_DAYS: f64 = 365_250.0;
 /// The keys of a field rule.
 const FIELD_KEYS: &[&str] = &["writers", "type"];
 /// The keys of the file.
@@ -113,6 +122,7 @@ const TOP_KEYS: &[&str] = &[
     "ephemeral",
     "manifest_tokens",
     "checkpoints",
+    "quota",
 ];
 const CHECKPOINT_KEYS: &[&str] = &["take", "rollback"];
 const MODES: &[&str] = &["read-write", "append-only", "write-once", "read-only"];
@@ -536,6 +546,11 @@ fn shape(found: &mut Found, root: &Node) {
             if let Some(v) = rule.get("max_bytes") {
                 found.integer(v, &format!("{what}.max_bytes"), u64::MAX);
             }
+            if let Some(k) = rule.get("keep")
+                && !matches!(k.kind, Kind::Null)
+            {
+                keep(found, k, &format!("{what}.keep"));
+            }
             if let Some(fields) = rule.get("fields")
                 && !matches!(fields.kind, Kind::Null)
                 && found.object(fields, &format!("{what}.fields"))
@@ -573,6 +588,103 @@ fn shape(found: &mut Found, root: &Node) {
             t,
             "manifest_tokens",
             &format!("an integer from {MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} (MANIFEST's budget in estimated tokens)"),
+        );
+    }
+}
+
+/// A path rule's `keep` (issue 36): `versions` from 1, `days` a number above 0, `bytes`
+/// from 0, `including` names of what the limits also apply to.
+fn keep(found: &mut Found, k: &Node, what: &str) {
+    if !found.object(k, what) {
+        return;
+    }
+    found.keys(k, what, KEEP_KEYS);
+    if let Some(v) = k.get("versions") {
+        let ok = match &v.kind {
+            Kind::Null => true,
+            Kind::Number(Some(n)) => n
+                .as_u64()
+                .is_some_and(|n| (1..=u64::from(u32::MAX)).contains(&n)),
+            _ => false,
+        };
+        found.expect(
+            ok,
+            v,
+            &format!("{what}.versions"),
+            &format!(
+                "an integer from 1 to {} (the live version is always kept)",
+                u32::MAX
+            ),
+        );
+    }
+    if let Some(v) = k.get("days") {
+        let ok = match &v.kind {
+            Kind::Null => true,
+            Kind::Number(Some(n)) => n.as_f64().is_some_and(|d| d > 0.0 && d <= MAX_DAYS),
+            _ => false,
+        };
+        found.expect(
+            ok,
+            v,
+            &format!("{what}.days"),
+            &format!("a number of days above 0 and at most {MAX_DAYS} (0.5 is twelve hours)"),
+        );
+    }
+    if let Some(v) = k.get("bytes") {
+        found.integer(v, &format!("{what}.bytes"), i64::MAX as u64);
+    }
+    if let Some(list) = k.get("including") {
+        let at = format!("{what}.including");
+        found.string_list(list, &at);
+        for (j, item) in list.items().unwrap_or_default().iter().enumerate() {
+            match item.str() {
+                Some("checkpointed") => found.error(
+                    item.at,
+                    format!(
+                        "{at}[{j}]: a checkpoint's versions are released by dropping the \
+                         checkpoint (scratchfs gc --drop-checkpoint NAME), not by a rule"
+                    ),
+                ),
+                Some(s) if !INCLUDING.contains(&s) => {
+                    found.one_of(item, &format!("{at}[{j}]"), INCLUDING, false)
+                }
+                _ => {}
+            }
+        }
+    }
+    let limits = ["versions", "days", "bytes"];
+    if !limits
+        .iter()
+        .any(|l| k.get(l).is_some_and(|v| !matches!(v.kind, Kind::Null)))
+        && k.members()
+            .is_some_and(|m| m.iter().all(|m| KEEP_KEYS.contains(&m.key.as_str())))
+    {
+        found.warn(
+            k.at,
+            format!("{what}: no limit (versions, days, bytes): everything is kept"),
+        );
+    }
+}
+
+/// `quota` (issue 36): `bytes` and `files`, integers from 1.
+fn quota(found: &mut Found, root: &Node) {
+    let Some(q) = root.get("quota") else { return };
+    if matches!(q.kind, Kind::Null) || !found.object(q, "quota") {
+        return;
+    }
+    found.keys(q, "quota", QUOTA_KEYS);
+    for key in QUOTA_KEYS {
+        let Some(v) = q.get(key) else { continue };
+        let ok = match &v.kind {
+            Kind::Null => true,
+            Kind::Number(Some(n)) => n.as_u64().is_some_and(|n| n >= 1 && n <= i64::MAX as u64),
+            _ => false,
+        };
+        found.expect(
+            ok,
+            v,
+            &format!("quota.{key}"),
+            &format!("an integer from 1 to {}", i64::MAX),
         );
     }
 }
@@ -1069,6 +1181,7 @@ pub fn check(text: &str) -> Checked {
         writers(&mut found, &root, &named_writers(&root));
         paths(&mut found, &root, &known);
         checkpoints(&mut found, &root, &known);
+        quota(&mut found, &root);
     }
     let mut rules = None;
     if !found.problems.iter().any(|p| p.severity == Severity::Error) {
@@ -1243,12 +1356,12 @@ mod tests {
             .map(|(l, c, m)| format!("{l}:{c}: {m}"))
             .collect();
         let want = [
-            r#"2:3: the file: unknown key "writer" (expected one of: writers, paths, ephemeral, manifest_tokens, checkpoints)"#,
+            r#"2:3: the file: unknown key "writer" (expected one of: writers, paths, ephemeral, manifest_tokens, checkpoints, quota)"#,
             r#"3:30: writers.a.uid: expected an integer from 0 to 4294967295, found "1000""#,
             r#"3:45: writers.a.exe: expected a string, found 3"#,
             r#"3:48: writers.a: unknown key "euid" (expected one of: uid, gid, user, exe, comm, env, mcp_client, model, exe_any_namespace)"#,
             r#"5:33: paths[0].writers: expected an array of strings, found "a""#,
-            r#"5:38: paths[0]: unknown key "mdoe" (expected one of: path, writers, mode, format, fields, additional_fields, max_bytes, deny_secrets, on_conflict)"#,
+            r#"5:38: paths[0]: unknown key "mdoe" (expected one of: path, writers, mode, format, fields, additional_fields, max_bytes, deny_secrets, on_conflict, keep)"#,
             r#"5:59: paths[0].mode: expected one of "read-write", "append-only", "write-once", "read-only", found "readonly""#,
             r#"5:81: paths[0].format: expected one of "json", "jsonl", "markdown", "text", found "yaml""#,
             r#"6:20: paths[0].max_bytes: expected an integer from 0 to 18446744073709551615, found -1"#,
@@ -1265,6 +1378,46 @@ mod tests {
         ];
         assert_eq!(got, want, "{got:#?}");
         assert!(check(text).rules.is_none());
+    }
+
+    #[test]
+    fn keep_and_quota_are_checked_key_by_key() {
+        let text = r#"{"paths": [
+  {"path": "logs/**", "keep": {"versions": 0, "days": -1, "bytes": "1k", "ages": 3,
+                               "including": ["checkpointed", "inputs", "reads"]}},
+  {"path": "a/**", "keep": {}},
+  {"path": "b/**", "keep": [5]},
+  {"path": "**", "keep": {"versions": 5, "days": 0.5, "bytes": 1000000,
+                          "including": ["inputs", "refusals"]}}],
+ "quota": {"bytes": 0, "files": 1.5, "inodes": 3}}"#;
+        let got: Vec<String> = problems(text)
+            .into_iter()
+            .map(|(l, c, m)| format!("{l}:{c}: {m}"))
+            .collect();
+        let want = [
+            r#"2:44: paths[0].keep.versions: expected an integer from 1 to 4294967295 (the live version is always kept), found 0"#,
+            r#"2:55: paths[0].keep.days: expected a number of days above 0 and at most 365250 (0.5 is twelve hours), found -1"#,
+            r#"2:68: paths[0].keep.bytes: expected an integer from 0 to 9223372036854775807, found "1k""#,
+            r#"2:74: paths[0].keep: unknown key "ages" (expected one of: versions, days, bytes, including)"#,
+            r#"3:46: paths[0].keep.including[0]: a checkpoint's versions are released by dropping the checkpoint (scratchfs gc --drop-checkpoint NAME), not by a rule"#,
+            r#"3:72: paths[0].keep.including[2]: expected one of "inputs", "refusals", found "reads""#,
+            r#"4:28: warning: paths[1].keep: no limit (versions, days, bytes): everything is kept"#,
+            r#"5:28: paths[2].keep: expected an object, found an array"#,
+            r#"8:21: quota.bytes: expected an integer from 1 to 9223372036854775807, found 0"#,
+            r#"8:33: quota.files: expected an integer from 1 to 9223372036854775807, found 1.5"#,
+            r#"8:38: quota: unknown key "inodes" (expected one of: bytes, files)"#,
+        ];
+        assert_eq!(got, want, "{got:#?}");
+        let ok = check(
+            r#"{"paths": [{"path": "**", "keep": {"versions": 5, "days": 0.5, "bytes": 0,
+                 "including": ["refusals"]}}], "quota": {"bytes": 50000000, "files": 1000}}"#,
+        );
+        let rules = ok.rules.expect("valid");
+        let keep = rules.paths[0].keep.as_ref().unwrap();
+        assert_eq!(keep.versions, Some(5));
+        assert_eq!(keep.max_age_ns(), Some(43_200_000_000_000));
+        assert_eq!(keep.including, [crate::rules::Including::Refusals]);
+        assert_eq!(rules.quota.unwrap().files, Some(1000));
     }
 
     #[test]

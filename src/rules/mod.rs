@@ -153,6 +153,69 @@ pub struct PathRule {
     /// Lost-update policy.
     #[serde(default)]
     pub on_conflict: OnConflict,
+    /// How much history of each file here is kept (issue 36; absent: all of it).
+    pub keep: Option<Keep>,
+}
+
+/// `keep` of a path rule (issue 36, docs/rules.md "Retention and quotas"): limits on
+/// the history of each file the rule applies to, applied by the daemon's policy pass
+/// ([`crate::fs::policy`]). Each limit given is a bound the kept history must stay
+/// within: an older version is forgotten when it falls outside any of them. Never
+/// forgotten whatever the limits: the live version of a file (for a deleted file, its
+/// last version, except under `days`), the versions a checkpoint holds, the versions a
+/// JSON key's provenance names, and, unless `including` names them, the versions a live
+/// version was read from (`inputs`) and refused content (`refusals`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Keep {
+    /// Keep the newest N versions of each file (the live one among them), N >= 1.
+    pub versions: Option<u64>,
+    /// Forget versions committed more than D days ago (D > 0, fractions allowed); a
+    /// deleted file's last version D days after its deletion.
+    pub days: Option<Days>,
+    /// Keep at most B bytes of each file's history beyond its live version: the sizes
+    /// of the older versions kept, newest first, add up to at most B.
+    pub bytes: Option<u64>,
+    /// What the limits also apply to, which is otherwise kept whatever they say.
+    #[serde(default)]
+    pub including: Vec<Including>,
+}
+
+impl Keep {
+    /// The longest a version is kept, ns (`days` as nanoseconds), if limited.
+    pub fn max_age_ns(&self) -> Option<i64> {
+        self.days
+            .map(|d| (d.0 * 86_400.0 * 1e9).min(i64::MAX as f64) as i64)
+    }
+}
+
+/// A number of days (`keep.days`), a finite number above 0.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+pub struct Days(pub f64);
+
+impl Eq for Days {}
+
+/// What `keep.including` may name.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Including {
+    /// The versions a live version was read from (its lineage inputs).
+    Inputs,
+    /// The content of writes refused at the path (the refusal's record stays: its
+    /// reason, size and digest).
+    Refusals,
+}
+
+/// `quota` of a rules file (issue 36): the pad's bounds. A write that would take the
+/// pad past one fails with `EDQUOT` (quotactl(2)'s errno for a quota exceeded).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Quota {
+    /// Bytes of content the pad stores: live, history and archive together, each byte
+    /// counted once however many versions share it.
+    pub bytes: Option<u64>,
+    /// Live files.
+    pub files: Option<u64>,
 }
 
 /// A rules file (SPEC §5).
@@ -176,6 +239,8 @@ pub struct Rules {
     /// Who may take and roll back checkpoints (issue 14).
     #[serde(default)]
     pub checkpoints: CheckpointRule,
+    /// The pad's quota (issue 36; absent: none).
+    pub quota: Option<Quota>,
 }
 
 /// `checkpoints` in a rules file (issue 14, docs/rules.md): who may take a checkpoint
