@@ -297,7 +297,7 @@ enum Command {
     },
     /// Forget old versions (never current ones, nor what MANIFEST or a checkpoint points
     /// at).
-    #[command(group(clap::ArgGroup::new("select").required(true).multiple(true).args(["keep_last", "before", "drop_checkpoint"])))]
+    #[command(group(clap::ArgGroup::new("select").required(true).multiple(true).args(["keep_last", "before", "drop_checkpoint", "policy"])))]
     Gc {
         /// Release checkpoint NAME first (recorded), so what only it kept may go.
         #[arg(long, value_name = "NAME")]
@@ -308,6 +308,10 @@ enum Command {
         /// Forget versions committed before TIME (same forms as export --at).
         #[arg(long, value_name = "TIME", value_parser = cli::time::parse_ns)]
         before: Option<i64>,
+        /// Run the retention policy of the rules (`keep`, docs/rules.md) now, as the
+        /// daemon's own pass does; with --dry-run, list what it would forget.
+        #[arg(long, conflicts_with_all = ["keep_last", "before", "drop_checkpoint"])]
+        policy: bool,
         /// Say what would go; change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -730,12 +734,20 @@ fn main() -> ExitCode {
             db,
         } => cli::recover::recover(&db.db, accept_loss, json),
         Command::Gc {
+            policy: true,
+            dry_run,
+            json,
+            db,
+            ..
+        } => cli::gc::policy(&db.db, dry_run, json),
+        Command::Gc {
             drop_checkpoint,
             keep_last,
             before,
             dry_run,
             json,
             db,
+            ..
         } => cli::gc::gc(&db.db, &drop_checkpoint, keep_last, before, dry_run, json),
         Command::Checkpoint {
             name,

@@ -1099,6 +1099,9 @@ pub fn run_foreground(spec: &MountSpec) -> Result<(), Failure> {
         }
     };
     fs.set_invalidator(spawn_notifier(session.notifier()));
+    if spec.at.is_none() {
+        crate::fs::policy::spawn(&fs);
+    }
     let mp = spec.mountpoint.clone();
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
@@ -1161,6 +1164,9 @@ impl Background {
             }
         };
         fs.set_invalidator(spawn_notifier(session.notifier()));
+        if spec.at.is_none() {
+            crate::fs::policy::spawn(&fs);
+        }
         let session = session
             .spawn()
             .map_err(|e| format!("mount {}: {e}", spec.mountpoint.display()))?;

@@ -61,6 +61,7 @@ pub fn gc(
         keep_last,
         before_ns,
         dry_run,
+        policy: false,
     };
     let report = match crate::mount::lock_database_now(db) {
         Ok(_lock) => {
@@ -214,4 +215,183 @@ pub(crate) fn db_owner(db: &Path) -> Result<u32, Failure> {
     std::fs::metadata(db)
         .map(|m| m.uid())
         .map_err(|e| format!("{}: {e}", db.display()))
+}
+
+/// The rules a database was last mounted with, compiled (`None`: the defaults, or rules
+/// without a limit, which forget nothing).
+fn stored_limits(
+    history: &dyn crate::store::History,
+    db: &Path,
+) -> Result<Option<crate::rules::enforce::Compiled>, Failure> {
+    let Some(text) = history.rules_text().map_err(|e| e.reason)? else {
+        return Ok(None);
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let rules = crate::rules::Rules::parse(&text)
+        .map_err(|p| format!("{}: the stored rules do not parse: {}", db.display(), p[0]))?;
+    let compiled = crate::rules::enforce::Compiled::new(rules);
+    Ok(crate::fs::policy::has_limits(&compiled).then_some(compiled))
+}
+
+/// `scratchfs gc --policy [--dry-run] [--json]` (issue 36): runs the retention policy of
+/// the rules the database was last mounted with now, as the daemon's pass does (through
+/// the mount while mounted: root or the user who mounted only, `EPERM`); with
+/// `--dry-run`, lists what it would forget, one line each (path, version, size, time,
+/// the limit and the rule), and changes nothing: a read of the history, allowed to
+/// whoever may read the database.
+pub fn policy(db: &Path, dry_run: bool, json: bool) -> Result<(), Failure> {
+    use crate::fs::policy::Chosen;
+    use crate::views::quote_stored;
+    super::check_db(db)?;
+    let history = super::open_history(db)?;
+    let Some(rules) = stored_limits(&*history, db)? else {
+        let text = "gc --policy: the rules set no limit (no `keep` with versions, days or bytes): nothing is forgotten by policy";
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({ "versions": 0, "refusals": 0, "bytes": 0, "dry_run": dry_run, "limits": false })
+            );
+        } else {
+            println!("{text}");
+        }
+        return Ok(());
+    };
+    if dry_run {
+        let (mut versions, mut refusals, mut bytes) = (0u64, 0u64, 0u64);
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let now = crate::store::sql::now_ns();
+        crate::fs::policy::preview(&*history, &rules, now, &mut |c| {
+            use std::io::Write;
+            let line = match &c {
+                Chosen::Version {
+                    rule,
+                    path,
+                    row,
+                    limit,
+                    ..
+                } => {
+                    versions += 1;
+                    bytes += row.size;
+                    let label = crate::fs::policy::label(*rule, &rules.rules.paths[*rule]);
+                    if json {
+                        let mut o = serde_json::json!({
+                            "path": path, "version": row.version, "size": row.size,
+                            "time": super::time::utc(row.time_ns), "limit": limit, "rule": label,
+                        });
+                        super::json_paths(&mut o, &["path"]);
+                        o.to_string()
+                    } else {
+                        format!(
+                            "{}@{}  {} B  {}  {}  {label}",
+                            quote_stored(path),
+                            row.version,
+                            row.size,
+                            super::time::utc(row.time_ns),
+                            serde_json::to_value(limit)
+                                .ok()
+                                .and_then(|v| v.as_str().map(String::from))
+                                .unwrap_or_default()
+                        )
+                    }
+                }
+                Chosen::Refusal {
+                    rule,
+                    event,
+                    path,
+                    size,
+                    time_ns,
+                } => {
+                    refusals += 1;
+                    let label = crate::fs::policy::label(*rule, &rules.rules.paths[*rule]);
+                    if json {
+                        let mut o = serde_json::json!({
+                            "refusal": event, "path": path, "size": size,
+                            "time": super::time::utc(*time_ns), "limit": "days", "rule": label,
+                        });
+                        super::json_paths(&mut o, &["path"]);
+                        o.to_string()
+                    } else {
+                        format!(
+                            "refused content of {} (event {event})  {size} B  {}  days  {label}",
+                            quote_stored(path),
+                            super::time::utc(*time_ns),
+                        )
+                    }
+                }
+            };
+            writeln!(out, "{line}").map_err(|e| crate::error::Error::new(libc::EIO, e.to_string()))
+        })
+        .map_err(|e| e.reason)?;
+        drop(out);
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({ "versions": versions, "refusals": refusals, "bytes": bytes, "dry_run": true })
+            );
+        } else {
+            println!(
+                "gc --policy: would forget {versions} version{} ({bytes} bytes as files; the \
+                 content freed can be less, versions share bytes){} (dry run: nothing changed)",
+                if versions == 1 { "" } else { "s" },
+                if refusals > 0 {
+                    format!(" and the content of {refusals} refusals")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        return Ok(());
+    }
+    drop(history);
+    let report: crate::fs::policy::PassReport = match crate::mount::lock_database_now(db) {
+        Ok(_lock) => {
+            let fs = super::offline_fs(db)?.with_admins(&[db_owner(db)?]);
+            let ctx = crate::fs::Ctx {
+                pid: std::process::id(),
+                uid: unsafe { libc::getuid() },
+                gid: unsafe { libc::getgid() },
+            };
+            fs.policy_pass_for(ctx).map_err(|e| e.reason)?
+        }
+        Err(_) => {
+            let mnt = super::live_mountpoint(db)?
+                .ok_or("gc: the database is in use, but not mounted where it says")?;
+            let req = GcRequest {
+                policy: true,
+                ..Default::default()
+            };
+            let value = serde_json::to_vec(&req).map_err(|e| e.to_string())?;
+            super::set_xattr(Path::new(&mnt), crate::fs::serve::GC_XATTR, &value).map_err(|e| {
+                match e.raw_os_error() {
+                    Some(libc::EPERM) => format!(
+                        "gc --policy: {e} (erasing history is for root or the user who mounted)"
+                    ),
+                    _ => format!("gc --policy: {e}"),
+                }
+            })?;
+            let text = super::meta(db, crate::fs::policy::LAST_POLICY)?
+                .ok_or("gc --policy: the daemon left no report")?;
+            serde_json::from_str(&text).map_err(|e| e.to_string())?
+        }
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!(
+            "gc --policy: forgot {} versions, the content of {} refusals and {} bytes of content in {} transactions (the longest {:.1} ms)",
+            report.versions, report.refusals, report.bytes, report.batches, report.longest_batch_ms
+        );
+        for (label, v, r, b, event) in &report.rules {
+            println!(
+                "  {label}: {v} versions, {r} refusals, {b} bytes{}",
+                event.map(|e| format!(" (event {e})")).unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
 }

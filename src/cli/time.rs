@@ -23,7 +23,6 @@
 
 use std::sync::OnceLock;
 
-use jiff::Timestamp;
 use jiff::civil::{DateTime, Time};
 use jiff::fmt::temporal::Pieces;
 use jiff::tz::Offset;
@@ -131,21 +130,7 @@ pub fn parse_ns(s: &str) -> Result<i64, BadTime> {
     parse(s).map(|ns| ns.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64)
 }
 
-/// A commit time (`ns` since the Unix epoch) as `log` and `history` print it:
-/// `YYYY-MM-DD HH:MM:SSZ`, UTC, truncated to the second (RFC 3339 with a space, which
-/// [`parse`] reads back).
-pub fn utc(ns: i64) -> String {
-    // Every i64 of nanoseconds is within jiff's range (years -9999 to 9999).
-    let t = Timestamp::from_nanosecond(i128::from(ns)).unwrap_or(Timestamp::UNIX_EPOCH);
-    t.strftime("%Y-%m-%d %H:%M:%SZ").to_string()
-}
-
-/// `ns` (since the Unix epoch) as notes print a TIME argument back: as [`utc`], with the
-/// fraction of a second when it has one (`2026-12-01 10:00:00.5Z`).
-pub fn utc_exact(ns: i64) -> String {
-    let t = Timestamp::from_nanosecond(i128::from(ns)).unwrap_or(Timestamp::UNIX_EPOCH);
-    t.strftime("%Y-%m-%d %H:%M:%S%.fZ").to_string()
-}
+pub use crate::views::{utc, utc_exact};
 
 /// The commit time of the database's first version (ns), `None` if it has none: what a
 /// TIME before it selects is nothing, which the commands say in a note.

@@ -26,6 +26,7 @@ pub mod history_index;
 mod live;
 mod manifest_rows;
 mod namespace;
+pub mod policy;
 mod reads;
 mod serve_checkpoints;
 mod serve_history;

@@ -298,22 +298,7 @@ impl Fs {
     /// The latest deletions and shrinking commits MANIFEST shows: neither of a
     /// temporary nor of a deleted file that lives again. gc keeps their versions.
     pub(crate) fn restorable_shown(&self) -> Result<Vec<crate::store::RestorableInfo>> {
-        let mut limit = manifest::REFUSALS_SHOWN;
-        loop {
-            let found = self.store.restorable(limit)?;
-            let scanned = found.len();
-            let kept: Vec<_> = found
-                .into_iter()
-                // A deleted file that lives again needs no pointer to its archive.
-                .filter(|r| !(self.is_ephemeral(&r.path) || r.deleted && r.live))
-                .take(manifest::REFUSALS_SHOWN)
-                .collect();
-            if kept.len() == manifest::REFUSALS_SHOWN || scanned < limit || limit >= RESTORABLE_SCAN
-            {
-                return Ok(kept);
-            }
-            limit = (limit * 8).min(RESTORABLE_SCAN);
-        }
+        restorable_shown(&*self.store, &|p| self.is_ephemeral(p))
     }
 
     /// Whether content is binary ([`views::is_binary`]), from its first
@@ -1233,6 +1218,12 @@ impl Fs {
             self.admit(&self.caller(ctx), &change, || None)?;
             let req: crate::store::GcRequest = serde_json::from_slice(value)
                 .map_err(|e| Error::new(libc::EINVAL, format!("gc: {e}")))?;
+            if req.policy {
+                let report = self.policy_pass(false)?;
+                let text = serde_json::to_string(&report).unwrap_or_default();
+                self.store.set_meta(super::policy::LAST_POLICY, &text)?;
+                return Ok(());
+            }
             return self.gc(&req, ctx).map(|_| ());
         }
         if name == REDACT_XATTR.as_bytes() && ino == ROOT {
@@ -1292,5 +1283,29 @@ impl Fs {
             libc::EOPNOTSUPP,
             "extended attributes are read-only provenance",
         ))
+    }
+}
+
+/// What MANIFEST's `restorable:` list shows ([`Fs::restorable_shown`]), for any reader
+/// of the history: temporaries (`ephemeral`) and deleted files that live again left out,
+/// at most [`manifest::REFUSALS_SHOWN`].
+pub(crate) fn restorable_shown<H: crate::store::History + ?Sized>(
+    history: &H,
+    ephemeral: &dyn Fn(&str) -> bool,
+) -> Result<Vec<crate::store::RestorableInfo>> {
+    let mut limit = manifest::REFUSALS_SHOWN;
+    loop {
+        let found = history.restorable(limit)?;
+        let scanned = found.len();
+        let kept: Vec<_> = found
+            .into_iter()
+            // A deleted file that lives again needs no pointer to its archive.
+            .filter(|r| !(ephemeral(&r.path) || r.deleted && r.live))
+            .take(manifest::REFUSALS_SHOWN)
+            .collect();
+        if kept.len() == manifest::REFUSALS_SHOWN || scanned < limit || limit >= RESTORABLE_SCAN {
+            return Ok(kept);
+        }
+        limit = (limit * 8).min(RESTORABLE_SCAN);
     }
 }

@@ -72,10 +72,26 @@ pub fn version_in(
     n: Option<i64>,
     spec: &str,
 ) -> Result<VersionRow, Failure> {
-    store
-        .version_row(file_id(store, path)?, n)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("{}: no such version", quote_stored(spec)))
+    let file = file_id(store, path)?;
+    if let Some(row) = store.version_row(file, n).map_err(|e| e.to_string())? {
+        return Ok(row);
+    }
+    // A version a gc or the policy forgot says so, by which run and when.
+    if let Some(n) = n
+        && let Some((event, at, by)) = store
+            .forgotten_version(file, n)
+            .map_err(|e| e.to_string())?
+    {
+        return Err(format!(
+            "{}: forgotten by {} at {}{}",
+            quote_stored(spec),
+            crate::views::one_line_stored(&by),
+            crate::views::utc(at),
+            event.map(|e| format!(" (event {e})")).unwrap_or_default()
+        )
+        .into());
+    }
+    Err(format!("{}: no such version", quote_stored(spec)).into())
 }
 
 /// Calls `f` with the bytes of `content` in order, in pieces of at most

@@ -67,6 +67,11 @@ impl Compiled {
         self.rules.claim(name, caller, comm, &self.exe_pins)
     }
 
+    /// The index in `paths` of the first path rule whose glob matches `path`.
+    pub fn rule_index_for(&self, path: &str) -> Option<usize> {
+        self.globs.iter().position(|g| g.is_match(path))
+    }
+
     /// The first path rule whose glob matches `path`.
     pub fn rule_for(&self, path: &str) -> Option<&PathRule> {
         self.globs

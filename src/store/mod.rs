@@ -145,6 +145,10 @@ pub struct GcRequest {
     pub before_ns: Option<i64>,
     /// Change nothing; report what would go.
     pub dry_run: bool,
+    /// Run the rules' retention policy now instead (issue 36; `keep_last` and
+    /// `before_ns` unused): the daemon's pass, reported as `meta.last_policy`.
+    #[serde(default)]
+    pub policy: bool,
 }
 
 /// What `gc` did (or would do).
@@ -156,6 +160,97 @@ pub struct GcReport {
     pub blob_bytes: u64,
     /// Nothing was changed.
     pub dry_run: bool,
+}
+
+/// One version as the policy pass judges it (issue 36; [`History::policy_rows`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyRow {
+    /// `versions.id`.
+    pub id: i64,
+    /// Its lineage.
+    pub file_id: i64,
+    /// Its number in the lineage.
+    pub version: i64,
+    /// Its length, bytes.
+    pub size: u64,
+    /// When it was committed, ns since the epoch.
+    pub time_ns: i64,
+}
+
+/// A lineage as the policy pass judges it ([`History::policy_files`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyFile {
+    /// `files.id`.
+    pub file_id: i64,
+    /// Its path (a deleted file's last), as stored.
+    pub path: String,
+    /// Neither deleted nor renamed over another file.
+    pub live: bool,
+    /// When a lineage that is not live ended (its deletion, else its last version), ns.
+    pub ended_ns: Option<i64>,
+}
+
+/// A refusal that kept content, as the policy pass judges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyRefusal {
+    /// `events.id`.
+    pub event: i64,
+    /// The path refused, as stored.
+    pub path: String,
+    /// Bytes of content kept.
+    pub size: u64,
+    /// When, ns.
+    pub time_ns: i64,
+}
+
+/// What the policy pass keeps whatever the limits say, read at its start
+/// ([`History::policy_protected`]).
+#[derive(Debug, Clone, Default)]
+pub struct Protected {
+    /// The newest version id then: a version committed later names its inputs itself
+    /// (checked again when forgetting).
+    pub snapshot: i64,
+    /// Versions a JSON key's provenance names (`fields`).
+    pub fields: std::collections::HashSet<i64>,
+    /// Versions a live version was read from, or brought back (`inputs`,
+    /// `restored_from`).
+    pub inputs: std::collections::HashSet<i64>,
+    /// `version_seq` of each checkpoint not dropped, ascending: a lineage's newest version
+    /// at or below one is what the checkpoint holds.
+    pub checkpoints: Vec<i64>,
+}
+
+/// One batch the policy pass forgets in one transaction ([`Store::forget`]).
+#[derive(Debug, Clone)]
+pub struct ForgetBatch<'a> {
+    /// The rule, as the event's reason names it (`paths[1] "logs/**" (versions 5)`).
+    pub rule: &'a str,
+    /// The run's event for this rule, once a batch made it.
+    pub event: Option<i64>,
+    /// (versions, refusals, bytes) this run forgot under this rule before this batch.
+    pub totals: (u64, u64, u64),
+    /// [`Protected::snapshot`] of the pass.
+    pub snapshot: i64,
+    /// Versions to forget, each with whether the rule names `inputs` (a version a live
+    /// one was read from may go).
+    pub versions: Vec<(i64, bool)>,
+    /// Refusals whose content goes (`events.id`).
+    pub refusals: Vec<i64>,
+    /// Content open handles read, `(stream, len)`: kept.
+    pub protected: &'a [(i64, u64)],
+}
+
+/// What one [`ForgetBatch`] forgot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Forgot {
+    /// The run's event for the rule (`None`: nothing forgotten yet).
+    pub event: Option<i64>,
+    /// Versions forgotten.
+    pub versions: u64,
+    /// Refusals whose content was forgotten.
+    pub refusals: u64,
+    /// Bytes of content deleted.
+    pub bytes: u64,
 }
 
 /// What `redact` did (SPEC §10).
@@ -634,6 +729,15 @@ pub trait Store: History {
         protected: &[(i64, u64)],
         caller: &Caller,
     ) -> Result<GcReport>;
+    /// Forgets one batch the policy pass chose (issue 36, [`sql::policy::forget_in`]) in
+    /// a transaction of its own, by `caller` (the daemon), then gives the database back
+    /// the pages it freed, a bounded number at a time (SQLite's incremental vacuum).
+    fn forget(&self, batch: &ForgetBatch<'_>, caller: &Caller) -> Result<Forgot>;
+    /// Gives the space of what a policy pass forgot back (PostgreSQL: `VACUUM` of the
+    /// tables it touched; SQLite gives pages back with each batch).
+    fn reclaim(&self) -> Result<()> {
+        Ok(())
+    }
     /// Renames; a file renamed gets a version with op `rename` on the lineage it lands in
     /// (the replaced file's, the file's deleted last at the new path, or its own). Returns
     /// that lineage and that version (files only; no version for a file that has none
@@ -979,6 +1083,20 @@ pub trait History: Send + Sync {
     /// ([`crate::report::activity`]); read a page at a time, so memory does not grow
     /// with the log.
     fn each_change(&self, f: &mut dyn FnMut(Change<'_>) -> Result<()>) -> Result<()>;
+    /// Up to `limit` versions after `after` (lineage id, version number), lineages by id
+    /// and each oldest first (the policy pass, issue 36).
+    fn policy_rows(&self, after: (i64, i64), limit: usize) -> Result<Vec<PolicyRow>>;
+    /// The lineages with ids from `lo` to `hi` (the policy pass).
+    fn policy_files(&self, lo: i64, hi: i64) -> Result<Vec<PolicyFile>>;
+    /// What the policy pass keeps whatever its limits say.
+    fn policy_protected(&self) -> Result<Protected>;
+    /// Up to `limit` refusals that kept content, after event `after`, oldest first.
+    fn policy_refusals(&self, after: i64, limit: usize) -> Result<Vec<PolicyRefusal>>;
+    /// Why version `n` of lineage `file_id` is gone, if a gc or a policy pass forgot it:
+    /// (the run's event, when it ran in ns, the run as its event names it: `policy
+    /// paths[0] "logs/**" (versions 3)`, `gc (keep_last 1) by uid 0`).
+    fn forgotten_version(&self, file_id: i64, n: i64)
+    -> Result<Option<(Option<i64>, i64, String)>>;
     /// Calls `f` with each stretch of data of `content` (offset, bytes), in order, holes
     /// skipped; a stretch is at most one blob (64 KiB).
     fn for_each_data(
@@ -1142,6 +1260,25 @@ impl<R: Reading> History for R {
     }
     fn each_change(&self, f: &mut dyn FnMut(Change<'_>) -> Result<()>) -> Result<()> {
         self.reading(|c| sql::read::each_change(c, f))
+    }
+    fn policy_rows(&self, after: (i64, i64), limit: usize) -> Result<Vec<PolicyRow>> {
+        self.reading(|c| sql::policy::rows_after(c, after, limit))
+    }
+    fn policy_files(&self, lo: i64, hi: i64) -> Result<Vec<PolicyFile>> {
+        self.reading(|c| sql::policy::files(c, lo, hi))
+    }
+    fn policy_protected(&self) -> Result<Protected> {
+        self.reading(sql::policy::protected)
+    }
+    fn policy_refusals(&self, after: i64, limit: usize) -> Result<Vec<PolicyRefusal>> {
+        self.reading(|c| sql::policy::refusals_after(c, after, limit))
+    }
+    fn forgotten_version(
+        &self,
+        file_id: i64,
+        n: i64,
+    ) -> Result<Option<(Option<i64>, i64, String)>> {
+        self.reading(|c| sql::policy::forgotten(c, file_id, n))
     }
     fn files_by_versions(&self, at: i64) -> Result<Vec<(String, ContentRef, i64)>> {
         self.reading(|c| sql::read::files_by_versions(c, at))

@@ -237,13 +237,21 @@ CREATE UNIQUE INDEX IF NOT EXISTS checkpoints_by_name ON checkpoints(name) WHERE
 -- The versions gc forgot (issue 14): which lineage, which number, when it was made. The
 -- tree at a point whose file's version then is among them cannot be shown: its content
 -- is gone (the views and `mount --at` say so, a fork refuses).
+-- event_id (issue 36): the event of the run that forgot it (op `gc` or `policy`); NULL
+-- in rows of a database made before it (added when such a database is opened).
 CREATE TABLE IF NOT EXISTS forgotten (
     version_id INTEGER PRIMARY KEY,
     file_id    INTEGER NOT NULL,
     version    INTEGER NOT NULL,
-    time_ns    INTEGER NOT NULL
+    time_ns    INTEGER NOT NULL,
+    event_id   INTEGER
 );
 CREATE INDEX IF NOT EXISTS forgotten_by_file ON forgotten(file_id, version_id);
+-- What the policy pass (issue 36) forgets one version at a time, found without a scan:
+-- the versions and refusals that share a stream, the extents that share a blob.
+CREATE INDEX IF NOT EXISTS versions_by_stream ON versions(stream);
+CREATE INDEX IF NOT EXISTS events_by_stream ON events(stream) WHERE stream IS NOT NULL;
+CREATE INDEX IF NOT EXISTS extents_by_blob ON extents(blob) WHERE blob IS NOT NULL;
 -- Where a version brought from another scratchpad came from (`scratchfs adopt`, issue
 -- 14): that database's path and id (`meta.scratchpad_id`), and the version there (its
 -- `versions.id`, path, number and writer).

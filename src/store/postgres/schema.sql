@@ -298,13 +298,27 @@ CREATE UNIQUE INDEX IF NOT EXISTS checkpoints_by_name ON checkpoints(name) WHERE
 -- The versions gc forgot (issue 14): which lineage, which number, when it was made. The
 -- tree at a point whose file's version then is among them cannot be shown: its content
 -- is gone (the views and `mount --at` say so, a fork refuses).
+-- event_id (issue 36): the event of the run that forgot it (op `gc` or `policy`); NULL
+-- in rows of a database made before it (added when such a database is opened).
 CREATE TABLE IF NOT EXISTS forgotten (
     version_id BIGINT PRIMARY KEY,
     file_id    BIGINT NOT NULL,
     version    BIGINT NOT NULL,
-    time_ns    BIGINT NOT NULL
+    time_ns    BIGINT NOT NULL,
+    event_id   BIGINT
 );
 CREATE INDEX IF NOT EXISTS forgotten_by_file ON forgotten(file_id, version_id);
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                   AND table_name = 'forgotten' AND column_name = 'event_id') THEN
+        ALTER TABLE forgotten ADD COLUMN event_id BIGINT;
+    END IF;
+END $$;
+-- What the policy pass (issue 36) forgets one version at a time, found without a scan:
+-- the versions and refusals that share a stream, the extents that share a blob.
+CREATE INDEX IF NOT EXISTS versions_by_stream ON versions(stream);
+CREATE INDEX IF NOT EXISTS events_by_stream ON events(stream) WHERE stream IS NOT NULL;
+CREATE INDEX IF NOT EXISTS extents_by_blob ON extents(blob) WHERE blob IS NOT NULL;
 -- Where a version brought from another scratchpad came from (`scratchfs adopt`, issue
 -- 14): that database's path and id (`meta.scratchpad_id`), and the version there (its
 -- `versions.id`, path, number and writer).

@@ -27,6 +27,7 @@ use crate::store::{
     Attrs, CommitRequest, Committed, GcReport, GcRequest, Kind, NodeRecord, Reading, RedactReport,
     RenameRequest, Store, VersionInfo,
 };
+use crate::store::{ForgetBatch, Forgot};
 use crate::sync::Mutex;
 
 /// Reading connections per store (besides the writer). One: a daemon holds at most
@@ -942,6 +943,20 @@ impl Store for Postgres {
                 let _ = conn.batch("ROLLBACK");
             }
             end
+        })
+    }
+
+    fn forget(&self, batch: &ForgetBatch<'_>, caller: &Caller) -> Result<Forgot> {
+        self.change(caller, Touched::Events, |tx, proc_| {
+            crate::store::sql::policy::forget_in(tx, batch, proc_).map(Ok)
+        })
+    }
+
+    fn reclaim(&self) -> Result<()> {
+        // Space of the rows forgotten, for reuse; pages left empty at a table's end go
+        // back to the file system (VACUUM(7): not FULL, which would lock the tables).
+        self.in_slot(&self.writer, |c| {
+            c.batch("VACUUM versions, extents, blobs, events, inputs")
         })
     }
 

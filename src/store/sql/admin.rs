@@ -138,6 +138,14 @@ pub(crate) fn gc_in(
         &proc_,
         now_ns(),
     )?;
+    // What each forgotten version's `forgotten` row names as the run that forgot it
+    // (issue 36: `restore` of it says which and when). This transaction's event: the
+    // newest gc event it can see is its own.
+    tx.exec(
+        "UPDATE forgotten SET event_id = (SELECT MAX(id) FROM events WHERE op = 'gc')
+         WHERE version_id IN (SELECT id FROM gc_drop)",
+        p![],
+    )?;
     Ok(report)
 }
 

@@ -24,6 +24,7 @@ pub mod fork;
 pub mod fsck;
 pub mod history_index;
 pub mod lineage;
+pub mod policy;
 pub mod read;
 pub mod text_index;
 pub mod write;

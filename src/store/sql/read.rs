@@ -277,7 +277,7 @@ pub(crate) fn restorable(conn: &dyn Conn, limit: usize) -> Result<Vec<Restorable
 }
 
 pub(crate) fn erasures(conn: &dyn Conn, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {
-    events_of(conn, "op IN ('gc', 'redact')", limit)
+    events_of(conn, "op IN ('gc', 'redact', 'policy')", limit)
 }
 
 pub(crate) fn refusals(conn: &dyn Conn, limit: usize) -> Result<(Vec<RefusalInfo>, u64)> {

@@ -14,8 +14,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use super::redo::{LoggedBuild, MAX_PAYLOAD, Op, Pieces, RedoLog};
 use super::{
-    Attrs, CommitRequest, Committed, GcReport, GcRequest, Kind, NodeRecord, RedactReport,
-    RenameRequest, Store, VersionInfo,
+    Attrs, CommitRequest, Committed, ForgetBatch, Forgot, GcReport, GcRequest, Kind, NodeRecord,
+    RedactReport, RenameRequest, Store, VersionInfo,
 };
 use crate::identity::Caller;
 use crate::p;
@@ -107,7 +107,8 @@ fn migrate_processes(conn: &Connection) -> Result<()> {
 /// A database made before issue 31 gets `versions.ino` (NULL in its rows: such a
 /// version is guarded by its lineage's only carrier, or kept to admins,
 /// [`crate::store::History::version_guard`]), one made before issue 35
-/// `versions.restored_from` (NULL: its rollbacks and restores point nowhere).
+/// `versions.restored_from` (NULL: its rollbacks and restores point nowhere), one made
+/// before issue 36 `forgotten.event_id` (NULL: forgotten by a gc of then).
 fn migrate_versions(conn: &Connection) -> Result<()> {
     let has_table: bool = conn.one(
         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'versions'",
@@ -120,6 +121,15 @@ fn migrate_versions(conn: &Connection) -> Result<()> {
     if has_table && !has_column(conn, "versions", "restored_from")? {
         // Issue 35: what a rollback or restore brought back.
         conn.execute_batch("ALTER TABLE versions ADD COLUMN restored_from INTEGER;")?;
+    }
+    let has_forgotten: bool = conn.one(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'forgotten'",
+        p![],
+        |r| r.get::<i64>(0).map(|n| n > 0),
+    )?;
+    if has_forgotten && !has_column(conn, "forgotten", "event_id")? {
+        // Issue 36: the run that forgot the version.
+        conn.execute_batch("ALTER TABLE forgotten ADD COLUMN event_id INTEGER;")?;
     }
     Ok(())
 }
@@ -286,6 +296,10 @@ impl Sqlite {
             // In the file's header before it becomes a WAL database, so that the header
             // read by `probe` always shows it.
             let c = Connection::open(path).map_err(opening(path, true))?;
+            // Before any table: pages a policy pass frees can go back to the file system
+            // (issue 36, `PRAGMA incremental_vacuum`).
+            c.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+                .map_err(opening(path, true))?;
             c.pragma_update(None, "application_id", APPLICATION_ID)
                 .map_err(opening(path, true))?;
         }
@@ -1161,6 +1175,21 @@ impl Store for Sqlite {
     ) -> Result<GcReport> {
         let mut conn = self.write_lock()?;
         gc(&mut conn, req, shown, protected, caller)
+    }
+
+    fn forget(&self, batch: &ForgetBatch<'_>, caller: &Caller) -> Result<Forgot> {
+        let mut conn = self.write_lock()?;
+        let caller = &self.process(&conn, caller)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = crate::store::sql::policy::forget_in(&tx, batch, caller)?;
+        crate::failpoint::hit("policy");
+        tx.commit()?;
+        if out.versions + out.refusals > 0 {
+            // The pages freed go back to the file system, at most 8 MiB a batch (a no-op
+            // in a database made without `auto_vacuum = INCREMENTAL`, docs/schema.md).
+            conn.execute_batch("PRAGMA incremental_vacuum(2048)")?;
+        }
+        Ok(out)
     }
 
     fn reject(

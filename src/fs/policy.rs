@@ -1,0 +1,670 @@
+//! Retention by policy (issue 36, docs/rules.md "Retention and quotas"): what the rules'
+//! `keep` limits forget, chosen lineage by lineage ([`choose`], a pure function), found by
+//! a walk of the whole history a page at a time ([`select`]: `scratchfs gc --policy
+//! --dry-run` prints it), and forgotten by the daemon itself ([`Fs::policy_pass`]) in short
+//! transactions of a bounded size, paced so that writers are never held up for long. No
+//! agent's process runs it: the daemon's own thread does ([`spawn`]), or root through
+//! `scratchfs gc --policy` (the gate's `Erase`, like any gc).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use super::Fs;
+use super::gate::Change;
+use crate::error::Result;
+use crate::identity::Caller;
+use crate::rules::enforce::Compiled;
+use crate::rules::{Including, Keep, PathRule};
+use crate::store::{ForgetBatch, History, PolicyFile, PolicyRow, Protected};
+
+/// Versions read per page of the walk.
+const PAGE: usize = 5_000;
+/// Refusals read per page.
+const REFUSAL_PAGE: usize = 1_000;
+/// Versions a first batch forgets; later batches grow or shrink toward [`BATCH_TIME`].
+const FIRST_BATCH: usize = 256;
+/// The longest a batch should hold the write lock (the bench's bound is 50 ms).
+const BATCH_TIME: Duration = Duration::from_millis(20);
+/// How often the daemon's thread runs a pass, unless `SCRATCHFS_POLICY_INTERVAL`
+/// (seconds) says otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// The `meta` row where a pass asked for through the mount (`scratchfs gc --policy`)
+/// leaves its [`PassReport`] (JSON) for the command, which gets only the errno back.
+pub const LAST_POLICY: &str = "last_policy";
+
+/// Which limit forgot a version (or a refusal's content).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Limit {
+    /// Not among the newest `versions`.
+    Versions,
+    /// Older than `days`.
+    Days,
+    /// Past `bytes` of history.
+    Bytes,
+}
+
+/// One thing a pass forgets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chosen {
+    /// A version.
+    Version {
+        /// Index of the rule in `paths`.
+        rule: usize,
+        /// Its lineage's path (a deleted file's last), as stored.
+        path: String,
+        /// The version.
+        row: PolicyRow,
+        /// The limit it is past.
+        limit: Limit,
+        /// Whether the rule names `inputs` (it may go even if a live version was read
+        /// from it).
+        inputs_go: bool,
+    },
+    /// The content of a refusal (the refusal's record stays).
+    Refusal {
+        /// Index of the rule in `paths`.
+        rule: usize,
+        /// `events.id`.
+        event: i64,
+        /// The path refused, as stored.
+        path: String,
+        /// Bytes of content.
+        size: u64,
+        /// When it was refused, ns.
+        time_ns: i64,
+    },
+}
+
+/// How a rule is named in events and listings: `paths[1] "logs/**" (versions 5, days 7)`.
+pub fn label(index: usize, rule: &PathRule) -> String {
+    let mut limits = Vec::new();
+    if let Some(keep) = &rule.keep {
+        if let Some(n) = keep.versions {
+            limits.push(format!("versions {n}"));
+        }
+        if let Some(d) = keep.days {
+            limits.push(format!("days {}", d.0));
+        }
+        if let Some(b) = keep.bytes {
+            limits.push(format!("bytes {b}"));
+        }
+        for what in &keep.including {
+            limits.push(match what {
+                Including::Inputs => "including inputs".to_string(),
+                Including::Refusals => "including refusals".to_string(),
+            });
+        }
+    }
+    format!(
+        "paths[{index}] {} ({})",
+        crate::views::quote_stored(&rule.path),
+        limits.join(", ")
+    )
+}
+
+/// Whether the rules forget anything at all (some path rule has a limit).
+pub fn has_limits(rules: &Compiled) -> bool {
+    rules.rules.paths.iter().any(|r| {
+        r.keep
+            .as_ref()
+            .is_some_and(|k| k.versions.is_some() || k.days.is_some() || k.bytes.is_some())
+    })
+}
+
+/// Which of one lineage's `versions` (oldest first) `keep` forgets, as indexes into
+/// `versions` with the limit each is past. Kept whatever the limits say: the newest
+/// version of a live lineage; a lineage's newest version otherwise, except under `days`
+/// counted from the lineage's end; a version a checkpoint holds (its lineage's newest at
+/// or below a checkpoint's `version_seq`), a JSON key's provenance names, MANIFEST shows
+/// (`shown`), or a live version was read from or brought back (unless `including`
+/// names `inputs`). The limits cut the rest newest first: a version is kept while it is
+/// among the newest `versions`, younger than `days`, and the older versions kept so far
+/// (the protected ones not counted) with it add up to at most `bytes`; from the first
+/// that is not, every older one goes too.
+pub fn choose(
+    file: &PolicyFile,
+    versions: &[PolicyRow],
+    keep: &Keep,
+    protected: &Protected,
+    shown: &HashSet<i64>,
+    now_ns: i64,
+) -> Vec<(usize, Limit)> {
+    let mut out = Vec::new();
+    let Some(newest) = versions.len().checked_sub(1) else {
+        return out;
+    };
+    let inputs_go = keep.including.contains(&Including::Inputs);
+    let oldest_kept = keep.max_age_ns().map(|a| now_ns.saturating_sub(a));
+    let held = |i: usize| {
+        let v = &versions[i];
+        let newer = versions.get(i + 1).map_or(i64::MAX, |n| n.id);
+        let at = protected.checkpoints.partition_point(|&c| c < v.id);
+        protected.checkpoints.get(at).is_some_and(|&c| c < newer)
+            || protected.fields.contains(&v.id)
+            || shown.contains(&v.id)
+            || (!inputs_go && protected.inputs.contains(&v.id))
+    };
+    // The newest version: the live content, or what a deleted file held.
+    if !file.live
+        && let (Some(oldest), Some(ended)) = (oldest_kept, file.ended_ns)
+        && ended < oldest
+        && !held(newest)
+    {
+        out.push((newest, Limit::Days));
+    }
+    let mut cut: Option<Limit> = None;
+    let mut bytes = 0u64;
+    for i in (0..newest).rev() {
+        let rank = (newest - i) as u64; // 1: the second newest
+        if held(i) {
+            continue;
+        }
+        if cut.is_none() {
+            let v = &versions[i];
+            cut = if keep.versions.is_some_and(|n| rank >= n) {
+                Some(Limit::Versions)
+            } else if oldest_kept.is_some_and(|o| v.time_ns < o) {
+                Some(Limit::Days)
+            } else if keep.bytes.is_some_and(|b| bytes.saturating_add(v.size) > b) {
+                Some(Limit::Bytes)
+            } else {
+                bytes = bytes.saturating_add(v.size);
+                None
+            };
+        }
+        if let Some(limit) = cut {
+            out.push((i, limit));
+        }
+    }
+    out.sort_unstable_by_key(|&(i, _)| i);
+    out
+}
+
+/// Walks the whole history (versions a page at a time, then the refusals that kept
+/// content) and passes each thing the rules' limits forget to `f`, lineage by lineage.
+/// Memory: one page, the lineage being read and what [`Protected`] holds.
+pub fn select<H: History + ?Sized>(
+    history: &H,
+    rules: &Compiled,
+    protected: &Protected,
+    shown: &HashSet<i64>,
+    now_ns: i64,
+    f: &mut dyn FnMut(Chosen) -> Result<()>,
+) -> Result<()> {
+    let mut after = (0i64, 0i64);
+    let mut lineage: Vec<PolicyRow> = Vec::new();
+    let mut files: HashMap<i64, PolicyFile> = HashMap::new();
+    let mut judge = |rows: &[PolicyRow], files: &HashMap<i64, PolicyFile>| -> Result<()> {
+        let Some(first) = rows.first() else {
+            return Ok(());
+        };
+        let Some(file) = files.get(&first.file_id) else {
+            return Ok(());
+        };
+        let Some(index) = rules.rule_index_for(&file.path) else {
+            return Ok(());
+        };
+        let rule = &rules.rules.paths[index];
+        let Some(keep) = &rule.keep else {
+            return Ok(());
+        };
+        for (i, limit) in choose(file, rows, keep, protected, shown, now_ns) {
+            f(Chosen::Version {
+                rule: index,
+                path: file.path.clone(),
+                row: rows[i],
+                limit,
+                inputs_go: keep.including.contains(&Including::Inputs),
+            })?;
+        }
+        Ok(())
+    };
+    loop {
+        let page = history.policy_rows(after, PAGE)?;
+        let Some(last) = page.last() else { break };
+        after = (last.file_id, last.version);
+        let (lo, hi) = (page[0].file_id, last.file_id);
+        files.retain(|&id, _| id >= lo);
+        for file in history.policy_files(lo, hi)? {
+            files.insert(file.file_id, file);
+        }
+        for row in &page {
+            if lineage.last().is_some_and(|l| l.file_id != row.file_id) {
+                judge(&lineage, &files)?;
+                lineage.clear();
+            }
+            lineage.push(*row);
+        }
+        if page.len() < PAGE {
+            break;
+        }
+    }
+    judge(&lineage, &files)?;
+    // Refused content, under `days` of a rule that names `refusals`.
+    let mut after = 0i64;
+    loop {
+        let page = history.policy_refusals(after, REFUSAL_PAGE)?;
+        let Some(last) = page.last() else { break };
+        after = last.event;
+        for r in &page {
+            let Some(index) = rules.rule_index_for(&r.path) else {
+                continue;
+            };
+            let Some(keep) = &rules.rules.paths[index].keep else {
+                continue;
+            };
+            if keep.including.contains(&Including::Refusals)
+                && keep
+                    .max_age_ns()
+                    .is_some_and(|a| r.time_ns < now_ns.saturating_sub(a))
+            {
+                f(Chosen::Refusal {
+                    rule: index,
+                    event: r.event,
+                    path: r.path.clone(),
+                    size: r.size,
+                    time_ns: r.time_ns,
+                })?;
+            }
+        }
+        if page.len() < REFUSAL_PAGE {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// What a pass would forget now ([`select`] as the daemon's pass runs it: MANIFEST's
+/// `restorable:` versions kept too), for any reader of the history with `rules`
+/// (`scratchfs gc --policy --dry-run`, `scratchfs du`). Changes nothing.
+pub fn preview<H: History + ?Sized>(
+    history: &H,
+    rules: &Compiled,
+    now_ns: i64,
+    f: &mut dyn FnMut(Chosen) -> Result<()>,
+) -> Result<()> {
+    let ephemeral = |path: &str| {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        crate::views::ephemeral::is_builtin(name) || rules.is_ephemeral(path)
+    };
+    let shown: HashSet<i64> = super::serve_views::restorable_shown(history, &ephemeral)?
+        .iter()
+        .map(|r| r.version_id)
+        .collect();
+    let protected = history.policy_protected()?;
+    select(history, rules, &protected, &shown, now_ns, f)
+}
+
+/// What a pass forgot, by rule and in all.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct PassReport {
+    /// Versions forgotten.
+    pub versions: u64,
+    /// Refusals whose content was forgotten.
+    pub refusals: u64,
+    /// Bytes of content deleted.
+    pub bytes: u64,
+    /// Transactions it took.
+    pub batches: u64,
+    /// The longest of them, ms.
+    pub longest_batch_ms: f64,
+    /// Each rule that forgot something: its label, versions, refusals, bytes, event.
+    pub rules: Vec<(String, u64, u64, u64, Option<i64>)>,
+}
+
+/// One rule's part of a pass in progress.
+#[derive(Default)]
+struct RuleRun {
+    event: Option<i64>,
+    totals: (u64, u64, u64),
+    versions: Vec<(i64, bool)>,
+    refusals: Vec<i64>,
+}
+
+impl Fs {
+    /// Runs the retention policy of the rules this mount enforces (issue 36): every
+    /// version and refused content the limits forget ([`select`]) is forgotten, a batch
+    /// per transaction, each batch an update of the run's event (op `policy`) for its
+    /// rule, by the daemon itself (writer `scratchfs`). With `pace`, the pass waits after
+    /// each batch as long as the batch took, so that it holds the write lock at most
+    /// half the time. A restore waits for a batch (the `gc` guard); content open handles
+    /// read is kept. Nothing to do without limits.
+    pub fn policy_pass(&self, pace: bool) -> Result<PassReport> {
+        let mut report = PassReport::default();
+        let Some(rules) = self.gate.rules.load() else {
+            return Ok(report);
+        };
+        if !has_limits(&rules) {
+            return Ok(report);
+        }
+        let caller = Caller::internal("scratchfs");
+        let shown: HashSet<i64> = self
+            .restorable_shown()?
+            .iter()
+            .map(|r| r.version_id)
+            .collect();
+        let now = crate::store::sql::now_ns();
+        let mut runs: HashMap<usize, RuleRun> = HashMap::new();
+        let mut batch = FIRST_BATCH;
+        let protected = self.store.policy_protected()?;
+        let snapshot = protected.snapshot;
+        let flush = |runs: &mut HashMap<usize, RuleRun>,
+                     index: usize,
+                     batch: &mut usize,
+                     snapshot: i64,
+                     report: &mut PassReport|
+         -> Result<()> {
+            let Some(run) = runs.get_mut(&index) else {
+                return Ok(());
+            };
+            if run.versions.is_empty() && run.refusals.is_empty() {
+                return Ok(());
+            }
+            let label = label(index, &rules.rules.paths[index]);
+            let started = Instant::now();
+            let forgot = {
+                let _restores = self.gc_guard.write();
+                let open = self.open_contents();
+                self.store.forget(
+                    &ForgetBatch {
+                        rule: &label,
+                        event: run.event,
+                        totals: run.totals,
+                        snapshot,
+                        versions: std::mem::take(&mut run.versions),
+                        refusals: std::mem::take(&mut run.refusals),
+                        protected: &open,
+                    },
+                    &caller,
+                )?
+            };
+            let took = started.elapsed();
+            run.event = forgot.event.or(run.event);
+            run.totals.0 += forgot.versions;
+            run.totals.1 += forgot.refusals;
+            run.totals.2 += forgot.bytes;
+            report.versions += forgot.versions;
+            report.refusals += forgot.refusals;
+            report.bytes += forgot.bytes;
+            report.batches += 1;
+            report.longest_batch_ms = report.longest_batch_ms.max(took.as_secs_f64() * 1e3);
+            if took > BATCH_TIME {
+                *batch = (*batch / 2).max(16);
+            } else if took < BATCH_TIME / 4 {
+                *batch = (*batch * 2).min(4_096);
+            }
+            if pace {
+                std::thread::sleep(took);
+            }
+            Ok(())
+        };
+        select(
+            &*self.store,
+            &rules,
+            &protected,
+            &shown,
+            now,
+            &mut |chosen| {
+                let index = match &chosen {
+                    Chosen::Version { rule, .. } | Chosen::Refusal { rule, .. } => *rule,
+                };
+                let run = runs.entry(index).or_default();
+                match chosen {
+                    Chosen::Version { row, inputs_go, .. } => {
+                        run.versions.push((row.id, inputs_go))
+                    }
+                    Chosen::Refusal { event, .. } => run.refusals.push(event),
+                }
+                if run.versions.len() + run.refusals.len() >= batch {
+                    flush(&mut runs, index, &mut batch, snapshot, &mut report)?;
+                }
+                Ok(())
+            },
+        )?;
+        let mut left: Vec<usize> = runs.keys().copied().collect();
+        left.sort_unstable();
+        for index in left {
+            flush(&mut runs, index, &mut batch, snapshot, &mut report)?;
+        }
+        let mut done: Vec<(usize, &RuleRun)> = runs.iter().map(|(i, r)| (*i, r)).collect();
+        done.sort_unstable_by_key(|(i, _)| *i);
+        report.rules = done
+            .into_iter()
+            .filter(|(_, r)| r.event.is_some())
+            .map(|(i, r)| {
+                (
+                    label(i, &rules.rules.paths[i]),
+                    r.totals.0,
+                    r.totals.1,
+                    r.totals.2,
+                    r.event,
+                )
+            })
+            .collect();
+        if report.versions + report.refusals > 0 {
+            // The history index's rows of what went went with them.
+            *self.history_index.lock() = Default::default();
+            self.views.changed(&[]);
+            if let Err(e) = self.store.reclaim() {
+                log::warn!("policy: giving the space back: {e}");
+            }
+            log::info!(
+                "policy: forgot {} versions, the content of {} refusals and {} bytes in {} \
+                 transactions (the longest {:.1} ms)",
+                report.versions,
+                report.refusals,
+                report.bytes,
+                report.batches,
+                report.longest_batch_ms
+            );
+        }
+        Ok(report)
+    }
+
+    /// Runs [`Fs::policy_pass`] for `ctx`'s caller (`scratchfs gc --policy`): root or the
+    /// user who mounted only (`EPERM`, recorded), as for any gc.
+    pub fn policy_pass_for(&self, ctx: super::Ctx) -> Result<PassReport> {
+        let caller = self.caller(ctx);
+        self.admit(
+            &caller,
+            &Change::Erase {
+                what: "gc",
+                path: "",
+            },
+            || None,
+        )?;
+        self.policy_pass(false)
+    }
+}
+
+/// Starts the daemon's policy thread for `fs` when its rules have limits: a pass every
+/// `SCRATCHFS_POLICY_INTERVAL` seconds (default [`DEFAULT_INTERVAL`]), paced
+/// ([`Fs::policy_pass`]). It ends when the filesystem is dropped.
+pub fn spawn(fs: &Arc<Fs>) {
+    let has = fs.gate.rules.load().is_some_and(|r| has_limits(&r));
+    if !has {
+        return;
+    }
+    let interval = std::env::var("SCRATCHFS_POLICY_INTERVAL")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(DEFAULT_INTERVAL, Duration::from_secs_f64);
+    let weak: Weak<Fs> = Arc::downgrade(fs);
+    let spawned = std::thread::Builder::new()
+        .name("scratchfs-policy".into())
+        .spawn(move || {
+            loop {
+                std::thread::sleep(interval);
+                let Some(fs) = weak.upgrade() else { return };
+                if let Err(e) = fs.policy_pass(true) {
+                    log::warn!("policy pass: {e}");
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::error!("policy thread: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::Days;
+
+    fn rows(times: &[(i64, u64)]) -> Vec<PolicyRow> {
+        times
+            .iter()
+            .enumerate()
+            .map(|(i, &(t, size))| PolicyRow {
+                id: 10 * (i as i64 + 1),
+                file_id: 1,
+                version: i as i64 + 1,
+                size,
+                time_ns: t,
+            })
+            .collect()
+    }
+
+    fn file(live: bool, ended_ns: Option<i64>) -> PolicyFile {
+        PolicyFile {
+            file_id: 1,
+            path: "a".into(),
+            live,
+            ended_ns,
+        }
+    }
+
+    const DAY: i64 = 86_400_000_000_000;
+
+    #[test]
+    fn each_limit_cuts_the_oldest_and_protected_versions_stay() {
+        let now = 100 * DAY;
+        // Ten versions, a day apart, the newest today; 100 bytes each.
+        let v = rows(
+            &(0..10)
+                .map(|i| (now - (9 - i) * DAY, 100))
+                .collect::<Vec<_>>(),
+        );
+        let none = HashSet::new();
+        let p = Protected::default();
+        let ids =
+            |out: Vec<(usize, Limit)>| out.iter().map(|(i, _)| v[*i].version).collect::<Vec<_>>();
+        let keep = Keep {
+            versions: Some(3),
+            ..Default::default()
+        };
+        assert_eq!(
+            ids(choose(&file(true, None), &v, &keep, &p, &none, now)),
+            [1, 2, 3, 4, 5, 6, 7]
+        );
+        let keep = Keep {
+            days: Some(Days(4.5)),
+            ..Default::default()
+        };
+        assert_eq!(
+            ids(choose(&file(true, None), &v, &keep, &p, &none, now)),
+            [1, 2, 3, 4, 5]
+        );
+        // 250 bytes beyond the live version: two older versions.
+        let keep = Keep {
+            bytes: Some(250),
+            ..Default::default()
+        };
+        assert_eq!(
+            ids(choose(&file(true, None), &v, &keep, &p, &none, now)),
+            [1, 2, 3, 4, 5, 6, 7]
+        );
+        let keep = Keep {
+            bytes: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(
+            choose(&file(true, None), &v, &keep, &p, &none, now).len(),
+            9
+        );
+        // Every limit at once: the tightest wins.
+        let keep = Keep {
+            versions: Some(5),
+            days: Some(Days(2.5)),
+            bytes: Some(1000),
+            ..Default::default()
+        };
+        assert_eq!(
+            ids(choose(&file(true, None), &v, &keep, &p, &none, now)),
+            [1, 2, 3, 4, 5, 6, 7]
+        );
+        // Protected: a checkpoint holding v2 (seq between v2's id 20 and v3's 30), a
+        // field naming v4, an input of a live version v5, MANIFEST showing v6.
+        let p = Protected {
+            checkpoints: vec![25],
+            fields: [40].into(),
+            inputs: [50].into(),
+            ..Default::default()
+        };
+        let shown: HashSet<i64> = [60].into();
+        let keep = Keep {
+            versions: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(
+            ids(choose(&file(true, None), &v, &keep, &p, &shown, now)),
+            [1, 3, 7, 8, 9]
+        );
+        let keep = Keep {
+            versions: Some(1),
+            including: vec![Including::Inputs],
+            ..Default::default()
+        };
+        assert_eq!(
+            ids(choose(&file(true, None), &v, &keep, &p, &shown, now)),
+            [1, 3, 5, 7, 8, 9]
+        );
+        // Protected versions are not counted against bytes.
+        let keep = Keep {
+            bytes: Some(100),
+            ..Default::default()
+        };
+        assert_eq!(
+            ids(choose(&file(true, None), &v, &keep, &p, &shown, now)),
+            [1, 3, 7, 8]
+        );
+    }
+
+    #[test]
+    fn a_deleted_files_last_version_goes_only_by_days_from_its_deletion() {
+        let now = 100 * DAY;
+        let v = rows(&[(now - 10 * DAY, 5), (now - 9 * DAY, 5)]);
+        let none = HashSet::new();
+        let p = Protected::default();
+        let keep = Keep {
+            versions: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(
+            choose(&file(false, Some(now - 8 * DAY)), &v, &keep, &p, &none, now),
+            [(0, Limit::Versions)]
+        );
+        let keep = Keep {
+            days: Some(Days(7.0)),
+            ..Default::default()
+        };
+        assert_eq!(
+            choose(&file(false, Some(now - 8 * DAY)), &v, &keep, &p, &none, now),
+            [(0, Limit::Days), (1, Limit::Days)]
+        );
+        // Deleted yesterday: its last version stays, the older one is past 7 days.
+        assert_eq!(
+            choose(&file(false, Some(now - DAY)), &v, &keep, &p, &none, now),
+            [(0, Limit::Days)]
+        );
+        // The live version never goes, however old.
+        assert_eq!(
+            choose(&file(true, None), &v, &keep, &p, &none, now),
+            [(0, Limit::Days)]
+        );
+    }
+}

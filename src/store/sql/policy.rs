@@ -1,0 +1,367 @@
+//! The policy pass's SQL (issue 36, docs/rules.md "Retention and quotas"): the versions
+//! and refusals the pass judges, read page by page on a reader, and forgetting what it
+//! chose in short transactions, each of which touches only the streams and blobs of what
+//! it forgets (found by `versions_by_stream`, `events_by_stream` and `extents_by_blob`),
+//! so that a transaction costs what its batch holds, not what the store holds.
+
+use std::collections::HashSet;
+
+use super::now_ns;
+use crate::p;
+use crate::store::error::Result;
+use crate::store::sql::write::Proc;
+use crate::store::sql::{Conn, ConnExt, Dialect, Param};
+use crate::store::{ForgetBatch, Forgot, PolicyFile, PolicyRefusal, PolicyRow, Protected};
+
+/// Up to `limit` versions after `after` (file id, version number), in that order: a
+/// lineage's versions oldest first, lineages by id. Read by the primary key's order of
+/// `UNIQUE (file_id, version)`, so a page costs its own rows.
+pub(crate) fn rows_after(
+    conn: &dyn Conn,
+    after: (i64, i64),
+    limit: usize,
+) -> Result<Vec<PolicyRow>> {
+    conn.all(
+        "SELECT id, file_id, version, size, time_ns FROM versions
+         WHERE (file_id, version) > (?1, ?2) ORDER BY file_id, version LIMIT ?3",
+        p![after.0, after.1, limit as i64],
+        |r| {
+            Ok(PolicyRow {
+                id: r.get(0)?,
+                file_id: r.get(1)?,
+                version: r.get(2)?,
+                size: r.get::<i64>(3)?.max(0) as u64,
+                time_ns: r.get(4)?,
+            })
+        },
+    )
+}
+
+/// The lineages with ids from `lo` to `hi`: path, whether live (neither deleted nor
+/// renamed over another), and when a lineage that is not live ended (its deletion, or
+/// its last version).
+pub(crate) fn files(conn: &dyn Conn, lo: i64, hi: i64) -> Result<Vec<PolicyFile>> {
+    conn.all(
+        "SELECT f.id, f.path, f.deleted_ns IS NULL AND f.merged_into IS NULL,
+                COALESCE(f.deleted_ns, (SELECT MAX(v.time_ns) FROM versions v WHERE v.file_id = f.id))
+         FROM files f WHERE f.id >= ?1 AND f.id <= ?2 ORDER BY f.id",
+        p![lo, hi],
+        |r| {
+            let live: bool = r.get(2)?;
+            Ok(PolicyFile {
+                file_id: r.get(0)?,
+                path: r.get(1)?,
+                live,
+                ended_ns: if live { None } else { r.get(3)? },
+            })
+        },
+    )
+}
+
+/// The newest version of every live lineage, as SQL over `v` (a `versions` row) and `f`
+/// (its `files` row).
+const LIVE_HEAD: &str = "f.deleted_ns IS NULL AND f.merged_into IS NULL
+    AND v.version = (SELECT MAX(w.version) FROM versions w WHERE w.file_id = v.file_id)";
+
+/// What the pass keeps whatever the limits say, read once at its start.
+pub(crate) fn protected(conn: &dyn Conn) -> Result<Protected> {
+    let snapshot: i64 = conn.value("SELECT COALESCE(MAX(id), 0) FROM versions", p![])?;
+    let mut fields = HashSet::new();
+    conn.each("SELECT DISTINCT version_id FROM fields", p![], &mut |r| {
+        fields.insert(r.get::<i64>(0)?);
+        Ok(crate::store::sql::Flow::Next)
+    })?;
+    let mut inputs = HashSet::new();
+    for sql in [
+        format!(
+            "SELECT i.input_id FROM files f JOIN versions v ON v.file_id = f.id
+             JOIN inputs i ON i.version_id = v.id WHERE {LIVE_HEAD}"
+        ),
+        format!(
+            "SELECT v.restored_from FROM files f JOIN versions v ON v.file_id = f.id
+             WHERE v.restored_from IS NOT NULL AND {LIVE_HEAD}"
+        ),
+    ] {
+        conn.each(&sql, p![], &mut |r| {
+            inputs.insert(r.get::<i64>(0)?);
+            Ok(crate::store::sql::Flow::Next)
+        })?;
+    }
+    let checkpoints = conn.all(
+        "SELECT version_seq FROM checkpoints WHERE dropped_ns IS NULL ORDER BY version_seq",
+        p![],
+        |r| r.get::<i64>(0),
+    )?;
+    Ok(Protected {
+        snapshot,
+        fields,
+        inputs,
+        checkpoints,
+    })
+}
+
+/// Up to `limit` refusals that kept content, after event `after`, oldest first.
+pub(crate) fn refusals_after(
+    conn: &dyn Conn,
+    after: i64,
+    limit: usize,
+) -> Result<Vec<PolicyRefusal>> {
+    conn.all(
+        "SELECT id, path, COALESCE(size, 0), time_ns FROM events
+         WHERE op = 'rejected' AND stream IS NOT NULL AND id > ?1 ORDER BY id LIMIT ?2",
+        p![after, limit as i64],
+        |r| {
+            Ok(PolicyRefusal {
+                event: r.get(0)?,
+                path: r.get(1)?,
+                size: r.get::<i64>(2)?.max(0) as u64,
+                time_ns: r.get(3)?,
+            })
+        },
+    )
+}
+
+/// (Re)creates temporary table `name` (see `admin::temp_table`).
+fn temp_table(tx: &dyn Conn, name: &str, definition: &str) -> Result<()> {
+    let schema = match tx.dialect() {
+        Dialect::Sqlite => "temp",
+        Dialect::Postgres => "pg_temp",
+    };
+    tx.batch(&format!(
+        "DROP TABLE IF EXISTS {schema}.{name}; CREATE TEMP TABLE {name} {definition}"
+    ))
+}
+
+/// Inserts `rows` (each `width` values) into `table(columns)`, 100 rows a statement.
+fn insert_rows(
+    tx: &dyn Conn,
+    table: &str,
+    columns: &str,
+    width: usize,
+    rows: &[Vec<Param<'_>>],
+) -> Result<()> {
+    for chunk in rows.chunks(100) {
+        let mut sql = format!("INSERT INTO {table}({columns}) VALUES ");
+        let mut params = Vec::with_capacity(chunk.len() * width);
+        for (i, row) in chunk.iter().enumerate() {
+            let marks: Vec<String> = (1..=width).map(|k| format!("?{}", i * width + k)).collect();
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push('(');
+            sql.push_str(&marks.join(", "));
+            sql.push(')');
+            params.extend(row.iter().cloned());
+        }
+        sql.push_str(" ON CONFLICT DO NOTHING");
+        tx.exec(&sql, &params)?;
+    }
+    Ok(())
+}
+
+/// Forgets one batch of what the pass chose, in the caller's transaction: the versions
+/// still forgettable now (not a JSON key's provenance, not the newest version of a live
+/// lineage, not named by a version committed since the pass read what it protects) and
+/// the content of the refusals, then the bytes only they held. The run's event (op
+/// `policy`, by `caller`: the daemon) is made by the first batch and its reason updated
+/// by each (`batch.totals` before this batch, plus what it forgot), so that what is on
+/// record is always what was committed, even when the pass is killed between batches.
+/// Each forgotten version gets a `forgotten` row naming that event.
+pub(crate) fn forget_in(tx: &dyn Conn, batch: &ForgetBatch<'_>, caller: &Proc) -> Result<Forgot> {
+    let now = now_ns();
+    temp_table(
+        tx,
+        "policy_drop",
+        "(id BIGINT PRIMARY KEY, inputs_go BIGINT NOT NULL)",
+    )?;
+    let rows: Vec<Vec<Param>> = batch
+        .versions
+        .iter()
+        .map(|&(id, inputs_go)| vec![Param::from(id), Param::from(i64::from(inputs_go))])
+        .collect();
+    insert_rows(tx, "policy_drop", "id, inputs_go", 2, &rows)?;
+    tx.batch(&format!(
+        "DELETE FROM policy_drop WHERE NOT EXISTS (SELECT 1 FROM versions v WHERE v.id = policy_drop.id);
+         DELETE FROM policy_drop WHERE id IN (SELECT version_id FROM fields);
+         DELETE FROM policy_drop WHERE id IN (SELECT v.id FROM versions v JOIN files f ON f.id = v.file_id
+             WHERE v.id IN (SELECT id FROM policy_drop) AND {LIVE_HEAD});"
+    ))?;
+    // A version committed since the pass read what it protects may have been read from
+    // one of these (what was live then was protected then; a checkpoint taken since holds
+    // only what was then the newest, which the pass never chooses).
+    tx.exec(
+        "DELETE FROM policy_drop WHERE inputs_go = 0 AND id IN (
+             SELECT input_id FROM inputs WHERE version_id > ?1
+             UNION SELECT restored_from FROM versions WHERE id > ?1 AND restored_from IS NOT NULL)",
+        p![batch.snapshot],
+    )?;
+    let versions: i64 = tx.value("SELECT COUNT(*) FROM policy_drop", p![])?;
+    // The streams whose references go.
+    temp_table(tx, "policy_streams", "(stream BIGINT PRIMARY KEY)")?;
+    tx.exec(
+        "INSERT INTO policy_streams SELECT DISTINCT stream FROM versions
+         WHERE id IN (SELECT id FROM policy_drop) AND stream != 0 ON CONFLICT DO NOTHING",
+        p![],
+    )?;
+    let mut refusals = 0i64;
+    if !batch.refusals.is_empty() {
+        temp_table(tx, "policy_refused", "(id BIGINT PRIMARY KEY)")?;
+        let rows: Vec<Vec<Param>> = batch
+            .refusals
+            .iter()
+            .map(|&id| vec![Param::from(id)])
+            .collect();
+        insert_rows(tx, "policy_refused", "id", 1, &rows)?;
+        tx.exec(
+            "INSERT INTO policy_streams SELECT DISTINCT stream FROM events
+             WHERE id IN (SELECT id FROM policy_refused) AND stream IS NOT NULL AND stream != 0
+             ON CONFLICT DO NOTHING",
+            p![],
+        )?;
+        refusals = tx.value(
+            "SELECT COUNT(*) FROM events WHERE id IN (SELECT id FROM policy_refused) AND stream IS NOT NULL",
+            p![],
+        )?;
+        tx.exec(
+            "UPDATE events SET stream = NULL WHERE id IN (SELECT id FROM policy_refused) AND op = 'rejected'",
+            p![],
+        )?;
+    }
+    if versions == 0 && refusals == 0 {
+        return Ok(Forgot {
+            event: batch.event,
+            ..Default::default()
+        });
+    }
+    let event = match batch.event {
+        Some(id) => id,
+        None => tx.insert(
+            "INSERT INTO events(time_ns, op, path, reason, writer, process, pid)
+             VALUES (?1, 'policy', '', ?2, ?3, ?4, ?5) RETURNING id",
+            p![now, "", &caller.writer, caller.id, caller.pid],
+        )?,
+    };
+    tx.exec(
+        "INSERT INTO forgotten(version_id, file_id, version, time_ns, event_id)
+         SELECT id, file_id, version, time_ns, ?1 FROM versions WHERE id IN (SELECT id FROM policy_drop)
+         ON CONFLICT DO NOTHING",
+        p![event],
+    )?;
+    tx.batch(
+        "DELETE FROM versions WHERE id IN (SELECT id FROM policy_drop);
+         DELETE FROM inputs WHERE version_id IN (SELECT id FROM policy_drop);",
+    )?;
+    crate::store::sql::history_index::forget(tx, "policy_drop")?;
+    let bytes = sweep_streams(tx, batch.protected)?;
+    let (v, r, b) = (
+        batch.totals.0 + versions as u64,
+        batch.totals.1 + refusals as u64,
+        batch.totals.2 + bytes,
+    );
+    let reason = format!(
+        "policy {}: forgot {v} version{}{} and {b} bytes of content",
+        batch.rule,
+        if v == 1 { "" } else { "s" },
+        if r > 0 {
+            format!(
+                ", the content of {r} refusal{}",
+                if r == 1 { "" } else { "s" }
+            )
+        } else {
+            String::new()
+        },
+    );
+    tx.exec(
+        "UPDATE events SET reason = ?1, time_ns = ?2 WHERE id = ?3",
+        p![&reason, now, event],
+    )?;
+    Ok(Forgot {
+        event: Some(event),
+        versions: versions as u64,
+        refusals: refusals as u64,
+        bytes,
+    })
+}
+
+/// Cuts each stream of `policy_streams` back to its longest reference left (a version,
+/// a refusal, or `protected` content an open handle reads), deletes a stream nothing
+/// references, marks a cut stream's end (see `admin::END_MARKERS`) and deletes the blobs
+/// only the cut extents held. Returns the bytes of content deleted.
+fn sweep_streams(tx: &dyn Conn, protected: &[(i64, u64)]) -> Result<u64> {
+    temp_table(
+        tx,
+        "policy_lens",
+        "(stream BIGINT PRIMARY KEY, len BIGINT NOT NULL)",
+    )?;
+    tx.exec(
+        "INSERT INTO policy_lens(stream, len)
+         SELECT s.stream, COALESCE((SELECT MAX(r.size) FROM (
+             SELECT size FROM versions WHERE stream = s.stream
+             UNION ALL SELECT size FROM events WHERE stream = s.stream) r), 0)
+         FROM policy_streams s",
+        p![],
+    )?;
+    for &(stream, len) in protected {
+        tx.exec(
+            "UPDATE policy_lens SET len = ?2 WHERE stream = ?1 AND len < ?2",
+            p![stream, len as i64],
+        )?;
+    }
+    temp_table(tx, "policy_blobs", "(id BIGINT PRIMARY KEY)")?;
+    tx.exec(
+        r#"INSERT INTO policy_blobs SELECT DISTINCT e.blob FROM extents e JOIN policy_lens l ON l.stream = e.stream
+           WHERE e.blob IS NOT NULL AND e."offset" >= l.len ON CONFLICT DO NOTHING"#,
+        p![],
+    )?;
+    let inline: i64 = tx.value(
+        r#"SELECT CAST(COALESCE(SUM(e.len), 0) AS BIGINT) FROM extents e JOIN policy_lens l ON l.stream = e.stream
+           WHERE e.blob IS NULL AND e."offset" >= l.len"#,
+        p![],
+    )?;
+    tx.batch(
+        r#"DELETE FROM extents WHERE stream IN (SELECT stream FROM policy_lens)
+             AND "offset" >= (SELECT l.len FROM policy_lens l WHERE l.stream = extents.stream);
+           DELETE FROM streams WHERE id IN (SELECT stream FROM policy_lens WHERE len = 0);"#,
+    )?;
+    tx.exec(
+        r#"INSERT INTO extents(stream, "offset", len, blob, blob_off, data)
+           SELECT l.stream, l.len - 1, 1, NULL, 0, ?1 FROM policy_lens l
+           WHERE l.len > 0
+             AND COALESCE((SELECT MAX(e."offset" + e.len) FROM extents e WHERE e.stream = l.stream), 0) < l.len"#,
+        p![&[0u8][..]],
+    )?;
+    let blobs: i64 = tx.value(
+        "SELECT CAST(COALESCE(SUM(b.size), 0) AS BIGINT) FROM blobs b WHERE b.id IN (SELECT id FROM policy_blobs)
+         AND NOT EXISTS (SELECT 1 FROM extents e WHERE e.blob = b.id)",
+        p![],
+    )?;
+    tx.exec(
+        "DELETE FROM blobs WHERE id IN (SELECT id FROM policy_blobs)
+         AND NOT EXISTS (SELECT 1 FROM extents e WHERE e.blob = blobs.id)",
+        p![],
+    )?;
+    Ok((inline + blobs).max(0) as u64)
+}
+
+/// Why version `n` of lineage `file_id` is gone, if a gc or a policy pass forgot it:
+/// (the run's event id, when it ran in ns, its reason up to `: forgot`), or (None, the
+/// version's own time, "gc") for a row older than `forgotten.event_id`.
+pub(crate) fn forgotten(
+    conn: &dyn Conn,
+    file_id: i64,
+    n: i64,
+) -> Result<Option<(Option<i64>, i64, String)>> {
+    conn.opt(
+        "SELECT f.event_id, COALESCE(e.time_ns, f.time_ns), e.reason FROM forgotten f
+         LEFT JOIN events e ON e.id = f.event_id WHERE f.file_id = ?1 AND f.version = ?2",
+        p![file_id, n],
+        |r| {
+            let reason: Option<String> = r.get(2)?;
+            let by = reason
+                .as_deref()
+                .map(|r| r.split(": forgot").next().unwrap_or(r).to_string())
+                .unwrap_or_else(|| "gc".to_string());
+            Ok((r.get(0)?, r.get(1)?, by))
+        },
+    )
+}
