@@ -13,7 +13,8 @@
 //! either backend), `fork` (a new SQLite database built under its temporary name, not
 //! yet named), `rename` (after a rename's rows moved, before its commit), `fold-thread`
 //! (the thread that commits the batch, before its first fold: acknowledged changes then
-//! stay in the redo log only). Points of [`delay`]: `notify-entry`, `teardown`.
+//! stay in the redo log only), `policy` (a policy batch's deletes done, before its
+//! commit, on either backend). Points of [`delay`]: `notify-entry`, `teardown`.
 
 use std::sync::OnceLock;
 

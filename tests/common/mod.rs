@@ -371,6 +371,16 @@ impl Mount {
         flag
     }
 
+    /// Starts the daemon (after [`Mount::unmount`] or [`Mount::kill9`]) with `env` added
+    /// to its environment.
+    pub fn start_with_env(&mut self, env: &[(&str, &str)]) {
+        self.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.start();
+    }
+
     /// Starts the daemon again (after [`Mount::unmount`]) with other `scratchfs mount`
     /// arguments, on the same database.
     pub fn restart_with(&mut self, extra: &[&str]) {

@@ -275,6 +275,7 @@ pub(crate) fn forget_in(tx: &dyn Conn, batch: &ForgetBatch<'_>, caller: &Proc) -
         "UPDATE events SET reason = ?1, time_ns = ?2 WHERE id = ?3",
         p![&reason, now, event],
     )?;
+    crate::failpoint::hit("policy");
     Ok(Forgot {
         event: Some(event),
         versions: versions as u64,

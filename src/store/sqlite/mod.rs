@@ -1182,12 +1182,17 @@ impl Store for Sqlite {
         let caller = &self.process(&conn, caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let out = crate::store::sql::policy::forget_in(&tx, batch, caller)?;
-        crate::failpoint::hit("policy");
         tx.commit()?;
         if out.versions + out.refusals > 0 {
             // The pages freed go back to the file system, at most 8 MiB a batch (a no-op
-            // in a database made without `auto_vacuum = INCREMENTAL`, docs/schema.md).
-            conn.execute_batch("PRAGMA incremental_vacuum(2048)")?;
+            // in a database made without `auto_vacuum = INCREMENTAL`, docs/schema.md),
+            // once the WAL is written back into the file (PASSIVE: never waits for a
+            // reader).
+            // Each step of the statement frees one page: stepped to its end.
+            conn.each("PRAGMA incremental_vacuum(2048)", p![], &mut |_| {
+                Ok(crate::store::sql::Flow::Next)
+            })?;
+            let _: i64 = conn.value("PRAGMA wal_checkpoint(PASSIVE)", p![])?;
         }
         Ok(out)
     }

@@ -1,0 +1,240 @@
+//! Issue 36: retention by the rules' `keep` limits, forgotten by the daemon's own pass
+//! (docs/rules.md, "Retention and quotas"), on both backends.
+
+mod common;
+use common::*;
+
+use std::collections::BTreeSet;
+
+/// Writes `rules` to a file of the mount's directory and remounts with it, the daemon's
+/// policy pass running every 0.2 s.
+fn remount_with_rules(m: &mut Mount, rules: &str, env: &[(&str, &str)]) {
+    let file = m.dir.path().join("rules.json");
+    std::fs::write(&file, rules).unwrap();
+    m.unmount();
+    m.restart_with(&["--rules", file.to_str().unwrap()]);
+    m.unmount();
+    let mut env = env.to_vec();
+    env.push(("SCRATCHFS_POLICY_INTERVAL", "0.2"));
+    m.start_with_env(&env);
+}
+
+/// The version numbers of `path` the store holds.
+fn kept(m: &Mount, path: &str) -> Vec<i64> {
+    m.versions(path).into_iter().map(|(n, _, _)| n).collect()
+}
+
+const RULES: &str = r#"{"paths": [
+  {"path": "logs/**", "keep": {"versions": 3}},
+  {"path": "**", "keep": {"bytes": 100}}
+]}"#;
+
+/// The daemon forgets, by itself, what each rule's limits say (the newest 3 versions of
+/// each log, 100 bytes of history of the rest), and keeps what they never forget: a
+/// version a checkpoint holds, a version a live file was read from; every run is an event
+/// MANIFEST shows, `restore` of a forgotten version names the rule, `.history` lists what
+/// is kept, fsck is clean, and the database gives the space back.
+#[test]
+fn the_daemon_forgets_what_the_limits_say_and_keeps_what_they_protect() {
+    let mut m = Mount::new();
+    m.sh_ok(
+        "mkdir -p logs
+         for i in $(seq 1 10); do echo \"line $i\" > logs/a.txt; echo \"n $i\" >> notes.md; done
+         echo c1 > logs/c.txt; echo c2 > logs/c.txt",
+    );
+    let (code, out, err) = cli(&m, &["checkpoint", "cp1"]);
+    assert_eq!(code, 0, "{out} {err}");
+    m.sh_ok(
+        "for i in $(seq 3 8); do echo c$i > logs/c.txt; done
+         echo d1 > logs/d.txt
+         python3 -c \"open('out.md', 'w').write(open('logs/d.txt').read())\"
+         for i in $(seq 2 8); do echo d$i > logs/d.txt; done
+         for i in $(seq 1 20); do head -c 262144 /dev/urandom > logs/big.bin; done",
+    );
+    m.unmount();
+    let before = if on_postgres() {
+        0
+    } else {
+        std::fs::metadata(&m.db).unwrap().len()
+    };
+    m.start();
+    remount_with_rules(&mut m, RULES, &[]);
+    wait_for("the policy pass to forget big.bin's old versions", || {
+        kept(&m, "logs/big.bin") == [18, 19, 20]
+    });
+    wait_for("the policy pass to forget the rest", || {
+        kept(&m, "logs/a.txt") == [8, 9, 10] && kept(&m, "notes.md") == [7, 8, 9, 10]
+    });
+    // The checkpoint's version of c.txt (2) and the version out.md was read from (d 1)
+    // stay; the newest 3 of each do.
+    assert_eq!(kept(&m, "logs/c.txt"), [2, 6, 7, 8]);
+    assert_eq!(kept(&m, "logs/d.txt"), [1, 6, 7, 8]);
+    let listed: BTreeSet<String> = std::fs::read_dir(m.path(".history/logs/a.txt"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        listed,
+        ["000008", "000009", "000010"].map(String::from).into()
+    );
+    assert_eq!(read(m.path("logs/a.txt")), "line 10\n");
+    assert_eq!(read(m.path(".checkpoints/cp1/logs/c.txt")), "c2\n");
+    let manifest = read(m.path("MANIFEST"));
+    assert!(
+        manifest.contains("history erased")
+            && manifest.contains("scratchfs: policy paths[0] logs/** (versions 3): forgot"),
+        "{manifest}"
+    );
+    let (code, _, err) = cli(&m, &["restore", "logs/a.txt@2"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("logs/a.txt@2: forgotten by policy paths[0] logs/** (versions 3) at "),
+        "{err}"
+    );
+    let events = m.sql("SELECT COUNT(*) FROM events WHERE op = 'policy' AND writer = 'scratchfs'");
+    assert!(events.parse::<u32>().unwrap() >= 2, "{events}");
+    let (code, out, err) = cli(&m, &["gc", "--policy", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("would forget 0 versions"), "{out}");
+    let (code, out, err) = cli(&m, &["fsck"]);
+    assert_eq!(code, 0, "fsck: {out} {err}");
+    if on_postgres() {
+        // PostgreSQL's equivalent: the rows and blobs are gone and VACUUM made their
+        // space reusable; the same bytes written again take no more room than they left.
+        assert_eq!(
+            m.sql("SELECT COUNT(*) FROM versions WHERE path = 'logs/big.bin'"),
+            "3"
+        );
+        let size = || -> i64 {
+            m.sql("SELECT pg_total_relation_size('blobs')")
+                .parse()
+                .unwrap()
+        };
+        let was = size();
+        m.sh_ok("for i in $(seq 1 10); do head -c 262144 /dev/urandom > logs/big.bin; done");
+        wait_for("the pass to forget the new versions", || {
+            kept(&m, "logs/big.bin") == [28, 29, 30]
+        });
+        assert!(
+            size() < was + 2 * 262_144 * 10 / 2,
+            "blobs grew from {was} to {} bytes: the space forgotten was not reused",
+            size()
+        );
+    } else {
+        // SQLite: the file itself shrinks (incremental vacuum), not only its free list.
+        m.unmount();
+        let after = std::fs::metadata(&m.db).unwrap().len();
+        assert!(
+            after + 17 * 262_144 / 2 < before,
+            "the database file went from {before} to {after} bytes after forgetting 17 x 256 KiB"
+        );
+        m.start();
+    }
+}
+
+/// A kill -9 in the middle of a policy pass (inside a batch's transaction) loses nothing
+/// the policy keeps, leaves fsck clean, and the next pass finishes the work.
+#[test]
+fn a_kill_in_the_middle_of_a_policy_pass_loses_nothing_kept() {
+    let mut m = Mount::new();
+    m.sh_ok("for f in a b c d; do for i in $(seq 1 400); do echo $f$i > $f; done; done");
+    let newest = |m: &Mount| {
+        m.sql(
+            "SELECT path, version, blake3 FROM versions v WHERE version > (SELECT MAX(version) FROM versions w WHERE w.file_id = v.file_id) - 2 AND path IN ('a','b','c','d') ORDER BY path, version",
+        )
+    };
+    let want = newest(&m);
+    assert_eq!(want.lines().count(), 8, "{want}");
+    let flag = m.dir.path().join("failpoint-policy");
+    let flag_s = flag.to_string_lossy().into_owned();
+    remount_with_rules(
+        &mut m,
+        r#"{"paths": [{"path": "**", "keep": {"versions": 2}}]}"#,
+        &[
+            ("SCRATCHFS_FAILPOINT", "policy"),
+            ("SCRATCHFS_FAILPOINT_FLAG", &flag_s),
+        ],
+    );
+    wait_for("the pass to stop inside a batch", || flag.exists());
+    m.kill9();
+    m.start();
+    assert_eq!(newest(&m), want, "a version the policy keeps was lost");
+    for f in ["a", "b", "c", "d"] {
+        assert_eq!(read(m.path(f)), format!("{f}400\n"));
+    }
+    let (code, out, err) = cli(&m, &["fsck"]);
+    assert_eq!(code, 0, "fsck after the kill: {out} {err}");
+    // The killed batch was rolled back whole: no event names versions still there.
+    let (code, out, err) = cli(&m, &["gc", "--policy"]);
+    assert_eq!(code, 0, "{out} {err}");
+    for f in ["a", "b", "c", "d"] {
+        assert_eq!(kept(&m, f), [399, 400], "{f}");
+    }
+    let (code, out, err) = cli(&m, &["fsck"]);
+    assert_eq!(code, 0, "fsck after the pass: {out} {err}");
+}
+
+/// The agent (uid 1000) cannot run the policy (the gate's refusal of erasing history,
+/// recorded) nor read what it would forget (the database is not its to read).
+#[test]
+fn the_agent_cannot_run_the_policy_nor_list_it() {
+    let mut m = Mount::with_args(&["--owner", "1000:1000"]);
+    let file = m.dir.path().join("rules.json");
+    std::fs::write(
+        &file,
+        r#"{"paths": [{"path": "**", "keep": {"versions": 1}}]}"#,
+    )
+    .unwrap();
+    m.unmount();
+    m.restart_with(&["--owner", "1000:1000", "--rules", file.to_str().unwrap()]);
+    m.sh_ok("for i in 1 2 3; do echo $i > f; done");
+    let value = r#"{"keep_last":null,"before_ns":null,"dry_run":false,"policy":true}"#;
+    let o = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            "1000",
+            "--regid",
+            "1000",
+            "--clear-groups",
+            "setfattr",
+            "-n",
+            "user.scratchfs.gc",
+            "-v",
+            value,
+        ])
+        .arg(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the agent ran the policy");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Operation not permitted"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(kept(&m, "f"), [1, 2, 3]);
+    let refused = m.sql("SELECT COUNT(*) FROM events WHERE op = 'rejected' AND reason LIKE '%gc%'");
+    assert_eq!(refused, "1");
+    if !on_postgres() {
+        let o = std::process::Command::new("setpriv")
+            .args([
+                "--reuid",
+                "1000",
+                "--regid",
+                "1000",
+                "--clear-groups",
+                BIN,
+                "gc",
+                "--policy",
+                "--dry-run",
+                "--db",
+            ])
+            .arg(&m.db)
+            .output()
+            .unwrap();
+        assert!(
+            !o.status.success(),
+            "the agent listed the policy: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+}
