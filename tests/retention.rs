@@ -238,3 +238,55 @@ fn the_agent_cannot_run_the_policy_nor_list_it() {
         );
     }
 }
+
+/// The pad's quota (issue 36 item 3): MANIFEST's header says the usage against it; a
+/// write past `bytes` fails with EDQUOT, recorded with its size and digest and without
+/// its content; a create past `files` fails the same way; deleting and writing within
+/// the quota still work.
+#[test]
+fn a_write_past_the_quota_fails_with_edquot_and_keeps_no_content() {
+    let mut m = Mount::new();
+    let rules = r#"{"paths": [{"path": "**"}], "quota": {"bytes": 20480, "files": 6}}"#;
+    let file = m.dir.path().join("rules.json");
+    std::fs::write(&file, rules).unwrap();
+    m.unmount();
+    m.restart_with(&["--rules", file.to_str().unwrap()]);
+    m.sh_ok("head -c 8000 /dev/urandom > a.bin");
+    let header = read(m.path("MANIFEST")).lines().next().unwrap().to_string();
+    assert!(
+        header.contains(
+            "; pad 7.8 KB of 20 KB, 4 versions kept, 0 forgotten by policy, 4 of 6 files"
+        ),
+        "{header}"
+    );
+    let script = r#"
+import errno, hashlib, os, sys
+data = os.urandom(15000)
+try:
+    with open("b.bin", "wb") as f:
+        f.write(data)
+    print("written")
+except OSError as e:
+    print("refused", e.errno == errno.EDQUOT)
+print(os.path.exists("b.bin"))
+"#;
+    let out = m.sh_ok(&format!("python3 -c '{}'", script.replace('\'', "'\\''")));
+    assert_eq!(out.trim(), "refused True\nFalse", "{out}");
+    let refusal = m.sql(
+        "SELECT errno, stream IS NULL, reason FROM events WHERE op = 'rejected' AND path = 'b.bin'",
+    );
+    assert!(
+        refusal.starts_with("122|1|") && refusal.contains("up to 15000 bytes (blake3 "),
+        "{refusal}"
+    );
+    m.sh_ok("touch c d");
+    let o = m.sh("touch e");
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("quota"),
+        "{o:?}"
+    );
+    // Deleting and rewriting within the quota still work.
+    m.sh_ok("rm c && touch e && echo small > d");
+    let header = read(m.path("MANIFEST")).lines().next().unwrap().to_string();
+    assert!(header.contains(", 6 of 6 files"), "{header}");
+}

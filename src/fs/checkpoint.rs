@@ -145,6 +145,12 @@ impl Fs {
             (report, inv, touched)
         };
         self.hashers.lock().clear();
+        // The files and bytes a rollback changed: counted again (issue 36).
+        if self.usage.lock().is_some()
+            && let Err(e) = self.recount_usage()
+        {
+            log::warn!("counting the pad's usage after a rollback: {e}");
+        }
         self.views.changed(&touched);
         // With no lock held. Waited for (the notifier sends in order, so once an
         // attribute invalidation sent last is done, every one before it is), except the

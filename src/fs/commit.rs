@@ -218,6 +218,7 @@ impl Fs {
             return None;
         }
         tree.detach(parent, ino, &name, Kind::File);
+        self.usage_added(0, 0, -1);
         if let Some(n) = tree.nodes.get_mut(&ino) {
             n.attrs.ctime_ns = now_ns();
         }
@@ -453,9 +454,26 @@ impl Fs {
                 };
                 self.gate.check(&h.caller, &change)
             };
+            // The pad's quota (issue 36): the commit stores at most its new bytes.
+            let verdict = verdict.and_then(|()| {
+                let adds = if w.append { w.size } else { new_len };
+                self.quota_allows_bytes(&h.caller, &path, adds, || {
+                    (new_len <= CONTENT_CHECK_MAX)
+                        .then(|| self.content_after(ino, w).ok())
+                        .flatten()
+                        .map(|c| blake3::hash(&c).to_hex().to_string())
+                })
+            });
             if let Err(e) = verdict {
-                let content = self.content_after(ino, w).ok();
-                self.record_refusal(&path, &h.caller, &e, content.as_deref());
+                // A refusal over the quota recorded itself, without the content.
+                let content = if e.errno == libc::EDQUOT {
+                    None
+                } else {
+                    self.content_after(ino, w).ok()
+                };
+                if e.errno != libc::EDQUOT {
+                    self.record_refusal(&path, &h.caller, &e, content.as_deref());
+                }
                 self.drop_private(fh, ino, w)?;
                 w.poisoned = Some(e.clone());
                 w.refused = Some(e.clone());
@@ -521,6 +539,7 @@ impl Fs {
         }
         match result {
             Ok(v) => {
+                self.usage_added(if w.append { w.size } else { v.content.len }, 1, 0);
                 w.committed(v.id, v.content);
                 let caller = h.caller.clone();
                 drop(guard);

@@ -120,6 +120,9 @@ impl Fs {
             wal_index,
         };
         self.admit(caller, &change, || None)?;
+        if kind == Kind::File {
+            self.quota_allows_file(caller, &path)?;
+        }
         let rec = match self.store.create(parent, name, &path, kind, attrs, caller) {
             Ok(rec) => rec,
             Err(e) if e.is(ErrorKind::Exists) => {
@@ -136,6 +139,9 @@ impl Fs {
             Err(e) => return Err(e.into()),
         };
         let ino = rec.ino;
+        if kind == Kind::File {
+            self.usage_added(0, 0, 1);
+        }
         let mut node = Node::from_record(rec);
         node.nlookup = 1;
         tree.nodes.insert(ino, node);
@@ -299,6 +305,9 @@ impl Fs {
         };
         self.admit(&caller, &change, || None)?;
         self.store.unlink(ino, file_id, &path, &caller, now_ns())?;
+        if kind == Kind::File {
+            self.usage_added(0, 0, -1);
+        }
         tree.detach(parent, ino, name, kind);
         tree.get_mut(ino)?.attrs.ctime_ns = now_ns();
         tree.make_orphan(ino);
@@ -480,6 +489,9 @@ impl Fs {
         })?;
         if let Some((old, old_fid)) = replaced {
             let okind = tree.get(old)?.kind;
+            if okind == Kind::File {
+                self.usage_added(0, 0, -1);
+            }
             tree.detach(new_parent, old, new_name, okind);
             tree.get_mut(old)?.file_id = None;
             tree.make_orphan(old);

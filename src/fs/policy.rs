@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use super::Fs;
 use super::gate::Change;
+use crate::error::Error;
 use crate::error::Result;
 use crate::identity::Caller;
 use crate::rules::enforce::Compiled;
 use crate::rules::{Including, Keep, PathRule};
-use crate::store::{ForgetBatch, History, PolicyFile, PolicyRow, Protected};
+use crate::store::{ForgetBatch, History, PolicyFile, PolicyRow, Protected, Usage};
 
 /// Versions read per page of the walk.
 const PAGE: usize = 5_000;
@@ -338,6 +339,10 @@ impl Fs {
             return Ok(report);
         };
         if !has_limits(&rules) {
+            // A quota alone: the usage counted again (another daemon's changes).
+            if rules.rules.quota.is_some() {
+                self.recount_usage()?;
+            }
             return Ok(report);
         }
         let caller = Caller::internal("scratchfs");
@@ -444,6 +449,9 @@ impl Fs {
                 )
             })
             .collect();
+        if let Err(e) = self.recount_usage() {
+            log::warn!("policy: counting the pad's usage: {e}");
+        }
         if report.versions + report.refusals > 0 {
             // The history index's rows of what went went with them.
             *self.history_index.lock() = Default::default();
@@ -480,11 +488,112 @@ impl Fs {
     }
 }
 
+impl Fs {
+    /// The pad's quota, if the rules set one.
+    pub fn quota(&self) -> Option<crate::rules::Quota> {
+        self.gate.rules.load().and_then(|r| r.rules.quota.clone())
+    }
+
+    /// What the pad holds (issue 36), when the rules set a quota or a limit (`None`
+    /// otherwise: MANIFEST and `list` then say nothing of it): counted once from the
+    /// store, then kept up to date by this daemon's commits, creates and deletions and
+    /// counted again after every policy pass (another daemon's changes on PostgreSQL
+    /// show at the next count).
+    pub fn usage(&self) -> Result<Option<Usage>> {
+        let Some(rules) = self.gate.rules.load() else {
+            return Ok(None);
+        };
+        if rules.rules.quota.is_none() && !has_limits(&rules) {
+            return Ok(None);
+        }
+        if let Some(u) = *self.usage.lock() {
+            return Ok(Some(u));
+        }
+        self.recount_usage().map(Some)
+    }
+
+    /// Counts the pad's usage from the store again.
+    pub(crate) fn recount_usage(&self) -> Result<Usage> {
+        let u = self.store.usage()?;
+        *self.usage.lock() = Some(u);
+        Ok(u)
+    }
+
+    /// Adds what a change stored to the usage counted (when counted).
+    pub(super) fn usage_added(&self, bytes: u64, versions: u64, files: i64) {
+        if let Some(u) = self.usage.lock().as_mut() {
+            u.bytes = u.bytes.saturating_add(bytes);
+            u.versions = u.versions.saturating_add(versions);
+            u.files = u.files.saturating_add_signed(files);
+        }
+    }
+
+    /// The quota's verdict on a commit that may store up to `adds` more bytes (the new
+    /// content, or an append's new bytes: versions share what they have in common):
+    /// `EDQUOT` when it would take the pad past `quota.bytes`, recorded with the reason,
+    /// the size and the content's digest (`digest`), never the content itself: keeping
+    /// it is what the quota forbids.
+    pub(super) fn quota_allows_bytes(
+        &self,
+        caller: &Caller,
+        path: &str,
+        adds: u64,
+        digest: impl FnOnce() -> Option<String>,
+    ) -> Result<()> {
+        let Some(limit) = self.quota().and_then(|q| q.bytes) else {
+            return Ok(());
+        };
+        let Some(usage) = self.usage()? else {
+            return Ok(());
+        };
+        if usage.bytes.saturating_add(adds) <= limit {
+            return Ok(());
+        }
+        let e = Error::new(
+            libc::EDQUOT,
+            format!(
+                "{path}: the pad's quota is {limit} bytes and it holds {}: this commit of up to {adds} bytes (blake3 {}) would pass it; its content is not kept (delete files or write less; the policy, keep, forgets history)",
+                usage.bytes,
+                digest().unwrap_or_else(|| "not computed: over 64 MiB".into())
+            ),
+        );
+        self.record_refusal(path, caller, &e, None);
+        Err(e)
+    }
+
+    /// The quota's verdict on creating one more file: `EDQUOT` (recorded) when the pad
+    /// holds `quota.files` live files already.
+    pub(super) fn quota_allows_file(&self, caller: &Caller, path: &str) -> Result<()> {
+        let Some(limit) = self.quota().and_then(|q| q.files) else {
+            return Ok(());
+        };
+        let Some(usage) = self.usage()? else {
+            return Ok(());
+        };
+        if usage.files < limit {
+            return Ok(());
+        }
+        let e = Error::new(
+            libc::EDQUOT,
+            format!(
+                "{path}: the pad's quota is {limit} files and it holds {}: delete one first",
+                usage.files
+            ),
+        );
+        self.record_refusal(path, caller, &e, None);
+        Err(e)
+    }
+}
+
 /// Starts the daemon's policy thread for `fs` when its rules have limits: a pass every
 /// `SCRATCHFS_POLICY_INTERVAL` seconds (default [`DEFAULT_INTERVAL`]), paced
 /// ([`Fs::policy_pass`]). It ends when the filesystem is dropped.
 pub fn spawn(fs: &Arc<Fs>) {
-    let has = fs.gate.rules.load().is_some_and(|r| has_limits(&r));
+    let has = fs
+        .gate
+        .rules
+        .load()
+        .is_some_and(|r| has_limits(&r) || r.rules.quota.is_some());
     if !has {
         return;
     }

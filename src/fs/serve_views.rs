@@ -725,6 +725,27 @@ impl Fs {
             "restorable": restorable,
             "history_erased": erasures.0,
             "checkpoints": self.checkpoint_lines()?.0,
+            "usage": self.pad()?.map(|p| serde_json::json!({
+                "bytes": p.bytes,
+                "quota_bytes": p.quota_bytes,
+                "versions": p.versions,
+                "forgotten_by_policy": p.forgotten,
+                "files": p.files,
+                "quota_files": p.quota_files,
+            })),
+        }))
+    }
+
+    /// MANIFEST's `pad` part of the header ([`Fs::usage`] against the quota).
+    fn pad(&self) -> Result<Option<manifest::Pad>> {
+        let quota = self.quota().unwrap_or_default();
+        Ok(self.usage()?.map(|u| manifest::Pad {
+            bytes: u.bytes,
+            quota_bytes: quota.bytes,
+            versions: u.versions,
+            forgotten: u.forgotten,
+            files: u.files,
+            quota_files: quota.files,
         }))
     }
 
@@ -781,6 +802,7 @@ impl Fs {
             budget_tokens: self.manifest_budget(),
             caps: rules.is_some().then_some(&caps as manifest::Caps),
             step_now: Some(self.step_now.load(Ordering::Relaxed)).filter(|&s| s != i64::MIN),
+            pad: self.pad()?,
         };
         let text = manifest::render(&input);
         rows.dirs = std::mem::take(&mut input.dirs);

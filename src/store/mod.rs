@@ -162,6 +162,20 @@ pub struct GcReport {
     pub dry_run: bool,
 }
 
+/// What the pad holds (issue 36: MANIFEST's `pad` line, MCP `list`'s `usage`, the quota).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Usage {
+    /// Bytes of content stored (live, history and archive; each stored byte once, however
+    /// many versions share it).
+    pub bytes: u64,
+    /// Versions kept.
+    pub versions: u64,
+    /// Versions the policy forgot.
+    pub forgotten: u64,
+    /// Live files.
+    pub files: u64,
+}
+
 /// One version as the policy pass judges it (issue 36; [`History::policy_rows`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyRow {
@@ -1092,6 +1106,8 @@ pub trait History: Send + Sync {
     fn policy_protected(&self) -> Result<Protected>;
     /// Up to `limit` refusals that kept content, after event `after`, oldest first.
     fn policy_refusals(&self, after: i64, limit: usize) -> Result<Vec<PolicyRefusal>>;
+    /// What the pad holds now (reads every extent and blob row once).
+    fn usage(&self) -> Result<Usage>;
     /// Why version `n` of lineage `file_id` is gone, if a gc or a policy pass forgot it:
     /// (the run's event, when it ran in ns, the run as its event names it: `policy
     /// paths[0] "logs/**" (versions 3)`, `gc (keep_last 1) by uid 0`).
@@ -1272,6 +1288,9 @@ impl<R: Reading> History for R {
     }
     fn policy_refusals(&self, after: i64, limit: usize) -> Result<Vec<PolicyRefusal>> {
         self.reading(|c| sql::policy::refusals_after(c, after, limit))
+    }
+    fn usage(&self) -> Result<Usage> {
+        self.reading(sql::policy::usage)
     }
     fn forgotten_version(
         &self,

@@ -226,6 +226,47 @@ pub struct Input<'a> {
     /// The agent step of the latest caller that had one (`SCRATCHFS_STEP`), if any: files whose
     /// version is [`STALE_STEPS`] older are listed as stale.
     pub step_now: Option<i64>,
+    /// What the pad holds against its quota (issue 36), when the rules set a quota or a
+    /// retention limit: the header's `pad ...` part.
+    pub pad: Option<Pad>,
+}
+
+/// The pad's usage as MANIFEST's header says it: `pad 12.3 MB of 50 MB, 1,204 versions
+/// kept, 38 forgotten by policy, 12 of 100 files`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pad {
+    /// Bytes of content stored (live, history, archive).
+    pub bytes: u64,
+    /// The quota's `bytes`, if any.
+    pub quota_bytes: Option<u64>,
+    /// Versions kept.
+    pub versions: u64,
+    /// Versions the policy forgot.
+    pub forgotten: u64,
+    /// Live files.
+    pub files: u64,
+    /// The quota's `files`, if any.
+    pub quota_files: Option<u64>,
+}
+
+impl std::fmt::Display for Pad {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pad {}", human_bytes(self.bytes))?;
+        if let Some(q) = self.quota_bytes {
+            write!(f, " of {}", human_bytes(q))?;
+        }
+        write!(
+            f,
+            ", {} version{} kept, {} forgotten by policy",
+            thousands(self.versions),
+            plural(self.versions as usize),
+            thousands(self.forgotten)
+        )?;
+        if let Some(q) = self.quota_files {
+            write!(f, ", {} of {} files", thousands(self.files), thousands(q))?;
+        }
+        Ok(())
+    }
 }
 
 /// Checkpoints MANIFEST names (the newest).
@@ -1215,6 +1256,9 @@ pub fn render(input: &Input) -> String {
             thousands(total),
             thousands(tokens(text as usize) as u64)
         );
+        if let Some(pad) = &input.pad {
+            let _ = write!(h, "; {pad}");
+        }
         if input.temporaries > 0 {
             let _ = write!(
                 h,

@@ -11,7 +11,7 @@ use crate::p;
 use crate::store::error::Result;
 use crate::store::sql::write::Proc;
 use crate::store::sql::{Conn, ConnExt, Dialect, Param};
-use crate::store::{ForgetBatch, Forgot, PolicyFile, PolicyRefusal, PolicyRow, Protected};
+use crate::store::{ForgetBatch, Forgot, PolicyFile, PolicyRefusal, PolicyRow, Protected, Usage};
 
 /// Up to `limit` versions after `after` (file id, version number), in that order: a
 /// lineage's versions oldest first, lineages by id. Read by the primary key's order of
@@ -363,6 +363,28 @@ pub(crate) fn forgotten(
                 .map(|r| r.split(": forgot").next().unwrap_or(r).to_string())
                 .unwrap_or_else(|| "gc".to_string());
             Ok((r.get(0)?, r.get(1)?, by))
+        },
+    )
+}
+
+/// What the pad holds ([`Usage`]): the blobs' bytes and the inline extents', the versions,
+/// the versions a policy pass forgot, the live files.
+pub(crate) fn usage(conn: &dyn Conn) -> Result<Usage> {
+    conn.one(
+        "SELECT CAST((SELECT COALESCE(SUM(size), 0) FROM blobs) AS BIGINT),
+                CAST((SELECT COALESCE(SUM(len), 0) FROM extents WHERE blob IS NULL) AS BIGINT),
+                (SELECT COUNT(*) FROM versions),
+                (SELECT COUNT(*) FROM forgotten f JOIN events e ON e.id = f.event_id WHERE e.op = 'policy'),
+                (SELECT COUNT(*) FROM nodes WHERE kind = 'file' AND parent IS NOT NULL)",
+        p![],
+        |r| {
+            let n = |i: usize| -> Result<u64> { Ok(r.get::<i64>(i)?.max(0) as u64) };
+            Ok(Usage {
+                bytes: n(0)? + n(1)?,
+                versions: n(2)?,
+                forgotten: n(3)?,
+                files: n(4)?,
+            })
         },
     )
 }
