@@ -295,6 +295,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What each file holds (live, history, archive), by writer, the pad against its
+    /// quota, and what the retention policy would forget next.
+    Du {
+        /// A file or directory (default: the whole pad).
+        path: Option<OsString>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
     /// Forget old versions (never current ones, nor what MANIFEST or a checkpoint points
     /// at).
     #[command(group(clap::ArgGroup::new("select").required(true).multiple(true).args(["keep_last", "before", "drop_checkpoint", "policy"])))]
@@ -733,6 +744,7 @@ fn main() -> ExitCode {
             json,
             db,
         } => cli::recover::recover(&db.db, accept_loss, json),
+        Command::Du { path, json, db } => cli::du::du(&db.db, path.as_deref(), json),
         Command::Gc {
             policy: true,
             dry_run,

@@ -290,3 +290,76 @@ print(os.path.exists("b.bin"))
     let header = read(m.path("MANIFEST")).lines().next().unwrap().to_string();
     assert!(header.contains(", 6 of 6 files"), "{header}");
 }
+
+/// `scratchfs du` and `gc --policy --dry-run` (issue 36 item 4) say what each file
+/// holds and what the policy would forget next, and change nothing; `gc --policy` then
+/// forgets exactly that.
+#[test]
+fn du_and_a_dry_run_say_what_the_policy_would_forget_and_change_nothing() {
+    let mut m = Mount::new();
+    let file = m.dir.path().join("rules.json");
+    std::fs::write(&file, RULES).unwrap();
+    m.unmount();
+    // The daemon's own pass waits a minute: only the commands below run the policy.
+    m.restart_with(&["--rules", file.to_str().unwrap()]);
+    m.sh_ok(
+        "mkdir -p logs; for i in $(seq 1 5); do echo \"line $i\" > logs/a.txt; done
+         for i in $(seq 1 30); do echo \"note $i\" >> notes.md; done",
+    );
+    let (code, out, err) = cli(&m, &["du", "logs", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let du: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let a = &du["files"][0];
+    assert_eq!(a["path"], "logs/a.txt");
+    assert_eq!(a["versions"], 5);
+    assert_eq!(a["live_bytes"], 7);
+    assert_eq!(a["history_bytes"], 28);
+    assert_eq!(a["policy_next"]["versions"], 2);
+    let (code, out, err) = cli(&m, &["gc", "--policy", "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains('@'))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    // notes.md: 30 appends; 100 bytes of history beyond the live version keep 7 + ... :
+    // the sizes before the live one (8 x 29 + ...) are summed newest first.
+    let notes_sizes: Vec<u64> = m.versions("notes.md").iter().map(|v| v.2).collect();
+    let mut kept_bytes = 0;
+    let mut notes_kept = 1;
+    for s in notes_sizes.iter().rev().skip(1) {
+        if kept_bytes + s > 100 {
+            break;
+        }
+        kept_bytes += s;
+        notes_kept += 1;
+    }
+    let mut want: Vec<String> = vec!["logs/a.txt@1".into(), "logs/a.txt@2".into()];
+    want.extend((1..=(30 - notes_kept)).map(|n| format!("notes.md@{n}")));
+    assert_eq!(listed, want, "{out}");
+    assert!(
+        out.contains(&format!("would forget {} versions", want.len())),
+        "{out}"
+    );
+    assert_eq!(
+        kept(&m, "logs/a.txt"),
+        [1, 2, 3, 4, 5],
+        "the dry run changed something"
+    );
+    let (code, out, err) = cli(&m, &["gc", "--policy"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("forgot {} versions", want.len())),
+        "{out}"
+    );
+    assert_eq!(kept(&m, "logs/a.txt"), [3, 4, 5]);
+    let (_, out, _) = cli(&m, &["du"]);
+    assert!(
+        out.contains("policy would forget next: 0 versions"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{} forgotten by policy", want.len())),
+        "{out}"
+    );
+}

@@ -219,7 +219,7 @@ pub(crate) fn db_owner(db: &Path) -> Result<u32, Failure> {
 
 /// The rules a database was last mounted with, compiled (`None`: the defaults, or rules
 /// without a limit, which forget nothing).
-fn stored_limits(
+pub(crate) fn stored_limits(
     history: &dyn crate::store::History,
     db: &Path,
 ) -> Result<Option<crate::rules::enforce::Compiled>, Failure> {

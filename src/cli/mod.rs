@@ -12,6 +12,7 @@
 
 pub mod checkpoint;
 pub mod diff;
+pub mod du;
 pub mod export;
 pub mod fork;
 pub mod fsck;

@@ -176,7 +176,24 @@ pub struct Usage {
     pub files: u64,
 }
 
-/// One version as the policy pass judges it (issue 36; [`History::policy_rows`]).
+/// One lineage as `scratchfs du` counts it (issue 36).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DuRow {
+    /// `files.id`.
+    pub file_id: i64,
+    /// Its path (a deleted file's last), as stored.
+    pub path: String,
+    /// Neither deleted nor renamed over another file.
+    pub live: bool,
+    /// Versions kept.
+    pub versions: u64,
+    /// Size of the newest version, bytes.
+    pub newest: u64,
+    /// Sizes of every version kept, added up, bytes.
+    pub total: u64,
+}
+
+/// One lineage as the policy pass judges it (issue 36; [`History::policy_rows`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyRow {
     /// `versions.id`.
@@ -1108,6 +1125,11 @@ pub trait History: Send + Sync {
     fn policy_refusals(&self, after: i64, limit: usize) -> Result<Vec<PolicyRefusal>>;
     /// What the pad holds now (reads every extent and blob row once).
     fn usage(&self) -> Result<Usage>;
+    /// Every lineage whose path is `prefix` or under it (`""`: all), for `scratchfs du`.
+    fn du_rows(&self, prefix: &str) -> Result<Vec<DuRow>>;
+    /// (writer, versions, bytes as files) of the versions of lineages under `prefix`,
+    /// most bytes first.
+    fn du_writers(&self, prefix: &str) -> Result<Vec<(String, u64, u64)>>;
     /// Why version `n` of lineage `file_id` is gone, if a gc or a policy pass forgot it:
     /// (the run's event, when it ran in ns, the run as its event names it: `policy
     /// paths[0] "logs/**" (versions 3)`, `gc (keep_last 1) by uid 0`).
@@ -1291,6 +1313,12 @@ impl<R: Reading> History for R {
     }
     fn usage(&self) -> Result<Usage> {
         self.reading(sql::policy::usage)
+    }
+    fn du_rows(&self, prefix: &str) -> Result<Vec<DuRow>> {
+        self.reading(|c| sql::policy::du_rows(c, prefix))
+    }
+    fn du_writers(&self, prefix: &str) -> Result<Vec<(String, u64, u64)>> {
+        self.reading(|c| sql::policy::du_writers(c, prefix))
     }
     fn forgotten_version(
         &self,

@@ -11,7 +11,9 @@ use crate::p;
 use crate::store::error::Result;
 use crate::store::sql::write::Proc;
 use crate::store::sql::{Conn, ConnExt, Dialect, Param};
-use crate::store::{ForgetBatch, Forgot, PolicyFile, PolicyRefusal, PolicyRow, Protected, Usage};
+use crate::store::{
+    DuRow, ForgetBatch, Forgot, PolicyFile, PolicyRefusal, PolicyRow, Protected, Usage,
+};
 
 /// Up to `limit` versions after `after` (file id, version number), in that order: a
 /// lineage's versions oldest first, lineages by id. Read by the primary key's order of
@@ -385,6 +387,55 @@ pub(crate) fn usage(conn: &dyn Conn) -> Result<Usage> {
                 forgotten: n(3)?,
                 files: n(4)?,
             })
+        },
+    )
+}
+
+/// `files.path` is `prefix` or under it (`?1` the prefix, `?2` the prefix and `/`; an
+/// empty prefix: every path). A `LIKE` would read `%` and `_` in a name as wildcards.
+const UNDER: &str = "(?1 = '' OR f.path = ?1 OR substr(f.path, 1, length(?2)) = ?2)";
+
+/// Every lineage under `prefix`: versions, newest size, sizes added up.
+pub(crate) fn du_rows(conn: &dyn Conn, prefix: &str) -> Result<Vec<DuRow>> {
+    let dir = format!("{prefix}/");
+    conn.all(
+        &format!(
+            "SELECT f.id, f.path, f.deleted_ns IS NULL AND f.merged_into IS NULL, COUNT(v.id),
+                    CAST(COALESCE(SUM(v.size), 0) AS BIGINT),
+                    COALESCE((SELECT w.size FROM versions w WHERE w.file_id = f.id ORDER BY w.version DESC LIMIT 1), 0)
+             FROM files f JOIN versions v ON v.file_id = f.id
+             WHERE {UNDER} GROUP BY f.id, f.path, f.deleted_ns, f.merged_into ORDER BY f.path, f.id"
+        ),
+        p![prefix, &dir],
+        |r| {
+            Ok(DuRow {
+                file_id: r.get(0)?,
+                path: r.get(1)?,
+                live: r.get(2)?,
+                versions: r.get::<i64>(3)?.max(0) as u64,
+                total: r.get::<i64>(4)?.max(0) as u64,
+                newest: r.get::<i64>(5)?.max(0) as u64,
+            })
+        },
+    )
+}
+
+/// The versions under `prefix` by writer: (writer, versions, bytes as files).
+pub(crate) fn du_writers(conn: &dyn Conn, prefix: &str) -> Result<Vec<(String, u64, u64)>> {
+    let dir = format!("{prefix}/");
+    conn.all(
+        &format!(
+            "SELECT v.writer, COUNT(*), CAST(COALESCE(SUM(v.size), 0) AS BIGINT)
+             FROM versions v JOIN files f ON f.id = v.file_id
+             WHERE {UNDER} GROUP BY v.writer ORDER BY 3 DESC, 1"
+        ),
+        p![prefix, &dir],
+        |r| {
+            Ok((
+                r.get(0)?,
+                r.get::<i64>(1)?.max(0) as u64,
+                r.get::<i64>(2)?.max(0) as u64,
+            ))
         },
     )
 }
