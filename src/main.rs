@@ -295,6 +295,34 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Copy chosen files (or PATH:KEY, one key of a JSON file) of this scratchpad into a
+    /// long-lived one as new versions (op promote) that name where they came from, judged
+    /// by that one's rules as you; recorded in both.
+    Promote {
+        #[command(flatten)]
+        db: DbArg,
+        /// The long-lived scratchpad's database (a file or a PostgreSQL URL).
+        #[arg(long, value_name = "DB")]
+        to: PathBuf,
+        /// The files (paths from the root), or PATH:KEY.
+        #[arg(required = true)]
+        items: Vec<OsString>,
+        /// One JSON object per item.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make this scratchpad read-only for good (after promote), first writing it with its
+    /// whole history to a tar file with --export.
+    Retire {
+        #[command(flatten)]
+        db: DbArg,
+        /// Write the pad, with every version kept and the log, to this new tar file first.
+        #[arg(long, value_name = "FILE.tar")]
+        export: Option<PathBuf>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// What each file holds (live, history, archive), by writer, the pad against its
     /// quota, and what the retention policy would forget next.
     Du {
@@ -745,6 +773,15 @@ fn main() -> ExitCode {
             db,
         } => cli::recover::recover(&db.db, accept_loss, json),
         Command::Du { path, json, db } => cli::du::du(&db.db, path.as_deref(), json),
+        Command::Promote {
+            db,
+            to,
+            items,
+            json,
+        } => cli::promote::promote(&db.db, &to, &items, json),
+        Command::Retire { db, export, json } => {
+            cli::promote::retire(&db.db, export.as_deref(), json)
+        }
         Command::Gc {
             policy: true,
             dry_run,

@@ -390,3 +390,154 @@ fn du_and_a_dry_run_say_what_the_policy_would_forget_and_change_nothing() {
         "{out}"
     );
 }
+
+/// The end of a task (issue 36 item 5): `promote` copies a file and one JSON key into a
+/// long-lived scratchpad (mounted, then not) as versions (op `promote`) whose origin names
+/// the source pad, version and writer, judged by that pad's rules (a read-only path is
+/// refused there, on record), recorded in both; `retire --export` writes the pad with
+/// its history to a tar file and no mount opens it for writing again.
+#[test]
+fn promote_keeps_the_origin_and_retire_makes_the_pad_read_only() {
+    let mut src = Mount::new();
+    src.sh_ok(
+        "echo 'keep me' > notes.md
+         SCRATCHFS_WRITER=get_order sh -c 'printf \"{\\\"order_total_cents\\\": 1234, \\\"tmp\\\": 1}\" > state.json'
+         echo draft > draft.md",
+    );
+    let mut long = Mount::new();
+    let rules = long.dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{"paths": [{"path": "draft.md", "mode": "read-only"}, {"path": "**"}]}"#,
+    )
+    .unwrap();
+    long.unmount();
+    long.restart_with(&["--rules", rules.to_str().unwrap()]);
+    long.sh_ok("echo '{\"customer\": \"ada\"}' > state.json");
+    let to = long.db.to_str().unwrap().to_string();
+    // Into the mounted long-lived pad, through its daemon.
+    let (code, out, err) = cli(
+        &src,
+        &[
+            "promote",
+            "--to",
+            &to,
+            "notes.md",
+            "state.json:order_total_cents",
+        ],
+    );
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("notes.md: promoted version 1 by "), "{out}");
+    assert_eq!(read(long.path("notes.md")), "keep me\n");
+    let state: serde_json::Value = serde_json::from_str(&read(long.path("state.json"))).unwrap();
+    assert_eq!(
+        state,
+        serde_json::json!({"customer": "ada", "order_total_cents": 1234})
+    );
+    let origins = long.sql(
+        "SELECT v.path, v.op, o.path, o.version, o.writer FROM origins o JOIN versions v ON v.id = o.version_id ORDER BY v.id",
+    );
+    let state_v = src.sql("SELECT MAX(version) FROM versions WHERE path = 'state.json'");
+    assert_eq!(
+        origins,
+        format!(
+            "notes.md|promote|notes.md|1|anonymous\nstate.json|promote|state.json|{state_v}|get_order"
+        ),
+        "{origins}"
+    );
+    // The key's provenance follows the origin to its writer in the source pad.
+    let (code, out, err) = cli(&long, &["why", "state.json:order_total_cents"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("get_order"), "{out}");
+    // Judged by the long-lived pad's rules: its draft.md is read-only.
+    let (code, _, err) = cli(&src, &["promote", "--to", &to, "draft.md"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(!long.path("draft.md").exists());
+    assert_eq!(
+        long.sql("SELECT COUNT(*) FROM events WHERE op = 'rejected' AND path = 'draft.md'"),
+        "1"
+    );
+    // A typo names no file: nothing is made anywhere.
+    let (code, _, err) = cli(&src, &["promote", "--to", &to, "nope.md"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("nope.md: no such file"), "{err}");
+    // Into the long-lived pad unmounted, on the command's own store.
+    long.unmount();
+    src.sh_ok("echo 'second' >> notes.md");
+    let (code, out, err) = cli(&src, &["promote", "--to", &to, "notes.md"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("as version 2"), "{out}");
+    long.start();
+    assert_eq!(read(long.path("notes.md")), "keep me\nsecond\n");
+    // Recorded in the source too.
+    let promoted = src.sql("SELECT path, reason FROM events WHERE op = 'promote' ORDER BY id");
+    assert_eq!(promoted.lines().count(), 3, "{promoted}");
+    assert!(
+        promoted.contains(&format!(
+            "promoted version {state_v} of state.json:order_total_cents to "
+        )),
+        "{promoted}"
+    );
+    // Retire: mounted, refused; unmounted, exported and read-only for good.
+    let tar = src.dir.path().join("pad.tar");
+    let (code, _, err) = cli(&src, &["retire", "--export", tar.to_str().unwrap()]);
+    if !on_postgres() {
+        assert_eq!(code, 1, "retired while mounted");
+        assert!(err.contains("unmount it first"), "{err}");
+    }
+    let kept = src.sql("SELECT COUNT(*) FROM versions");
+    src.unmount();
+    if on_postgres() {
+        assert_eq!(code, 0, "{err}");
+    } else {
+        let (code, out, err) = cli(&src, &["retire", "--export", tar.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out} {err}");
+        assert!(out.contains("read-only from now on"), "{out}");
+    }
+    let listing = std::process::Command::new("tar")
+        .arg("-tf")
+        .arg(&tar)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
+    for want in [
+        "tree/notes.md",
+        "tree/state.json",
+        "versions.jsonl",
+        "log.jsonl",
+    ] {
+        assert!(
+            listing.lines().any(|l| l == want),
+            "{want} not in {listing}"
+        );
+    }
+    assert_eq!(
+        listing
+            .lines()
+            .filter(|l| l.starts_with("history/"))
+            .count()
+            .to_string(),
+        kept,
+        "{listing}"
+    );
+    let o = std::process::Command::new(BIN)
+        .args([
+            "mount",
+            src.mnt.to_str().unwrap(),
+            "--db",
+            src.db.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "a retired pad mounted");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("retired"),
+        "{o:?}"
+    );
+    let (code, out, _) = cli(&src, &["log"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("retire"), "{out}");
+    let (code, _, err) = cli(&src, &["retire"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("retired"), "{err}");
+}

@@ -13,7 +13,7 @@ use crate::fs::Ctx;
 use crate::store::{Sqlite, Store};
 use crate::views::quote_stored;
 
-fn me() -> Ctx {
+pub(super) fn me() -> Ctx {
     Ctx {
         pid: std::process::id(),
         uid: unsafe { libc::getuid() },
@@ -24,7 +24,7 @@ fn me() -> Ctx {
 /// `db` opened to read ([`super::open_history`]: on SQLite every acknowledged change made
 /// visible first, a mount's batch written, a killed daemon's redo log applied) and its
 /// tree now.
-fn tree_now(db: &Path) -> Result<(Box<dyn History>, Snapshot), Failure> {
+pub(super) fn tree_now(db: &Path) -> Result<(Box<dyn History>, Snapshot), Failure> {
     let store = super::open_history(db)?;
     let snap = store
         .snapshot(store.point_at(i64::MAX).map_err(|e| e.reason)?)
@@ -34,7 +34,7 @@ fn tree_now(db: &Path) -> Result<(Box<dyn History>, Snapshot), Failure> {
 
 /// A scratchpad as messages and provenance name it: a PostgreSQL URL without its
 /// credentials ([`crate::store::postgres::display_name`]), an SQLite file as given.
-fn shown(db: &Path) -> String {
+pub(super) fn shown(db: &Path) -> String {
     match super::postgres_url(db) {
         Some(url) => crate::store::postgres::display_name(url),
         None => db.display().to_string(),
@@ -42,7 +42,7 @@ fn shown(db: &Path) -> String {
 }
 
 /// An SQLite path made absolute; a PostgreSQL URL as it is.
-fn absolute(db: &Path) -> Result<std::path::PathBuf, Failure> {
+pub(super) fn absolute(db: &Path) -> Result<std::path::PathBuf, Failure> {
     match super::postgres_url(db) {
         Some(_) => Ok(db.to_path_buf()),
         None => crate::mount::absolute(db),
@@ -363,7 +363,7 @@ pub fn compare(a: &Path, b: &Path, json: bool) -> Result<(), Failure> {
 }
 
 /// Each path's current version in `a` (`versions.id`), before an adopt.
-fn heads(a: &Path, paths: &[String]) -> Result<Vec<Option<i64>>, Failure> {
+pub(super) fn heads(a: &Path, paths: &[String]) -> Result<Vec<Option<i64>>, Failure> {
     let (_, ta) = tree_now(a)?;
     Ok(paths
         .iter()
@@ -377,7 +377,7 @@ fn heads(a: &Path, paths: &[String]) -> Result<Vec<Option<i64>>, Failure> {
 
 /// What the daemon did for `adopt`, read back from A: each path's current version and,
 /// when it came from B and is new (not `before`, the version it had), the version there.
-fn adopted_report(
+pub(super) fn adopted_report(
     a: &Path,
     b: &Path,
     paths: &[String],
@@ -402,6 +402,7 @@ fn adopted_report(
             .is_some_and(|o| Some(o.source_version_id) == theirs.as_ref().map(|t| t.id));
         out.push(crate::fs::Adopted {
             path: p.clone(),
+            key: None,
             from_version: theirs.as_ref().map_or(0, |t| t.number),
             from_writer: theirs.map_or_else(String::new, |t| t.writer),
             version: ours.filter(|_| from_b).map(|v| v.number),
@@ -417,6 +418,12 @@ pub struct AdoptRequest {
     pub from: String,
     /// The files, as stored paths.
     pub paths: Vec<String>,
+    /// For each path, the one JSON key to bring (`promote PATH:KEY`, issue 36), if any.
+    #[serde(default)]
+    pub keys: Vec<Option<String>>,
+    /// `adopt` (absent) or `promote`.
+    #[serde(default)]
+    pub op: Option<String>,
 }
 
 /// `scratchfs adopt --db A --from B PATH…`: each file of B as it is now becomes a new
@@ -466,6 +473,8 @@ pub fn adopt(a: &Path, b: &Path, paths: &[std::ffi::OsString], json: bool) -> Re
             let req = AdoptRequest {
                 from: b.to_string_lossy().into_owned(),
                 paths: stored.clone(),
+                keys: Vec::new(),
+                op: None,
             };
             let value = serde_json::to_vec(&req).map_err(|e| e.to_string())?;
             super::set_xattr(Path::new(&mnt), crate::fs::serve::ADOPT_XATTR, &value).map_err(

@@ -21,6 +21,7 @@ pub mod ground;
 pub mod log;
 pub mod mcp;
 pub mod pads;
+pub mod promote;
 pub mod recover;
 pub mod redact;
 pub mod restore;

@@ -542,6 +542,9 @@ fn place(tree: &mut Tree, r: NodeRecord, inv: &mut Vec<Invalidation>, touched: &
 pub struct Adopted {
     /// Its path, as stored.
     pub path: String,
+    /// The JSON key brought (`promote PATH:KEY`), if only one key was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// The version it was in the other scratchpad.
     pub from_version: i64,
     /// Its writer there.
@@ -665,13 +668,61 @@ impl Fs {
         Ok((Some(v.id) != before).then_some(v))
     }
 
+    /// This scratchpad's file at `path` (stored form) as it would be with top-level key
+    /// `key` set to its value in `theirs` (the source's bytes of that file): `{}` when
+    /// the file is missing or empty, every other key kept (keys then sorted, the text pretty-printed). `EINVAL` when
+    /// either is not a JSON object, or `theirs` has no such key.
+    fn with_key_of(&self, path: &str, key: &str, theirs: &[u8], source: &str) -> Result<Vec<u8>> {
+        use crate::error::Error;
+        let q = crate::views::quote_stored(path);
+        let object =
+            |bytes: &[u8], whose: &str| -> Result<serde_json::Map<String, serde_json::Value>> {
+                if bytes.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(serde_json::Map::new());
+                }
+                match serde_json::from_slice::<serde_json::Value>(bytes) {
+                    Ok(serde_json::Value::Object(m)) => Ok(m),
+                    _ => Err(Error::new(
+                        libc::EINVAL,
+                        format!("promote {q}:{key}: {whose} file is not a JSON object"),
+                    )),
+                }
+            };
+        let theirs = object(theirs, &format!("{source}'s"))?;
+        let value = theirs.get(key).cloned().ok_or_else(|| {
+            Error::new(
+                libc::EINVAL,
+                format!("promote {q}:{key}: {source}'s file has no key {key:?}"),
+            )
+        })?;
+        let raw = crate::store::paths::decode(path).into_owned();
+        let mut ino = Some(ROOT);
+        for part in raw.split(|&b| b == b'/').filter(|p| !p.is_empty()) {
+            ino = match ino {
+                Some(i) => self.tree.read().child(i, part).ok().flatten(),
+                None => None,
+            };
+        }
+        let ours = match ino.filter(|&i| i != ROOT) {
+            Some(ino) => self.current_bytes(ino)?,
+            None => Vec::new(),
+        };
+        let mut ours = object(&ours, "this scratchpad's")?;
+        ours.insert(key.to_string(), value);
+        let mut text = serde_json::to_vec_pretty(&serde_json::Value::Object(ours))
+            .map_err(|e| Error::new(libc::EINVAL, e.to_string()))?;
+        text.push(b'\n');
+        Ok(text)
+    }
+
     /// [`Fs::adopt_from`] asked through the mount (`user.scratchfs.adopt`): the daemon
     /// reads `source` with its own privileges, so the gate lets only root and the user
     /// who mounted ([`Change::AdoptFrom`], `EPERM`, recorded; a URL's password never).
     pub fn adopt_through_mount(
         &self,
         source: &str,
-        paths: &[String],
+        items: &[(String, Option<String>)],
+        op: &str,
         ctx: Ctx,
     ) -> Result<Vec<Adopted>> {
         let caller = self.caller(ctx);
@@ -681,7 +732,7 @@ impl Fs {
             source.to_string()
         };
         self.admit(&caller, &Change::AdoptFrom { source: &shown }, || None)?;
-        self.adopt_from(source, paths, ctx)
+        self.bring_from(source, items, op, ctx)
     }
 
     /// `scratchfs adopt --from SOURCE PATH…`: brings each file at `paths` (stored form)
@@ -694,6 +745,23 @@ impl Fs {
     /// is no file there: `ENOENT`; a relative path: `EINVAL`. Stops at the first refusal
     /// (the files before it are adopted).
     pub fn adopt_from(&self, source: &str, paths: &[String], ctx: Ctx) -> Result<Vec<Adopted>> {
+        let items: Vec<(String, Option<String>)> =
+            paths.iter().map(|p| (p.clone(), None)).collect();
+        self.bring_from(source, &items, "adopt", ctx)
+    }
+
+    /// [`Fs::adopt_from`] with the op `op` (`adopt`, or `promote`: issue 36), each item a
+    /// file (`(path, None)`) or one top-level key of a JSON object file (`(path,
+    /// Some(key))`: the key's value there set in this scratchpad's file at `path`, made
+    /// `{}` first when missing, every other key kept; `EINVAL` when either file is not a
+    /// JSON object or the source's holds no such key).
+    pub fn bring_from(
+        &self,
+        source: &str,
+        items: &[(String, Option<String>)],
+        op: &str,
+        ctx: Ctx,
+    ) -> Result<Vec<Adopted>> {
         use crate::error::Error;
         use crate::store::History;
         let (theirs, source): (Box<dyn History>, String) = if crate::store::postgres::is_url(source)
@@ -725,7 +793,7 @@ impl Fs {
         let source_id = theirs.meta("scratchpad_id")?;
         let snap = theirs.snapshot(theirs.point_at(i64::MAX)?)?;
         let mut out = Vec::new();
-        for p in paths {
+        for (p, key) in items {
             let p = p.trim_matches('/');
             let raw = crate::store::paths::decode(p).into_owned();
             let n = snap
@@ -756,9 +824,14 @@ impl Fs {
                 version: from_version,
                 writer: from_writer.clone(),
             };
-            let v = self.adopt(p, &bytes, n.mode, "adopt", &origin, ctx)?;
+            let bytes = match key {
+                None => bytes,
+                Some(key) => self.with_key_of(p, key, &bytes, &source)?,
+            };
+            let v = self.adopt(p, &bytes, n.mode, op, &origin, ctx)?;
             out.push(Adopted {
                 path: p.to_string(),
+                key: key.clone(),
                 from_version,
                 from_writer,
                 version: v.map(|v| v.number),

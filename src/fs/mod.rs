@@ -23,6 +23,7 @@ mod commit;
 pub mod gate;
 pub mod handle;
 pub mod history_index;
+mod lifecycle;
 mod live;
 mod manifest_rows;
 mod namespace;
@@ -40,8 +41,8 @@ pub use text_index::INDEX_MAX;
 pub mod serve {
     pub use super::serve_views::{
         ADOPT_XATTR, ARCHIVE_XATTRS, CHECKPOINT_XATTR, DROP_CHECKPOINT_XATTR, GC_XATTR,
-        REDACT_XATTR, RESTORE_XATTR, ROLLBACK_XATTR, RedactRequest, SCRATCHPAD_XATTR,
-        SETTLED_XATTR, XATTR_PREFIX, XATTRS,
+        PROMOTED_XATTR, REDACT_XATTR, RESTORE_XATTR, ROLLBACK_XATTR, RedactRequest,
+        SCRATCHPAD_XATTR, SETTLED_XATTR, XATTR_PREFIX, XATTRS,
     };
 }
 

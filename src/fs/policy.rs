@@ -27,6 +27,9 @@ const REFUSAL_PAGE: usize = 1_000;
 const FIRST_BATCH: usize = 256;
 /// The longest a batch should hold the write lock (the bench's bound is 50 ms).
 const BATCH_TIME: Duration = Duration::from_millis(20);
+/// Every how many of its passes the daemon's thread judges the whole history; the others
+/// judge the lineages written since the pass before.
+const FULL_EVERY: u64 = 10;
 /// How often the daemon's thread runs a pass, unless `SCRATCHFS_POLICY_INTERVAL`
 /// (seconds) says otherwise.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -186,13 +189,17 @@ pub fn choose(
 
 /// Walks the whole history (versions a page at a time, then the refusals that kept
 /// content) and passes each thing the rules' limits forget to `f`, lineage by lineage.
-/// Memory: one page, the lineage being read and what [`Protected`] holds.
+/// With `since` (a version id), only the lineages with a version committed after it are
+/// judged, and no refusal: what a new version can push past `versions` or `bytes`
+/// (the daemon's passes between full ones). Memory: one page, the lineage being read
+/// and what [`Protected`] holds.
 pub fn select<H: History + ?Sized>(
     history: &H,
     rules: &Compiled,
     protected: &Protected,
     shown: &HashSet<i64>,
     now_ns: i64,
+    since: Option<i64>,
     f: &mut dyn FnMut(Chosen) -> Result<()>,
 ) -> Result<()> {
     let mut after = (0i64, 0i64);
@@ -223,6 +230,35 @@ pub fn select<H: History + ?Sized>(
         }
         Ok(())
     };
+    if let Some(since) = since {
+        for id in history.policy_changed(since)? {
+            let files: HashMap<i64, PolicyFile> = history
+                .policy_files(id, id)?
+                .into_iter()
+                .map(|f| (f.file_id, f))
+                .collect();
+            let mut rows: Vec<PolicyRow> = Vec::new();
+            let mut at = (id, 0i64);
+            loop {
+                let page = history.policy_rows(at, PAGE)?;
+                let mine: Vec<PolicyRow> = page
+                    .iter()
+                    .take_while(|r| r.file_id == id)
+                    .copied()
+                    .collect();
+                let full = mine.len() == PAGE;
+                if let Some(last) = mine.last() {
+                    at = (id, last.version);
+                }
+                rows.extend(mine);
+                if !full {
+                    break;
+                }
+            }
+            judge(&rows, &files)?;
+        }
+        return Ok(());
+    }
     loop {
         let page = history.policy_rows(after, PAGE)?;
         let Some(last) = page.last() else { break };
@@ -296,7 +332,7 @@ pub fn preview<H: History + ?Sized>(
         .map(|r| r.version_id)
         .collect();
     let protected = history.policy_protected()?;
-    select(history, rules, &protected, &shown, now_ns, f)
+    select(history, rules, &protected, &shown, now_ns, None, f)
 }
 
 /// What a pass forgot, by rule and in all.
@@ -314,6 +350,10 @@ pub struct PassReport {
     pub longest_batch_ms: f64,
     /// Each rule that forgot something: its label, versions, refusals, bytes, event.
     pub rules: Vec<(String, u64, u64, u64, Option<i64>)>,
+    /// The newest version id when it began: the next pass between full ones judges only
+    /// lineages with a newer one.
+    #[serde(default)]
+    pub snapshot: i64,
 }
 
 /// One rule's part of a pass in progress.
@@ -330,10 +370,17 @@ impl Fs {
     /// version and refused content the limits forget ([`select`]) is forgotten, a batch
     /// per transaction, each batch an update of the run's event (op `policy`) for its
     /// rule, by the daemon itself (writer `scratchfs`). With `pace`, the pass waits after
-    /// each batch as long as the batch took, so that it holds the write lock at most
-    /// half the time. A restore waits for a batch (the `gc` guard); content open handles
+    /// each batch three times as long as the batch took, so that it holds the write lock
+    /// at most a quarter of the time. A restore waits for a batch (the `gc` guard); content open handles
     /// read is kept. Nothing to do without limits.
     pub fn policy_pass(&self, pace: bool) -> Result<PassReport> {
+        self.policy_pass_since(pace, None)
+    }
+
+    /// [`Fs::policy_pass`] judging only the lineages with a version after `since` (a
+    /// version id; `None`: all, and the refusals), as the daemon's thread does between
+    /// its full passes.
+    pub fn policy_pass_since(&self, pace: bool, since: Option<i64>) -> Result<PassReport> {
         let mut report = PassReport::default();
         let Some(rules) = self.gate.rules.load() else {
             return Ok(report);
@@ -356,6 +403,7 @@ impl Fs {
         let mut batch = FIRST_BATCH;
         let protected = self.store.policy_protected()?;
         let snapshot = protected.snapshot;
+        report.snapshot = snapshot;
         let flush = |runs: &mut HashMap<usize, RuleRun>,
                      index: usize,
                      batch: &mut usize,
@@ -402,7 +450,8 @@ impl Fs {
                 *batch = (*batch * 2).min(4_096);
             }
             if pace {
-                std::thread::sleep(took);
+                // At most a quarter of the writer's time.
+                std::thread::sleep(took * 3);
             }
             Ok(())
         };
@@ -412,6 +461,7 @@ impl Fs {
             &protected,
             &shown,
             now,
+            since,
             &mut |chosen| {
                 let index = match &chosen {
                     Chosen::Version { rule, .. } | Chosen::Refusal { rule, .. } => *rule,
@@ -613,11 +663,17 @@ pub fn spawn(fs: &Arc<Fs>) {
     let spawned = std::thread::Builder::new()
         .name("scratchfs-policy".into())
         .spawn(move || {
-            loop {
+            // A full pass every FULL_EVERY ticks (what only time or a released protection
+            // lets go: `days`, a dropped checkpoint, a superseded read), else only the
+            // lineages written since the last pass.
+            let mut since: Option<i64> = None;
+            for tick in 0u64.. {
                 std::thread::sleep(interval);
                 let Some(fs) = weak.upgrade() else { return };
-                if let Err(e) = fs.policy_pass(true) {
-                    log::warn!("policy pass: {e}");
+                let only = since.filter(|_| tick % FULL_EVERY != 0);
+                match fs.policy_pass_since(true, only) {
+                    Ok(r) => since = Some(r.snapshot),
+                    Err(e) => log::warn!("policy pass: {e}"),
                 }
             }
         });

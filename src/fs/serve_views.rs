@@ -170,6 +170,11 @@ pub const DROP_CHECKPOINT_XATTR: &str = "user.scratchfs.drop-checkpoint";
 /// while mounted; [`super::Fs::adopt_through_mount`]: root and the user who mounted).
 pub const ADOPT_XATTR: &str = "user.scratchfs.adopt";
 
+/// Set on the root to `{"path": P, "reason": R}`: records that the caller promoted the
+/// file at P of this scratchpad elsewhere (`scratchfs promote` while this, its source,
+/// is mounted; [`super::Fs::note_promoted`]: an event naming the caller, op `promote`).
+pub const PROMOTED_XATTR: &str = "user.scratchfs.promoted";
+
 /// What `scratchfs redact PATH@N` asks the daemon for (the value of [`REDACT_XATTR`]).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RedactRequest {
@@ -1285,9 +1290,35 @@ impl Fs {
         if name == ADOPT_XATTR.as_bytes() && ino == ROOT {
             let req: crate::cli::fork::AdoptRequest = serde_json::from_slice(value)
                 .map_err(|e| Error::new(libc::EINVAL, format!("adopt: {e}")))?;
+            let items: Vec<(String, Option<String>)> = req
+                .paths
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.clone(), req.keys.get(i).cloned().flatten()))
+                .collect();
+            let op = match req.op.as_deref() {
+                None | Some("adopt") => "adopt",
+                Some("promote") => "promote",
+                Some(other) => {
+                    return Err(Error::new(
+                        libc::EINVAL,
+                        format!("adopt: unknown op {other:?}"),
+                    ));
+                }
+            };
             return self
-                .adopt_through_mount(&req.from, &req.paths, ctx)
+                .adopt_through_mount(&req.from, &items, op, ctx)
                 .map(|_| ());
+        }
+        if name == PROMOTED_XATTR.as_bytes() && ino == ROOT {
+            #[derive(serde::Deserialize)]
+            struct Note {
+                path: String,
+                reason: String,
+            }
+            let n: Note = serde_json::from_slice(value)
+                .map_err(|e| Error::new(libc::EINVAL, format!("promoted: {e}")))?;
+            return self.note_promoted(&n.path, &n.reason, &self.caller(ctx));
         }
         if name == DROP_CHECKPOINT_XATTR.as_bytes() && ino == ROOT {
             return self

@@ -764,8 +764,11 @@ pub trait Store: History {
     /// a transaction of its own, by `caller` (the daemon), then gives the database back
     /// the pages it freed, a bounded number at a time (SQLite's incremental vacuum).
     fn forget(&self, batch: &ForgetBatch<'_>, caller: &Caller) -> Result<Forgot>;
+    /// Records an event `op` at `path` with `reason`, by `caller` (a promotion, a
+    /// retirement: issue 36).
+    fn note_event(&self, op: &str, path: &str, reason: &str, caller: &Caller) -> Result<()>;
     /// Gives the space of what a policy pass forgot back (PostgreSQL: `VACUUM` of the
-    /// tables it touched; SQLite gives pages back with each batch).
+    /// tables it touched; SQLite: `PRAGMA incremental_vacuum`, a few pages at a time).
     fn reclaim(&self) -> Result<()> {
         Ok(())
     }
@@ -1123,6 +1126,9 @@ pub trait History: Send + Sync {
     fn policy_protected(&self) -> Result<Protected>;
     /// Up to `limit` refusals that kept content, after event `after`, oldest first.
     fn policy_refusals(&self, after: i64, limit: usize) -> Result<Vec<PolicyRefusal>>;
+    /// The lineages with a version whose id is above `after`, by id (the policy pass
+    /// between full ones).
+    fn policy_changed(&self, after: i64) -> Result<Vec<i64>>;
     /// What the pad holds now (reads every extent and blob row once).
     fn usage(&self) -> Result<Usage>;
     /// Every lineage whose path is `prefix` or under it (`""`: all), for `scratchfs du`.
@@ -1310,6 +1316,9 @@ impl<R: Reading> History for R {
     }
     fn policy_refusals(&self, after: i64, limit: usize) -> Result<Vec<PolicyRefusal>> {
         self.reading(|c| sql::policy::refusals_after(c, after, limit))
+    }
+    fn policy_changed(&self, after: i64) -> Result<Vec<i64>> {
+        self.reading(|c| sql::policy::changed(c, after))
     }
     fn usage(&self) -> Result<Usage> {
         self.reading(sql::policy::usage)

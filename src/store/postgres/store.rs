@@ -370,6 +370,11 @@ impl Postgres {
             })
             .map_err(|e| e.context(format_args!("opening {name}")))?;
         checkpoint::seed_tree_log(&conn).map_err(|e| e.context(format_args!("opening {name}")))?;
+        if let Some(when) =
+            conn.opt_value::<String>("SELECT value FROM meta WHERE key = 'retired'", p![])?
+        {
+            return Err(crate::store::sqlite::retired(&name, &when));
+        }
         let (schema, secret): (String, String) = conn.one(
             "SELECT CAST(current_schema() AS TEXT),
                     (SELECT value FROM meta WHERE key = 'scratchpad_id')",
@@ -943,6 +948,25 @@ impl Store for Postgres {
                 let _ = conn.batch("ROLLBACK");
             }
             end
+        })
+    }
+
+    fn note_event(&self, op: &str, path: &str, reason: &str, caller: &Caller) -> Result<()> {
+        self.change(caller, Touched::Events, |tx, proc_| {
+            crate::store::sql::write::insert_event(
+                tx,
+                op,
+                path,
+                None,
+                None,
+                None,
+                None,
+                Some(reason),
+                None,
+                proc_,
+                now_ns(),
+            )
+            .map(Ok)
         })
     }
 

@@ -39,6 +39,16 @@ pub(crate) fn rows_after(
     )
 }
 
+/// The lineages with a version whose id is above `after`, by id (read by the primary
+/// key: the versions committed since).
+pub(crate) fn changed(conn: &dyn Conn, after: i64) -> Result<Vec<i64>> {
+    conn.all(
+        "SELECT DISTINCT file_id FROM versions WHERE id > ?1 ORDER BY file_id",
+        p![after],
+        |r| r.get(0),
+    )
+}
+
 /// The lineages with ids from `lo` to `hi`: path, whether live (neither deleted nor
 /// renamed over another), and when a lineage that is not live ended (its deletion, or
 /// its last version).
@@ -311,14 +321,19 @@ fn sweep_streams(tx: &dyn Conn, protected: &[(i64, u64)]) -> Result<u64> {
         )?;
     }
     temp_table(tx, "policy_blobs", "(id BIGINT PRIMARY KEY)")?;
+    // Both driven from the few streams of the batch, each read by the primary key of
+    // `extents` (stream, offset): a join let SQLite's planner scan every extent.
     tx.exec(
-        r#"INSERT INTO policy_blobs SELECT DISTINCT e.blob FROM extents e JOIN policy_lens l ON l.stream = e.stream
-           WHERE e.blob IS NOT NULL AND e."offset" >= l.len ON CONFLICT DO NOTHING"#,
+        r#"INSERT INTO policy_blobs SELECT DISTINCT e.blob FROM extents e
+           WHERE e.stream IN (SELECT stream FROM policy_lens) AND e.blob IS NOT NULL
+             AND e."offset" >= (SELECT l.len FROM policy_lens l WHERE l.stream = e.stream)
+           ON CONFLICT DO NOTHING"#,
         p![],
     )?;
     let inline: i64 = tx.value(
-        r#"SELECT CAST(COALESCE(SUM(e.len), 0) AS BIGINT) FROM extents e JOIN policy_lens l ON l.stream = e.stream
-           WHERE e.blob IS NULL AND e."offset" >= l.len"#,
+        r#"SELECT CAST(COALESCE(SUM((SELECT COALESCE(SUM(e.len), 0) FROM extents e
+               WHERE e.stream = l.stream AND e."offset" >= l.len AND e.blob IS NULL)), 0) AS BIGINT)
+           FROM policy_lens l"#,
         p![],
     )?;
     tx.batch(

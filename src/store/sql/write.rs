@@ -1347,7 +1347,7 @@ pub(crate) fn commit_guessing(
         ));
     }
     // The first version of a file is labelled `create`, whatever its handle did.
-    let op = if first && !matches!(op, "restore" | "rename" | "adopt" | "fork") {
+    let op = if first && !matches!(op, "restore" | "rename" | "adopt" | "promote" | "fork") {
         "create"
     } else {
         op

@@ -134,6 +134,17 @@ fn migrate_versions(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
+/// The refusal to open a retired pad for writing (issue 36, `scratchfs retire`).
+pub(crate) fn retired(name: &str, when: &str) -> StoreError {
+    StoreError::new(
+        ErrorKind::ReadOnly,
+        format!(
+            "{name} was retired ({when}, scratchfs retire): it is read-only for good; \
+             scratchfs log, show, export and mount --at TIME read it"
+        ),
+    )
+}
+
 /// Schema version written to `meta.schema_version`.
 pub const SCHEMA_VERSION: &str = "1";
 /// `PRAGMA application_id` of a scratchfs database (docs/schema.md): the ASCII bytes
@@ -312,6 +323,11 @@ impl Sqlite {
             .and_then(|()| migrate_versions(&conn))
             .map_err(|e| e.context(format_args!("cannot open database {}", path.display())))?;
         conn.execute_batch(SCHEMA).map_err(opening(path, true))?;
+        if let Some(when) =
+            conn.opt_value::<String>("SELECT value FROM meta WHERE key = 'retired'", p![])?
+        {
+            return Err(retired(&path.display().to_string(), &when));
+        }
         let fresh: bool = conn.value::<i64>("SELECT COUNT(*) FROM nodes", p![])? == 0;
         if fresh {
             let now = now_ns();
@@ -1177,24 +1193,59 @@ impl Store for Sqlite {
         gc(&mut conn, req, shown, protected, caller)
     }
 
+    fn note_event(&self, op: &str, path: &str, reason: &str, caller: &Caller) -> Result<()> {
+        let mut conn = self.write_lock()?;
+        let caller = &self.process(&conn, caller)?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        insert_event(
+            &tx,
+            op,
+            path,
+            None,
+            None,
+            None,
+            None,
+            Some(reason),
+            None,
+            caller,
+            now_ns(),
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
     fn forget(&self, batch: &ForgetBatch<'_>, caller: &Caller) -> Result<Forgot> {
         let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, caller)?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let out = crate::store::sql::policy::forget_in(&tx, batch, caller)?;
         tx.commit()?;
-        if out.versions + out.refusals > 0 {
-            // The pages freed go back to the file system, at most 8 MiB a batch (a no-op
-            // in a database made without `auto_vacuum = INCREMENTAL`, docs/schema.md),
-            // once the WAL is written back into the file (PASSIVE: never waits for a
-            // reader).
-            // Each step of the statement frees one page: stepped to its end.
-            conn.each("PRAGMA incremental_vacuum(2048)", p![], &mut |_| {
-                Ok(crate::store::sql::Flow::Next)
-            })?;
-            let _: i64 = conn.value("PRAGMA wal_checkpoint(PASSIVE)", p![])?;
-        }
         Ok(out)
+    }
+
+    fn reclaim(&self) -> Result<()> {
+        // The pages a pass freed go back to the file system (a no-op in a database made
+        // without `auto_vacuum = INCREMENTAL`, docs/schema.md), 512 (2 MiB) at a time,
+        // the write lock let go and as long again waited between them, then the WAL is
+        // written back into the file (PASSIVE: never waits for a reader).
+        loop {
+            let started = std::time::Instant::now();
+            let left: i64 = {
+                let conn = self.write_lock()?;
+                // Each step of the statement frees one page: stepped to its end.
+                conn.each("PRAGMA incremental_vacuum(512)", p![], &mut |_| {
+                    Ok(crate::store::sql::Flow::Next)
+                })?;
+                conn.value("PRAGMA freelist_count", p![])?
+            };
+            if left == 0 {
+                break;
+            }
+            std::thread::sleep(started.elapsed());
+        }
+        let conn = self.write_lock()?;
+        let _: i64 = conn.value("PRAGMA wal_checkpoint(PASSIVE)", p![])?;
+        Ok(())
     }
 
     fn reject(

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""scripts/bench-policy.py [--db DB] [--rounds N] - the retention policy's cost (issue 36),
+as docs/benchmarks.md "Issue 36" reports it. Run as root.
+
+DB: an unmounted SQLite scratchpad with many versions (scripts/make-history-pad.py makes
+900,000 in about 5 minutes on a mount of a fresh pad; give its database here), or a
+PostgreSQL URL of one. The database is changed: the policy forgets most of it; on SQLite
+the file is copied first and the copy used (DB itself is left as it was).
+
+Measures, in one run:
+1. creates and appends per second through a mount without rules (the policy off), then
+   with the rules `{"paths": [{"path": "**", "keep": {"versions": 3}}]}` and a pass
+   every second (the policy on), after the first pass forgot what they say, rounds
+   interleaved off/on;
+2. that first pass: how long it took, the versions and bytes it forgot, its
+   transactions and the longest (the time the store's write lock was held, from the
+   daemon's log), and the daemon's peak resident memory before and after it (VmHWM).
+"""
+import argparse, os, re, shutil, subprocess, sys, tempfile, time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--db", required=True)
+ap.add_argument("--rounds", type=int, default=3)
+ap.add_argument("--ops", type=int, default=2000)
+ap.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "scratchfs"))
+a = ap.parse_args()
+
+work = tempfile.mkdtemp(prefix="bench-policy-", dir="/var/tmp")
+mnt = os.path.join(work, "m")
+os.mkdir(mnt)
+pg = a.db.startswith("postgres")
+db = a.db if pg else os.path.join(work, "pad.db")
+if not pg:
+    shutil.copy(a.db, db)
+rules = os.path.join(work, "rules.json")
+with open(rules, "w") as f:
+    f.write('{"paths": [{"path": "**", "keep": {"versions": 3}}]}')
+log_path = os.path.join(work, "daemon.log")
+daemon = None
+
+
+def mount(with_rules, interval="1"):
+    global daemon
+    env = dict(os.environ, RUST_LOG="info,fuser=error", SCRATCHFS_POLICY_INTERVAL=interval)
+    args = [a.bin, "mount", mnt, "--db", db] + (["--rules", rules] if with_rules else [])
+    daemon = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=open(log_path, "a"))
+    t = time.time()
+    while not os.path.exists(os.path.join(mnt, "MANIFEST")):
+        if daemon.poll() is not None:
+            sys.exit("mount failed: " + open(log_path).read()[-2000:])
+        if time.time() - t > 600:
+            sys.exit("mount: no answer in 600 s")
+        time.sleep(0.05)
+
+
+def unmount():
+    subprocess.run([a.bin, "unmount", mnt], check=True)
+    daemon.wait(timeout=600)
+
+
+def status(key):
+    with open("/proc/%d/status" % daemon.pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) // 1024
+    return None
+
+
+def rates(tag):
+    d = os.path.join(mnt, "bench-%s-%d" % (tag, time.time_ns()))
+    os.mkdir(d)
+    t = time.perf_counter()
+    for i in range(a.ops):
+        with open(os.path.join(d, "f%05d" % i), "w") as f:
+            f.write("x\n")
+    creates = a.ops / (time.perf_counter() - t)
+    p = os.path.join(d, "log")
+    t = time.perf_counter()
+    for i in range(a.ops):
+        with open(p, "a") as f:
+            f.write("line %d\n" % i)
+    appends = a.ops / (time.perf_counter() - t)
+    return creates, appends
+
+
+def passes():
+    """The daemon log's policy lines: (versions, refusals, bytes, transactions, longest ms)."""
+    out = []
+    for line in open(log_path):
+        m = re.search(r"policy: forgot (\d+) versions, the content of (\d+) refusals and (\d+) bytes in (\d+) transactions \(the longest ([\d.]+) ms\)", line)
+        if m:
+            out.append(tuple(float(x) for x in m.groups()))
+    return out
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+results = {"off": [], "on": []}
+# Warm: the database read once (the first mount builds the new indexes of an older pad).
+mount(False)
+results["off"].append(rates("off"))
+unmount()
+# The first pass, measured alone.
+mount(True)
+hwm0, rss0 = status("VmHWM"), status("VmRSS")
+t0 = time.time()
+while not passes():
+    time.sleep(0.2)
+    if time.time() - t0 > 3600:
+        sys.exit("the first pass did not end in an hour")
+took = time.time() - t0
+hwm1 = status("VmHWM")
+first = passes()[0]
+unmount()
+for r in range(a.rounds):
+    for tag in (("off", "on") if r % 2 == 0 else ("on", "off")):
+        mount(tag == "on")
+        results[tag].append(rates(tag))
+        unmount()
+
+print("first pass: %d versions and %d bytes forgotten in %d transactions, the longest %.1f ms; "
+      "it ended within %.0f s of the mount" % (first[0], first[2], first[3], first[4], took))
+print("daemon memory: VmHWM %d MiB before the pass (VmRSS %d MiB), %d MiB after" % (hwm0, rss0, hwm1))
+for tag, what in (("off", "policy off"), ("on", "policy on (a pass a second)")):
+    c = median([x[0] for x in results[tag]])
+    ap_ = median([x[1] for x in results[tag]])
+    print("%-30s creates %7.0f/s  appends %7.0f/s  (%d rounds)" % (what, c, ap_, len(results[tag])))
+off_c = median([x[0] for x in results["off"]])
+off_a = median([x[1] for x in results["off"]])
+on_c = median([x[0] for x in results["on"]])
+on_a = median([x[1] for x in results["on"]])
+print("on/off: creates %.3f, appends %.3f" % (on_c / off_c, on_a / off_a))
+if not pg:
+    print("database file: %d bytes before, %d after" % (os.path.getsize(a.db), os.path.getsize(db)))
+shutil.rmtree(work, ignore_errors=True)
