@@ -541,3 +541,48 @@ fn promote_keeps_the_origin_and_retire_makes_the_pad_read_only() {
     assert_eq!(code, 1);
     assert!(err.contains("retired"), "{err}");
 }
+
+/// The agent (uid 1000) cannot promote into a mounted pad through its daemon (the
+/// daemon would read the source with its own rights: `EPERM`, recorded), nor promote
+/// from or retire a database it cannot open.
+#[test]
+fn the_agent_cannot_promote_through_a_mount_nor_retire() {
+    let mut src = Mount::new();
+    src.sh_ok("echo secret-plan > notes.md");
+    let mut long = Mount::with_args(&["--owner", "1000:1000"]);
+    let value = serde_json::json!({
+        "from": src.db.to_str().unwrap(), "paths": ["notes.md"], "op": "promote",
+    })
+    .to_string();
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "setfattr", "-n", "user.scratchfs.adopt", "-v", &value])
+        .arg(&long.mnt)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the agent promoted through the daemon");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Operation not permitted"), "{o:?}");
+    assert!(!long.path("notes.md").exists());
+    assert_eq!(
+        long.sql("SELECT COUNT(*) FROM events WHERE op = 'rejected' AND errno = 1"),
+        "1"
+    );
+    if !on_postgres() {
+        long.unmount();
+        src.unmount();
+        for args in [
+            vec!["promote", "--db", src.db.to_str().unwrap(), "--to", long.db.to_str().unwrap(), "notes.md"],
+            vec!["retire", "--db", src.db.to_str().unwrap()],
+        ] {
+            let o = std::process::Command::new("setpriv")
+                .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", BIN])
+                .args(&args)
+                .output()
+                .unwrap();
+            assert!(!o.status.success(), "the agent ran {args:?}");
+        }
+        src.start();
+        long.start();
+        assert!(!long.path("notes.md").exists());
+        assert_eq!(src.sql("SELECT COUNT(*) FROM events WHERE op IN ('retire', 'promote')"), "0");
+    }
+}

@@ -89,13 +89,17 @@ pub(crate) fn protected(conn: &dyn Conn) -> Result<Protected> {
             "SELECT i.input_id FROM files f JOIN versions v ON v.file_id = f.id
              JOIN inputs i ON i.version_id = v.id WHERE {LIVE_HEAD}"
         ),
-        format!(
-            "SELECT v.restored_from FROM files f JOIN versions v ON v.file_id = f.id
-             WHERE v.restored_from IS NOT NULL AND {LIVE_HEAD}"
-        ),
+        // Driven from the live files, each head found by the primary key (a join let
+        // SQLite read every version: 0.46 s at 900,000).
+        "SELECT (SELECT w.restored_from FROM versions w WHERE w.file_id = f.id
+                 ORDER BY w.version DESC LIMIT 1)
+         FROM files f WHERE f.deleted_ns IS NULL AND f.merged_into IS NULL"
+            .to_string(),
     ] {
         conn.each(&sql, p![], &mut |r| {
-            inputs.insert(r.get::<i64>(0)?);
+            if let Some(id) = r.get::<Option<i64>>(0)? {
+                inputs.insert(id);
+            }
             Ok(crate::store::sql::Flow::Next)
         })?;
     }
