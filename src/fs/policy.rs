@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::Fs;
 use super::gate::Change;
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::rules::enforce::Compiled;
 use crate::rules::{Including, Keep, PathRule};
@@ -82,7 +81,8 @@ pub enum Chosen {
     },
 }
 
-/// How a rule is named in events and listings: `paths[1] "logs/**" (versions 5, days 7)`.
+/// How a rule is named in events and listings: `paths[1] logs/** (versions 5, days 7)`
+/// (the glob quoted as a stored path is: only when it needs it).
 pub fn label(index: usize, rule: &PathRule) -> String {
     let mut limits = Vec::new();
     if let Some(keep) = &rule.keep {

@@ -652,6 +652,16 @@ fn keep(found: &mut Found, k: &Node, what: &str) {
             }
         }
     }
+    let names = |item: &Node| item.str() == Some("refusals");
+    if let Some(list) = k.get("including")
+        && let Some(r) = list.items().unwrap_or_default().iter().find(|i| names(i))
+        && k.get("days").is_none_or(|d| matches!(d.kind, Kind::Null))
+    {
+        found.warn(
+            r.at,
+            format!("{what}.including: \"refusals\" without \"days\": refused content is forgotten only by days"),
+        );
+    }
     let limits = ["versions", "days", "bytes"];
     if !limits
         .iter()
@@ -1387,6 +1397,7 @@ mod tests {
                                "including": ["checkpointed", "inputs", "reads"]}},
   {"path": "a/**", "keep": {}},
   {"path": "b/**", "keep": [5]},
+  {"path": "c/**", "keep": {"versions": 1, "including": ["refusals"]}},
   {"path": "**", "keep": {"versions": 5, "days": 0.5, "bytes": 1000000,
                           "including": ["inputs", "refusals"]}}],
  "quota": {"bytes": 0, "files": 1.5, "inodes": 3}}"#;
@@ -1403,9 +1414,10 @@ mod tests {
             r#"3:72: paths[0].keep.including[2]: expected one of "inputs", "refusals", found "reads""#,
             r#"4:28: warning: paths[1].keep: no limit (versions, days, bytes): everything is kept"#,
             r#"5:28: paths[2].keep: expected an object, found an array"#,
-            r#"8:21: quota.bytes: expected an integer from 1 to 9223372036854775807, found 0"#,
-            r#"8:33: quota.files: expected an integer from 1 to 9223372036854775807, found 1.5"#,
-            r#"8:38: quota: unknown key "inodes" (expected one of: bytes, files)"#,
+            r#"6:58: warning: paths[3].keep.including: "refusals" without "days": refused content is forgotten only by days"#,
+            r#"9:21: quota.bytes: expected an integer from 1 to 9223372036854775807, found 0"#,
+            r#"9:33: quota.files: expected an integer from 1 to 9223372036854775807, found 1.5"#,
+            r#"9:38: quota: unknown key "inodes" (expected one of: bytes, files)"#,
         ];
         assert_eq!(got, want, "{got:#?}");
         let ok = check(

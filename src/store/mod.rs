@@ -254,7 +254,7 @@ pub struct Protected {
 /// One batch the policy pass forgets in one transaction ([`Store::forget`]).
 #[derive(Debug, Clone)]
 pub struct ForgetBatch<'a> {
-    /// The rule, as the event's reason names it (`paths[1] "logs/**" (versions 5)`).
+    /// The rule, as the event's reason names it (`paths[1] logs/** (versions 5)`).
     pub rule: &'a str,
     /// The run's event for this rule, once a batch made it.
     pub event: Option<i64>,
@@ -1138,7 +1138,7 @@ pub trait History: Send + Sync {
     fn du_writers(&self, prefix: &str) -> Result<Vec<(String, u64, u64)>>;
     /// Why version `n` of lineage `file_id` is gone, if a gc or a policy pass forgot it:
     /// (the run's event, when it ran in ns, the run as its event names it: `policy
-    /// paths[0] "logs/**" (versions 3)`, `gc (keep_last 1) by uid 0`).
+    /// paths[0] logs/** (versions 3)`, `gc (keep_last 1) by uid 0`).
     fn forgotten_version(&self, file_id: i64, n: i64)
     -> Result<Option<(Option<i64>, i64, String)>>;
     /// Calls `f` with each stretch of data of `content` (offset, bytes), in order, holes
