@@ -8,8 +8,9 @@ PostgreSQL URL of one. The database is changed: the policy forgets most of it; o
 the file is copied first and the copy used (DB itself is left as it was).
 
 Measures, in one run:
-1. creates and appends per second through a mount without rules (the policy off), then
-   with the rules `{"paths": [{"path": "**", "keep": {"versions": 3}}]}` and a pass
+1. creates and appends per second through a mount with the rules `{"paths": [{"path":
+   "**"}]}` (the policy off), then with `{"paths": [{"path": "**", "keep": {"versions":
+   3}}]}` and a pass
    every second (the policy on), after the first pass forgot what they say, rounds
    interleaved off/on;
 2. that first pass: how long it took, the versions and bytes it forgot, its
@@ -36,6 +37,10 @@ if not pg:
 rules = os.path.join(work, "rules.json")
 with open(rules, "w") as f:
     f.write('{"paths": [{"path": "**", "keep": {"versions": 3}}]}')
+# The policy off: the same rules without `keep` (the gate's own cost is in both).
+plain = os.path.join(work, "plain.json")
+with open(plain, "w") as f:
+    f.write('{"paths": [{"path": "**"}]}')
 log_path = os.path.join(work, "daemon.log")
 daemon = None
 
@@ -43,7 +48,7 @@ daemon = None
 def mount(with_rules, interval="60"):
     global daemon
     env = dict(os.environ, RUST_LOG="info,fuser=error", SCRATCHFS_POLICY_INTERVAL=interval)
-    args = [a.bin, "mount", mnt, "--db", db] + (["--rules", rules] if with_rules else [])
+    args = [a.bin, "mount", mnt, "--db", db, "--rules", rules if with_rules else plain]
     daemon = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=open(log_path, "a"))
     t = time.time()
     while not os.path.exists(os.path.join(mnt, "MANIFEST")):

@@ -316,6 +316,17 @@ print(os.path.exists("b.bin"))
     m.sh_ok("head -c 30000 /dev/urandom > harness.bin && touch harness2");
     let header = read(m.path("MANIFEST")).lines().next().unwrap().to_string();
     assert!(header.contains(", 8 of 6 files"), "{header}");
+    // MCP `list` carries the same figures, structured.
+    let r = mcp_session(
+        "quota-client",
+        &["stdio", BIN, "mcp", "--db", m.db.to_str().unwrap()],
+        serde_json::json!([{ "tool": "list", "args": {} }]),
+    );
+    let usage = &r["results"][0]["structured"]["usage"];
+    assert_eq!(usage["quota_bytes"], 20480, "{r}");
+    assert_eq!(usage["quota_files"], 6, "{r}");
+    assert_eq!(usage["files"], 8, "{r}");
+    assert!(usage["bytes"].as_u64().unwrap() > 38_000, "{r}");
 }
 
 /// `scratchfs du` and `gc --policy --dry-run` (issue 36 item 4) say what each file
@@ -555,12 +566,26 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
     })
     .to_string();
     let o = std::process::Command::new("setpriv")
-        .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "setfattr", "-n", "user.scratchfs.adopt", "-v", &value])
+        .args([
+            "--reuid",
+            "1000",
+            "--regid",
+            "1000",
+            "--clear-groups",
+            "setfattr",
+            "-n",
+            "user.scratchfs.adopt",
+            "-v",
+            &value,
+        ])
         .arg(&long.mnt)
         .output()
         .unwrap();
     assert!(!o.status.success(), "the agent promoted through the daemon");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("Operation not permitted"), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Operation not permitted"),
+        "{o:?}"
+    );
     assert!(!long.path("notes.md").exists());
     assert_eq!(
         long.sql("SELECT COUNT(*) FROM events WHERE op = 'rejected' AND errno = 1"),
@@ -570,7 +595,14 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
         long.unmount();
         src.unmount();
         for args in [
-            vec!["promote", "--db", src.db.to_str().unwrap(), "--to", long.db.to_str().unwrap(), "notes.md"],
+            vec![
+                "promote",
+                "--db",
+                src.db.to_str().unwrap(),
+                "--to",
+                long.db.to_str().unwrap(),
+                "notes.md",
+            ],
             vec!["retire", "--db", src.db.to_str().unwrap()],
         ] {
             let o = std::process::Command::new("setpriv")
@@ -583,6 +615,39 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
         src.start();
         long.start();
         assert!(!long.path("notes.md").exists());
-        assert_eq!(src.sql("SELECT COUNT(*) FROM events WHERE op IN ('retire', 'promote')"), "0");
+        assert_eq!(
+            src.sql("SELECT COUNT(*) FROM events WHERE op IN ('retire', 'promote')"),
+            "0"
+        );
     }
+}
+
+/// `promote` across backends (issue 36 item 5): from an SQLite pad to a PostgreSQL one,
+/// the origin naming the SQLite file by its canonical path (run in both passes of
+/// scripts/test: the SQLite file and the test cluster are there in each).
+#[test]
+fn promote_crosses_backends_from_sqlite_to_postgresql() {
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("task.db");
+    let src = Mount::on_db(task.to_str().unwrap());
+    src.sh_ok("echo kept > notes.md");
+    let url = new_pg_database();
+    let _drop = DropPgDatabase(url.clone());
+    let long = Mount::on_db(&url);
+    let o = std::process::Command::new(BIN)
+        .args([
+            "promote",
+            "--db",
+            task.to_str().unwrap(),
+            "--to",
+            &url,
+            "notes.md",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(read(long.path("notes.md")), "kept\n");
+    let origin = pg_query(&url, "SELECT source, path, version FROM origins");
+    let canonical = std::fs::canonicalize(&task).unwrap();
+    assert_eq!(origin, format!("{}|notes.md|1", canonical.display()));
 }

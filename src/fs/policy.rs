@@ -678,6 +678,18 @@ pub fn spawn(fs: &Arc<Fs>) {
     let spawned = std::thread::Builder::new()
         .name("scratchfs-policy".into())
         .spawn(move || {
+            // Background work: the lowest CPU priority for this thread (setpriority(2)
+            // on a thread id: Linux's nice is per thread), so a pass takes only what the
+            // agent's requests leave of the cores.
+            // SAFETY: plain system calls on this thread's own id.
+            let set =
+                unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
+            if set != 0 {
+                log::warn!(
+                    "policy thread: nice 19: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
             // A full pass every FULL_EVERY ticks (what only time or a released protection
             // lets go: `days`, a dropped checkpoint, a superseded read), else only the
             // lineages written since the last pass.

@@ -854,7 +854,7 @@ pub fn catalog() -> Vec<ToolSpec> {
                         json!({
                             "path": string("path from the root"),
                             "bytes": int("size in bytes"),
-                            "tokens": int("about how many tokens reading it costs"),
+                            "tokens": maybe_int("about how many tokens reading it costs (null: a binary file)"),
                             "version": int("its current version"),
                             "writer": string("who wrote that version"),
                             "step": maybe_int("the step it was written at"),
