@@ -24,8 +24,7 @@ pub fn du(db: &Path, path: Option<&OsStr>, json: bool) -> Result<(), Failure> {
         return Err(format!(
             "du: {}: no file there, now or before",
             quote_stored(&prefix)
-        )
-        .into());
+        ));
     }
     let writers = history.du_writers(&prefix).map_err(|e| e.reason)?;
     let usage = history.usage().map_err(|e| e.reason)?;

@@ -63,7 +63,7 @@ pub fn log(db: &Path, path: Option<&OsStr>, rejected: bool, json: bool) -> Resul
         match (&e.transport, &e.client) {
             (Some(t), Some(c)) => {
                 let v = e.client_version.as_deref().unwrap_or_default();
-                line += &format!("  ({t}: {})", quote_path(&format!("{c} {v}").trim_end()))
+                line += &format!("  ({t}: {})", quote_path(format!("{c} {v}").trim_end()))
             }
             (Some(t), None) => line += &format!("  ({t})"),
             _ => {

@@ -365,8 +365,8 @@ pub fn history(db: &Path, path: &OsStr, json: bool) -> Result<(), Failure> {
     if !json && !all.is_empty() {
         // The columns' names (issue 33 item 9: a table without them read as noise).
         println!(
-            "{:>4}  {:<20}  {:<8} {:>9}  {:<14} {:<6} {:<12}  {}  exe",
-            "v", "time (UTC)", "op", "bytes", "writer", "step", "blake3", "path"
+            "{:>4}  {:<20}  {:<8} {:>9}  {:<14} {:<6} {:<12}  path  exe",
+            "v", "time (UTC)", "op", "bytes", "writer", "step", "blake3"
         );
     }
     for v in all {

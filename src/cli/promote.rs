@@ -50,8 +50,7 @@ pub fn promote(
                     "promote: {}: no such file in {} (PATH, or PATH:KEY for one key of a JSON file)",
                     quote_stored(&stored),
                     shown(&source)
-                )
-                .into());
+                ));
             }
         }
     }
@@ -152,13 +151,13 @@ fn note(db: &Path, path: &str, reason: &str) -> Result<(), Failure> {
         let fs = super::offline_fs(db)?;
         return fs
             .note_promoted(path, reason, &caller)
-            .map_err(|e| e.reason.into());
+            .map_err(|e| e.reason);
     }
     match crate::mount::lock_database_now(db) {
         Ok(_lock) => {
             let fs = super::offline_fs(db)?;
             fs.note_promoted(path, reason, &caller)
-                .map_err(|e| e.reason.into())
+                .map_err(|e| e.reason)
         }
         Err(_) => {
             let mnt = super::live_mountpoint(db)?
@@ -166,7 +165,7 @@ fn note(db: &Path, path: &str, reason: &str) -> Result<(), Failure> {
             let value = serde_json::to_vec(&serde_json::json!({ "path": path, "reason": reason }))
                 .map_err(|e| e.to_string())?;
             super::set_xattr(Path::new(&mnt), crate::fs::serve::PROMOTED_XATTR, &value)
-                .map_err(|e| format!("promote: recording it in {}: {e}", shown(db)).into())
+                .map_err(|e| format!("promote: recording it in {}: {e}", shown(db)))
         }
     }
 }
@@ -186,7 +185,10 @@ pub fn retire(db: &Path, export: Option<&Path>, json: bool) -> Result<(), Failur
     };
     let fs = super::offline_fs(db)?;
     if let Some(when) = fs.retired().map_err(|e| e.reason)? {
-        return Err(format!("retire: {} was retired already ({when})", shown(db)).into());
+        return Err(format!(
+            "retire: {} was retired already ({when})",
+            shown(db)
+        ));
     }
     let exported = match export {
         Some(file) => Some(export_tar(&*super::open_history(db)?, file)?),
@@ -234,7 +236,7 @@ fn export_tar(history: &dyn crate::store::History, file: &Path) -> Result<u64, F
         h.set_entry_type(tar::EntryType::Regular);
         let name = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(name));
         tar.append_data(&mut h, &name, bytes)
-            .map_err(|e| format!("retire --export: {}: {e}", name.display()).into())
+            .map_err(|e| format!("retire --export: {}: {e}", name.display()))
     };
     use std::os::unix::ffi::OsStrExt;
     let read = |c: crate::store::ContentRef| -> Result<Vec<u8>, Failure> {

@@ -632,6 +632,10 @@ impl Fs {
             },
             || Some(content.to_vec()),
         )?;
+        // The pad's quota (issue 36) binds what is brought in as it binds a write.
+        self.quota_allows_bytes(&caller, path, content.len() as u64, || {
+            Some(blake3::hash(content).to_hex().to_string())
+        })?;
         let ino = match existing {
             Some(ino) => ino,
             None => {
@@ -665,13 +669,17 @@ impl Fs {
         )?;
         self.invalidate(Invalidation::Attr(ino));
         self.invalidate(Invalidation::Data(ino));
+        if Some(v.id) != before {
+            self.usage_added(content.len() as u64, 1, 0);
+        }
         Ok((Some(v.id) != before).then_some(v))
     }
 
     /// This scratchpad's file at `path` (stored form) as it would be with top-level key
     /// `key` set to its value in `theirs` (the source's bytes of that file): `{}` when
-    /// the file is missing or empty, every other key kept (keys then sorted, the text pretty-printed). `EINVAL` when
-    /// either is not a JSON object, or `theirs` has no such key.
+    /// the file is missing or empty, every other key kept (the keys then sorted, the
+    /// text pretty-printed). `EINVAL` when either is not a JSON object, or `theirs` has
+    /// no such key.
     fn with_key_of(&self, path: &str, key: &str, theirs: &[u8], source: &str) -> Result<Vec<u8>> {
         use crate::error::Error;
         let q = crate::views::quote_stored(path);

@@ -466,12 +466,8 @@ impl Fs {
             });
             if let Err(e) = verdict {
                 // A refusal over the quota recorded itself, without the content.
-                let content = if e.errno == libc::EDQUOT {
-                    None
-                } else {
-                    self.content_after(ino, w).ok()
-                };
                 if e.errno != libc::EDQUOT {
+                    let content = self.content_after(ino, w).ok();
                     self.record_refusal(&path, &h.caller, &e, content.as_deref());
                 }
                 self.drop_private(fh, ino, w)?;

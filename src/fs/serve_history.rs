@@ -222,10 +222,11 @@ impl Fs {
         // A file's own history: a change its handles owe (a create or an O_TRUNC closed
         // without a write, committed at the release that follows close(2)) is waited for
         // as an open waits for it, so `exec 3>f; exec 3>&-; ls .history/f` lists it.
-        if !archive && !exact.is_empty() {
-            if let Some(ino) = self.live_ino_at(&exact) {
-                self.settle_owed(ino);
-            }
+        if !archive
+            && !exact.is_empty()
+            && let Some(ino) = self.live_ino_at(&exact)
+        {
+            self.settle_owed(ino);
         }
         let (prefix, mut lineages) = self.lineages_at(&exact)?;
         if archive {

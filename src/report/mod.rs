@@ -88,10 +88,9 @@ pub fn version_in(
             crate::views::one_line_stored(&by),
             crate::views::utc(at),
             event.map(|e| format!(" (event {e})")).unwrap_or_default()
-        )
-        .into());
+        ));
     }
-    Err(format!("{}: no such version", quote_stored(spec)).into())
+    Err(format!("{}: no such version", quote_stored(spec)))
 }
 
 /// Calls `f` with the bytes of `content` in order, in pieces of at most

@@ -110,7 +110,7 @@ impl ContentHasher {
                         *nonzero |= piece.iter().any(|&b| b != 0);
                     }
                     self.pos += piece.len() as u64;
-                    if self.pos % BLOCK == 0 {
+                    if self.pos.is_multiple_of(BLOCK) {
                         self.end_block(self.pos / BLOCK - 1);
                     }
                     data = rest;
@@ -122,7 +122,10 @@ impl ContentHasher {
     /// Feeds `n` zero bytes (a hole): O(1) per whole block of the block form.
     pub fn zeros(&mut self, mut n: u64) {
         while n > 0 {
-            if matches!(self.form, Form::Blocks { .. }) && self.pos % BLOCK == 0 && n >= BLOCK {
+            if matches!(self.form, Form::Blocks { .. })
+                && self.pos.is_multiple_of(BLOCK)
+                && n >= BLOCK
+            {
                 // Whole blocks of zeros contribute nothing.
                 let skip = n - n % BLOCK;
                 self.pos += skip;
@@ -165,7 +168,7 @@ impl ContentHasher {
         match &h.form {
             Form::Plain(p) => p.finalize().to_hex().to_string(),
             Form::Blocks { .. } => {
-                if h.pos % BLOCK != 0 {
+                if !h.pos.is_multiple_of(BLOCK) {
                     h.end_block(h.pos / BLOCK);
                 }
                 let Form::Blocks { outer, .. } = &mut h.form else {

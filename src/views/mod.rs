@@ -348,6 +348,22 @@ fn escape_into(mut p: &[u8], backslash: Backslash, out: &mut String) {
     }
 }
 
+/// A commit time (`ns` since the Unix epoch) as `log` and `history` print it:
+/// `YYYY-MM-DD HH:MM:SSZ`, UTC, truncated to the second (RFC 3339 with a space, which
+/// `cli::time::parse` reads back).
+pub fn utc(ns: i64) -> String {
+    // Every i64 of nanoseconds is within jiff's range (years -9999 to 9999).
+    let t = jiff::Timestamp::from_nanosecond(i128::from(ns)).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    t.strftime("%Y-%m-%d %H:%M:%SZ").to_string()
+}
+
+/// `ns` (since the Unix epoch) as notes print a TIME argument back: as [`utc`], with the
+/// fraction of a second when it has one (`2026-12-01 10:00:00.5Z`).
+pub fn utc_exact(ns: i64) -> String {
+    let t = jiff::Timestamp::from_nanosecond(i128::from(ns)).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    t.strftime("%Y-%m-%d %H:%M:%S%.fZ").to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -465,20 +481,4 @@ mod tests {
         assert_eq!(one_line(r#"plain "text" \ ok"#), r#"plain "text" \ ok"#);
         assert_eq!(one_line("a\nb: lost update\r"), r"a\nb: lost update\r");
     }
-}
-
-/// A commit time (`ns` since the Unix epoch) as `log` and `history` print it:
-/// `YYYY-MM-DD HH:MM:SSZ`, UTC, truncated to the second (RFC 3339 with a space, which
-/// `cli::time::parse` reads back).
-pub fn utc(ns: i64) -> String {
-    // Every i64 of nanoseconds is within jiff's range (years -9999 to 9999).
-    let t = jiff::Timestamp::from_nanosecond(i128::from(ns)).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    t.strftime("%Y-%m-%d %H:%M:%SZ").to_string()
-}
-
-/// `ns` (since the Unix epoch) as notes print a TIME argument back: as [`utc`], with the
-/// fraction of a second when it has one (`2026-12-01 10:00:00.5Z`).
-pub fn utc_exact(ns: i64) -> String {
-    let t = jiff::Timestamp::from_nanosecond(i128::from(ns)).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    t.strftime("%Y-%m-%d %H:%M:%S%.fZ").to_string()
 }

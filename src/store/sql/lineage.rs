@@ -13,7 +13,7 @@ use crate::store::error::Result;
 
 /// Version `id` (`versions.id`) with its provenance, `None` when there is no such version.
 pub(crate) fn version_facts(conn: &dyn Conn, id: i64) -> Result<Option<VersionFacts>> {
-    Ok(conn.opt(
+    conn.opt(
         "SELECT v.id, v.file_id, v.path, v.version, v.op, v.writer, p.exe, p.step, p.tgid,
                     v.time_ns, v.stream, v.size, v.restored_from, v.blake3,
                     o.source, o.source_id, o.source_version_id, o.path, o.version, o.writer
@@ -52,7 +52,7 @@ pub(crate) fn version_facts(conn: &dyn Conn, id: i64) -> Result<Option<VersionFa
                 },
             })
         },
-    )?)
+    )
 }
 
 /// The live lineage at `path` (stored form, [`crate::store::live_lineage`]) and its

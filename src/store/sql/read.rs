@@ -15,7 +15,7 @@ use crate::store::{
 };
 
 pub(crate) fn version_meta(conn: &dyn Conn, id: i64) -> Result<VersionMeta> {
-    Ok(conn.one(
+    conn.one(
         "SELECT v.writer, v.blake3, p.step, v.time_ns FROM versions v
              JOIN processes p ON p.id = v.process WHERE v.id = ?1",
         p![id],
@@ -27,7 +27,7 @@ pub(crate) fn version_meta(conn: &dyn Conn, id: i64) -> Result<VersionMeta> {
                 time_ns: r.get(3)?,
             })
         },
-    )?)
+    )
 }
 
 pub(crate) fn lineages(conn: &dyn Conn, prefix: &str) -> Result<Vec<Lineage>> {
@@ -64,7 +64,7 @@ pub(crate) fn versions(conn: &dyn Conn, file_id: i64) -> Result<Vec<VersionInfo>
 }
 
 pub(crate) fn lineage_owner(conn: &dyn Conn, file_id: i64) -> Result<Option<LineageOwner>> {
-    Ok(conn.opt(
+    conn.opt(
         "WITH RECURSIVE chain(id, depth) AS (
                  SELECT CAST(?1 AS BIGINT), CAST(0 AS BIGINT)
                  UNION ALL
@@ -77,7 +77,7 @@ pub(crate) fn lineage_owner(conn: &dyn Conn, file_id: i64) -> Result<Option<Line
              LIMIT 1",
         p![file_id],
         owner_of,
-    )?)
+    )
 }
 
 /// A [`LineageOwner`] from a row `(ino, linked, mode, uid, gid)` of `nodes`.
@@ -134,7 +134,7 @@ pub(crate) fn ground_sources(conn: &dyn Conn) -> Result<crate::lineage::sources:
 }
 
 pub(crate) fn version_lineage(conn: &dyn Conn, id: i64) -> Result<i64> {
-    Ok(conn.value("SELECT file_id FROM versions WHERE id = ?1", p![id])?)
+    conn.value("SELECT file_id FROM versions WHERE id = ?1", p![id])
 }
 
 pub(crate) fn version(conn: &dyn Conn, id: i64) -> Result<VersionInfo> {
@@ -152,12 +152,12 @@ pub(crate) fn version(conn: &dyn Conn, id: i64) -> Result<VersionInfo> {
 }
 
 pub(crate) fn deletion(conn: &dyn Conn, file_id: i64) -> Result<Option<(String, i64)>> {
-    Ok(conn.opt(
+    conn.opt(
         "SELECT writer, time_ns FROM events WHERE file_id = ?1 AND op = 'unlink'
              ORDER BY id DESC LIMIT 1",
         p![file_id],
         |r| Ok((r.get(0)?, r.get(1)?)),
-    )?)
+    )
 }
 
 pub(crate) fn fields(conn: &dyn Conn, file_id: i64) -> Result<Vec<FieldInfo>> {
@@ -188,7 +188,7 @@ pub(crate) fn checkpoints(conn: &dyn Conn) -> Result<Vec<crate::checkpoint::Chec
 }
 
 pub(crate) fn origin(conn: &dyn Conn, id: i64) -> Result<Option<crate::store::Origin>> {
-    Ok(conn.opt(
+    conn.opt(
         "SELECT source, source_id, source_version_id, path, version, writer FROM origins
              WHERE version_id = ?1",
         p![id],
@@ -202,7 +202,7 @@ pub(crate) fn origin(conn: &dyn Conn, id: i64) -> Result<Option<crate::store::Or
                 writer: r.get(5)?,
             })
         },
-    )?)
+    )
 }
 
 pub(crate) fn checkpoint_named(
@@ -220,7 +220,7 @@ pub(crate) fn checkpoint_point(
     conn: &dyn Conn,
     id: i64,
 ) -> Result<Option<crate::checkpoint::Point>> {
-    Ok(conn.opt(
+    conn.opt(
         "SELECT tree_seq, version_seq, time_ns, event_seq FROM checkpoints WHERE id = ?1",
         p![id],
         |r| {
@@ -231,7 +231,7 @@ pub(crate) fn checkpoint_point(
                 time_ns: r.get(2)?,
             })
         },
-    )?)
+    )
 }
 
 pub(crate) fn point_at(conn: &dyn Conn, time_ns: i64) -> Result<crate::checkpoint::Point> {
@@ -691,7 +691,7 @@ pub(crate) fn files_by_versions(
 
 /// [`crate::store::History::refused_content`].
 pub(crate) fn refused_content(conn: &dyn Conn, event: i64) -> Result<Option<(ContentRef, String)>> {
-    Ok(conn.opt(
+    conn.opt(
         "SELECT stream, size, blake3 FROM events
              WHERE id = ?1 AND op = 'rejected' AND stream IS NOT NULL",
         p![event],
@@ -704,7 +704,7 @@ pub(crate) fn refused_content(conn: &dyn Conn, event: i64) -> Result<Option<(Con
                 r.get::<Option<String>>(2)?.unwrap_or_default(),
             ))
         },
-    )?)
+    )
 }
 
 /// [`crate::store::History::time_span`].

@@ -86,12 +86,12 @@ pub(crate) fn version_from_row(r: &dyn Row) -> Result<VersionInfo> {
 /// The highest version of lineage `file_id`, whoever's it is: a lineage continued by a
 /// re-created file also holds the versions of the file deleted at that path before.
 pub(crate) fn head_of(tx: &dyn Conn, file_id: i64) -> Result<Option<VersionInfo>> {
-    Ok(tx.opt(
+    tx.opt(
         "SELECT id, version, stream, size, time_ns, writer FROM versions WHERE file_id = ?1
              ORDER BY version DESC LIMIT 1",
         p![file_id],
         version_from_row,
-    )?)
+    )
 }
 
 /// The current version of the file on lineage `file_id`: the lineage's head, unless
@@ -253,12 +253,12 @@ impl NodeHead {
 /// history is continuous across a delete and a re-create): the one deleted last at that
 /// path, unless it ended by being renamed over another file.
 pub(crate) fn deleted_lineage_at(tx: &dyn Conn, path: &str) -> Result<Option<i64>> {
-    Ok(tx.opt_value(
+    tx.opt_value(
         "SELECT id FROM files WHERE path = ?1 AND deleted_ns IS NOT NULL
                  AND merged_into IS NULL
              ORDER BY deleted_ns DESC, id DESC LIMIT 1",
         p![path],
-    )?)
+    )
 }
 
 /// JSON files up to this size keep per-key provenance.
@@ -879,7 +879,7 @@ pub(crate) fn lost_update_by_rename(
         return Ok(None);
     }
     let hash_of = |id: i64| -> Result<String> {
-        Ok(tx.value("SELECT blake3 FROM versions WHERE id = ?1", p![id])?)
+        tx.value("SELECT blake3 FROM versions WHERE id = ?1", p![id])
     };
     if same_bytes(tx, read_id, h.id)? {
         // The bytes read are the current bytes again (a rollback or a restore since): the
