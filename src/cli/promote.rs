@@ -278,7 +278,10 @@ fn export_tar(history: &dyn crate::store::History, file: &Path) -> Result<u64, F
             .map_err(|e| e.to_string())?;
     }
     add(&mut tar, b"log.jsonl", &log)?;
-    if let Some(rules) = history.rules_text().map_err(|e| e.reason)? {
+    // An empty text is the defaults: no file.
+    if let Some(rules) = history.rules_text().map_err(|e| e.reason)?
+        && !rules.trim().is_empty()
+    {
         add(&mut tar, b"rules.json", rules.as_bytes())?;
     }
     let mut w = tar
