@@ -558,8 +558,32 @@ fn promote_keeps_the_origin_and_retire_makes_the_pad_read_only() {
 /// from or retire a database it cannot open.
 #[test]
 fn the_agent_cannot_promote_through_a_mount_nor_retire() {
-    let mut src = Mount::new();
+    let mut src = Mount::with_args(&["--owner", "1000:1000"]);
     src.sh_ok("echo secret-plan > notes.md");
+    // Nor forge a promotion's record in a pad it may write (root's or the mounting
+    // user's only: EPERM, recorded).
+    let note = r#"{"path": "notes.md", "reason": "promoted version 1 of notes.md to /srv/long.db as version 9"}"#;
+    let o = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            "1000",
+            "--regid",
+            "1000",
+            "--clear-groups",
+            "setfattr",
+            "-n",
+            "user.scratchfs.promoted",
+            "-v",
+            note,
+        ])
+        .arg(&src.mnt)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the agent recorded a promotion");
+    assert_eq!(
+        src.sql("SELECT COUNT(*) FROM events WHERE op = 'promote'"),
+        "0"
+    );
     let mut long = Mount::with_args(&["--owner", "1000:1000"]);
     let value = serde_json::json!({
         "from": src.db.to_str().unwrap(), "paths": ["notes.md"], "op": "promote",

@@ -16,8 +16,17 @@ const NOTE_MAX: usize = 4096;
 impl Fs {
     /// Records that `caller` promoted the file at `path` (stored form) of this pad
     /// elsewhere (an event, op `promote`, `reason` saying what went where; secrets in it
-    /// redacted). Anyone who may reach the pad may record one: it names its caller.
+    /// redacted). Root and the user who mounted only (`EPERM`, recorded): the record is
+    /// evidence, and an agent must not forge it.
     pub fn note_promoted(&self, path: &str, reason: &str, caller: &Caller) -> Result<()> {
+        if !self.gate.is_trusted(caller) {
+            let e = Error::new(
+                libc::EPERM,
+                "promote: recording a promotion is for root and the user who mounted",
+            );
+            self.record_refusal(path, caller, &e, None);
+            return Err(e);
+        }
         if reason.len() > NOTE_MAX || path.len() > NOTE_MAX {
             return Err(Error::new(
                 libc::E2BIG,

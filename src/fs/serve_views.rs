@@ -172,7 +172,8 @@ pub const ADOPT_XATTR: &str = "user.scratchfs.adopt";
 
 /// Set on the root to `{"path": P, "reason": R}`: records that the caller promoted the
 /// file at P of this scratchpad elsewhere (`scratchfs promote` while this, its source,
-/// is mounted; [`super::Fs::note_promoted`]: an event naming the caller, op `promote`).
+/// is mounted; [`super::Fs::note_promoted`]: an event naming the caller, op `promote`;
+/// root and the user who mounted only).
 pub const PROMOTED_XATTR: &str = "user.scratchfs.promoted";
 
 /// What `scratchfs redact PATH@N` asks the daemon for (the value of [`REDACT_XATTR`]).
