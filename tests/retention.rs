@@ -735,3 +735,57 @@ fn a_policy_pass_on_postgresql_reads_each_batch_by_key() {
         "the pass read {read} rows of versions and extents by sequential scans in {batches} batches; the tables hold {rows}: batches scanned them"
     );
 }
+
+/// Every daemon of a PostgreSQL scratchpad runs the policy pass; two running at once
+/// forget each version once and count it once: the policy events' counts add up to the
+/// versions forgotten. (Before: the change lock is shared, so two batches chose the same
+/// versions, both counted them, and the second's deletes found nothing; a batch now
+/// holds the policy's own advisory lock and judges again once it has it.) Run in both
+/// passes of scripts/test.
+#[test]
+fn two_daemons_passes_count_each_forgotten_version_once() {
+    let url = new_pg_database();
+    let _drop = DropPgDatabase(url.clone());
+    let mut first = Mount::on_db_with_env(&url, &[("SCRATCHFS_POLICY_INTERVAL", "100000")]);
+    first.sh_ok("for i in $(seq 1 100); do for f in $(seq 1 40); do echo $i >> f$f; done; done");
+    let rules = first.dir.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        r#"{"paths": [{"path": "**", "keep": {"versions": 1}}]}"#,
+    )
+    .unwrap();
+    first.unmount();
+    let args = ["--rules", rules.to_str().unwrap()];
+    let env = [("SCRATCHFS_POLICY_INTERVAL", "0.05")];
+    let a = Mount::on_db_env(&url, &args, &env);
+    let b = Mount::on_db_env(&url, &args, &env);
+    wait_for("the passes to forget all but each file's newest", || {
+        pg_query(
+            &url,
+            "SELECT COUNT(*) FROM (SELECT file_id FROM versions GROUP BY file_id HAVING COUNT(*) > 1) x",
+        ) == "0"
+    });
+    let forgotten: u64 = pg_query(
+        &url,
+        "SELECT COUNT(*) FROM forgotten f JOIN events e ON e.id = f.event_id WHERE e.op = 'policy'",
+    )
+    .parse()
+    .unwrap();
+    assert_eq!(forgotten, 3960);
+    let reasons = pg_query(&url, "SELECT reason FROM events WHERE op = 'policy'");
+    let counted: u64 = reasons
+        .lines()
+        .map(|r| {
+            r.split("forgot ")
+                .nth(1)
+                .and_then(|s| s.split(' ').next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no count in {r:?}"))
+        })
+        .sum();
+    assert_eq!(
+        counted, forgotten,
+        "the policy events count {counted} versions forgotten, {forgotten} were:\n{reasons}"
+    );
+    drop((a, b));
+}

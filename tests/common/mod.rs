@@ -246,7 +246,9 @@ impl Mount {
         Self::on_db_env(db, extra, &[])
     }
 
-    fn on_db_env(db: &str, extra: &[&str], env: &[(&str, &str)]) -> Mount {
+    /// [`Mount::on_db`] with extra `scratchfs mount` arguments and the daemon's
+    /// environment extended by `env`.
+    pub fn on_db_env(db: &str, extra: &[&str], env: &[(&str, &str)]) -> Mount {
         let dir = tempfile::Builder::new()
             .prefix("scratchfs-test-")
             .tempdir()

@@ -26,7 +26,7 @@ const END_MARKERS: &str = r#"INSERT INTO extents(stream, "offset", len, blob, bl
 /// (Re)creates the temporary table `name` of this connection with `definition` (the
 /// column list in parentheses, or `AS SELECT ...`): a connection that lives on keeps an
 /// earlier run's (a committed gc keeps them, a rolled back dry run does not).
-fn temp_table(tx: &dyn Conn, name: &str, definition: &str) -> Result<()> {
+pub(super) fn temp_table(tx: &dyn Conn, name: &str, definition: &str) -> Result<()> {
     let schema = match tx.dialect() {
         Dialect::Sqlite => "temp",
         Dialect::Postgres => "pg_temp",

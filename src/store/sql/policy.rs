@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use super::now_ns;
 use crate::p;
 use crate::store::error::Result;
+use crate::store::sql::admin::temp_table;
 use crate::store::sql::write::Proc;
 use crate::store::sql::{Conn, ConnExt, Dialect, Param};
 use crate::store::{
@@ -130,16 +131,9 @@ pub(crate) fn refusals_after(
     )
 }
 
-/// (Re)creates temporary table `name` (see `admin::temp_table`).
-fn temp_table(tx: &dyn Conn, name: &str, definition: &str) -> Result<()> {
-    let schema = match tx.dialect() {
-        Dialect::Sqlite => "temp",
-        Dialect::Postgres => "pg_temp",
-    };
-    tx.batch(&format!(
-        "DROP TABLE IF EXISTS {schema}.{name}; CREATE TEMP TABLE {name} {definition}"
-    ))
-}
+/// The transaction-level advisory lock of a policy batch on PostgreSQL: the keys "poli"
+/// and the scratchpad's schema (as the change lock's, `postgres::conn::change_lock_sql`).
+const POLICY_LOCK: &str = "SELECT pg_advisory_xact_lock(1886350441, hashtext(current_schema()))";
 
 /// Gives PostgreSQL's planner the row counts of the batch's temporary `tables` (autovacuum
 /// never analyzes a temporary table: without statistics the planner guesses thousands of
@@ -193,6 +187,12 @@ pub(crate) fn forget_in(tx: &dyn Conn, batch: &ForgetBatch<'_>, caller: &Proc) -
         // Each statement here touches a few rows by key; compiling one took 80-120 ms
         // (measured: most of a batch) whenever an estimate crossed `jit_above_cost`.
         tx.batch("SET LOCAL jit = off")?;
+        // One batch at a time per scratchpad, whichever daemon runs it: every daemon of a
+        // PostgreSQL scratchpad runs the pass, and the change lock is shared, so two
+        // batches choosing the same versions both counted them in their events (the
+        // second's deletes waited for the first's, then found nothing). Taken before the
+        // rechecks below, which then see what the other batch committed.
+        tx.batch(POLICY_LOCK)?;
     }
     temp_table(
         tx,
