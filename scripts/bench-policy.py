@@ -90,10 +90,11 @@ def rates(tag):
 
 
 def passes():
-    """The daemon log's policy lines: (versions, refusals, bytes, transactions, longest ms)."""
+    """The daemon log's policy lines: (versions, refusals, bytes, transactions, longest ms,
+    transactions over 50 ms)."""
     out = []
     for line in open(log_path):
-        m = re.search(r"policy: forgot (\d+) versions, the content of (\d+) refusals and (\d+) bytes in (\d+) transactions \(the longest ([\d.]+) ms\)", line)
+        m = re.search(r"policy: forgot (\d+) versions, the content of (\d+) refusals and (\d+) bytes in (\d+) transactions \(the longest ([\d.]+) ms, (\d+) over 50 ms\)", line)
         if m:
             out.append(tuple(float(x) for x in m.groups()))
     return out
@@ -129,8 +130,8 @@ for r in range(a.rounds):
         results[tag].append(rates(tag))
         unmount()
 
-print("first pass: %d versions and %d bytes forgotten in %d transactions, the longest %.1f ms; "
-      "it ended within %.0f s of the mount" % (first[0], first[2], first[3], first[4], took))
+print("first pass: %d versions and %d bytes forgotten in %d transactions, the longest %.1f ms, "
+      "%d over 50 ms; it ended within %.0f s of the mount" % (first[0], first[2], first[3], first[4], first[5], took))
 print("daemon memory: VmHWM %d MiB before the pass (VmRSS %d MiB), %d MiB after" % (hwm0, rss0, hwm1))
 for tag, what in (("off", "policy off"), ("on", "policy on (a pass every %ss)" % a.interval)):
     c = median([x[0] for x in results[tag]])

@@ -189,19 +189,8 @@ fn the_agent_cannot_run_the_policy_nor_list_it() {
     m.restart_with(&["--owner", "1000:1000", "--rules", file.to_str().unwrap()]);
     m.sh_ok("for i in 1 2 3; do echo $i > f; done");
     let value = r#"{"keep_last":null,"before_ns":null,"dry_run":false,"policy":true}"#;
-    let o = std::process::Command::new("setpriv")
-        .args([
-            "--reuid",
-            "1000",
-            "--regid",
-            "1000",
-            "--clear-groups",
-            "setfattr",
-            "-n",
-            "user.scratchfs.gc",
-            "-v",
-            value,
-        ])
+    let o = as_agent()
+        .args(["setfattr", "-n", "user.scratchfs.gc", "-v", value])
         .arg(&m.mnt)
         .output()
         .unwrap();
@@ -215,19 +204,8 @@ fn the_agent_cannot_run_the_policy_nor_list_it() {
     let refused = m.sql("SELECT COUNT(*) FROM events WHERE op = 'rejected' AND reason LIKE '%gc%'");
     assert_eq!(refused, "1");
     if !on_postgres() {
-        let o = std::process::Command::new("setpriv")
-            .args([
-                "--reuid",
-                "1000",
-                "--regid",
-                "1000",
-                "--clear-groups",
-                BIN,
-                "gc",
-                "--policy",
-                "--dry-run",
-                "--db",
-            ])
+        let o = as_agent()
+            .args([BIN, "gc", "--policy", "--dry-run", "--db"])
             .arg(&m.db)
             .output()
             .unwrap();
@@ -253,16 +231,8 @@ fn a_write_past_the_quota_fails_with_edquot_and_keeps_no_content() {
     m.unmount();
     m.restart_with(&["--owner", "1000:1000", "--rules", file.to_str().unwrap()]);
     let agent = |script: &str| {
-        std::process::Command::new("setpriv")
-            .args([
-                "--reuid",
-                "1000",
-                "--regid",
-                "1000",
-                "--clear-groups",
-                "sh",
-                "-c",
-            ])
+        as_agent()
+            .args(["sh", "-c"])
             .arg(script)
             .current_dir(&m.mnt)
             .output()
@@ -563,19 +533,8 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
     // Nor forge a promotion's record in a pad it may write (root's or the mounting
     // user's only: EPERM, recorded).
     let note = r#"{"path": "notes.md", "reason": "promoted version 1 of notes.md to /srv/long.db as version 9"}"#;
-    let o = std::process::Command::new("setpriv")
-        .args([
-            "--reuid",
-            "1000",
-            "--regid",
-            "1000",
-            "--clear-groups",
-            "setfattr",
-            "-n",
-            "user.scratchfs.promoted",
-            "-v",
-            note,
-        ])
+    let o = as_agent()
+        .args(["setfattr", "-n", "user.scratchfs.promoted", "-v", note])
         .arg(&src.mnt)
         .output()
         .unwrap();
@@ -589,19 +548,8 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
         "from": src.db.to_str().unwrap(), "paths": ["notes.md"], "op": "promote",
     })
     .to_string();
-    let o = std::process::Command::new("setpriv")
-        .args([
-            "--reuid",
-            "1000",
-            "--regid",
-            "1000",
-            "--clear-groups",
-            "setfattr",
-            "-n",
-            "user.scratchfs.adopt",
-            "-v",
-            &value,
-        ])
+    let o = as_agent()
+        .args(["setfattr", "-n", "user.scratchfs.adopt", "-v", &value])
         .arg(&long.mnt)
         .output()
         .unwrap();
@@ -629,11 +577,7 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
             ],
             vec!["retire", "--db", src.db.to_str().unwrap()],
         ] {
-            let o = std::process::Command::new("setpriv")
-                .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", BIN])
-                .args(&args)
-                .output()
-                .unwrap();
+            let o = as_agent().args([BIN]).args(&args).output().unwrap();
             assert!(!o.status.success(), "the agent ran {args:?}");
         }
         src.start();
@@ -788,4 +732,146 @@ fn two_daemons_passes_count_each_forgotten_version_once() {
         "the policy events count {counted} versions forgotten, {forgotten} were:\n{reasons}"
     );
     drop((a, b));
+}
+
+/// Mounts a fresh pad of the agent's (uid 1000) with `rules`.
+fn agents_pad_with_rules(rules: &str) -> Mount {
+    let mut m = Mount::with_args(&["--owner", "1000:1000"]);
+    let file = m.dir.path().join("rules.json");
+    std::fs::write(&file, rules).unwrap();
+    m.unmount();
+    m.restart_with(&["--owner", "1000:1000", "--rules", file.to_str().unwrap()]);
+    m
+}
+
+/// Commits judged at once cannot each fit the quota alone and pass it together: each
+/// holds its bytes against the quota from its verdict until it is counted. (Helper
+/// finding, issue 36 attack round: 40 handles of 990,000 bytes each, closed at once by
+/// the agent, stored 3,960,000 bytes against a quota of 1,000,000.)
+#[test]
+fn commits_at_once_cannot_pass_the_quota_together() {
+    let m = agents_pad_with_rules(
+        r#"{"paths": [{"path": "**"}], "quota": {"bytes": 1000000, "files": 100}}"#,
+    );
+    let script = r#"
+import errno, os, threading
+n = 40
+fds = [os.open("c%02d.bin" % i, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) for i in range(n)]
+for fd in fds:
+    data = os.urandom(990000)
+    assert os.write(fd, data) == len(data)
+barrier = threading.Barrier(n)
+results = []
+def close(fd):
+    barrier.wait()
+    try:
+        os.close(fd)
+        results.append("ok")
+    except OSError as e:
+        results.append("edquot" if e.errno == errno.EDQUOT else "errno %d" % e.errno)
+threads = [threading.Thread(target=close, args=(fd,)) for fd in fds]
+for t in threads: t.start()
+for t in threads: t.join()
+print(results.count("ok"), results.count("edquot"), len(results))
+"#;
+    let o = as_agent()
+        .args(["/usr/bin/python3", "-c", script])
+        .current_dir(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(
+        out == "1 39 40" || out == "0 40 40",
+        "closes ok, refused with EDQUOT, in all: {out}"
+    );
+    let kept: u64 = m
+        .sql("SELECT COALESCE(SUM(size), 0) FROM versions WHERE path LIKE 'c%.bin'")
+        .parse()
+        .unwrap();
+    assert!(kept <= 1_000_000, "{kept} bytes kept past the quota");
+}
+
+/// The quota counts content as written: a file whose content matches a file the agent
+/// cannot read counts as much as one that does not, so the usage figures cannot tell
+/// the agent whether its guess of that content is right (helper finding: guesses of a
+/// PIN in a root file of a 0700 directory, read off MCP `list`'s `usage` after each
+/// count, found it). And `quota.files` counts directories: a pad of empty directories
+/// grew 24 MB past a full quota.
+#[test]
+fn the_quota_counts_bytes_as_written_and_directories_as_files() {
+    let mut m = agents_pad_with_rules(
+        r#"{"paths": [{"path": "**"}], "quota": {"bytes": 1000000, "files": 8}}"#,
+    );
+    let secret: String = (0..500)
+        .map(|i| format!("PIN={:05}\n", 4821 + i % 2))
+        .collect();
+    m.sh_ok(&format!(
+        "mkdir -m 0700 private && printf '%s' '{secret}' > private/secret.txt"
+    ));
+    let guess = |name: &str, content: &str| {
+        let o = as_agent()
+            .args(["sh", "-c", &format!("printf '%s' '{content}' > {name}")])
+            .current_dir(&m.mnt)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    guess("right.txt", &secret);
+    guess("wrong.txt", &secret.replace("4821", "4700"));
+    // Counted again from the store, as after a full pass: a new daemon counts once.
+    m.unmount();
+    m.start();
+    let r = mcp_session(
+        "quota-client",
+        &["stdio", BIN, "mcp", "--db", m.db.to_str().unwrap()],
+        serde_json::json!([{ "tool": "list", "args": {} }]),
+    );
+    let usage = &r["results"][0]["structured"]["usage"];
+    let written: u64 = m
+        .sql("SELECT COALESCE(SUM(size), 0) FROM versions")
+        .parse()
+        .unwrap();
+    assert_eq!(written, 3 * 5000 + 3, "each file written once");
+    assert_eq!(usage["bytes"].as_u64(), Some(written), "{usage}");
+    // Seeds (3), private/, its file, the two guesses: 7 of 8.
+    assert_eq!(usage["files"], 7, "{usage}");
+    let o = as_agent()
+        .args(["sh", "-c", "mkdir d1 && mkdir d2"])
+        .current_dir(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "a directory past the quota was made");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("quota"), "{err}");
+    assert!(m.path("d1").is_dir() && !m.path("d2").exists());
+}
+
+/// `why` of a file whose input the policy forgot (`including: ["inputs"]`) names the
+/// rule, as `show` does, where it said "forgotten by gc" (helper finding).
+#[test]
+fn why_names_the_rule_that_forgot_an_input() {
+    let mut m = Mount::new();
+    m.sh_ok(
+        "echo one > a.txt
+         python3 -c \"open('out.md', 'w').write(open('a.txt').read())\"
+         echo two > a.txt",
+    );
+    let file = m.dir.path().join("rules.json");
+    std::fs::write(
+        &file,
+        r#"{"paths": [{"path": "a.txt", "keep": {"versions": 1, "including": ["inputs"]}}, {"path": "**"}]}"#,
+    )
+    .unwrap();
+    m.unmount();
+    m.restart_with(&["--rules", file.to_str().unwrap()]);
+    let (code, out, err) = cli(&m, &["gc", "--policy"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert_eq!(kept(&m, "a.txt"), [2]);
+    let (code, out, err) = cli(&m, &["why", "out.md"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(
+        out.contains("(forgotten by policy paths[0] a.txt (versions 1"),
+        "{out}"
+    );
 }

@@ -383,8 +383,13 @@ pub fn policy(db: &Path, dry_run: bool, json: bool) -> Result<(), Failure> {
         );
     } else {
         println!(
-            "gc --policy: forgot {} versions, the content of {} refusals and {} bytes of content in {} transactions (the longest {:.1} ms)",
-            report.versions, report.refusals, report.bytes, report.batches, report.longest_batch_ms
+            "gc --policy: forgot {} versions, the content of {} refusals and {} bytes of content in {} transactions (the longest {:.1} ms, {} over 50 ms)",
+            report.versions,
+            report.refusals,
+            report.bytes,
+            report.batches,
+            report.longest_batch_ms,
+            report.batches_over_50ms
         );
         for (label, v, r, b, event) in &report.rules {
             println!(

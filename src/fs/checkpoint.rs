@@ -146,7 +146,7 @@ impl Fs {
         };
         self.hashers.lock().clear();
         // The files and bytes a rollback changed: counted again (issue 36).
-        if self.usage.lock().is_some()
+        if self.usage.lock().counted.is_some()
             && let Err(e) = self.recount_usage()
         {
             log::warn!("counting the pad's usage after a rollback: {e}");
@@ -633,7 +633,7 @@ impl Fs {
             || Some(content.to_vec()),
         )?;
         // The pad's quota (issue 36) binds what is brought in as it binds a write.
-        self.quota_allows_bytes(&caller, path, content.len() as u64, || {
+        let _quota_hold = self.quota_allows_bytes(&caller, path, content.len() as u64, || {
             Some(blake3::hash(content).to_hex().to_string())
         })?;
         let ino = match existing {

@@ -382,6 +382,8 @@ impl Fs {
         } else {
             String::new()
         };
+        // The bytes this commit holds against the quota, until it has counted them.
+        let mut _quota_hold = None;
         if self.gate.has_rules() {
             let (old_len, first) = {
                 let tree = self.tree.read();
@@ -463,6 +465,7 @@ impl Fs {
                         .flatten()
                         .map(|c| blake3::hash(&c).to_hex().to_string())
                 })
+                .map(|hold| _quota_hold = Some(hold))
             });
             if let Err(e) = verdict {
                 // A refusal over the quota recorded itself, without the content.
@@ -650,6 +653,8 @@ impl Fs {
             origin,
             restores,
         })?;
+        self.writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.note_write(caller, file_id, version.id);
         {
             let mut hashers = self.hashers.lock();

@@ -323,9 +323,12 @@ pub struct Fs {
     /// Held (read) by a restore from its lookup of the version to its commit, and
     /// (write) by gc, which could otherwise collect that version in between.
     gc_guard: RwLock<()>,
-    /// The pad's usage as last counted, plus what this daemon added since (issue 36;
-    /// [`Fs::usage`]): a leaf lock.
-    usage: Mutex<Option<crate::store::Usage>>,
+    /// The pad's usage as last counted, plus what this daemon added since, and what the
+    /// commits under way hold against the quota (issue 36; [`Fs::usage`]): a leaf lock.
+    usage: Mutex<policy::UsageCount>,
+    /// Changes this daemon made (commits and creates), counted so that the policy pass
+    /// knows the pad is being written and paces itself harder (issue 36).
+    writes: AtomicU64,
     /// Held (read) by a commit from its gate check to its store transaction, and (write)
     /// by a rename: a commit's content is judged under the path it lands at, never under
     /// a path a concurrent rename is moving it away from.
@@ -422,7 +425,8 @@ impl Fs {
             hashers: Mutex::new(HashMap::new()),
             invalidator: RwLock::new(None),
             gc_guard: RwLock::new(()),
-            usage: Mutex::new(None),
+            usage: Mutex::new(policy::UsageCount::default()),
+            writes: AtomicU64::new(0),
             ns_guard: RwLock::new(()),
             owed: (Mutex::new(()), crate::sync::Condvar::new()),
             live: Arc::default(),

@@ -120,9 +120,9 @@ impl Fs {
             wal_index,
         };
         self.admit(caller, &change, || None)?;
-        if kind == Kind::File {
-            self.quota_allows_file(caller, &path)?;
-        }
+        // Files and directories alike: inodes (issue 36; a pad of empty directories grew
+        // 24 MB past a full quota).
+        self.quota_allows_file(caller, &path)?;
         let rec = match self.store.create(parent, name, &path, kind, attrs, caller) {
             Ok(rec) => rec,
             Err(e) if e.is(ErrorKind::Exists) => {
@@ -139,9 +139,9 @@ impl Fs {
             Err(e) => return Err(e.into()),
         };
         let ino = rec.ino;
-        if kind == Kind::File {
-            self.usage_added(0, 0, 1);
-        }
+        self.usage_added(0, 0, 1);
+        self.writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut node = Node::from_record(rec);
         node.nlookup = 1;
         tree.nodes.insert(ino, node);
@@ -305,9 +305,7 @@ impl Fs {
         };
         self.admit(&caller, &change, || None)?;
         self.store.unlink(ino, file_id, &path, &caller, now_ns())?;
-        if kind == Kind::File {
-            self.usage_added(0, 0, -1);
-        }
+        self.usage_added(0, 0, -1);
         tree.detach(parent, ino, name, kind);
         tree.get_mut(ino)?.attrs.ctime_ns = now_ns();
         tree.make_orphan(ino);
@@ -489,9 +487,7 @@ impl Fs {
         })?;
         if let Some((old, old_fid)) = replaced {
             let okind = tree.get(old)?.kind;
-            if okind == Kind::File {
-                self.usage_added(0, 0, -1);
-            }
+            self.usage_added(0, 0, -1);
             tree.detach(new_parent, old, new_name, okind);
             tree.get_mut(old)?.file_id = None;
             tree.make_orphan(old);

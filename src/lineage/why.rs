@@ -334,7 +334,12 @@ fn node(
             Some(f) => n
                 .inputs
                 .push(node(conn, docs, f, Some(&i), depth - 1, seen)?),
-            None => n.truncated.push(format!("{name} (forgotten by gc)")),
+            None => {
+                // By a gc or by the retention policy (which rule), as `show` says.
+                let by = crate::store::sql::policy::forgotten_by(conn, i.version_id)?
+                    .unwrap_or_else(|| "gc".to_string());
+                n.truncated.push(format!("{name} (forgotten by {by})"))
+            }
         }
     }
     Ok(n)

@@ -165,14 +165,17 @@ pub struct GcReport {
 /// What the pad holds (issue 36: MANIFEST's `pad` line, MCP `list`'s `usage`, the quota).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
-    /// Bytes of content stored (live, history and archive; each stored byte once, however
-    /// many versions share it).
+    /// Bytes of content (live, history and archive) as written: a version's own bytes,
+    /// an append's new ones; content the store keeps once for several files
+    /// (deduplicated blobs) counts in each. Counting it once would tell a caller whether
+    /// content it cannot read matches content it writes (docs/security.md, "Retention
+    /// and quotas"); file systems' quotas charge logical bytes too.
     pub bytes: u64,
     /// Versions kept.
     pub versions: u64,
     /// Versions the policy forgot.
     pub forgotten: u64,
-    /// Live files.
+    /// Live files and directories (a file system's inodes).
     pub files: u64,
 }
 

@@ -565,6 +565,14 @@ impl Drop for Mount {
     }
 }
 
+/// A command run as the agent, the adversary of docs/security.md: uid and gid 1000, no
+/// supplementary groups (`setpriv`); add the program and its arguments.
+pub fn as_agent() -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid", "1000", "--regid", "1000", "--clear-groups"]);
+    c
+}
+
 /// Runs `scratchfs ARGS` on the mount's database: (exit code, stdout, stderr).
 pub fn cli(m: &Mount, args: &[&str]) -> (i32, String, String) {
     let o = Command::new(BIN)

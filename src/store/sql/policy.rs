@@ -186,7 +186,8 @@ pub(crate) fn forget_in(tx: &dyn Conn, batch: &ForgetBatch<'_>, caller: &Proc) -
     if tx.dialect() == Dialect::Postgres {
         // Each statement here touches a few rows by key; compiling one took 80-120 ms
         // (measured: most of a batch) whenever an estimate crossed `jit_above_cost`.
-        tx.batch("SET LOCAL jit = off")?;
+        // And no NOTICE for each `DROP TABLE IF EXISTS` in the daemon's log.
+        tx.batch("SET LOCAL jit = off; SET LOCAL client_min_messages = warning")?;
         // One batch at a time per scratchpad, whichever daemon runs it: every daemon of a
         // PostgreSQL scratchpad runs the pass, and the change lock is shared, so two
         // batches choosing the same versions both counted them in their events (the
@@ -406,23 +407,44 @@ pub(crate) fn forgotten(
     )
 }
 
-/// What the pad holds ([`Usage`]): the blobs' bytes and the inline extents', the versions,
-/// the versions a policy pass forgot, the live files.
+/// What forgot version `version_id` (`versions.id`): a policy run's rule (`policy
+/// paths[2] logs/** (versions 3)`), or `gc`; `None` when no gc or pass forgot it.
+pub(crate) fn forgotten_by(conn: &dyn Conn, version_id: i64) -> Result<Option<String>> {
+    conn.opt(
+        "SELECT e.reason FROM forgotten f LEFT JOIN events e ON e.id = f.event_id
+         WHERE f.version_id = ?1",
+        p![version_id],
+        |r| {
+            let reason: Option<String> = r.get(0)?;
+            Ok(reason
+                .as_deref()
+                .filter(|r| r.starts_with("policy "))
+                .map_or_else(
+                    || "gc".to_string(),
+                    |r| r.split(": forgot").next().unwrap_or(r).to_string(),
+                ))
+        },
+    )
+}
+
+/// What the pad holds ([`Usage`]): the bytes of every stream (its extents' lengths, each
+/// counted in every stream that has it, as written: not the blobs, which a store keeps
+/// once for every file whose content has them), the versions, the versions a policy pass
+/// forgot, the live files and directories.
 pub(crate) fn usage(conn: &dyn Conn) -> Result<Usage> {
     conn.one(
-        "SELECT CAST((SELECT COALESCE(SUM(size), 0) FROM blobs) AS BIGINT),
-                CAST((SELECT COALESCE(SUM(len), 0) FROM extents WHERE blob IS NULL) AS BIGINT),
+        "SELECT CAST((SELECT COALESCE(SUM(len), 0) FROM extents) AS BIGINT),
                 (SELECT COUNT(*) FROM versions),
                 (SELECT COUNT(*) FROM forgotten f JOIN events e ON e.id = f.event_id WHERE e.op = 'policy'),
-                (SELECT COUNT(*) FROM nodes WHERE kind = 'file' AND parent IS NOT NULL)",
+                (SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL)",
         p![],
         |r| {
             let n = |i: usize| -> Result<u64> { Ok(r.get::<i64>(i)?.max(0) as u64) };
             Ok(Usage {
-                bytes: n(0)? + n(1)?,
-                versions: n(2)?,
-                forgotten: n(3)?,
-                files: n(4)?,
+                bytes: n(0)?,
+                versions: n(1)?,
+                forgotten: n(2)?,
+                files: n(3)?,
             })
         },
     )
