@@ -40,7 +40,7 @@ const PAGE: usize = 5_000;
 /// Refusals read per page.
 const REFUSAL_PAGE: usize = 1_000;
 /// Versions a first batch forgets; later batches grow or shrink toward [`BATCH_TIME`].
-const FIRST_BATCH: usize = 256;
+const FIRST_BATCH: usize = 64;
 /// The longest a batch should hold the write lock (the bench's bound is 50 ms).
 const BATCH_TIME: Duration = Duration::from_millis(20);
 /// Every how many of its passes the daemon's thread judges the whole history; the others
@@ -390,8 +390,9 @@ impl Fs {
     /// version and refused content the limits forget ([`select`]) is forgotten, a batch
     /// per transaction, each batch an update of the run's event (op `policy`) for its
     /// rule, by the daemon itself (writer `scratchfs`). With `pace`, the pass waits after
-    /// each batch three times as long as the batch took, so that it holds the write lock
-    /// at most a quarter of the time. A restore waits for a batch (the `gc` guard); content open handles
+    /// each batch [`BUSY_PAUSE`] times as long as the batch took while this daemon is
+    /// writing (at most a twentieth of the write lock's time), else [`IDLE_PAUSE`] times
+    /// (a quarter). A restore waits for a batch (the `gc` guard); content open handles
     /// read is kept. Nothing to do without limits.
     pub fn policy_pass(&self, pace: bool) -> Result<PassReport> {
         self.policy_pass_since(pace, None)

@@ -1129,10 +1129,11 @@ pub trait History: Send + Sync {
     fn policy_protected(&self) -> Result<Protected>;
     /// Up to `limit` refusals that kept content, after event `after`, oldest first.
     fn policy_refusals(&self, after: i64, limit: usize) -> Result<Vec<PolicyRefusal>>;
-    /// The lineages with a version whose id is above `after`, by id (the policy pass
-    /// between full ones).
+    /// The lineages with a version whose id is above `after` and is not their first, by
+    /// id (the policy pass between full ones: a lineage of one version has nothing it
+    /// could forget).
     fn policy_changed(&self, after: i64) -> Result<Vec<i64>>;
-    /// What the pad holds now (reads every extent and blob row once).
+    /// What the pad holds now (reads every extent row once).
     fn usage(&self) -> Result<Usage>;
     /// Every lineage whose path is `prefix` or under it (`""`: all), for `scratchfs du`.
     fn du_rows(&self, prefix: &str) -> Result<Vec<DuRow>>;

@@ -40,11 +40,14 @@ pub(crate) fn rows_after(
     )
 }
 
-/// The lineages with a version whose id is above `after`, by id (read by the primary
-/// key: the versions committed since).
+/// The lineages with a version whose id is above `after` and which is not their first,
+/// by id (read by the primary key: the versions committed since). A lineage of one
+/// version has nothing a pass between full ones could forget (its live version), and
+/// judging each file created since cost two queries a file (20,000 creates between
+/// passes: 40,000 queries on the reader, 6% of the create rate on PostgreSQL).
 pub(crate) fn changed(conn: &dyn Conn, after: i64) -> Result<Vec<i64>> {
     conn.all(
-        "SELECT DISTINCT file_id FROM versions WHERE id > ?1 ORDER BY file_id",
+        "SELECT DISTINCT file_id FROM versions WHERE id > ?1 AND version > 1 ORDER BY file_id",
         p![after],
         |r| r.get(0),
     )
