@@ -469,6 +469,12 @@ impl Fs {
             report.longest_batch_ms = report.longest_batch_ms.max(took.as_secs_f64() * 1e3);
             if took > Duration::from_millis(50) {
                 report.batches_over_50ms += 1;
+                log::info!(
+                    "policy: a transaction of {} versions and {} refusals took {:.1} ms",
+                    forgot.versions,
+                    forgot.refusals,
+                    took.as_secs_f64() * 1e3
+                );
             }
             *batch = next_batch(*batch, took);
             if pace {
