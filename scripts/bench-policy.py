@@ -94,7 +94,7 @@ def passes():
     transactions over 50 ms)."""
     out = []
     for line in open(log_path):
-        m = re.search(r"policy: forgot (\d+) versions, the content of (\d+) refusals and (\d+) bytes in (\d+) transactions \(the longest ([\d.]+) ms, (\d+) over 50 ms\)", line)
+        m = re.search(r"policy: forgot (\d+) versions, the content of (\d+) refusals and (\d+) bytes of content in (\d+) transactions \(the longest ([\d.]+) ms, (\d+) over 50 ms\)", line)
         if m:
             out.append(tuple(float(x) for x in m.groups()))
     return out

@@ -9,14 +9,30 @@ use std::collections::BTreeSet;
 /// Writes `rules` to a file of the mount's directory and remounts with it, the daemon's
 /// policy pass running every 0.2 s.
 fn remount_with_rules(m: &mut Mount, rules: &str, env: &[(&str, &str)]) {
-    let file = m.dir.path().join("rules.json");
-    std::fs::write(&file, rules).unwrap();
-    m.unmount();
-    m.restart_with(&["--rules", file.to_str().unwrap()]);
+    restart_with_rules(m, rules, &[]);
     m.unmount();
     let mut env = env.to_vec();
     env.push(("SCRATCHFS_POLICY_INTERVAL", "0.2"));
     m.start_with_env(&env);
+}
+
+/// Writes `rules` to a file of the mount's directory and starts the daemon again with
+/// `extra` arguments and those rules; returns the file.
+fn restart_with_rules(m: &mut Mount, rules: &str, extra: &[&str]) -> std::path::PathBuf {
+    let file = m.dir.path().join("rules.json");
+    std::fs::write(&file, rules).unwrap();
+    m.unmount();
+    let mut args = extra.to_vec();
+    args.extend(["--rules", file.to_str().unwrap()]);
+    m.restart_with(&args);
+    file
+}
+
+/// Mounts a fresh pad of the agent's (uid 1000) with `rules`.
+fn agents_pad_with_rules(rules: &str) -> Mount {
+    let mut m = Mount::with_args(&["--owner", "1000:1000"]);
+    restart_with_rules(&mut m, rules, &["--owner", "1000:1000"]);
+    m
 }
 
 /// The version numbers of `path` the store holds.
@@ -178,15 +194,7 @@ fn a_kill_in_the_middle_of_a_policy_pass_loses_nothing_kept() {
 /// recorded) nor read what it would forget (the database is not its to read).
 #[test]
 fn the_agent_cannot_run_the_policy_nor_list_it() {
-    let mut m = Mount::with_args(&["--owner", "1000:1000"]);
-    let file = m.dir.path().join("rules.json");
-    std::fs::write(
-        &file,
-        r#"{"paths": [{"path": "**", "keep": {"versions": 1}}]}"#,
-    )
-    .unwrap();
-    m.unmount();
-    m.restart_with(&["--owner", "1000:1000", "--rules", file.to_str().unwrap()]);
+    let m = agents_pad_with_rules(r#"{"paths": [{"path": "**", "keep": {"versions": 1}}]}"#);
     m.sh_ok("for i in 1 2 3; do echo $i > f; done");
     let value = r#"{"keep_last":null,"before_ns":null,"dry_run":false,"policy":true}"#;
     let o = as_agent()
@@ -224,12 +232,9 @@ fn the_agent_cannot_run_the_policy_nor_list_it() {
 /// it, so the agent cannot silence it by filling the pad.
 #[test]
 fn a_write_past_the_quota_fails_with_edquot_and_keeps_no_content() {
-    let mut m = Mount::with_args(&["--owner", "1000:1000"]);
-    let rules = r#"{"paths": [{"path": "**"}], "quota": {"bytes": 20480, "files": 6}}"#;
-    let file = m.dir.path().join("rules.json");
-    std::fs::write(&file, rules).unwrap();
-    m.unmount();
-    m.restart_with(&["--owner", "1000:1000", "--rules", file.to_str().unwrap()]);
+    let m = agents_pad_with_rules(
+        r#"{"paths": [{"path": "**"}], "quota": {"bytes": 20480, "files": 6}}"#,
+    );
     let agent = |script: &str| {
         as_agent()
             .args(["sh", "-c"])
@@ -305,11 +310,8 @@ print(os.path.exists("b.bin"))
 #[test]
 fn du_and_a_dry_run_say_what_the_policy_would_forget_and_change_nothing() {
     let mut m = Mount::new();
-    let file = m.dir.path().join("rules.json");
-    std::fs::write(&file, RULES).unwrap();
-    m.unmount();
     // The daemon's own pass waits a minute: only the commands below run the policy.
-    m.restart_with(&["--rules", file.to_str().unwrap()]);
+    restart_with_rules(&mut m, RULES, &[]);
     m.sh_ok(
         "mkdir -p logs; for i in $(seq 1 5); do echo \"line $i\" > logs/a.txt; done
          for i in $(seq 1 30); do echo \"note $i\" >> notes.md; done",
@@ -635,15 +637,12 @@ fn a_policy_pass_on_postgresql_reads_each_batch_by_key() {
     let _drop = DropPgDatabase(url.clone());
     // The daemon's own pass not before the test runs one.
     let mut m = Mount::on_db_with_env(&url, &[("SCRATCHFS_POLICY_INTERVAL", "100000")]);
-    let rules = m.dir.path().join("rules.json");
     // 10 versions of each of 100 files to forget, a batch at a time, among 20,000.
-    std::fs::write(
-        &rules,
+    restart_with_rules(
+        &mut m,
         r#"{"paths": [{"path": "**", "keep": {"versions": 190}}]}"#,
-    )
-    .unwrap();
-    m.unmount();
-    m.restart_with(&["--rules", rules.to_str().unwrap()]);
+        &[],
+    );
     m.sh_ok("for i in $(seq 1 200); do for f in $(seq 1 100); do echo $i >> f$f; done; done");
     m.unmount();
     let stat = |what: &str| -> i64 {
@@ -732,16 +731,6 @@ fn two_daemons_passes_count_each_forgotten_version_once() {
         "the policy events count {counted} versions forgotten, {forgotten} were:\n{reasons}"
     );
     drop((a, b));
-}
-
-/// Mounts a fresh pad of the agent's (uid 1000) with `rules`.
-fn agents_pad_with_rules(rules: &str) -> Mount {
-    let mut m = Mount::with_args(&["--owner", "1000:1000"]);
-    let file = m.dir.path().join("rules.json");
-    std::fs::write(&file, rules).unwrap();
-    m.unmount();
-    m.restart_with(&["--owner", "1000:1000", "--rules", file.to_str().unwrap()]);
-    m
 }
 
 /// Commits judged at once cannot each fit the quota alone and pass it together: each
@@ -857,14 +846,11 @@ fn why_names_the_rule_that_forgot_an_input() {
          python3 -c \"open('out.md', 'w').write(open('a.txt').read())\"
          echo two > a.txt",
     );
-    let file = m.dir.path().join("rules.json");
-    std::fs::write(
-        &file,
+    restart_with_rules(
+        &mut m,
         r#"{"paths": [{"path": "a.txt", "keep": {"versions": 1, "including": ["inputs"]}}, {"path": "**"}]}"#,
-    )
-    .unwrap();
-    m.unmount();
-    m.restart_with(&["--rules", file.to_str().unwrap()]);
+        &[],
+    );
     let (code, out, err) = cli(&m, &["gc", "--policy"]);
     assert_eq!(code, 0, "{out} {err}");
     assert_eq!(kept(&m, "a.txt"), [2]);

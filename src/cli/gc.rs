@@ -382,15 +382,7 @@ pub fn policy(db: &Path, dry_run: bool, json: bool) -> Result<(), Failure> {
             serde_json::to_string(&report).map_err(|e| e.to_string())?
         );
     } else {
-        println!(
-            "gc --policy: forgot {} versions, the content of {} refusals and {} bytes of content in {} transactions (the longest {:.1} ms, {} over 50 ms)",
-            report.versions,
-            report.refusals,
-            report.bytes,
-            report.batches,
-            report.longest_batch_ms,
-            report.batches_over_50ms
-        );
+        println!("gc --policy: {}", report.summary());
         for (label, v, r, b, event) in &report.rules {
             println!(
                 "  {label}: {v} versions, {r} refusals, {b} bytes{}",

@@ -376,6 +376,24 @@ pub struct PassReport {
     pub snapshot: i64,
 }
 
+impl PassReport {
+    /// What the pass did, in one line (the daemon's log, `gc --policy`): `forgot N
+    /// versions, the content of R refusals and B bytes of content in T transactions (the
+    /// longest X ms, K over 50 ms)`.
+    pub fn summary(&self) -> String {
+        format!(
+            "forgot {} versions, the content of {} refusals and {} bytes of content in {} \
+             transactions (the longest {:.1} ms, {} over 50 ms)",
+            self.versions,
+            self.refusals,
+            self.bytes,
+            self.batches,
+            self.longest_batch_ms,
+            self.batches_over_50ms
+        )
+    }
+}
+
 /// One rule's part of a pass in progress.
 #[derive(Default)]
 struct RuleRun {
@@ -546,16 +564,7 @@ impl Fs {
             if let Err(e) = self.store.reclaim() {
                 log::warn!("policy: giving the space back: {e}");
             }
-            log::info!(
-                "policy: forgot {} versions, the content of {} refusals and {} bytes in {} \
-                 transactions (the longest {:.1} ms, {} over 50 ms)",
-                report.versions,
-                report.refusals,
-                report.bytes,
-                report.batches,
-                report.longest_batch_ms,
-                report.batches_over_50ms
-            );
+            log::info!("policy: {}", report.summary());
         }
         Ok(report)
     }
