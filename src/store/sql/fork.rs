@@ -263,7 +263,7 @@ pub fn trim(tx: &dyn Conn, p: Point, max_cp: i64, forked_from: &str, place: &str
     tx.exec("DELETE FROM rules WHERE time_ns > ?1", p![t])?;
     // Nodes: those made after the point go; every other takes its state then.
     tx.exec(
-        "DELETE FROM nodes WHERE ino NOT IN (SELECT ino FROM tree_log)
+        "DELETE FROM nodes WHERE NOT EXISTS (SELECT 1 FROM tree_log t WHERE t.ino = nodes.ino)
              AND (unlinked_ns IS NULL OR unlinked_ns > ?1)",
         p![t],
     )?;
@@ -284,8 +284,10 @@ pub fn trim(tx: &dyn Conn, p: Point, max_cp: i64, forked_from: &str, place: &str
     // Lineages: those begun after the point go; those live then are live, under their
     // path then; the others end as they had by then.
     tx.exec(
-        "DELETE FROM files WHERE id NOT IN (SELECT file_id FROM versions)
-             AND id NOT IN (SELECT file_id FROM tree_log WHERE file_id IS NOT NULL)",
+        // `NOT EXISTS`, not `NOT IN`: PostgreSQL hashes a `NOT IN` list only while it
+        // fits `work_mem`, else reads the list again for each row.
+        "DELETE FROM files WHERE NOT EXISTS (SELECT 1 FROM versions v WHERE v.file_id = files.id)
+             AND NOT EXISTS (SELECT 1 FROM tree_log t WHERE t.file_id = files.id)",
         p![],
     )?;
     let snap = crate::checkpoint::Snapshot::from_nodes(super::checkpoint::snapshot_rows(tx, p)?);

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use super::now_ns;
 use crate::p;
 use crate::store::error::Result;
-use crate::store::sql::admin::temp_table;
+use crate::store::sql::admin::{analyze, temp_table};
 use crate::store::sql::write::Proc;
 use crate::store::sql::{Conn, ConnExt, Dialect, Param};
 use crate::store::{
@@ -137,17 +137,6 @@ pub(crate) fn refusals_after(
 /// The transaction-level advisory lock of a policy batch on PostgreSQL: the keys "poli"
 /// and the scratchpad's schema (as the change lock's, `postgres::conn::change_lock_sql`).
 const POLICY_LOCK: &str = "SELECT pg_advisory_xact_lock(1886350441, hashtext(current_schema()))";
-
-/// Gives PostgreSQL's planner the row counts of the batch's temporary `tables` (autovacuum
-/// never analyzes a temporary table: without statistics the planner guesses thousands of
-/// rows and chose a scan of every extent, and JIT compilation, per batch). No-op on
-/// SQLite, whose planner is driven by the `IN (SELECT ...)` forms below.
-fn analyze(tx: &dyn Conn, tables: &[&str]) -> Result<()> {
-    if tx.dialect() == Dialect::Postgres {
-        tx.batch(&format!("ANALYZE {}", tables.join(", ")))?;
-    }
-    Ok(())
-}
 
 /// Inserts `rows` (each `width` values) into `table(columns)`, 100 rows a statement.
 fn insert_rows(
