@@ -545,6 +545,19 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
         src.sql("SELECT COUNT(*) FROM events WHERE op = 'promote'"),
         "0"
     );
+    // Nor grow the refusal's record by the path it names (60,000 bytes): a record keeps
+    // PATH_MAX (4,096) bytes of a path.
+    let note = serde_json::json!({"path": "a/".repeat(30_000), "reason": "x"}).to_string();
+    let o = as_agent()
+        .args(["setfattr", "-n", "user.scratchfs.promoted", "-v", &note])
+        .arg(&src.mnt)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the agent recorded a promotion");
+    assert_eq!(
+        src.sql("SELECT LENGTH(path) FROM events WHERE op = 'rejected' ORDER BY id DESC LIMIT 1"),
+        "4096"
+    );
     let mut long = Mount::with_args(&["--owner", "1000:1000"]);
     let value = serde_json::json!({
         "from": src.db.to_str().unwrap(), "paths": ["notes.md"], "op": "promote",

@@ -333,6 +333,27 @@ fn refuse<T>(errno: i32, reason: String) -> Result<T> {
     Err(Error::new(errno, reason))
 }
 
+/// The longest path a refusal's record keeps, bytes: `PATH_MAX` (4,096, <linux/limits.h>),
+/// the longest a system call passes. A path that arrives by another way (an attribute's
+/// value, up to 64 KiB) is cut there and ends in `...`: a refused caller chooses what it
+/// sends, and the record must not grow by its choice (attack round of session 30: a
+/// refused promotion record stored a 60,000-byte path).
+pub const RECORD_PATH_MAX: usize = 4096;
+
+/// `path` cut to [`RECORD_PATH_MAX`] bytes (at a character's boundary, `...` at its end)
+/// when longer.
+fn cut_path(mut path: String) -> String {
+    if path.len() > RECORD_PATH_MAX {
+        let mut end = RECORD_PATH_MAX - 3;
+        while !path.is_char_boundary(end) {
+            end -= 1;
+        }
+        path.truncate(end);
+        path.push_str("...");
+    }
+    path
+}
+
 impl Gate {
     /// A gate with no writer rules, whose history-erasing actions belong to root and to
     /// the user this process runs as.
@@ -1090,6 +1111,7 @@ impl Fs {
     ) {
         let redacted = content.map(Gate::redact);
         let path = String::from_utf8_lossy(&Gate::redact(path.as_bytes())).into_owned();
+        let path = cut_path(path);
         let reason = String::from_utf8_lossy(&Gate::redact(e.reason.as_bytes())).into_owned();
         if let Err(se) = self
             .store
@@ -1117,6 +1139,17 @@ mod tests {
         rules
     }
     use crate::rules::Rules;
+
+    #[test]
+    fn a_records_path_is_cut_at_path_max_on_a_character() {
+        assert_eq!(cut_path("a/b".into()), "a/b");
+        let exact = "x".repeat(RECORD_PATH_MAX);
+        assert_eq!(cut_path(exact.clone()), exact);
+        let long = format!("{}\u{e9}{}", "x".repeat(RECORD_PATH_MAX - 4), "y".repeat(100));
+        let cut = cut_path(long);
+        assert!(cut.len() <= RECORD_PATH_MAX, "{}", cut.len());
+        assert!(cut.ends_with("x..."), "{}", &cut[cut.len() - 8..]);
+    }
 
     fn gate(rules: &str) -> Gate {
         Gate {
