@@ -875,6 +875,45 @@ fn why_names_the_rule_that_forgot_an_input() {
     );
 }
 
+/// Content renamed back and forth by the agent stays credited to its writer: a rename's
+/// version names the version that wrote its content, so that version is an input of the
+/// live one and no `versions` limit forgets it (attack round of session 30: after `mv f
+/// g; mv g f` and `keep: {versions: 2}`, only the agent's rename versions were left).
+#[test]
+fn content_renamed_back_and_forth_keeps_its_writers_version() {
+    let mut m = agents_pad_with_rules(r#"{"paths": [{"path": "**"}]}"#);
+    m.sh_ok("echo '{\"total\": 41}' > tool.json");
+    let agent = |script: &str| {
+        let o = as_agent()
+            .args(["sh", "-c", script])
+            .current_dir(&m.mnt)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{script}: {o:?}");
+    };
+    agent("mv tool.json x.json && mv x.json tool.json && mv tool.json y.json && mv y.json tool.json");
+    restart_with_rules(
+        &mut m,
+        r#"{"paths": [{"path": "**", "keep": {"versions": 2}}]}"#,
+        &["--owner", "1000:1000"],
+    );
+    let (code, out, err) = cli(&m, &["gc", "--policy"]);
+    assert_eq!(code, 0, "{out} {err}");
+    // The lineage's first version (root's write) and the two newest renames are kept.
+    let versions = m.sql(
+        "SELECT v.version, v.op FROM versions v JOIN files f ON f.id = v.file_id
+         WHERE f.path = 'tool.json' ORDER BY v.version",
+    );
+    assert_eq!(versions.trim(), "1|create\n4|rename\n5|rename", "{versions}");
+    let (code, out, err) = cli(&m, &["why", "tool.json"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(!out.contains("forgotten"), "{out}");
+    assert!(
+        out.contains("<- renamed from tool.json@1 (create by"),
+        "{out}"
+    );
+}
+
 /// `gc --keep-last` reads each version a few times, not once per newer version of its
 /// lineage: it ranks a lineage's versions with one window (before: a count of the newer
 /// versions of each, 4,500,000 index entries for a log of 3,000 versions). Counted from

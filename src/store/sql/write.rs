@@ -1610,9 +1610,22 @@ pub(crate) fn rename_in(
             Some(h) => h,
             None => digest_of(tx, content)?,
         };
-        // What the content was renamed from (`why` follows it to its writer).
+        // What the content was renamed from (`why` follows it to its writer): the version
+        // that wrote it, past the renames since (a rename's own input is that version
+        // already). Named by the live version, the policy keeps it (docs/rules.md): with
+        // the last rename's version named instead, `mv f g; mv g f` and `keep: {versions:
+        // 2}` forgot the writer's version, and the content showed only the renamer.
         let from = match req.file_id {
-            Some(src) => live_head(tx, src)?.0.map(|v| v.id),
+            Some(src) => match live_head(tx, src)?.0.map(|v| v.id) {
+                Some(head) => Some(
+                    tx.opt_value::<i64>(
+                        "SELECT input_id FROM inputs WHERE version_id = ?1 AND via = 'rename'",
+                        p![head],
+                    )?
+                    .unwrap_or(head),
+                ),
+                None => None,
+            },
             None => None,
         };
         let v = insert_version(
