@@ -248,10 +248,11 @@ fn a_write_past_the_quota_fails_with_edquot_and_keeps_no_content() {
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     ok(agent("head -c 8000 /dev/urandom > a.bin"));
+    // 8,003 bytes of content and 4 versions' records of 512 bytes.
     let header = read(m.path("MANIFEST")).lines().next().unwrap().to_string();
     assert!(
         header.contains(
-            "; pad 7.8 KB of 20 KB, 4 versions kept, 0 forgotten by policy, 4 of 6 files"
+            "; pad 9.8 KB of 20 KB, 4 versions kept, 0 forgotten by policy, 4 of 6 files"
         ),
         "{header}"
     );
@@ -835,7 +836,13 @@ fn the_quota_counts_bytes_as_written_and_directories_as_files() {
         .parse()
         .unwrap();
     assert_eq!(written, 3 * 5000 + 3, "each file written once");
-    assert_eq!(usage["bytes"].as_u64(), Some(written), "{usage}");
+    // And each version's record (VERSION_RECORD_BYTES, 512).
+    let versions: u64 = m.sql("SELECT COUNT(*) FROM versions").parse().unwrap();
+    assert_eq!(
+        usage["bytes"].as_u64(),
+        Some(written + 512 * versions),
+        "{usage}"
+    );
     // Seeds (3), private/, its file, the two guesses: 7 of 8.
     assert_eq!(usage["files"], 7, "{usage}");
     let o = as_agent()
@@ -911,6 +918,37 @@ fn content_renamed_back_and_forth_keeps_its_writers_version() {
     assert!(
         out.contains("<- renamed from tool.json@1 (create by"),
         "{out}"
+    );
+}
+
+/// A rename of a file makes a version, whose record counts against the quota: renames
+/// back and forth by the agent stop with `EDQUOT` at the quota, recorded, where 10,000 of
+/// them grew a full pad by 7.7 MB (attack round of session 30).
+#[test]
+fn renames_at_the_quota_fail_with_edquot() {
+    let m = agents_pad_with_rules(r#"{"paths": [{"path": "**"}], "quota": {"bytes": 20000}}"#);
+    let o = as_agent()
+        .args([
+            "sh",
+            "-c",
+            "head -c 10000 /dev/urandom > f && for i in $(seq 100); do mv f g || exit 3; mv g f || exit 4; done",
+        ])
+        .current_dir(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(
+        matches!(o.status.code(), Some(3 | 4)),
+        "200 renames passed the quota: {o:?}"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("quota"), "{err}");
+    // At most what fits: (20,000 - 10,000 bytes of content) / 512 bytes a record.
+    let versions: u64 = m.sql("SELECT COUNT(*) FROM versions").parse().unwrap();
+    assert!(versions <= 20, "{versions} versions");
+    let refusal = m.sql("SELECT errno, reason FROM events WHERE op = 'rejected'");
+    assert!(
+        refusal.starts_with("122|") && refusal.contains("this rename's version"),
+        "{refusal}"
     );
 }
 

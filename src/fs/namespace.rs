@@ -470,6 +470,13 @@ impl Fs {
         self.admit(&caller, &change, || {
             moves.first().and_then(|m| m.content.clone())
         })?;
+        // A file's rename makes a version (issue 36: its record counts against the quota).
+        let _quota_hold = match kind {
+            Kind::File if tree.get(ino)?.head.is_some() => {
+                Some(self.quota_allows_rename(&caller, &new_path)?)
+            }
+            _ => None,
+        };
         let t = now_ns();
         let (lineage, version) = self.store.rename(RenameRequest {
             ino,
@@ -504,6 +511,10 @@ impl Fs {
         if kind == Kind::File && lineage.is_some() {
             n.file_id = lineage;
         }
+        if version.is_some() {
+            self.usage_added(0, 1, 0);
+        }
+        let n = tree.get_mut(ino)?;
         if let Some(v) = version
             && n.head.as_ref().is_none_or(|h| h.id < v.id)
         {

@@ -16,7 +16,9 @@ use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::rules::enforce::Compiled;
 use crate::rules::{Including, Keep, PathRule};
-use crate::store::{ForgetBatch, History, PolicyFile, PolicyRow, Protected, Usage};
+use crate::store::{
+    ForgetBatch, History, PolicyFile, PolicyRow, Protected, Usage, VERSION_RECORD_BYTES,
+};
 
 /// The size of the next batch after one of `batch` versions took `took`: scaled toward
 /// [`BATCH_TIME`] (at most halved or doubled at a time, between 16 and 4,096). A batch
@@ -641,38 +643,76 @@ impl Fs {
         Ok(u)
     }
 
-    /// Takes what a pass forgot off the usage counted (when counted).
+    /// Takes what a pass forgot off the usage counted (when counted): `bytes` of content
+    /// and `versions` (their records too).
     fn usage_forgot(&self, bytes: u64, versions: u64) {
         if let Some(u) = self.usage.lock().counted.as_mut() {
-            u.bytes = u.bytes.saturating_sub(bytes);
+            u.bytes = u
+                .bytes
+                .saturating_sub(bytes.saturating_add(versions * VERSION_RECORD_BYTES));
             u.versions = u.versions.saturating_sub(versions);
             u.forgotten = u.forgotten.saturating_add(versions);
         }
     }
 
-    /// Adds what a change stored to the usage counted (when counted).
+    /// Adds what a change stored to the usage counted (when counted): `bytes` of content,
+    /// `versions` (their records too), `files` (live files and directories, or fewer).
     pub(super) fn usage_added(&self, bytes: u64, versions: u64, files: i64) {
         if let Some(u) = self.usage.lock().counted.as_mut() {
-            u.bytes = u.bytes.saturating_add(bytes);
+            u.bytes = u
+                .bytes
+                .saturating_add(bytes.saturating_add(versions * VERSION_RECORD_BYTES));
             u.versions = u.versions.saturating_add(versions);
             u.files = u.files.saturating_add_signed(files);
         }
     }
 
     /// The quota's verdict on a commit that may store up to `adds` more bytes (the new
-    /// content, or an append's new bytes), for a caller other than root and the user who
-    /// mounted (they may go past it): `EDQUOT` when it would take the pad past
-    /// `quota.bytes`, recorded with the reason, the size and the content's digest
-    /// (`digest`), never the content itself: keeping it is what the quota forbids.
-    /// Allowed, the commit holds its `adds` against the quota until the returned
-    /// [`QuotaHold`] is dropped (after the commit counted what it stored, or failed), so
-    /// that commits judged at once cannot each fit alone and pass it together.
+    /// content, or an append's new bytes) and one version's record
+    /// ([`VERSION_RECORD_BYTES`]), for a caller other than root and the user who mounted
+    /// (they may go past it): `EDQUOT` when it would take the pad past `quota.bytes`,
+    /// recorded with the reason, the size and the content's digest (`digest`), never the
+    /// content itself: keeping it is what the quota forbids. Allowed, the commit holds
+    /// what it may add against the quota until the returned [`QuotaHold`] is dropped
+    /// (after the commit counted what it stored, or failed), so that commits judged at
+    /// once cannot each fit alone and pass it together.
     pub(super) fn quota_allows_bytes(
         &self,
         caller: &Caller,
         path: &str,
         adds: u64,
         digest: impl FnOnce() -> Option<String>,
+    ) -> Result<QuotaHold<'_>> {
+        self.quota_allows(caller, path, adds + VERSION_RECORD_BYTES, || {
+            format!(
+                "this commit of up to {adds} bytes (blake3 {}) and its record would pass it; its content is not kept",
+                digest().unwrap_or_else(|| "not computed: over 64 MiB".into())
+            )
+        })
+    }
+
+    /// The quota's verdict on a rename of a file, which makes a version (its record,
+    /// [`VERSION_RECORD_BYTES`], and no content), as [`Fs::quota_allows_bytes`]'s.
+    pub(super) fn quota_allows_rename(
+        &self,
+        caller: &Caller,
+        path: &str,
+    ) -> Result<QuotaHold<'_>> {
+        self.quota_allows(caller, path, VERSION_RECORD_BYTES, || {
+            format!(
+                "this rename's version ({VERSION_RECORD_BYTES} bytes of record) would pass it"
+            )
+        })
+    }
+
+    /// The quota's verdict on a change that may add `adds` bytes (`what` says which, for
+    /// the refusal's reason): see [`Fs::quota_allows_bytes`].
+    fn quota_allows(
+        &self,
+        caller: &Caller,
+        path: &str,
+        adds: u64,
+        what: impl FnOnce() -> String,
     ) -> Result<QuotaHold<'_>> {
         let free = QuotaHold { fs: self, bytes: 0 };
         let Some(limit) = self.quota().and_then(|q| q.bytes) else {
@@ -705,8 +745,8 @@ impl Fs {
         let e = Error::new(
             libc::EDQUOT,
             format!(
-                "{path}: the pad's quota is {limit} bytes and it holds {holds}{under_way}: this commit of up to {adds} bytes (blake3 {}) would pass it; its content is not kept (delete files or write less; the policy, keep, forgets history)",
-                digest().unwrap_or_else(|| "not computed: over 64 MiB".into())
+                "{path}: the pad's quota is {limit} bytes and it holds {holds}{under_way}: {} (delete files or write less; the policy, keep, forgets history)",
+                what()
             ),
         );
         self.record_refusal(path, caller, &e, None);

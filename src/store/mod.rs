@@ -162,6 +162,13 @@ pub struct GcReport {
     pub dry_run: bool,
 }
 
+/// What each version kept counts against the pad's quota besides its content, bytes: its
+/// record (the version's row, its event, the namespace log's row and their indexes: 770
+/// bytes a rename on SQLite, measured). Without it a rename, which stores no content,
+/// grew a pad at its quota without bound (attack round of session 30: 10,000 renames,
+/// 7.7 MB). A file system's quota charges an inode's blocks the same way.
+pub const VERSION_RECORD_BYTES: u64 = 512;
+
 /// What the pad holds (issue 36: MANIFEST's `pad` line, MCP `list`'s `usage`, the quota).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
@@ -169,7 +176,8 @@ pub struct Usage {
     /// an append's new ones; content the store keeps once for several files
     /// (deduplicated blobs) counts in each. Counting it once would tell a caller whether
     /// content it cannot read matches content it writes (docs/security.md, "Retention
-    /// and quotas"); file systems' quotas charge logical bytes too.
+    /// and quotas"); file systems' quotas charge logical bytes too. Plus
+    /// [`VERSION_RECORD_BYTES`] for each version kept.
     pub bytes: u64,
     /// Versions kept.
     pub versions: u64,

@@ -425,11 +425,12 @@ pub(crate) fn forgotten_by(conn: &dyn Conn, version_id: i64) -> Result<Option<St
 /// forgot, the live files and directories.
 pub(crate) fn usage(conn: &dyn Conn) -> Result<Usage> {
     conn.one(
-        "SELECT CAST((SELECT COALESCE(SUM(len), 0) FROM extents) AS BIGINT),
+        "SELECT CAST((SELECT COALESCE(SUM(len), 0) FROM extents) AS BIGINT)
+                    + ?1 * (SELECT COUNT(*) FROM versions),
                 (SELECT COUNT(*) FROM versions),
                 (SELECT COUNT(*) FROM forgotten f JOIN events e ON e.id = f.event_id WHERE e.op = 'policy'),
                 (SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL)",
-        p![],
+        p![crate::store::VERSION_RECORD_BYTES as i64],
         |r| {
             let n = |i: usize| -> Result<u64> { Ok(r.get::<i64>(i)?.max(0) as u64) };
             Ok(Usage {
