@@ -952,6 +952,35 @@ fn renames_at_the_quota_fail_with_edquot() {
     );
 }
 
+/// A pass between full ones keeps what a version committed since the pass before was
+/// read from: it adds the inputs of those versions to what the last pass protected
+/// instead of reading every live file's head again (every pass after the first is one
+/// here: `SCRATCHFS_POLICY_FULL_EVERY`).
+#[test]
+fn a_pass_between_full_ones_keeps_what_a_new_version_was_read_from() {
+    let mut m = Mount::new();
+    m.sh_ok("echo one > a.txt && echo two > a.txt");
+    remount_with_rules(
+        &mut m,
+        r#"{"paths": [{"path": "a.txt", "keep": {"versions": 1}}, {"path": "**"}]}"#,
+        &[("SCRATCHFS_POLICY_FULL_EVERY", "1000000")],
+    );
+    wait_for("the first (full) pass to forget a.txt@1", || {
+        kept(&m, "a.txt") == [2]
+    });
+    m.sh_ok(
+        "python3 -c \"open('out.md', 'w').write(open('a.txt').read())\"
+         echo three > a.txt && echo four > a.txt",
+    );
+    wait_for("a pass between full ones to forget a.txt@3", || {
+        !kept(&m, "a.txt").contains(&3)
+    });
+    assert_eq!(kept(&m, "a.txt"), [2, 4], "out.md was read from a.txt@2");
+    let (code, out, err) = cli(&m, &["why", "out.md"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(!out.contains("forgotten"), "{out}");
+}
+
 /// `gc --keep-last` reads each version a few times, not once per newer version of its
 /// lineage: it ranks a lineage's versions with one window (before: a count of the newer
 /// versions of each, 4,500,000 index entries for a log of 3,000 versions). Counted from

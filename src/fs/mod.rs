@@ -329,6 +329,9 @@ pub struct Fs {
     /// Changes this daemon made (commits and creates), counted so that the policy pass
     /// knows the pad is being written and paces itself harder (issue 36).
     writes: AtomicU64,
+    /// What the last policy pass protected (issue 36): the next pass between full ones
+    /// adds what the versions since name instead of reading it all again. A leaf lock.
+    protected: Mutex<Option<crate::store::Protected>>,
     /// Held (read) by a commit from its gate check to its store transaction, and (write)
     /// by a rename: a commit's content is judged under the path it lands at, never under
     /// a path a concurrent rename is moving it away from.
@@ -427,6 +430,7 @@ impl Fs {
             gc_guard: RwLock::new(()),
             usage: Mutex::new(policy::UsageCount::default()),
             writes: AtomicU64::new(0),
+            protected: Mutex::new(None),
             ns_guard: RwLock::new(()),
             owed: (Mutex::new(()), crate::sync::Condvar::new()),
             live: Arc::default(),

@@ -31,10 +31,13 @@ fn next_batch(batch: usize, took: Duration) -> usize {
 }
 
 /// A paced pass's pause after a batch, in multiples of the time the batch took, while
-/// the pad is being written (the batch then holds at most a twentieth of the writer's
-/// time: the rates of creates and appends with a pass running stay within 5% of without)
-/// and while it is not (a quarter).
-const BUSY_PAUSE: u32 = 19;
+/// the pad is being written and while it is not (a quarter). A batch holds the daemon's
+/// writer (SQLite's write lock; the PostgreSQL store's one writing connection), so while
+/// the agent writes the pass holds it at most a fortieth of the time: at a twentieth the
+/// rates of creates and appends with a pass every 10 s were 0.93-0.95 of without on
+/// PostgreSQL (docs/benchmarks.md "Issue 36"), the pass's share and its CPU together.
+/// What it defers is done when the agent pauses, at the idle pace.
+const BUSY_PAUSE: u32 = 39;
 const IDLE_PAUSE: u32 = 3;
 
 /// Versions read per page of the walk.
@@ -46,7 +49,8 @@ const FIRST_BATCH: usize = 64;
 /// The longest a batch should hold the write lock (the bench's bound is 50 ms).
 const BATCH_TIME: Duration = Duration::from_millis(20);
 /// Every how many of its passes the daemon's thread judges the whole history; the others
-/// judge the lineages written since the pass before.
+/// judge the lineages written since the pass before. `SCRATCHFS_POLICY_FULL_EVERY` in
+/// the daemon's environment says otherwise (an integer from 1).
 const FULL_EVERY: u64 = 10;
 /// How often the daemon's thread runs a pass, unless `SCRATCHFS_POLICY_INTERVAL`
 /// (seconds) says otherwise.
@@ -211,7 +215,9 @@ pub fn choose(
 /// With `since` (a version id), only the lineages with a version committed after it are
 /// judged, and no refusal: what a new version can push past `versions` or `bytes`
 /// (the daemon's passes between full ones). Memory: one page, the lineage being read
-/// and what [`Protected`] holds.
+/// and what [`Protected`] holds. `read` is told how long each read of the store took,
+/// after it (the daemon's pass paces its reads by it).
+#[allow(clippy::too_many_arguments)]
 pub fn select<H: History + ?Sized>(
     history: &H,
     rules: &Compiled,
@@ -219,8 +225,11 @@ pub fn select<H: History + ?Sized>(
     shown: &HashSet<i64>,
     now_ns: i64,
     since: Option<i64>,
+    read: &mut dyn FnMut(Duration),
     f: &mut dyn FnMut(Chosen) -> Result<()>,
 ) -> Result<()> {
+    // Each read of the store, timed for `read`.
+    let mut timed = |started: Instant| read(started.elapsed());
     let mut after = (0i64, 0i64);
     let mut lineage: Vec<PolicyRow> = Vec::new();
     let mut files: HashMap<i64, PolicyFile> = HashMap::new();
@@ -250,16 +259,23 @@ pub fn select<H: History + ?Sized>(
         Ok(())
     };
     if let Some(since) = since {
-        for id in history.policy_changed(since)? {
+        let started = Instant::now();
+        let changed = history.policy_changed(since)?;
+        timed(started);
+        for id in changed {
+            let started = Instant::now();
             let files: HashMap<i64, PolicyFile> = history
                 .policy_files(id, id)?
                 .into_iter()
                 .map(|f| (f.file_id, f))
                 .collect();
+            timed(started);
             let mut rows: Vec<PolicyRow> = Vec::new();
             let mut at = (id, 0i64);
             loop {
+                let started = Instant::now();
                 let page = history.policy_rows(at, PAGE)?;
+                timed(started);
                 let mine: Vec<PolicyRow> = page
                     .iter()
                     .take_while(|r| r.file_id == id)
@@ -279,12 +295,17 @@ pub fn select<H: History + ?Sized>(
         return Ok(());
     }
     loop {
+        let started = Instant::now();
         let page = history.policy_rows(after, PAGE)?;
+        timed(started);
         let Some(last) = page.last() else { break };
         after = (last.file_id, last.version);
         let (lo, hi) = (page[0].file_id, last.file_id);
         files.retain(|&id, _| id >= lo);
-        for file in history.policy_files(lo, hi)? {
+        let started = Instant::now();
+        let read_files = history.policy_files(lo, hi)?;
+        timed(started);
+        for file in read_files {
             files.insert(file.file_id, file);
         }
         for row in &page {
@@ -302,7 +323,9 @@ pub fn select<H: History + ?Sized>(
     // Refused content, under `days` of a rule that names `refusals`.
     let mut after = 0i64;
     loop {
+        let started = Instant::now();
         let page = history.policy_refusals(after, REFUSAL_PAGE)?;
+        timed(started);
         let Some(last) = page.last() else { break };
         after = last.event;
         for r in &page {
@@ -350,8 +373,17 @@ pub fn preview<H: History + ?Sized>(
         .iter()
         .map(|r| r.version_id)
         .collect();
-    let protected = history.policy_protected()?;
-    select(history, rules, &protected, &shown, now_ns, None, f)
+    let protected = history.policy_protected(None)?;
+    select(
+        history,
+        rules,
+        &protected,
+        &shown,
+        now_ns,
+        None,
+        &mut |_| {},
+        f,
+    )
 }
 
 /// What a pass forgot, by rule and in all.
@@ -370,6 +402,14 @@ pub struct PassReport {
     /// How many took over 50 ms (the bound a writer should wait at most).
     #[serde(default)]
     pub batches_over_50ms: u64,
+    /// Reads of the store the pass made (what it protects, pages of the walk, the
+    /// lineages', the usage count), their time in all and the longest, ms.
+    #[serde(default)]
+    pub reads: u64,
+    #[serde(default)]
+    pub read_ms: f64,
+    #[serde(default)]
+    pub longest_read_ms: f64,
     /// Each rule that forgot something: its label, versions, refusals, bytes, event.
     pub rules: Vec<(String, u64, u64, u64, Option<i64>)>,
     /// The newest version id when it began: the next pass between full ones judges only
@@ -381,18 +421,30 @@ pub struct PassReport {
 impl PassReport {
     /// What the pass did, in one line (the daemon's log, `gc --policy`): `forgot N
     /// versions, the content of R refusals and B bytes of content in T transactions (the
-    /// longest X ms, K over 50 ms)`.
+    /// longest X ms, K over 50 ms); R reads in Y ms (the longest Z ms)`.
     pub fn summary(&self) -> String {
         format!(
             "forgot {} versions, the content of {} refusals and {} bytes of content in {} \
-             transactions (the longest {:.1} ms, {} over 50 ms)",
+             transactions (the longest {:.1} ms, {} over 50 ms); {} reads in {:.0} ms (the \
+             longest {:.1} ms)",
             self.versions,
             self.refusals,
             self.bytes,
             self.batches,
             self.longest_batch_ms,
-            self.batches_over_50ms
+            self.batches_over_50ms,
+            self.reads,
+            self.read_ms,
+            self.longest_read_ms
         )
+    }
+
+    /// Counts one read of the store that took `took`.
+    fn read(&mut self, took: Duration) {
+        let ms = took.as_secs_f64() * 1e3;
+        self.reads += 1;
+        self.read_ms += ms;
+        self.longest_read_ms = self.longest_read_ms.max(ms);
     }
 }
 
@@ -411,7 +463,7 @@ impl Fs {
     /// per transaction, each batch an update of the run's event (op `policy`) for its
     /// rule, by the daemon itself (writer `scratchfs`). With `pace`, the pass waits after
     /// each batch [`BUSY_PAUSE`] times as long as the batch took while this daemon is
-    /// writing (at most a twentieth of the write lock's time), else [`IDLE_PAUSE`] times
+    /// writing (at most a fortieth of the write lock's time), else [`IDLE_PAUSE`] times
     /// (a quarter). A restore waits for a batch (the `gc` guard); content open handles
     /// read is kept. Nothing to do without limits.
     pub fn policy_pass(&self, pace: bool) -> Result<PassReport> {
@@ -444,7 +496,44 @@ impl Fs {
         let mut batch = FIRST_BATCH;
         let writes_seen =
             std::cell::Cell::new(self.writes.load(std::sync::atomic::Ordering::Relaxed));
-        let protected = self.store.policy_protected()?;
+        // After a batch or a read that took `took`: while the pad is written (a change
+        // since the pause before), a fortieth of the writer's time, else a quarter: the
+        // writers come first. Reads are paced as batches are (they share the server's CPU
+        // with the writers; a full pass over 1,000,000 versions on PostgreSQL: 421 reads
+        // in 2.2 s, against 250 s of batches).
+        let pause = |took: Duration| {
+            if pace {
+                let writes = self.writes.load(std::sync::atomic::Ordering::Relaxed);
+                let busy = writes != writes_seen.replace(writes);
+                std::thread::sleep(took * if busy { BUSY_PAUSE } else { IDLE_PAUSE });
+            }
+        };
+        let reads = std::cell::RefCell::new(PassReport::default());
+        let read = |took: Duration| {
+            reads.borrow_mut().read(took);
+            pause(took);
+        };
+        // What is protected: read whole on a full pass; between full ones, what the
+        // versions since the last pass name added to what that pass read (a superset of
+        // what the live versions name: those committed before were live then).
+        let started = Instant::now();
+        let protected = {
+            let mut last = self.protected.lock();
+            let protected = match (since, last.take()) {
+                (Some(since), Some(mut p)) if p.snapshot == since => {
+                    let new = self.store.policy_protected(Some(since))?;
+                    p.inputs.extend(new.inputs);
+                    Protected {
+                        inputs: p.inputs,
+                        ..new
+                    }
+                }
+                _ => self.store.policy_protected(None)?,
+            };
+            *last = Some(protected.clone());
+            protected
+        };
+        read(started.elapsed());
         let snapshot = protected.snapshot;
         report.snapshot = snapshot;
         let flush = |runs: &mut HashMap<usize, RuleRun>,
@@ -497,13 +586,7 @@ impl Fs {
                 );
             }
             *batch = next_batch(*batch, took);
-            if pace {
-                // While the pad is written (a change since the batch before), a twentieth
-                // of the writer's time, else a quarter: the writers come first.
-                let writes = self.writes.load(std::sync::atomic::Ordering::Relaxed);
-                let busy = writes != writes_seen.replace(writes);
-                std::thread::sleep(took * if busy { BUSY_PAUSE } else { IDLE_PAUSE });
-            }
+            pause(took);
             Ok(())
         };
         select(
@@ -513,6 +596,7 @@ impl Fs {
             &shown,
             now,
             since,
+            &mut |took| read(took),
             &mut |chosen| {
                 let index = match &chosen {
                     Chosen::Version { rule, .. } | Chosen::Refusal { rule, .. } => *rule,
@@ -553,11 +637,18 @@ impl Fs {
         // Counted again on a full pass (it reads every extent: 0.15 s at 900,000
         // versions); in between, what this pass forgot is taken off.
         if since.is_none() {
+            let started = Instant::now();
             if let Err(e) = self.recount_usage() {
                 log::warn!("policy: counting the pad's usage: {e}");
             }
+            reads.borrow_mut().read(started.elapsed());
         } else {
             self.usage_forgot(report.bytes, report.versions);
+        }
+        {
+            let r = reads.borrow();
+            (report.reads, report.read_ms, report.longest_read_ms) =
+                (r.reads, r.read_ms, r.longest_read_ms);
         }
         if report.versions + report.refusals > 0 {
             // The history index's rows of what went went with them.
@@ -567,6 +658,8 @@ impl Fs {
                 log::warn!("policy: giving the space back: {e}");
             }
             log::info!("policy: {}", report.summary());
+        } else {
+            log::debug!("policy: {}", report.summary());
         }
         Ok(report)
     }
@@ -798,6 +891,11 @@ pub fn spawn(fs: &Arc<Fs>) {
         .and_then(|s| s.parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s > 0.0)
         .map_or(DEFAULT_INTERVAL, Duration::from_secs_f64);
+    let full_every = std::env::var("SCRATCHFS_POLICY_FULL_EVERY")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(FULL_EVERY);
     let weak: Weak<Fs> = Arc::downgrade(fs);
     let spawned = std::thread::Builder::new()
         .name("scratchfs-policy".into())
@@ -814,14 +912,14 @@ pub fn spawn(fs: &Arc<Fs>) {
                     std::io::Error::last_os_error()
                 );
             }
-            // A full pass every FULL_EVERY ticks (what only time or a released protection
+            // A full pass every `full_every` ticks (what only time or a released protection
             // lets go: `days`, a dropped checkpoint, a superseded read), else only the
             // lineages written since the last pass.
             let mut since: Option<i64> = None;
             for tick in 0u64.. {
                 std::thread::sleep(interval);
                 let Some(fs) = weak.upgrade() else { return };
-                let only = since.filter(|_| tick % FULL_EVERY != 0);
+                let only = since.filter(|_| tick % full_every != 0);
                 match fs.policy_pass_since(true, only) {
                     Ok(r) => since = Some(r.snapshot),
                     Err(e) => log::warn!("policy pass: {e}"),

@@ -1133,8 +1133,11 @@ pub trait History: Send + Sync {
     fn policy_rows(&self, after: (i64, i64), limit: usize) -> Result<Vec<PolicyRow>>;
     /// The lineages with ids from `lo` to `hi` (the policy pass).
     fn policy_files(&self, lo: i64, hi: i64) -> Result<Vec<PolicyFile>>;
-    /// What the policy pass keeps whatever its limits say.
-    fn policy_protected(&self) -> Result<Protected>;
+    /// What the policy pass keeps whatever its limits say. With `after` (the snapshot of
+    /// a [`Protected`] read before), `inputs` holds only what the versions committed since
+    /// name (the caller adds the earlier set: a live version either was live then or is
+    /// one of these); the rest is read whole.
+    fn policy_protected(&self, after: Option<i64>) -> Result<Protected>;
     /// Up to `limit` refusals that kept content, after event `after`, oldest first.
     fn policy_refusals(&self, after: i64, limit: usize) -> Result<Vec<PolicyRefusal>>;
     /// The lineages with a version whose id is above `after` and is not their first, by
@@ -1323,8 +1326,8 @@ impl<R: Reading> History for R {
     fn policy_files(&self, lo: i64, hi: i64) -> Result<Vec<PolicyFile>> {
         self.reading(|c| sql::policy::files(c, lo, hi))
     }
-    fn policy_protected(&self) -> Result<Protected> {
-        self.reading(sql::policy::protected)
+    fn policy_protected(&self, after: Option<i64>) -> Result<Protected> {
+        self.reading(|c| sql::policy::protected(c, after))
     }
     fn policy_refusals(&self, after: i64, limit: usize) -> Result<Vec<PolicyRefusal>> {
         self.reading(|c| sql::policy::refusals_after(c, after, limit))
