@@ -559,6 +559,25 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
         src.sql("SELECT LENGTH(path) FROM events WHERE op = 'rejected' ORDER BY id DESC LIMIT 1"),
         "4096"
     );
+    // Nor by the reason, which quotes what it sent (a 60,000-byte rollback point): a
+    // record keeps 8,192 bytes of a reason.
+    let o = as_agent()
+        .args([
+            "setfattr",
+            "-n",
+            "user.scratchfs.rollback",
+            "-v",
+            &"x".repeat(60_000),
+        ])
+        .arg(&src.mnt)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the agent rolled back");
+    let longest: u64 = src
+        .sql("SELECT MAX(LENGTH(reason)) FROM events WHERE op = 'rejected'")
+        .parse()
+        .unwrap();
+    assert!(longest <= 8192, "a refusal's reason of {longest} bytes");
     let mut long = Mount::with_args(&["--owner", "1000:1000"]);
     let value = serde_json::json!({
         "from": src.db.to_str().unwrap(), "paths": ["notes.md"], "op": "promote",
@@ -898,7 +917,9 @@ fn content_renamed_back_and_forth_keeps_its_writers_version() {
             .unwrap();
         assert!(o.status.success(), "{script}: {o:?}");
     };
-    agent("mv tool.json x.json && mv x.json tool.json && mv tool.json y.json && mv y.json tool.json");
+    agent(
+        "mv tool.json x.json && mv x.json tool.json && mv tool.json y.json && mv y.json tool.json",
+    );
     restart_with_rules(
         &mut m,
         r#"{"paths": [{"path": "**", "keep": {"versions": 2}}]}"#,
@@ -911,7 +932,11 @@ fn content_renamed_back_and_forth_keeps_its_writers_version() {
         "SELECT v.version, v.op FROM versions v JOIN files f ON f.id = v.file_id
          WHERE f.path = 'tool.json' ORDER BY v.version",
     );
-    assert_eq!(versions.trim(), "1|create\n4|rename\n5|rename", "{versions}");
+    assert_eq!(
+        versions.trim(),
+        "1|create\n4|rename\n5|rename",
+        "{versions}"
+    );
     let (code, out, err) = cli(&m, &["why", "tool.json"]);
     assert_eq!(code, 0, "{out} {err}");
     assert!(!out.contains("forgotten"), "{out}");
@@ -1019,4 +1044,40 @@ fn gc_keep_last_reads_each_version_a_few_times() {
         entries <= 20 * 3_000,
         "gc --keep-last read {entries} rows and index entries of versions for 3,000 versions"
     );
+}
+
+/// A truncation without a handle (`truncate(2)`) is a version like a commit: past the
+/// quota it fails with `EDQUOT`, recorded, and it is counted (attack round of session
+/// 31: 400 truncations of a 50,000-byte file by the agent were neither judged nor
+/// counted, and took the pad to 50 times its quota).
+#[test]
+fn truncates_at_the_quota_fail_with_edquot() {
+    let m = agents_pad_with_rules(r#"{"paths": [{"path": "**"}], "quota": {"bytes": 30000}}"#);
+    let script = r#"
+import errno, os
+open("t", "w").write("z" * 10000)
+for i in range(200):
+    try:
+        os.truncate("t", 10000 if i % 2 else 9999)
+    except OSError as e:
+        print("refused", i, e.errno == errno.EDQUOT)
+        break
+else:
+    print("all passed")
+"#;
+    let o = as_agent()
+        .args(["/usr/bin/python3", "-c", script])
+        .current_dir(&m.mnt)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("refused ") && out.trim().ends_with(" True"),
+        "{out} {o:?}"
+    );
+    // At most what fits: (30,000 - 10,000 bytes of content) / 512 bytes a record.
+    let versions: u64 = m.sql("SELECT COUNT(*) FROM versions").parse().unwrap();
+    assert!(versions <= 45, "{versions} versions");
+    let header = read(m.path("MANIFEST")).lines().next().unwrap().to_string();
+    assert!(header.contains(" KB of 29 KB"), "{header}");
 }

@@ -340,18 +340,30 @@ fn refuse<T>(errno: i32, reason: String) -> Result<T> {
 /// refused promotion record stored a 60,000-byte path).
 pub const RECORD_PATH_MAX: usize = 4096;
 
+/// The longest reason a refusal's record keeps, bytes (8 KiB: two paths of `PATH_MAX`
+/// and the words around them). A reason quotes what the caller sent (an MCP argument of
+/// the wrong type, an attribute's value): uncut, one MCP request stored a 9,000,042-byte
+/// reason and one `setfattr` 65,161 bytes (attack round of session 31).
+pub const RECORD_REASON_MAX: usize = 8192;
+
 /// `path` cut to [`RECORD_PATH_MAX`] bytes (at a character's boundary, `...` at its end)
 /// when longer.
-fn cut_path(mut path: String) -> String {
-    if path.len() > RECORD_PATH_MAX {
-        let mut end = RECORD_PATH_MAX - 3;
-        while !path.is_char_boundary(end) {
+fn cut_path(path: String) -> String {
+    cut(path, RECORD_PATH_MAX)
+}
+
+/// `text` cut to `max` bytes (at least 4; at a character's boundary, `...` at its end)
+/// when longer.
+pub(super) fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max.max(4) - 3;
+        while !text.is_char_boundary(end) {
             end -= 1;
         }
-        path.truncate(end);
-        path.push_str("...");
+        text.truncate(end);
+        text.push_str("...");
     }
-    path
+    text
 }
 
 impl Gate {
@@ -1113,6 +1125,7 @@ impl Fs {
         let path = String::from_utf8_lossy(&Gate::redact(path.as_bytes())).into_owned();
         let path = cut_path(path);
         let reason = String::from_utf8_lossy(&Gate::redact(e.reason.as_bytes())).into_owned();
+        let reason = cut(reason, RECORD_REASON_MAX);
         if let Err(se) = self
             .store
             .reject(&path, e.errno, &reason, caller, redacted.as_deref())
@@ -1145,7 +1158,11 @@ mod tests {
         assert_eq!(cut_path("a/b".into()), "a/b");
         let exact = "x".repeat(RECORD_PATH_MAX);
         assert_eq!(cut_path(exact.clone()), exact);
-        let long = format!("{}\u{e9}{}", "x".repeat(RECORD_PATH_MAX - 4), "y".repeat(100));
+        let long = format!(
+            "{}\u{e9}{}",
+            "x".repeat(RECORD_PATH_MAX - 4),
+            "y".repeat(100)
+        );
         let cut = cut_path(long);
         assert!(cut.len() <= RECORD_PATH_MAX, "{}", cut.len());
         assert!(cut.ends_with("x..."), "{}", &cut[cut.len() - 8..]);

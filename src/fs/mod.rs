@@ -556,10 +556,14 @@ impl Fs {
         let facts = &p.facts;
         // A client's name and version are its own words, stored with every version it
         // makes: redacted as a command line is (issue 31, "No secret at rest").
+        // At most 256 bytes each: a name, not a document (100 KB were stored whole).
         let said = |t: &Option<String>| {
             t.as_ref().map(|t| {
-                String::from_utf8_lossy(&crate::rules::enforce::redact_secrets(t.as_bytes()))
-                    .into_owned()
+                gate::cut(
+                    String::from_utf8_lossy(&crate::rules::enforce::redact_secrets(t.as_bytes()))
+                        .into_owned(),
+                    256,
+                )
             })
         };
         let mut c = Caller {
@@ -960,6 +964,10 @@ impl Fs {
                         c
                     })
                 })?;
+                // The pad's quota (issue 36): a truncation is a version (its record) and
+                // may add up to the bytes it grows by, as a commit through a handle.
+                let adds = size.saturating_sub(committed_len);
+                let _quota_hold = self.quota_allows_bytes(&caller, &path, adds, || None)?;
                 let mut none = |_: u64, _: &mut [u8]| Ok(());
                 self.commit(
                     ino,
@@ -970,6 +978,7 @@ impl Fs {
                     &caller,
                     false,
                 )?;
+                self.usage_added(adds, 1, 0);
             }
         }
         if set.mode.is_some()

@@ -504,6 +504,9 @@ impl Fs {
         }
         tree.detach(parent, ino, name, kind);
         tree.attach(new_parent, ino, new_name, kind);
+        if version.is_some() {
+            self.usage_added(0, 1, 0);
+        }
         let n = tree.get_mut(ino)?;
         n.parent = new_parent;
         n.name = new_name.into();
@@ -511,10 +514,6 @@ impl Fs {
         if kind == Kind::File && lineage.is_some() {
             n.file_id = lineage;
         }
-        if version.is_some() {
-            self.usage_added(0, 1, 0);
-        }
-        let n = tree.get_mut(ino)?;
         if let Some(v) = version
             && n.head.as_ref().is_none_or(|h| h.id < v.id)
         {

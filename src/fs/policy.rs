@@ -33,10 +33,10 @@ fn next_batch(batch: usize, took: Duration) -> usize {
 /// A paced pass's pause after a batch, in multiples of the time the batch took, while
 /// the pad is being written and while it is not (a quarter). A batch holds the daemon's
 /// writer (SQLite's write lock; the PostgreSQL store's one writing connection), so while
-/// the agent writes the pass holds it at most a fortieth of the time: at a twentieth the
-/// rates of creates and appends with a pass every 10 s were 0.93-0.95 of without on
-/// PostgreSQL (docs/benchmarks.md "Issue 36"), the pass's share and its CPU together.
-/// What it defers is done when the agent pauses, at the idle pace.
+/// the agent writes the pass holds it at most a fortieth of the time (a twentieth until
+/// session 31; docs/benchmarks.md "Issue 36, session 31": the pass's cost to the writers
+/// on PostgreSQL was then mostly its batches' generic plans, since fixed). What it defers
+/// is done when the agent pauses, at the idle pace.
 const BUSY_PAUSE: u32 = 39;
 const IDLE_PAUSE: u32 = 3;
 
@@ -403,11 +403,13 @@ pub struct PassReport {
     #[serde(default)]
     pub batches_over_50ms: u64,
     /// Reads of the store the pass made (what it protects, pages of the walk, the
-    /// lineages', the usage count), their time in all and the longest, ms.
+    /// lineages', the usage count).
     #[serde(default)]
     pub reads: u64,
+    /// Their time in all, ms.
     #[serde(default)]
     pub read_ms: f64,
+    /// The longest of them, ms.
     #[serde(default)]
     pub longest_read_ms: f64,
     /// Each rule that forgot something: its label, versions, refusals, bytes, event.
@@ -687,6 +689,24 @@ pub(crate) struct UsageCount {
     pub(crate) counted: Option<Usage>,
     /// Bytes the commits under way hold against the quota ([`QuotaHold`]).
     pub(crate) held: u64,
+    /// While counts from the store run ([`Fs::recount_usage`]): how many, and what this
+    /// daemon's changes added and took off meanwhile, applied to what they count (a
+    /// change the count saw too is then counted twice until the next count: the safe
+    /// way; before, a commit counted while the count ran was lost, and 8 writers passed
+    /// a quota by 0.6%, attack round of session 31).
+    recounts: usize,
+    during: UsageDelta,
+}
+
+/// What changes added to and took off the usage while a count ran.
+#[derive(Debug, Default, Clone, Copy)]
+struct UsageDelta {
+    bytes_added: u64,
+    bytes_taken: u64,
+    versions_added: u64,
+    versions_taken: u64,
+    forgotten: u64,
+    files: i64,
 }
 
 /// Bytes a commit holds against the pad's quota from its verdict until it is dropped
@@ -729,20 +749,48 @@ impl Fs {
         self.recount_usage().map(Some)
     }
 
-    /// Counts the pad's usage from the store again.
+    /// Counts the pad's usage from the store again, adding what this daemon's changes
+    /// counted while the count ran ([`UsageCount`]).
     pub(crate) fn recount_usage(&self) -> Result<Usage> {
-        let u = self.store.usage()?;
-        self.usage.lock().counted = Some(u);
+        {
+            let mut count = self.usage.lock();
+            if count.recounts == 0 {
+                count.during = UsageDelta::default();
+            }
+            count.recounts += 1;
+        }
+        let counted = self.store.usage();
+        let mut count = self.usage.lock();
+        count.recounts -= 1;
+        let mut u = counted?;
+        let d = count.during;
+        u.bytes = u
+            .bytes
+            .saturating_add(d.bytes_added)
+            .saturating_sub(d.bytes_taken);
+        u.versions = u
+            .versions
+            .saturating_add(d.versions_added)
+            .saturating_sub(d.versions_taken);
+        u.forgotten = u.forgotten.saturating_add(d.forgotten);
+        u.files = u.files.saturating_add_signed(d.files);
+        count.counted = Some(u);
         Ok(u)
     }
 
     /// Takes what a pass forgot off the usage counted (when counted): `bytes` of content
     /// and `versions` (their records too).
     fn usage_forgot(&self, bytes: u64, versions: u64) {
-        if let Some(u) = self.usage.lock().counted.as_mut() {
-            u.bytes = u
-                .bytes
-                .saturating_sub(bytes.saturating_add(versions * VERSION_RECORD_BYTES));
+        let bytes = bytes.saturating_add(versions * VERSION_RECORD_BYTES);
+        let mut count = self.usage.lock();
+        if count.recounts > 0 {
+            let d = &mut count.during;
+            d.bytes_taken = d.bytes_taken.saturating_add(bytes);
+            d.versions_taken = d.versions_taken.saturating_add(versions);
+            d.forgotten = d.forgotten.saturating_add(versions);
+        }
+        if let Some(u) = count.counted.as_mut() {
+            u.bytes = u.bytes.saturating_sub(bytes);
             u.versions = u.versions.saturating_sub(versions);
             u.forgotten = u.forgotten.saturating_add(versions);
         }
@@ -751,10 +799,16 @@ impl Fs {
     /// Adds what a change stored to the usage counted (when counted): `bytes` of content,
     /// `versions` (their records too), `files` (live files and directories, or fewer).
     pub(super) fn usage_added(&self, bytes: u64, versions: u64, files: i64) {
-        if let Some(u) = self.usage.lock().counted.as_mut() {
-            u.bytes = u
-                .bytes
-                .saturating_add(bytes.saturating_add(versions * VERSION_RECORD_BYTES));
+        let bytes = bytes.saturating_add(versions * VERSION_RECORD_BYTES);
+        let mut count = self.usage.lock();
+        if count.recounts > 0 {
+            let d = &mut count.during;
+            d.bytes_added = d.bytes_added.saturating_add(bytes);
+            d.versions_added = d.versions_added.saturating_add(versions);
+            d.files = d.files.saturating_add(files);
+        }
+        if let Some(u) = count.counted.as_mut() {
+            u.bytes = u.bytes.saturating_add(bytes);
             u.versions = u.versions.saturating_add(versions);
             u.files = u.files.saturating_add_signed(files);
         }
@@ -776,25 +830,19 @@ impl Fs {
         adds: u64,
         digest: impl FnOnce() -> Option<String>,
     ) -> Result<QuotaHold<'_>> {
-        self.quota_allows(caller, path, adds + VERSION_RECORD_BYTES, || {
+        self.quota_allows(caller, path, adds.saturating_add(VERSION_RECORD_BYTES), || {
             format!(
                 "this commit of up to {adds} bytes (blake3 {}) and its record would pass it; its content is not kept",
-                digest().unwrap_or_else(|| "not computed: over 64 MiB".into())
+                digest().unwrap_or_else(|| "not computed".into())
             )
         })
     }
 
     /// The quota's verdict on a rename of a file, which makes a version (its record,
     /// [`VERSION_RECORD_BYTES`], and no content), as [`Fs::quota_allows_bytes`]'s.
-    pub(super) fn quota_allows_rename(
-        &self,
-        caller: &Caller,
-        path: &str,
-    ) -> Result<QuotaHold<'_>> {
+    pub(super) fn quota_allows_rename(&self, caller: &Caller, path: &str) -> Result<QuotaHold<'_>> {
         self.quota_allows(caller, path, VERSION_RECORD_BYTES, || {
-            format!(
-                "this rename's version ({VERSION_RECORD_BYTES} bytes of record) would pass it"
-            )
+            format!("this rename's version ({VERSION_RECORD_BYTES} bytes of record) would pass it")
         })
     }
 

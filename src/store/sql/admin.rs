@@ -94,15 +94,17 @@ pub(crate) fn gc_in(
     // of the newer versions of each was quadratic in a lineage's length: a log of 20,000
     // appends cost 200,000,000 index reads). `NOT EXISTS`, not `NOT IN`: PostgreSQL
     // hashes a `NOT IN` list only while it fits `work_mem`, else reads it once a row.
-    tx.exec("INSERT INTO gc_drop
+    tx.exec(
+        "INSERT INTO gc_drop
          SELECT r.id FROM (
              SELECT v.id, v.time_ns,
                     ROW_NUMBER() OVER (PARTITION BY v.file_id ORDER BY v.version DESC) AS rank
              FROM versions v) r
          WHERE NOT EXISTS (SELECT 1 FROM gc_keep k WHERE k.id = r.id)
            AND ((CAST(?1 AS BIGINT) IS NOT NULL AND r.rank > ?1)
-             OR (CAST(?2 AS BIGINT) IS NOT NULL AND r.time_ns < ?2))", p![req.keep_last.map(|n| n as i64), req.before_ns])
-    ?;
+             OR (CAST(?2 AS BIGINT) IS NOT NULL AND r.time_ns < ?2))",
+        p![req.keep_last.map(|n| n as i64), req.before_ns],
+    )?;
     analyze(tx, &["gc_drop"])?;
     let versions: i64 = tx.value("SELECT COUNT(*) FROM gc_drop", p![])?;
     // What the tree at a past time can no longer show (issue 14).
