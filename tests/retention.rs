@@ -35,6 +35,15 @@ fn agents_pad_with_rules(rules: &str) -> Mount {
     m
 }
 
+/// `setfattr -n NAME -v VALUE` on the root of `m`, as the agent (uid 1000).
+fn agent_setfattr(m: &Mount, name: &str, value: &str) -> std::process::Output {
+    as_agent()
+        .args(["setfattr", "-n", name, "-v", value])
+        .arg(&m.mnt)
+        .output()
+        .unwrap()
+}
+
 /// The version numbers of `path` the store holds.
 fn kept(m: &Mount, path: &str) -> Vec<i64> {
     m.versions(path).into_iter().map(|(n, _, _)| n).collect()
@@ -536,11 +545,7 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
     // Nor forge a promotion's record in a pad it may write (root's or the mounting
     // user's only: EPERM, recorded).
     let note = r#"{"path": "notes.md", "reason": "promoted version 1 of notes.md to /srv/long.db as version 9"}"#;
-    let o = as_agent()
-        .args(["setfattr", "-n", "user.scratchfs.promoted", "-v", note])
-        .arg(&src.mnt)
-        .output()
-        .unwrap();
+    let o = agent_setfattr(&src, "user.scratchfs.promoted", note);
     assert!(!o.status.success(), "the agent recorded a promotion");
     assert_eq!(
         src.sql("SELECT COUNT(*) FROM events WHERE op = 'promote'"),
@@ -549,11 +554,7 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
     // Nor grow the refusal's record by the path it names (60,000 bytes): a record keeps
     // PATH_MAX (4,096) bytes of a path.
     let note = serde_json::json!({"path": "a/".repeat(30_000), "reason": "x"}).to_string();
-    let o = as_agent()
-        .args(["setfattr", "-n", "user.scratchfs.promoted", "-v", &note])
-        .arg(&src.mnt)
-        .output()
-        .unwrap();
+    let o = agent_setfattr(&src, "user.scratchfs.promoted", &note);
     assert!(!o.status.success(), "the agent recorded a promotion");
     assert_eq!(
         src.sql("SELECT LENGTH(path) FROM events WHERE op = 'rejected' ORDER BY id DESC LIMIT 1"),
@@ -561,17 +562,7 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
     );
     // Nor by the reason, which quotes what it sent (a 60,000-byte rollback point): a
     // record keeps 8,192 bytes of a reason.
-    let o = as_agent()
-        .args([
-            "setfattr",
-            "-n",
-            "user.scratchfs.rollback",
-            "-v",
-            &"x".repeat(60_000),
-        ])
-        .arg(&src.mnt)
-        .output()
-        .unwrap();
+    let o = agent_setfattr(&src, "user.scratchfs.rollback", &"x".repeat(60_000));
     assert!(!o.status.success(), "the agent rolled back");
     let longest: u64 = src
         .sql("SELECT MAX(LENGTH(reason)) FROM events WHERE op = 'rejected'")
@@ -583,11 +574,7 @@ fn the_agent_cannot_promote_through_a_mount_nor_retire() {
         "from": src.db.to_str().unwrap(), "paths": ["notes.md"], "op": "promote",
     })
     .to_string();
-    let o = as_agent()
-        .args(["setfattr", "-n", "user.scratchfs.adopt", "-v", &value])
-        .arg(&long.mnt)
-        .output()
-        .unwrap();
+    let o = agent_setfattr(&long, "user.scratchfs.adopt", &value);
     assert!(!o.status.success(), "the agent promoted through the daemon");
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("Operation not permitted"),

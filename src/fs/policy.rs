@@ -698,7 +698,7 @@ pub(crate) struct UsageCount {
     during: UsageDelta,
 }
 
-/// What changes added to and took off the usage while a count ran.
+/// What a change, or the changes while a count ran, added to and took off the usage.
 #[derive(Debug, Default, Clone, Copy)]
 struct UsageDelta {
     bytes_added: u64,
@@ -707,6 +707,32 @@ struct UsageDelta {
     versions_taken: u64,
     forgotten: u64,
     files: i64,
+}
+
+impl UsageDelta {
+    /// Adds `other` to this one.
+    fn add(&mut self, other: &UsageDelta) {
+        self.bytes_added = self.bytes_added.saturating_add(other.bytes_added);
+        self.bytes_taken = self.bytes_taken.saturating_add(other.bytes_taken);
+        self.versions_added = self.versions_added.saturating_add(other.versions_added);
+        self.versions_taken = self.versions_taken.saturating_add(other.versions_taken);
+        self.forgotten = self.forgotten.saturating_add(other.forgotten);
+        self.files = self.files.saturating_add(other.files);
+    }
+
+    /// Applies this to `u`.
+    fn apply(&self, u: &mut Usage) {
+        u.bytes = u
+            .bytes
+            .saturating_add(self.bytes_added)
+            .saturating_sub(self.bytes_taken);
+        u.versions = u
+            .versions
+            .saturating_add(self.versions_added)
+            .saturating_sub(self.versions_taken);
+        u.forgotten = u.forgotten.saturating_add(self.forgotten);
+        u.files = u.files.saturating_add_signed(self.files);
+    }
 }
 
 /// Bytes a commit holds against the pad's quota from its verdict until it is dropped
@@ -763,17 +789,7 @@ impl Fs {
         let mut count = self.usage.lock();
         count.recounts -= 1;
         let mut u = counted?;
-        let d = count.during;
-        u.bytes = u
-            .bytes
-            .saturating_add(d.bytes_added)
-            .saturating_sub(d.bytes_taken);
-        u.versions = u
-            .versions
-            .saturating_add(d.versions_added)
-            .saturating_sub(d.versions_taken);
-        u.forgotten = u.forgotten.saturating_add(d.forgotten);
-        u.files = u.files.saturating_add_signed(d.files);
+        count.during.apply(&mut u);
         count.counted = Some(u);
         Ok(u)
     }
@@ -781,36 +797,34 @@ impl Fs {
     /// Takes what a pass forgot off the usage counted (when counted): `bytes` of content
     /// and `versions` (their records too).
     fn usage_forgot(&self, bytes: u64, versions: u64) {
-        let bytes = bytes.saturating_add(versions * VERSION_RECORD_BYTES);
-        let mut count = self.usage.lock();
-        if count.recounts > 0 {
-            let d = &mut count.during;
-            d.bytes_taken = d.bytes_taken.saturating_add(bytes);
-            d.versions_taken = d.versions_taken.saturating_add(versions);
-            d.forgotten = d.forgotten.saturating_add(versions);
-        }
-        if let Some(u) = count.counted.as_mut() {
-            u.bytes = u.bytes.saturating_sub(bytes);
-            u.versions = u.versions.saturating_sub(versions);
-            u.forgotten = u.forgotten.saturating_add(versions);
-        }
+        self.usage_changed(UsageDelta {
+            bytes_taken: bytes.saturating_add(versions * VERSION_RECORD_BYTES),
+            versions_taken: versions,
+            forgotten: versions,
+            ..Default::default()
+        });
     }
 
     /// Adds what a change stored to the usage counted (when counted): `bytes` of content,
     /// `versions` (their records too), `files` (live files and directories, or fewer).
     pub(super) fn usage_added(&self, bytes: u64, versions: u64, files: i64) {
-        let bytes = bytes.saturating_add(versions * VERSION_RECORD_BYTES);
+        self.usage_changed(UsageDelta {
+            bytes_added: bytes.saturating_add(versions * VERSION_RECORD_BYTES),
+            versions_added: versions,
+            files,
+            ..Default::default()
+        });
+    }
+
+    /// Applies `d` to the usage counted (when counted), and to what the counts under way
+    /// will add to theirs.
+    fn usage_changed(&self, d: UsageDelta) {
         let mut count = self.usage.lock();
         if count.recounts > 0 {
-            let d = &mut count.during;
-            d.bytes_added = d.bytes_added.saturating_add(bytes);
-            d.versions_added = d.versions_added.saturating_add(versions);
-            d.files = d.files.saturating_add(files);
+            count.during.add(&d);
         }
         if let Some(u) = count.counted.as_mut() {
-            u.bytes = u.bytes.saturating_add(bytes);
-            u.versions = u.versions.saturating_add(versions);
-            u.files = u.files.saturating_add_signed(files);
+            d.apply(u);
         }
     }
 
