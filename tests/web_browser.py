@@ -201,7 +201,9 @@ try:
     # The refusal, with its reason.
     driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=refusals]").click()
     wait("the refusal", lambda: any("state.json" in t and "agent" in t for t in texts("refused")))
-    reason = [r for r in rows("refused") if "state.json" in r.text][0].find_element(By.CSS_SELECTOR, "td.reason").text
+    reason = wait("the refusal's reason", lambda: next(
+        (r.find_element(By.CSS_SELECTOR, "td.reason").text for r in rows("refused")
+         if "state.json" in r.text), None))
     assert "agent" in reason, reason
     # The content a refusal kept: small.txt past its max_bytes.
     small = wait("the refusal of small.txt", lambda: next((r for r in rows("refused") if "small.txt" in r.text), None))
@@ -311,9 +313,12 @@ try:
     driver.save_screenshot(os.path.join(shots, "phone.png"))
     # The refusals keep their reasons; the plots fit.
     driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=refusals]").click()
-    reason = wait("a refusal at phone width", lambda: next(
-        (r for r in rows("refused") if "state.json" in r.text), None)).find_element(By.CSS_SELECTOR, "td.reason")
-    assert reason.is_displayed() and "agent" in reason.text, reason.text
+    # The row found and its reason read in one go: the table may re-render in between
+    # (a stale row, read again, where reading the reason after the wait failed once).
+    shown, text = wait("a refusal at phone width", lambda: next(
+        ((c.is_displayed(), c.text) for r in rows("refused") if "state.json" in r.text
+         for c in [r.find_element(By.CSS_SELECTOR, "td.reason")]), None))
+    assert shown and "agent" in text, text
     driver.save_screenshot(os.path.join(shots, "phone-refusals.png"))
     driver.find_element(By.CSS_SELECTOR, "#tabs button[data-tab=activity]").click()
     wait("the plots at phone width", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#rate-svg rect")) > 0)
