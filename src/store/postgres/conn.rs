@@ -37,6 +37,7 @@ use std::error::Error as StdError;
 use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use bytes::BytesMut;
 use tokio_postgres::config::Host;
@@ -95,7 +96,13 @@ pub struct PgConn {
     /// treated as closed ([`PgConn::client_closed`]).
     broken: Cell<bool>,
     /// Prepared statements by their text as the shared code wrote it (with `?N`).
-    statements: RefCell<HashMap<String, Statement>>,
+    statements: RefCell<HashMap<String, Prepared>>,
+    /// Through a pooler in transaction mode ([`super::pooler`]): what each transaction
+    /// sets, and the schema its statements run in.
+    pooled: Option<Pooled>,
+    /// The open transaction is one [`PgConn::alone`] opened for a query, whose `COMMIT`
+    /// goes with it.
+    ends_alone: Cell<bool>,
     /// The same statements prepared by name with SQL's `PREPARE` (for
     /// [`Queued::Text`]'s `EXECUTE`), by that text: the name.
     named: RefCell<HashMap<String, String>>,
@@ -123,6 +130,51 @@ pub struct PgConn {
     versions_seq: RefCell<Option<String>>,
     /// The rows of the last [`Queued::Query`] sent, until [`Conn::each`] takes them.
     text_rows: RefCell<Option<Vec<tokio_postgres::SimpleQueryRow>>>,
+}
+
+/// A statement's types, and the statement prepared in the protocol where it may be kept.
+#[derive(Clone)]
+struct Prepared {
+    /// `None` through a pooler in transaction mode, where no statement outlives the
+    /// transaction it was prepared in ([`super::pooler`]).
+    stmt: Option<Statement>,
+    /// The types PostgreSQL inferred for its placeholders, in order.
+    params: Arc<[Type]>,
+    /// Its columns' names and types.
+    columns: Arc<[(String, Type)]>,
+}
+
+impl Prepared {
+    fn of(stmt: Statement, keep: bool) -> Prepared {
+        Prepared {
+            params: stmt.params().into(),
+            columns: stmt
+                .columns()
+                .iter()
+                .map(|c| (c.name().to_owned(), c.type_().clone()))
+                .collect(),
+            stmt: keep.then_some(stmt),
+        }
+    }
+
+    /// Whether every placeholder's values are spelled as literals ([`literal_type`]).
+    fn literal(&self) -> bool {
+        self.params.iter().all(|t| literal_type(t).is_some())
+    }
+}
+
+/// A connection through a pooler in transaction mode ([`super::pooler`]).
+struct Pooled {
+    /// The statement that opens each transaction's settings
+    /// ([`super::pooler::set_config_sql`]).
+    settings: String,
+    /// The schema the settings' search path leads to (`current_schema()`), which a
+    /// `VACUUM` names ([`super::pooler::qualified_vacuum`]).
+    schema: String,
+    /// The URL sets nothing (no `options`): a query outside a transaction needs none of
+    /// the settings (they bound lock waits and commits), and goes alone as it would on a
+    /// session of its own, in one round trip.
+    bare_queries: bool,
 }
 
 /// Makes the open transaction's `COMMIT` wait for its WAL to be flushed (and for the
@@ -183,7 +235,7 @@ enum Queued {
     /// as the shared code wrote it (for messages).
     Text(String, String),
     /// A statement without rows, its text as the shared code wrote it (for messages).
-    Exec(Statement, Vec<OwnedParam>, String),
+    Exec(Prepared, Vec<OwnedParam>, String),
     /// A query's `EXECUTE` (as [`Queued::Text`]), last in the queue: its rows go to
     /// [`PgConn::text_rows`].
     Query(String, String),
@@ -197,7 +249,7 @@ enum Message<'q> {
     /// statement is a query ([`Queued::Query`]).
     Text(String, Vec<&'q str>, IdRow, bool),
     /// A statement in the extended protocol, its parameters, its text.
-    Exec(&'q Statement, &'q [OwnedParam], &'q str),
+    Exec(&'q Prepared, &'q [OwnedParam], &'q str),
 }
 
 /// `queued` as the messages that carry it, in order.
@@ -267,6 +319,7 @@ impl PgConn {
     /// signed by the root certificates, or not valid for the host name); else `EIO`.
     pub fn connect(url: &str) -> Result<PgConn> {
         let (config, tls) = config_from(url, |k| std::env::var(k).ok())?;
+        let pooler = super::pooler::of(&super::tls::params(url), &config)?;
         let connector = super::tls::connector(&tls)?;
         let timeout = round_trip_timeout();
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -304,24 +357,71 @@ impl PgConn {
         // So an acknowledged change survives the daemon's kill -9 and a restart of the
         // server, not a crash of the server or the host in that moment; an `fsync` makes it
         // durable ([`SYNCED_COMMIT`], docs/deploy.md "Durability").
-        let settings = format!(
-            "SET plan_cache_mode = force_generic_plan; SET lock_timeout = '{}ms'; \
-             SET idle_in_transaction_session_timeout = '10s'; \
-             SET synchronous_commit = off",
-            lock_timeout(timeout).as_millis()
-        );
-        runtime
-            .block_on(async {
-                tokio::time::timeout(timeout, client.batch_execute(&settings)).await
-            })
-            .map_err(|_| unanswered(timeout))?
-            .map_err(|e| not_connected(&config, &tls, &e))?;
+        //
+        // Through a pooler in transaction mode, the same settings (but the plans': no
+        // statement is kept) are set in each transaction, after the URL's own.
+        let pooled = match pooler {
+            None => {
+                let settings = format!(
+                    "SET plan_cache_mode = force_generic_plan; SET lock_timeout = '{}ms'; \
+                     SET idle_in_transaction_session_timeout = '10s'; \
+                     SET synchronous_commit = off",
+                    lock_timeout(timeout).as_millis()
+                );
+                runtime
+                    .block_on(async {
+                        tokio::time::timeout(timeout, client.batch_execute(&settings)).await
+                    })
+                    .map_err(|_| unanswered(timeout))?
+                    .map_err(|e| not_connected(&config, &tls, &e))?;
+                None
+            }
+            Some(pooler) => {
+                let bare_queries = pooler.settings.is_empty();
+                let mut all = pooler.settings;
+                all.push((
+                    "lock_timeout".to_owned(),
+                    format!("{}ms", lock_timeout(timeout).as_millis()),
+                ));
+                all.push((
+                    "idle_in_transaction_session_timeout".to_owned(),
+                    "10s".to_owned(),
+                ));
+                all.push(("synchronous_commit".to_owned(), "off".to_owned()));
+                let settings = super::pooler::set_config_sql(&all);
+                let text = format!("BEGIN; {settings}; SELECT current_schema(); COMMIT");
+                let answer = runtime
+                    .block_on(async {
+                        tokio::time::timeout(timeout, client.simple_query(&text)).await
+                    })
+                    .map_err(|_| unanswered(timeout))?
+                    .map_err(|e| not_connected(&config, &tls, &e))?;
+                let schema = answer
+                    .iter()
+                    .filter_map(|m| match m {
+                        SimpleQueryMessage::Row(r) if r.columns()[0].name() == "current_schema" => {
+                            r.get(0)
+                        }
+                        _ => None,
+                    })
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                Some(Pooled {
+                    settings,
+                    schema,
+                    bare_queries,
+                })
+            }
+        };
         Ok(PgConn {
             runtime,
             client,
             timeout,
             broken: Cell::new(false),
             statements: RefCell::new(HashMap::new()),
+            pooled,
+            ends_alone: Cell::new(false),
             named: RefCell::new(HashMap::new()),
             queued: RefCell::new(Vec::new()),
             queued_bytes: Cell::new(0),
@@ -427,10 +527,27 @@ impl PgConn {
                         }
                         Ok(())
                     }),
-                    Message::Exec(stmt, params, sql) => Box::pin(async move {
-                        let refs: Vec<&(dyn ToSql + Sync)> =
-                            params.iter().map(|p| p as _).collect();
-                        client.execute(stmt, &refs).await.map(|_| ()).map_err(|e| {
+                    Message::Exec(prepared, params, sql) => Box::pin(async move {
+                        let done = match &prepared.stmt {
+                            Some(stmt) => {
+                                let refs: Vec<&(dyn ToSql + Sync)> =
+                                    params.iter().map(|p| p as _).collect();
+                                client.execute(stmt, &refs).await.map(|_| ())
+                            }
+                            // The protocol's unnamed statement, its types given.
+                            None => {
+                                let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
+                                    .iter()
+                                    .zip(prepared.params.iter())
+                                    .map(|(p, t)| (p as _, t.clone()))
+                                    .collect();
+                                client
+                                    .query_typed(&rewrite_placeholders(sql), &typed)
+                                    .await
+                                    .map(|_| ())
+                            }
+                        };
+                        done.map_err(|e| {
                             let mut err = pg_error(&e);
                             err.reason
                                 .push_str(&format!(" (in `{}`)", one_line(sql, 160)));
@@ -478,22 +595,102 @@ impl PgConn {
     /// The prepared statement for `sql` (with `?N` placeholders), from the cache or
     /// prepared now. A statement that fails to prepare is not cached, and its error
     /// names the statement (where PostgreSQL could not infer a placeholder's type, say).
-    fn statement(&self, sql: &str) -> Result<Statement> {
+    ///
+    /// Through a pooler in transaction mode only its types are kept: it is prepared in
+    /// the open transaction (or in one opened for it and rolled back), and closed there
+    /// (dropping the last [`Statement`] sends its `Close`, which goes before anything
+    /// sent after it).
+    fn statement(&self, sql: &str) -> Result<Prepared> {
         if let Some(s) = self.statements.borrow().get(sql) {
             return Ok(s.clone());
         }
         // What is queued goes first, its failure its own (not blamed on this statement).
         self.flush()?;
         let text = rewrite_placeholders(sql);
-        let stmt = self.run(self.client.prepare(&text)).map_err(|mut err| {
+        let alone = self.pooled.is_some() && !self.in_transaction.get();
+        if alone {
+            self.run(self.client.batch_execute(&self.opening("BEGIN")))?;
+        }
+        let prepared = self
+            .run(self.client.prepare(&text))
+            .map(|stmt| Prepared::of(stmt, self.pooled.is_none()));
+        if alone {
+            crate::store::count::round_trip();
+            self.within(self.client.batch_execute("ROLLBACK"))?
+                .map_err(|e| pg_error(&e))?;
+        }
+        let prepared = prepared.map_err(|mut err| {
             err.reason
                 .push_str(&format!(" (preparing `{}`)", one_line(sql, 160)));
             err
         })?;
         self.statements
             .borrow_mut()
-            .insert(sql.to_owned(), stmt.clone());
-        Ok(stmt)
+            .insert(sql.to_owned(), prepared.clone());
+        Ok(prepared)
+    }
+
+    /// `begin` (a `BEGIN`), and through a pooler in transaction mode the settings each
+    /// transaction makes ([`Pooled::settings`]): one statement more.
+    fn opening(&self, begin: &str) -> String {
+        match &self.pooled {
+            Some(p) => format!("{begin}; {}", p.settings),
+            None => begin.to_owned(),
+        }
+    }
+
+    /// How many statements [`PgConn::opening`] makes of a `BEGIN`.
+    fn opening_statements(&self) -> usize {
+        if self.pooled.is_some() { 2 } else { 1 }
+    }
+
+    /// `f` (one statement), in a transaction of its own when none is open and the
+    /// connection goes through a pooler in transaction mode (where a statement alone has
+    /// no settings): `BEGIN` and the settings, without the change lock (a statement
+    /// outside a transaction takes none), then the statement, then `COMMIT`, in one round
+    /// trip (a query sends the `COMMIT` with itself, [`PgConn::ends_alone`]). Rolled back
+    /// when `f` fails.
+    fn alone<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        if self.pooled.is_none() || self.in_transaction.get() {
+            return f();
+        }
+        self.in_transaction.set(true);
+        self.begun.set(false);
+        self.version_id.set(None);
+        self.guessing.set(false);
+        self.taken_id.set(None);
+        self.ends_alone.set(true);
+        self.queued
+            .borrow_mut()
+            .push(Queued::Begin(self.opening("BEGIN"), IdRow::None));
+        let out = f();
+        self.ends_alone.set(false);
+        if !self.in_transaction.get() {
+            // Ended with the query's answer.
+            return out;
+        }
+        match out {
+            Ok(v) => {
+                self.end("COMMIT")?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self.batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    /// After a query sent with the `COMMIT` of its transaction of its own
+    /// ([`PgConn::alone`]): the transaction is over, or, when the round trip failed,
+    /// rolled back.
+    fn ended_alone<T>(&self, out: Result<T>) -> Result<T> {
+        if out.is_err() {
+            let _ = self.batch("ROLLBACK");
+        }
+        self.in_transaction.set(false);
+        self.begun.set(false);
+        out
     }
 
     /// Whether the last queued statement is simple-query text, which a query can follow
@@ -509,13 +706,13 @@ impl PgConn {
     /// parameters of the types `stmt` (the same text prepared in the protocol) has:
     /// prepared now (one round trip, with what is queued) on its first use. A `PREPARE`
     /// lasts as long as the session, whatever becomes of the transaction it was sent in.
-    fn named(&self, sql: &str, stmt: &Statement) -> Result<String> {
+    fn named(&self, sql: &str, stmt: &Prepared) -> Result<String> {
         if let Some(name) = self.named.borrow().get(sql) {
             return Ok(name.clone());
         }
         let name = format!("scratchfs_{}", self.named.borrow().len() + 1);
         let types: Vec<&str> = stmt
-            .params()
+            .params
             .iter()
             .map(|t| literal_type(t).unwrap_or("unknown"))
             .collect();
@@ -563,7 +760,7 @@ pub const NUL_SHOWN: &str = "\u{2400}";
 
 /// Appends `t` to `out` as an escape string literal, `E'...'`: `'` and `\` doubled (its
 /// meaning does not depend on `standard_conforming_strings`), a NUL as [`NUL_SHOWN`].
-fn quote_text(out: &mut String, t: &str) {
+pub(super) fn quote_text(out: &mut String, t: &str) {
     out.push_str("E'");
     for c in t.chars() {
         match c {
@@ -576,19 +773,27 @@ fn quote_text(out: &mut String, t: &str) {
     out.push('\'');
 }
 
-/// `EXECUTE name(...)` of the statement `stmt` with `params` spelled as literals of the
-/// types PostgreSQL inferred for its placeholders, paired as [`PgParam`] pairs them (the
-/// same errors for a value that does not fit): NULL, an integer in decimal, a boolean as
-/// `true`/`false`, text as an escape string ([`quote_text`]), bytes as `E'\\x` and hex;
-/// [`PENDING_VERSION_ID`] as `pending` (`currval` of the versions sequence) when given.
+/// How [`execute_text`] sends a statement.
+enum Form<'a> {
+    /// `EXECUTE name(...)` of the statement prepared by name.
+    Execute(&'a str),
+    /// The statement's own text (as the shared code wrote it, `?N`), each placeholder a
+    /// typed literal, `CAST(literal AS type)`: through a pooler in transaction mode.
+    Inline(&'a str),
+}
+
+/// The statement whose placeholders have the types `types`, with `params` spelled as
+/// literals of those types, paired as [`PgParam`] pairs them (the same errors for a value
+/// that does not fit): NULL, an integer in decimal, a boolean as `true`/`false`, text as
+/// an escape string ([`quote_text`]), bytes as `E'\\x` and hex; [`PENDING_VERSION_ID`]
+/// as `pending` (`currval` of the versions sequence) when given. In the `form` given.
 fn execute_text(
-    name: &str,
-    stmt: &Statement,
+    form: Form<'_>,
+    types: &[Type],
     params: &[Param<'_>],
     pending: Option<&str>,
 ) -> Result<String> {
     use std::fmt::Write;
-    let types = stmt.params();
     if types.len() != params.len() {
         return Err(StoreError::failed(format!(
             "{} parameters for {} placeholders",
@@ -596,9 +801,11 @@ fn execute_text(
             types.len()
         )));
     }
-    let mut out = format!("EXECUTE {name}");
-    for (i, (p, ty)) in params.iter().zip(types).enumerate() {
-        out.push_str(if i == 0 { "(" } else { ", " });
+    // Every literal in one string, each ending at its offset in `ends`.
+    let mut spelled = String::new();
+    let mut ends: Vec<usize> = Vec::with_capacity(params.len());
+    for (p, ty) in params.iter().zip(types) {
+        let out = &mut spelled;
         let refused = |e: Box<dyn StdError + Sync + Send>| StoreError::failed(e);
         match *p {
             Param::Null => out.push_str("NULL"),
@@ -628,7 +835,7 @@ fn execute_text(
             },
             Param::Text(t) => match *ty {
                 Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR => {
-                    quote_text(&mut out, t);
+                    quote_text(out, t);
                 }
                 _ => return Err(refused(mismatch("text", ty))),
             },
@@ -646,11 +853,30 @@ fn execute_text(
                 _ => return Err(refused(mismatch("bytes", ty))),
             },
         }
+        ends.push(spelled.len());
     }
-    if !params.is_empty() {
-        out.push(')');
+    let literal = |i: usize| &spelled[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
+    match form {
+        Form::Execute(name) => {
+            let mut out = String::with_capacity(16 + name.len() + spelled.len() + 2 * ends.len());
+            out.push_str("EXECUTE ");
+            out.push_str(name);
+            for i in 0..ends.len() {
+                out.push_str(if i == 0 { "(" } else { ", " });
+                out.push_str(literal(i));
+            }
+            if !ends.is_empty() {
+                out.push(')');
+            }
+            Ok(out)
+        }
+        Form::Inline(sql) => substitute(sql, |out, n| {
+            let i = n.checked_sub(1).filter(|&i| i < ends.len())?;
+            let ty = literal_type(&types[i])?;
+            write!(out, "CAST({} AS {ty})", literal(i)).expect("a String takes it");
+            Some(())
+        }),
     }
-    Ok(out)
 }
 
 impl PgConn {
@@ -686,7 +912,8 @@ impl PgConn {
             ));
         }
         let seq = self.versions_seq()?;
-        // `BEGIN`, the change lock, `sql`, `nextval`: the id is the 4th statement's row.
+        // `BEGIN` (and a pooler's settings), the change lock, `sql`, `nextval`: the id is
+        // the 4th (5th) statement's row.
         let text = format!(
             "{}; {}; {}",
             self.begin_text()?,
@@ -698,7 +925,11 @@ impl PgConn {
         self.version_id.set(None);
         self.guessing.set(guess);
         self.taken_id.set(None);
-        let at = if guess { IdRow::At(3) } else { IdRow::Last };
+        let at = if guess {
+            IdRow::At(self.opening_statements() + 2)
+        } else {
+            IdRow::Last
+        };
         self.queued.borrow_mut().push(Queued::Begin(text, at));
         Ok(())
     }
@@ -733,7 +964,11 @@ impl PgConn {
     /// `BEGIN` and the change lock, shared ([`LOCK_SHARED`], prepared by name): how
     /// every transaction of this crate but a checkpoint's opens.
     fn begin_text(&self) -> Result<String> {
-        Ok(format!("BEGIN; {}", self.execute(LOCK_SHARED, &[])?))
+        Ok(format!(
+            "{}; {}",
+            self.opening("BEGIN"),
+            self.execute(LOCK_SHARED, &[])?
+        ))
     }
 
     /// `EXECUTE` of `sql` (prepared by name now if it is not yet, [`PgConn::named`]) with
@@ -741,13 +976,19 @@ impl PgConn {
     /// placeholders are of a type not spelled so.
     fn execute(&self, sql: &str, params: &[Param<'_>]) -> Result<String> {
         let stmt = self.statement(sql)?;
-        if let Some(t) = stmt.params().iter().find(|t| literal_type(t).is_none()) {
+        if let Some(t) = stmt.params.iter().find(|t| literal_type(t).is_none()) {
             return Err(StoreError::failed(format!(
                 "a placeholder of type {t} in `{}`",
                 one_line(sql, 160)
             )));
         }
-        let name = self.named(sql, &stmt)?;
+        let name;
+        let form = if self.pooled.is_some() {
+            Form::Inline(sql)
+        } else {
+            name = self.named(sql, &stmt)?;
+            Form::Execute(&name)
+        };
         let seq;
         let pending = if self.guessing.get() {
             seq = format!("currval({})", self.versions_seq()?);
@@ -755,7 +996,7 @@ impl PgConn {
         } else {
             None
         };
-        execute_text(&name, &stmt, params, pending).map_err(|mut err| {
+        execute_text(form, &stmt.params, params, pending).map_err(|mut err| {
             err.reason
                 .push_str(&format!(" (in `{}`)", one_line(sql, 160)));
             err
@@ -790,7 +1031,11 @@ impl PgConn {
                 "begin_exclusive: a transaction is already open",
             ));
         }
-        self.begin_as(&format!("BEGIN; {}", change_lock_sql(true)))
+        self.begin_as(&format!(
+            "{}; {}",
+            self.opening("BEGIN"),
+            change_lock_sql(true)
+        ))
     }
 
     /// Opens a read-only transaction that sees one snapshot of the database throughout
@@ -805,10 +1050,10 @@ impl PgConn {
         // It holds no lock a change waits for, and may wait for the other side of the fork
         // (a large table written into the new database) longer than the idle limit that
         // frees a stopped daemon's locks.
-        self.begin_as(
-            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; \
-             SET LOCAL idle_in_transaction_session_timeout = 0",
-        )
+        self.begin_as(&format!(
+            "{}; SET LOCAL idle_in_transaction_session_timeout = 0",
+            self.opening("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        ))
     }
 
     /// Sends `sql`, which opens a transaction, now. When a statement after its `BEGIN`
@@ -936,9 +1181,14 @@ fn unanswered(t: std::time::Duration) -> StoreError {
 
 /// A blocking connection for what [`Conn`] does not cover: LISTEN and its notifications
 /// ([`super::notify`]), and tools and tests that need a plain client. Same URL,
-/// environment (TLS included) and errors as [`PgConn::connect`].
+/// environment (TLS included) and errors as [`PgConn::connect`]; for a URL through a
+/// pooler in transaction mode, to the server itself (its `direct_*` parameters,
+/// [`super::pooler`]), since a `LISTEN` and a session's advisory lock last the session.
 pub fn connect_listener(url: &str) -> Result<postgres::Client> {
-    let (config, tls) = config_from(url, |k| std::env::var(k).ok())?;
+    let (mut config, tls) = config_from(url, |k| std::env::var(k).ok())?;
+    if let Some(pooler) = super::pooler::of(&super::tls::params(url), &config)? {
+        config = pooler.direct;
+    }
     let connector = super::tls::connector(&tls)?;
     postgres::Config::from(config.clone())
         .connect(connector)
@@ -952,10 +1202,13 @@ impl Conn for PgConn {
         params: &[Param<'_>],
         f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
     ) -> Result<()> {
+        if self.pooled.as_ref().is_some_and(|p| !p.bare_queries) && !self.in_transaction.get() {
+            return self.alone(|| self.each(sql, params, f));
+        }
         let stmt = self.statement(sql)?;
         if self.text_follows()
-            && stmt.params().iter().all(|t| literal_type(t).is_some())
-            && stmt.columns().iter().all(|c| text_column(c.type_()))
+            && stmt.literal()
+            && stmt.columns.iter().all(|(_, ty)| text_column(ty))
         {
             // In the message of the queued text before it (module docs).
             let text = self.execute(sql, params)?;
@@ -963,13 +1216,21 @@ impl Conn for PgConn {
                 .borrow_mut()
                 .push(Queued::Query(text, sql.to_owned()));
             self.text_rows.borrow_mut().take();
-            self.run(std::future::ready(Ok::<(), tokio_postgres::Error>(())))?;
+            if self.ends_alone.replace(false) {
+                let commit = "COMMIT".to_owned();
+                self.queued
+                    .borrow_mut()
+                    .push(Queued::Text(commit.clone(), commit));
+                let sent = self.run(std::future::ready(Ok::<(), tokio_postgres::Error>(())));
+                self.ended_alone(sent)?;
+            } else {
+                self.run(std::future::ready(Ok::<(), tokio_postgres::Error>(())))?;
+            }
             let rows = self.text_rows.borrow_mut().take().ok_or_else(|| {
                 StoreError::failed(format!("no result from `{}`", one_line(sql, 160)))
             })?;
-            let columns = stmt.columns();
             for r in &rows {
-                let row = TextRow::new(columns, r)?;
+                let row = TextRow::new(&stmt.columns, r)?;
                 if f(&row)? == Flow::Stop {
                     break;
                 }
@@ -980,7 +1241,34 @@ impl Conn for PgConn {
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
         // All rows first, then the visitor: it may run statements of its own on this
         // connection.
-        let rows = self.run(self.client.query(&stmt, &refs))?;
+        let rows = match &stmt.stmt {
+            Some(s) => self.run(self.client.query(s, &refs))?,
+            // The protocol's unnamed statement, its types given (a pooler's connection).
+            None => {
+                let typed: Vec<(&(dyn ToSql + Sync), Type)> = refs
+                    .iter()
+                    .zip(stmt.params.iter())
+                    .map(|(p, t)| (*p, t.clone()))
+                    .collect();
+                let text = rewrite_placeholders(sql);
+                if self.ends_alone.replace(false) {
+                    // Both sent before either answer is read: one round trip.
+                    let both = futures_util::future::join(
+                        self.client.query_typed(&text, &typed),
+                        self.client.batch_execute("COMMIT"),
+                    );
+                    let sent = self.run(async move {
+                        let (rows, commit) = both.await;
+                        let rows = rows?;
+                        commit?;
+                        Ok(rows)
+                    });
+                    self.ended_alone(sent)?
+                } else {
+                    self.run(self.client.query_typed(&text, &typed))?
+                }
+            }
+        };
         for r in &rows {
             if f(r)? == Flow::Stop {
                 break;
@@ -992,6 +1280,9 @@ impl Conn for PgConn {
     /// In a transaction, queued: sent with the next statement whose result is needed
     /// (module docs), which then reports its failure.
     fn exec(&self, sql: &str, params: &[Param<'_>]) -> Result<()> {
+        if self.pooled.is_some() && !self.in_transaction.get() {
+            return self.alone(|| self.exec(sql, params));
+        }
         let stmt = self.statement(sql)?;
         if self.in_transaction.get() {
             let bytes: usize = params
@@ -1002,9 +1293,7 @@ impl Conn for PgConn {
                     _ => 8,
                 })
                 .sum();
-            let queued = if bytes <= LITERAL_MAX
-                && stmt.params().iter().all(|t| literal_type(t).is_some())
-            {
+            let queued = if bytes <= LITERAL_MAX && stmt.literal() {
                 Queued::Text(self.execute(sql, params)?, sql.to_owned())
             } else {
                 Queued::Exec(
@@ -1027,7 +1316,12 @@ impl Conn for PgConn {
         }
         let params: Vec<PgParam<'_>> = params.iter().copied().map(PgParam).collect();
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
-        self.run(self.client.execute(&stmt, &refs)).map(|_| ())
+        let Some(s) = &stmt.stmt else {
+            return Err(StoreError::failed(
+                "a statement outside a transaction through a pooler",
+            ));
+        };
+        self.run(self.client.execute(s, &refs)).map(|_| ())
     }
 
     /// `BEGIN` is queued; `ROLLBACK` drops what was never sent (and is not sent when the
@@ -1060,7 +1354,15 @@ impl Conn for PgConn {
                 }
             }
             "COMMIT" => self.end(sql),
-            _ => self.run(self.client.batch_execute(sql)),
+            _ => match &self.pooled {
+                Some(p) if !self.in_transaction.get() => {
+                    match super::pooler::qualified_vacuum(sql, &p.schema) {
+                        Some(vacuum) => self.run(self.client.batch_execute(&vacuum)),
+                        None => self.alone(|| self.batch(sql)),
+                    }
+                }
+                _ => self.run(self.client.batch_execute(sql)),
+            },
         }
     }
 
@@ -1142,6 +1444,18 @@ impl ToSql for OwnedParam {
 /// into `$N`. (The shared SQL has no `?` of its own, and no `E'...'` or dollar-quoted
 /// strings, whose quoting this does not follow.)
 fn rewrite_placeholders(sql: &str) -> String {
+    use std::fmt::Write;
+    substitute(sql, |out, n| {
+        write!(out, "${n}").expect("a String takes it");
+        Some(())
+    })
+    .expect("every placeholder is written")
+}
+
+/// `sql` with each `?N` outside string literals, quoted identifiers and comments replaced
+/// by what `put` writes for `N` (see [`rewrite_placeholders`]). `EIO` when `put` says
+/// `None` (no value for `N`).
+fn substitute(sql: &str, mut put: impl FnMut(&mut String, usize) -> Option<()>) -> Result<String> {
     #[derive(PartialEq)]
     enum In {
         Code,
@@ -1174,10 +1488,18 @@ fn rewrite_placeholders(sql: &str) -> String {
                     i += 1;
                 }
                 b'?' if next.is_some_and(|c| c.is_ascii_digit()) => {
-                    // `?` is ASCII, so `i` is a character boundary.
+                    // `?` and digits are ASCII, so these are character boundaries.
                     out.push_str(&sql[copied..i]);
-                    out.push('$');
-                    copied = i + 1;
+                    let end = (i + 1..b.len())
+                        .find(|&j| !b[j].is_ascii_digit())
+                        .unwrap_or(b.len());
+                    let n: usize = sql[i + 1..end].parse().unwrap_or(0);
+                    put(&mut out, n).ok_or_else(|| {
+                        StoreError::failed(format!("no value for ?{n} in `{}`", one_line(sql, 160)))
+                    })?;
+                    copied = end;
+                    i = end;
+                    continue;
                 }
                 _ => {}
             },
@@ -1193,7 +1515,7 @@ fn rewrite_placeholders(sql: &str) -> String {
         i += 1;
     }
     out.push_str(&sql[copied..]);
-    out
+    Ok(out)
 }
 
 /// A [`Param`] sent as the type PostgreSQL inferred for its placeholder.
@@ -1361,16 +1683,14 @@ fn text_column(ty: &Type) -> bool {
 /// text form, read by the types the statement's columns have ([`text_column`]): an
 /// integer in decimal, a boolean `t` or `f` (1 or 0), text as it is, NULL as NULL.
 struct TextRow<'a> {
-    columns: &'a [tokio_postgres::Column],
+    /// The statement's columns: names and types.
+    columns: &'a [(String, Type)],
     row: &'a tokio_postgres::SimpleQueryRow,
 }
 
 impl<'a> TextRow<'a> {
     /// `EIO` when the row does not have the statement's columns.
-    fn new(
-        columns: &'a [tokio_postgres::Column],
-        row: &'a tokio_postgres::SimpleQueryRow,
-    ) -> Result<Self> {
+    fn new(columns: &'a [(String, Type)], row: &'a tokio_postgres::SimpleQueryRow) -> Result<Self> {
         if row.len() != columns.len() {
             return Err(StoreError::failed(format!(
                 "a row of {} columns from a statement of {}",
@@ -1384,7 +1704,7 @@ impl<'a> TextRow<'a> {
 
 impl Row for TextRow<'_> {
     fn value(&self, i: usize) -> Result<Value<'_>> {
-        let Some(col) = self.columns.get(i) else {
+        let Some((name, ty)) = self.columns.get(i) else {
             return Err(StoreError::failed(format!(
                 "column {i}: no such column (the row has {})",
                 self.columns.len()
@@ -1396,12 +1716,12 @@ impl Row for TextRow<'_> {
         let bad = || {
             StoreError::failed(format!(
                 "column {i} ({}): `{}` is not a {}",
-                col.name(),
+                name,
                 one_line(text, 40),
-                col.type_()
+                ty
             ))
         };
-        Ok(match *col.type_() {
+        Ok(match *ty {
             Type::INT2 | Type::INT4 | Type::INT8 => {
                 Value::Int(text.parse::<i64>().map_err(|_| bad())?)
             }
@@ -1645,6 +1965,54 @@ mod tests {
             "SELECT 'é?1' || $1"
         );
         assert_eq!(rewrite_placeholders("a ? b ?"), "a ? b ?");
+    }
+
+    #[test]
+    fn statements_through_a_pooler_carry_typed_literals_and_by_name_the_same_values() {
+        let types = [Type::INT8, Type::TEXT, Type::BYTEA, Type::BOOL];
+        let params = [
+            Param::Int(PENDING_VERSION_ID),
+            Param::Text("it's ?2"),
+            Param::Blob(&[0, 255]),
+            Param::Int(1),
+        ];
+        let sql =
+            "INSERT INTO t(a, b, c, d) VALUES (?1, ?2, ?3, ?4) -- not ?9\n RETURNING '?1', ?1";
+        assert_eq!(
+            execute_text(Form::Inline(sql), &types, &params, Some("currval('s')")).unwrap(),
+            "INSERT INTO t(a, b, c, d) VALUES (CAST(currval('s') AS int8), \
+             CAST(E'it''s ?2' AS text), CAST(E'\\\\x00ff' AS bytea), CAST(true AS bool)) \
+             -- not ?9\n RETURNING '?1', CAST(currval('s') AS int8)"
+        );
+        assert_eq!(
+            execute_text(Form::Execute("scratchfs_1"), &types, &params, None).unwrap(),
+            format!("EXECUTE scratchfs_1({PENDING_VERSION_ID}, E'it''s ?2', E'\\\\x00ff', true)")
+        );
+        assert_eq!(
+            execute_text(Form::Execute("scratchfs_2"), &[], &[], None).unwrap(),
+            "EXECUTE scratchfs_2"
+        );
+        // A placeholder without a value, a value that does not fit: refused.
+        let e = execute_text(
+            Form::Inline("SELECT ?2"),
+            &[Type::INT8],
+            &[Param::Int(1)],
+            None,
+        )
+        .unwrap_err();
+        assert!(e.reason.contains("no value for ?2"), "{}", e.reason);
+        let e = execute_text(
+            Form::Inline("SELECT ?1"),
+            &[Type::INT2],
+            &[Param::Int(1 << 20)],
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.reason.contains("does not fit the type int2"),
+            "{}",
+            e.reason
+        );
     }
 
     fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {

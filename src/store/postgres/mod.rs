@@ -7,11 +7,12 @@
 //! daemons ([`notify`]), and the schema text [`SCHEMA`].
 //!
 //! TLS to the server: libpq's `sslmode`, `sslrootcert`, `sslcert`, `sslkey` on rustls
-//! ([`tls`]).
+//! ([`tls`]). Through a pooler in transaction mode: [`pooler`].
 
 mod conn;
 pub mod notify;
 pub mod pads;
+pub mod pooler;
 mod store;
 pub mod tls;
 

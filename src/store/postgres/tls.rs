@@ -132,6 +132,23 @@ const UNSUPPORTED: &[&str] = &[
 /// The parameters this module reads (and removes from what tokio-postgres parses).
 const OURS: &[&str] = &["sslmode", "sslrootcert", "sslcert", "sslkey"];
 
+/// Whether parameter `k` is removed from what tokio-postgres parses: TLS's, the pooler's
+/// ([`super::pooler::PARAMS`]), and `options` through a pooler (which refuses it at
+/// login: its `-c` settings are set in each transaction instead, [`super::pooler`]).
+fn stripped(k: &str, pooled: bool) -> bool {
+    OURS.contains(&k) || super::pooler::PARAMS.contains(&k) || (pooled && k == "options")
+}
+
+/// Every parameter of `url` (a `postgres://` URL or a `key=value` string), decoded, in
+/// order: what [`super::pooler`] reads.
+pub fn params(url: &str) -> Vec<(String, String)> {
+    if super::store::is_url(url) {
+        split_url(url, false).1
+    } else {
+        split_key_values(url, false).1
+    }
+}
+
 /// Splits the TLS parameters off `url` (a `postgres://` URL or a `key=value` string):
 /// returns the rest, for tokio-postgres to parse, and the settings they and the
 /// environment (`env`, libpq's `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`) give.
@@ -142,10 +159,11 @@ pub fn split(
     env: impl Fn(&str) -> Option<String>,
     home: Option<&Path>,
 ) -> Result<(String, Settings)> {
+    let pooled = params(url).iter().any(|(k, _)| k == "pooler");
     let (rest, params) = if super::store::is_url(url) {
-        split_url(url)
+        split_url(url, pooled)
     } else {
-        split_key_values(url)
+        split_key_values(url, pooled)
     };
     let param = |name: &str| {
         params
@@ -234,7 +252,7 @@ fn invalid(what: String) -> StoreError {
 /// The query of a URL (after the first `?` past the credentials, as tokio-postgres
 /// reads it), split: the URL without our parameters, and every parameter
 /// (percent-decoded) in order.
-fn split_url(url: &str) -> (String, Vec<(String, String)>) {
+fn split_url(url: &str, pooled: bool) -> (String, Vec<(String, String)>) {
     let after_scheme = url.find("://").map_or(0, |i| i + 3);
     let creds_end = url[after_scheme..]
         .find('@')
@@ -247,7 +265,7 @@ fn split_url(url: &str) -> (String, Vec<(String, String)>) {
     for pair in url[q + 1..].split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         let (k, v) = (percent_decode(k), percent_decode(v));
-        if !OURS.contains(&k.as_str()) {
+        if !stripped(&k, pooled) {
             kept.push(pair);
         }
         params.push((k, v));
@@ -284,7 +302,7 @@ fn percent_decode(s: &str) -> String {
 /// or in single quotes; `\` escapes the next character), split as [`split_url`] splits a
 /// URL's query. A string that does not follow the syntax is returned whole, for
 /// tokio-postgres to refuse with its message.
-fn split_key_values(s: &str) -> (String, Vec<(String, String)>) {
+fn split_key_values(s: &str, pooled: bool) -> (String, Vec<(String, String)>) {
     let b = s.as_bytes();
     let mut i = 0;
     let mut kept = Vec::new();
@@ -339,7 +357,7 @@ fn split_key_values(s: &str) -> (String, Vec<(String, String)>) {
                 i += 1;
             }
         }
-        if !OURS.contains(&key) {
+        if !stripped(key, pooled) {
             kept.push(&s[start..i]);
         }
         params.push((key.to_owned(), String::from_utf8_lossy(&value).into_owned()));

@@ -24,16 +24,28 @@ const END_MARKERS: &str = r#"INSERT INTO extents(stream, "offset", len, blob, bl
        AND COALESCE((SELECT MAX(e."offset" + e.len) FROM extents e WHERE e.stream = s.stream), 0) < s.len"#;
 
 /// (Re)creates the temporary table `name` of this connection with `definition` (the
-/// column list in parentheses, or `AS SELECT ...`): a connection that lives on keeps an
-/// earlier run's (a committed gc keeps them, a rolled back dry run does not).
+/// column list in parentheses, or `AS SELECT ...`), for the open transaction: on SQLite a
+/// connection that lives on keeps an earlier run's (a committed gc keeps them, a rolled
+/// back dry run does not); on PostgreSQL it is dropped at the transaction's end
+/// (`ON COMMIT DROP`), since through a pooler in transaction mode the server's session
+/// serves other clients next (`store::postgres::pooler`).
 pub(super) fn temp_table(tx: &dyn Conn, name: &str, definition: &str) -> Result<()> {
-    let schema = match tx.dialect() {
-        Dialect::Sqlite => "temp",
-        Dialect::Postgres => "pg_temp",
-    };
-    tx.batch(&format!(
-        "DROP TABLE IF EXISTS {schema}.{name}; CREATE TEMP TABLE {name} {definition}"
-    ))
+    match tx.dialect() {
+        Dialect::Sqlite => tx.batch(&format!(
+            "DROP TABLE IF EXISTS temp.{name}; CREATE TEMP TABLE {name} {definition}"
+        )),
+        Dialect::Postgres => {
+            let d = definition.trim_start();
+            let (columns, query) = match d.strip_prefix("AS") {
+                Some(q) if q.starts_with(char::is_whitespace) => ("", format!(" AS{q}")),
+                _ => (definition, String::new()),
+            };
+            tx.batch(&format!(
+                "DROP TABLE IF EXISTS pg_temp.{name}; \
+                 CREATE TEMP TABLE {name} {columns} ON COMMIT DROP{query}"
+            ))
+        }
+    }
 }
 
 /// Gives PostgreSQL's planner the row counts of the temporary `tables` once filled
