@@ -50,6 +50,20 @@ pub fn pg_url() -> String {
     })
 }
 
+/// The tests' PostgreSQL server through its pooler in transaction mode
+/// (`SCRATCHFS_PG_POOLER_URL`, from `scripts/pg url --pooler`: PgBouncer, its URL with
+/// `pooler=transaction` and the server's own port): a test that needs it and has none
+/// fails, saying how to get one.
+pub fn pg_pooler_url() -> String {
+    std::env::var("SCRATCHFS_PG_POOLER_URL").unwrap_or_else(|_| {
+        panic!(
+            "SCRATCHFS_PG_POOLER_URL is not set: this test needs PostgreSQL behind PgBouncer. \
+             Run `scripts/pg start` (as root: it starts both), then \
+             `export SCRATCHFS_PG_POOLER_URL=$(scripts/pg url --pooler)`"
+        )
+    })
+}
+
 /// A new, empty PostgreSQL database on the tests' server; returns its URL. Dropped by
 /// [`drop_pg_database`] (a [`Mount`] does it when dropped).
 pub fn new_pg_database() -> String {

@@ -1,0 +1,368 @@
+//! Daemons through a pooler in transaction mode (issue 34 item 3; src/store/postgres/
+//! pooler.rs): PgBouncer (`scripts/pg start` runs it, `pool_mode = transaction`, 2 server
+//! sessions per database and role) in front of the tests' server, the daemons' URL with
+//! `pooler=transaction` and the server's own port for their listeners. Eight daemons
+//! share two server sessions and lose no line; two scratchpads share them and see only
+//! their own; and what the next client of a server session finds there is nothing of
+//! theirs: no prepared statement, no setting, no temporary table. Bad pooler parameters
+//! are refused, saying which, with nothing created.
+//!
+//! Needs `SCRATCHFS_PG_URL` and `SCRATCHFS_PG_POOLER_URL` (`scripts/pg url --pooler`);
+//! fails, never skips, without them. Nothing waits a fixed time: each check polls for
+//! what it expects until a generous deadline.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::Mount;
+
+/// A database of the tests' server, dropped at the end of the test: its direct URL and
+/// its URL through the pooler.
+struct Db {
+    direct: String,
+    pooled: String,
+}
+
+impl Db {
+    fn new() -> Db {
+        let direct = common::new_pg_database();
+        let pooled = common::pg_url_of(&common::pg_pooler_url(), common::pg_database_of(&direct));
+        Db { direct, pooled }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        common::drop_pg_database(&self.direct);
+    }
+}
+
+/// Polls `f` until it returns `Some`, for at most 60 s (a loaded machine), then fails
+/// naming `what`.
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "within 60 s: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The server sessions of `db` but the caller's: `(listeners, others)`. A daemon's
+/// listener names itself (`application_name` `scratchfs ...`); the others are the
+/// pooler's server sessions.
+fn sessions(db: &Db) -> (i64, i64) {
+    let out = common::pg_query(
+        &db.direct,
+        "SELECT COUNT(*) FILTER (WHERE application_name LIKE 'scratchfs%'),
+                COUNT(*) FILTER (WHERE application_name NOT LIKE 'scratchfs%')
+         FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    );
+    let f: Vec<i64> = out.trim().split('|').map(|x| x.parse().unwrap()).collect();
+    (f[0], f[1])
+}
+
+#[test]
+fn eight_daemons_through_a_transaction_pooler_share_two_sessions_and_lose_no_line() {
+    const DAEMONS: usize = 8;
+    const LINES: usize = 200;
+    let db = Db::new();
+    let mounts: Vec<Mount> = (0..DAEMONS).map(|_| Mount::on_db(&db.pooled)).collect();
+    std::fs::write(mounts[0].path("log.txt"), "").unwrap();
+    for m in &mounts[1..] {
+        wait_for(
+            "log.txt everywhere (a namespace change reaches every listener)",
+            || m.path("log.txt").exists().then_some(()),
+        );
+    }
+    // 8 daemons x 2 writers, each line its own open, append and close.
+    let writers: Vec<_> = mounts
+        .iter()
+        .enumerate()
+        .flat_map(|(d, m)| {
+            (0..2).map(move |w| {
+                Command::new("bash")
+                    .arg("-c")
+                    .arg(format!(
+                        "for i in $(seq 1 {LINES}); do echo \"d{d} w{w} $i\" >> log.txt || exit 1; done"
+                    ))
+                    .current_dir(&m.mnt)
+                    .spawn()
+                    .unwrap()
+            })
+        })
+        .collect();
+    for mut w in writers {
+        assert!(w.wait().unwrap().success(), "a writer failed");
+    }
+    let mut expected: Vec<String> = (0..DAEMONS)
+        .flat_map(|d| (0..2).flat_map(move |w| (1..=LINES).map(move |i| format!("d{d} w{w} {i}"))))
+        .collect();
+    expected.sort();
+    for m in &mounts {
+        let text = wait_for("every line on every daemon", || {
+            let t = std::fs::read_to_string(m.path("log.txt")).ok()?;
+            (t.lines().count() >= DAEMONS * 2 * LINES).then_some(t)
+        });
+        let mut got: Vec<String> = text.lines().map(str::to_string).collect();
+        got.sort();
+        assert_eq!(got, expected, "every line once, none lost");
+    }
+    // A lost update across daemons is still refused (the lock of a lineage row is taken
+    // in the transaction, which the pooler keeps on one server session).
+    std::fs::write(mounts[0].path("state.json"), "{\"n\": 1}").unwrap();
+    wait_for("state.json v2 on the second daemon", || {
+        (std::fs::read_to_string(mounts[1].path("state.json")).ok()? == "{\"n\": 1}").then_some(())
+    });
+    // 16 clients of the pooler, 2 server sessions of it, a direct listener per daemon.
+    let (listeners, pooled) = sessions(&db);
+    assert_eq!(listeners, DAEMONS as i64, "a listener per daemon, direct");
+    assert!(
+        (1..=2).contains(&pooled),
+        "{pooled} server sessions for the daemons' statements (default_pool_size 2)"
+    );
+    // Version numbers gap-free and ordered: the commits took their locks as without it.
+    let f: Vec<i64> = common::pg_query(
+        &db.direct,
+        "SELECT COUNT(*), MIN(version), MAX(version) FROM versions WHERE path = 'log.txt'",
+    )
+    .trim()
+    .split('|')
+    .map(|x| x.parse().unwrap())
+    .collect();
+    assert_eq!(f[0], f[2], "versions {f:?}");
+    assert_eq!(f[1], 1);
+}
+
+/// What a client of the pooler finds on each of the pool's two server sessions at once
+/// (each holds one in a transaction while the other asks): prepared statements, the
+/// settings the daemons set, and temporary tables, visible to it, as text.
+fn what_the_next_client_finds(pooled_plain: &str) -> Vec<String> {
+    let connect = || {
+        pooled_plain
+            .parse::<postgres::Config>()
+            .unwrap_or_else(|e| panic!("{pooled_plain} does not parse: {e}"))
+            .connect(postgres::NoTls)
+            .unwrap_or_else(|e| panic!("cannot reach the pooler: {e}"))
+    };
+    let mut a = connect();
+    let mut b = connect();
+    let check = "SELECT (SELECT COUNT(*) FROM pg_prepared_statements) || ' prepared, ' ||
+                        'search_path ' || current_setting('search_path') || ', ' ||
+                        'lock_timeout ' || current_setting('lock_timeout') || ', ' ||
+                        'synchronous_commit ' || current_setting('synchronous_commit') || ', ' ||
+                        (SELECT COUNT(*) FROM pg_class
+                          WHERE relpersistence = 't' AND pg_table_is_visible(oid)) || ' temporary, ' ||
+                        'backend ' || pg_backend_pid()";
+    let mut out = Vec::new();
+    // Simple-query messages only: the extended protocol's named statements are what a
+    // transaction-mode pooler cannot carry.
+    a.simple_query("BEGIN").unwrap();
+    b.simple_query("BEGIN").unwrap();
+    for c in [&mut a, &mut b] {
+        for m in c.simple_query(check).unwrap() {
+            if let postgres::SimpleQueryMessage::Row(r) = m {
+                out.push(r.get(0).unwrap_or_default().to_owned());
+            }
+        }
+    }
+    a.simple_query("COMMIT").unwrap();
+    b.simple_query("COMMIT").unwrap();
+    out
+}
+
+#[test]
+fn scratchpads_sharing_a_pools_sessions_see_only_their_own_and_leave_nothing_there() {
+    let db = Db::new();
+    // Two scratchpads of one role, created and used through the pooler: their
+    // transactions take turns on the same two server sessions.
+    let mut urls = Vec::new();
+    for pad in ["pa", "pb"] {
+        let o = common::output_within(
+            "scratchfs pads create",
+            Command::new(common::BIN).args(["pads", "create", pad, "--db", &db.pooled]),
+            Duration::from_secs(60),
+        );
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            o.status.success(),
+            "{out} {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let url = out
+            .split('\'')
+            .nth(1)
+            .unwrap_or_else(|| panic!("no URL in {out}"))
+            .to_owned();
+        assert!(
+            url.contains("pooler=transaction") && url.contains("search_path%3D"),
+            "{url}"
+        );
+        urls.push(url);
+    }
+    let a = Mount::on_db(&urls[0]);
+    let b = Mount::on_db(&urls[1]);
+    let writers: Vec<_> = [(&a, "a"), (&b, "b")]
+        .into_iter()
+        .map(|(m, who)| {
+            Command::new("bash")
+                .arg("-c")
+                .arg(format!(
+                    "for i in $(seq 1 150); do echo \"{who} $i\" >> log.txt || exit 1; \
+                     echo \"{who} $i\" > last.txt || exit 1; done"
+                ))
+                .current_dir(&m.mnt)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut w in writers {
+        assert!(w.wait().unwrap().success(), "a writer failed");
+    }
+    for (m, who, other) in [(&a, "a", "b"), (&b, "b", "a")] {
+        let log = std::fs::read_to_string(m.path("log.txt")).unwrap();
+        let want: Vec<String> = (1..=150).map(|i| format!("{who} {i}")).collect();
+        assert_eq!(
+            log.lines().collect::<Vec<_>>(),
+            want,
+            "{who}'s log, only its own"
+        );
+        assert_eq!(
+            std::fs::read_to_string(m.path("last.txt")).unwrap(),
+            format!("{who} 150\n")
+        );
+        let history = std::fs::read_dir(m.path(".history/last.txt"))
+            .unwrap()
+            .count();
+        assert_eq!(history, 150, "{who}: its own versions only");
+        assert!(
+            !log.contains(&format!("{other} ")),
+            "{other}'s lines in {who}'s pad"
+        );
+    }
+    // Temporary tables (gc's), a checkpoint's exclusive lock, and a snapshot (fork's
+    // read) through the pooler too.
+    let gc = common::output_within(
+        "scratchfs gc",
+        Command::new(common::BIN).args(["gc", "--keep-last", "2", "--db", &urls[0]]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        gc.status.success() && String::from_utf8_lossy(&gc.stdout).contains("deleted"),
+        "{} {}",
+        String::from_utf8_lossy(&gc.stdout),
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    let versions = common::pg_query(
+        &db.direct,
+        "SELECT COUNT(*) FROM pa.versions WHERE path = 'last.txt'",
+    );
+    assert_eq!(
+        versions.trim(),
+        "2",
+        "gc kept the newest 2 of pa's last.txt"
+    );
+    let versions = common::pg_query(
+        &db.direct,
+        "SELECT COUNT(*) FROM pb.versions WHERE path = 'last.txt'",
+    );
+    assert_eq!(versions.trim(), "150", "pb untouched by pa's gc");
+    let cp = common::output_within(
+        "scratchfs checkpoint",
+        Command::new(common::BIN).args(["checkpoint", "cp1", "--db", &urls[1]]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        cp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cp.stderr)
+    );
+    wait_for("the checkpoint on pb's mount", || {
+        b.path(".checkpoints/cp1/last.txt").exists().then_some(())
+    });
+    assert!(
+        !a.path(".checkpoints/cp1").exists(),
+        "pb's checkpoint in pa"
+    );
+    // No temporary table of any session is left on the server.
+    let temporary = common::pg_query(
+        &db.direct,
+        "SELECT COUNT(*) FROM pg_class WHERE relpersistence = 't'",
+    );
+    assert_eq!(temporary.trim(), "0", "temporary tables left on the server");
+    drop(a);
+    drop(b);
+    // The next client of each server session finds nothing of the daemons'.
+    let plain = common::pg_url_of(
+        &format!(
+            "postgres://scratchfs@127.0.0.1:{}/x?sslmode=disable",
+            common::pg_pooler_url()
+                .split(':')
+                .nth(2)
+                .and_then(|p| p.split('/').next())
+                .expect("the pooler's port")
+        ),
+        common::pg_database_of(&db.direct),
+    );
+    let found = what_the_next_client_finds(&plain);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_ne!(
+        found[0].rsplit(' ').next(),
+        found[1].rsplit(' ').next(),
+        "two server sessions: {found:?}"
+    );
+    for f in &found {
+        assert!(
+            f.starts_with(
+                "0 prepared, search_path \"$user\", public, lock_timeout 0, \
+                 synchronous_commit on, 0 temporary"
+            ),
+            "a server session the daemons used: {f}"
+        );
+    }
+}
+
+#[test]
+fn bad_pooler_parameters_are_refused_naming_them_and_create_nothing() {
+    let db = Db::new();
+    let cases: Vec<(String, &str)> = vec![
+        (
+            db.pooled.split("&direct_port=").next().unwrap().to_owned(),
+            "pooler=transaction needs the server's own address",
+        ),
+        (
+            db.pooled.replace("pooler=transaction", "pooler=session"),
+            "pooler=\"session\": the only value is transaction",
+        ),
+        (
+            db.direct.clone()
+                + if db.direct.contains('?') { "&" } else { "?" }
+                + "direct_port=5432",
+            "need pooler=transaction",
+        ),
+        (
+            db.pooled.clone() + "&options=-f%20x",
+            "cannot be set through a pooler",
+        ),
+    ];
+    for (url, says) in &cases {
+        let o = common::output_within(
+            "scratchfs fsck",
+            Command::new(common::BIN).args(["fsck", "--db", url]),
+            Duration::from_secs(60),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{url}: {err}");
+        assert!(err.contains(says), "{url}: wanted {says:?} in {err}");
+        assert!(!err.contains("sslrootcert="), "the URL repeated: {err}");
+    }
+    let tables = common::pg_query(
+        &db.direct,
+        "SELECT COUNT(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')",
+    );
+    assert_eq!(tables.trim(), "0", "nothing created");
+}
