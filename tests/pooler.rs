@@ -138,40 +138,65 @@ fn eight_daemons_through_a_transaction_pooler_share_two_sessions_and_lose_no_lin
     assert_eq!(f[1], 1);
 }
 
-/// What a client of the pooler finds on each of the pool's two server sessions at once
-/// (each holds one in a transaction while the other asks): prepared statements, the
-/// settings the daemons set, and temporary tables, visible to it, as text.
+/// What the agent (uid 1000, `psql` through the pooler as the daemons' role) finds on
+/// each of the pool's two server sessions: prepared statements, the settings the daemons
+/// set, and temporary tables, as text, a line per session. Two clients each hold a
+/// session in a transaction while the other asks (they take turns through files), so
+/// both sessions are seen. `psql` sends simple-query messages only.
 fn what_the_next_client_finds(pooled_plain: &str) -> Vec<String> {
-    let connect = || {
-        pooled_plain
-            .parse::<postgres::Config>()
-            .unwrap_or_else(|e| panic!("{pooled_plain} does not parse: {e}"))
-            .connect(postgres::NoTls)
-            .unwrap_or_else(|e| panic!("cannot reach the pooler: {e}"))
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let d = dir.path().display();
+    let check = "SELECT (SELECT COUNT(*) FROM pg_prepared_statements) || ' prepared, ' || \
+                 'search_path ' || current_setting('search_path') || ', ' || \
+                 'lock_timeout ' || current_setting('lock_timeout') || ', ' || \
+                 'synchronous_commit ' || current_setting('synchronous_commit') || ', ' || \
+                 (SELECT COUNT(*) FROM pg_class \
+                   WHERE relpersistence = 't' AND pg_table_is_visible(oid)) || ' temporary, ' || \
+                 'backend ' || pg_backend_pid();";
+    // Each waits for the other's file for at most 60 s.
+    let wait = |f: &str| format!("\\! for i in $(seq 6000); do [ -e {d}/{f} ] && break; sleep 0.01; done");
+    let first = format!("BEGIN;\n{check}\n\\! touch {d}/a\n{}\nCOMMIT;\n", wait("b"));
+    let second = format!("{}\nBEGIN;\n{check}\n\\! touch {d}/b\nCOMMIT;\n", wait("a"));
+    let spawn = |script: String| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "psql"])
+            .args([pooled_plain, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
+            .env("HOME", "/nonexistent")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().expect("psql (postgresql-client) as uid 1000");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        child
     };
-    let mut a = connect();
-    let mut b = connect();
-    let check = "SELECT (SELECT COUNT(*) FROM pg_prepared_statements) || ' prepared, ' ||
-                        'search_path ' || current_setting('search_path') || ', ' ||
-                        'lock_timeout ' || current_setting('lock_timeout') || ', ' ||
-                        'synchronous_commit ' || current_setting('synchronous_commit') || ', ' ||
-                        (SELECT COUNT(*) FROM pg_class
-                          WHERE relpersistence = 't' AND pg_table_is_visible(oid)) || ' temporary, ' ||
-                        'backend ' || pg_backend_pid()";
+    let a = spawn(first);
+    let b = spawn(second);
     let mut out = Vec::new();
-    // Simple-query messages only: the extended protocol's named statements are what a
-    // transaction-mode pooler cannot carry.
-    a.simple_query("BEGIN").unwrap();
-    b.simple_query("BEGIN").unwrap();
-    for c in [&mut a, &mut b] {
-        for m in c.simple_query(check).unwrap() {
-            if let postgres::SimpleQueryMessage::Row(r) = m {
-                out.push(r.get(0).unwrap_or_default().to_owned());
-            }
-        }
+    for child in [a, b] {
+        let o = child.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "psql as uid 1000: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out.extend(
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned),
+        );
     }
-    a.simple_query("COMMIT").unwrap();
-    b.simple_query("COMMIT").unwrap();
     out
 }
 
@@ -244,8 +269,7 @@ fn scratchpads_sharing_a_pools_sessions_see_only_their_own_and_leave_nothing_the
             "{other}'s lines in {who}'s pad"
         );
     }
-    // Temporary tables (gc's), a checkpoint's exclusive lock, and a snapshot (fork's
-    // read) through the pooler too.
+    // Temporary tables (gc's) and a checkpoint's exclusive lock through the pooler too.
     let gc = common::output_within(
         "scratchfs gc",
         Command::new(common::BIN).args(["gc", "--keep-last", "2", "--db", &urls[0]]),
