@@ -4,13 +4,15 @@
 
 Usage (as root; scripts/pg's throwaway server, started if needed):
 
-    scripts/bench-pads.py [--bin BIN] [--pads N] [--tls] [--out FILE]
+    scripts/bench-pads.py [--bin BIN] [--pads N] [--tls] [--pooler] [--out FILE]
 
 One database for the run (dropped at the end). `scratchfs pads create` makes N
 scratchpads (default 50), one daemon mounts each (all on this host), and it measures:
 
   - the time to create them and to mount them (each mount returns once it answers);
-  - the server's sessions while all are mounted (target: at most 3 per daemon);
+  - the server's sessions while all are mounted (target: at most 3 per daemon), and how
+    many are the daemons' listeners (with --pooler, the daemons go through scripts/pg's
+    PgBouncer in transaction mode: their other sessions are the pooler's);
   - the daemons' resident memory (RSS, /proc), total and per daemon;
   - their CPU while idle for 10 s (the listeners' keep-alive);
   - a write then a read through every mount in turn (commit round trip per pad);
@@ -63,15 +65,16 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/scratchfs"))
     ap.add_argument("--pads", type=int, default=50)
     ap.add_argument("--tls", action="store_true")
+    ap.add_argument("--pooler", action="store_true")
     ap.add_argument("--out")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root (mounts)")
-    base, db, url = benchpg.new_database("scratchfs_pads", args.tls)
+    base, db, url = benchpg.new_database("scratchfs_pads", args.tls, args.pooler)
     work = f"/var/tmp/scratchfs-pads-{os.getpid()}"
     names = [f"pad_{i:04d}" for i in range(args.pads)]
     mounted = []
-    res = {"pads": args.pads, "tls": args.tls}
+    res = {"pads": args.pads, "tls": args.tls, "pooler": args.pooler}
     try:
         t = time.monotonic()
         for n in names:
@@ -85,12 +88,15 @@ def main():
                "--background", timeout=600)
             mounted.append((mnt, daemon_pid(mnt)))
         res["mount_s"] = time.monotonic() - t
-        sessions = int(sh("psql", base.rsplit("/", 1)[0] + "/" + db + "?sslmode=disable",
-                          "-X", "-qAt", "-c",
-                          "SELECT COUNT(*) FROM pg_stat_activity "
-                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-                       .strip())
+        sessions, listeners = (
+            int(x) for x in sh("psql", base.rsplit("/", 1)[0] + "/" + db + "?sslmode=disable",
+                               "-X", "-qAt", "-F", " ", "-c",
+                               "SELECT COUNT(*), COUNT(*) FILTER "
+                               "(WHERE application_name LIKE 'scratchfs%') FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            .split())
         res["sessions"] = sessions
+        res["listener_sessions"] = listeners
         res["sessions_per_daemon"] = sessions / args.pads
         # A write then a read through each mount.
         lat = []
