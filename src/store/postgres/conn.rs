@@ -30,6 +30,13 @@
 //!
 //! Every transaction opened here holds its scratchpad's change lock shared
 //! ([`change_lock_sql`]), which a checkpoint takes exclusively ([`PgConn::begin_exclusive`]).
+//!
+//! Through a pooler in transaction mode (`pooler=transaction` in the URL,
+//! [`super::pooler`]) nothing outlives a transaction: no statement is prepared by name
+//! (statements go as text with typed literals, or as the protocol's unnamed statement,
+//! [`Prepared`] keeping only their types), every transaction sets what the session would
+//! have ([`PgConn::opening`]), and a statement outside a transaction goes in one of its
+//! own ([`PgConn::alone`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -310,6 +317,10 @@ impl PgConn {
     /// TLS ([`super::tls`]): libpq's `sslmode` (`disable`, `prefer` the default, `require`,
     /// `verify-ca`, `verify-full`), `sslrootcert` (a PEM file or `system`), `sslcert` and
     /// `sslkey`, on rustls; the files are read before connecting.
+    ///
+    /// A pooler in transaction mode ([`super::pooler`]): `pooler=transaction`, with
+    /// `direct_host`, `direct_port` and/or `direct_dbname` for the listener
+    /// ([`connect_listener`]); its `EINVAL`s are [`super::pooler::of`]'s.
     ///
     /// Errors never repeat the URL (it may hold a password): `EINVAL` for a URL or
     /// environment value that does not parse, an unknown parameter, or a certificate or key
