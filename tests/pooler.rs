@@ -144,13 +144,6 @@ fn eight_daemons_through_a_transaction_pooler_share_two_sessions_and_lose_no_lin
 /// session in a transaction while the other asks (they take turns through files), so
 /// both sessions are seen. `psql` sends simple-query messages only.
 fn what_the_next_client_finds(pooled_plain: &str) -> Vec<String> {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
-    let d = dir.path().display();
     let check = "SELECT (SELECT COUNT(*) FROM pg_prepared_statements) || ' prepared, ' || \
                  'search_path ' || current_setting('search_path') || ', ' || \
                  'lock_timeout ' || current_setting('lock_timeout') || ', ' || \
@@ -158,18 +151,50 @@ fn what_the_next_client_finds(pooled_plain: &str) -> Vec<String> {
                  (SELECT COUNT(*) FROM pg_class \
                    WHERE relpersistence = 't' AND pg_table_is_visible(oid)) || ' temporary, ' || \
                  'backend ' || pg_backend_pid();";
+    on_each_session(pooled_plain, check)
+}
+
+/// Runs `sql` (statements ending in `;`) as uid 1000 with `psql` through the pooler, in a
+/// transaction on each of the pool's two server sessions at once (two clients, each
+/// holding its session until the other has run it), then commits; what it printed, a
+/// line per row. What `sql` sets for the session (`SET` without `LOCAL`, `PREPARE`,
+/// temporary tables) stays on both sessions.
+fn on_each_session(pooled_plain: &str, check: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let d = dir.path().display();
     // Each waits for the other's file for at most 60 s.
-    let wait = |f: &str| format!("\\! for i in $(seq 6000); do [ -e {d}/{f} ] && break; sleep 0.01; done");
+    let wait =
+        |f: &str| format!("\\! for i in $(seq 6000); do [ -e {d}/{f} ] && break; sleep 0.01; done");
     let first = format!("BEGIN;\n{check}\n\\! touch {d}/a\n{}\nCOMMIT;\n", wait("b"));
     let second = format!("{}\nBEGIN;\n{check}\n\\! touch {d}/b\nCOMMIT;\n", wait("a"));
     let spawn = |script: String| {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "psql"])
-            .args([pooled_plain, "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
-            .env("HOME", "/nonexistent")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
+        c.args([
+            "--reuid",
+            "1000",
+            "--regid",
+            "1000",
+            "--clear-groups",
+            "psql",
+        ])
+        .args([
+            pooled_plain,
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+        ])
+        .env("HOME", "/nonexistent")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
         let mut child = c.spawn().expect("psql (postgresql-client) as uid 1000");
         use std::io::Write;
         child
@@ -321,17 +346,7 @@ fn scratchpads_sharing_a_pools_sessions_see_only_their_own_and_leave_nothing_the
     drop(a);
     drop(b);
     // The next client of each server session finds nothing of the daemons'.
-    let plain = common::pg_url_of(
-        &format!(
-            "postgres://scratchfs@127.0.0.1:{}/x?sslmode=disable",
-            common::pg_pooler_url()
-                .split(':')
-                .nth(2)
-                .and_then(|p| p.split('/').next())
-                .expect("the pooler's port")
-        ),
-        common::pg_database_of(&db.direct),
-    );
+    let plain = plain_pooler_url(&db);
     let found = what_the_next_client_finds(&plain);
     assert_eq!(found.len(), 2, "{found:?}");
     assert_ne!(
@@ -383,6 +398,155 @@ fn bad_pooler_parameters_are_refused_naming_them_and_create_nothing() {
         assert_eq!(o.status.code(), Some(1), "{url}: {err}");
         assert!(err.contains(says), "{url}: wanted {says:?} in {err}");
         assert!(!err.contains("sslrootcert="), "the URL repeated: {err}");
+    }
+    let tables = common::pg_query(
+        &db.direct,
+        "SELECT COUNT(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')",
+    );
+    assert_eq!(tables.trim(), "0", "nothing created");
+}
+
+/// `db`'s URL through the pooler as a plain client connects (no TLS, no pooler
+/// parameters): what uid 1000's `psql` uses.
+fn plain_pooler_url(db: &Db) -> String {
+    common::pg_url_of(
+        &format!(
+            "postgres://scratchfs@127.0.0.1:{}/x?sslmode=disable",
+            common::pg_pooler_url()
+                .split(':')
+                .nth(2)
+                .and_then(|p| p.split('/').next())
+                .expect("the pooler's port")
+        ),
+        common::pg_database_of(&db.direct),
+    )
+}
+
+#[test]
+fn what_a_client_of_the_pool_leaves_on_its_sessions_steers_no_daemon() {
+    // The attack round of session 32, as uid 1000 with the daemons' role through the
+    // pooler, on both of the pool's server sessions: a schema with the store's tables and
+    // the sessions' search path set to it, temporary tables named as the store's (which
+    // PostgreSQL searches first unless the path names pg_temp), every transaction
+    // read-only by default, and 401 statements prepared under the names tokio-postgres
+    // gives (s0, s1, ...). Before the fix: writes went into the attacker's tables and were
+    // lost with them, EROFS, and EIO ("prepared statement \"s46\" already exists").
+    let db = Db::new();
+    let m = Mount::on_db(&db.pooled);
+    std::fs::write(m.path("before.txt"), "kept\n").unwrap();
+    let before: i64 = common::pg_query(&db.direct, "SELECT COUNT(*) FROM public.versions")
+        .trim()
+        .parse()
+        .unwrap();
+    let plain = plain_pooler_url(&db);
+    let tables = [
+        "versions", "files", "nodes", "events", "extents", "blobs", "tree_log",
+    ];
+    let mut setup = String::from("CREATE SCHEMA IF NOT EXISTS evil;\n");
+    for t in tables {
+        setup.push_str(&format!(
+            "CREATE TABLE IF NOT EXISTS evil.{t} (LIKE public.{t} INCLUDING ALL);\n"
+        ));
+    }
+    common::pg_query(&db.direct, &setup.replace('\n', " "));
+    let mut plant = String::new();
+    for t in tables {
+        plant.push_str(&format!(
+            "CREATE TEMP TABLE {t} (LIKE public.{t} INCLUDING ALL);\n"
+        ));
+    }
+    plant.push_str(
+        "SET search_path = evil;\n\
+         SET default_transaction_read_only = on;\n\
+         DO $$ BEGIN FOR i IN 0..400 LOOP EXECUTE format('PREPARE s%s AS SELECT 1', i); \
+         END LOOP; END $$;\n\
+         SELECT current_setting('search_path') || ' ' || \
+                (SELECT COUNT(*) FROM pg_prepared_statements) || ' ' || pg_backend_pid();",
+    );
+    let planted = on_each_session(&plain, &plant);
+    assert_eq!(planted.len(), 2, "{planted:?}");
+    assert!(
+        planted.iter().all(|l| l.starts_with("evil 401 ")),
+        "planted on both sessions: {planted:?}"
+    );
+    // A second daemon, whose every statement is new on the sessions, and the first.
+    let m2 = Mount::on_db(&db.pooled);
+    std::fs::write(m2.path("after.txt"), "written after\n").unwrap();
+    std::fs::write(m.path("before.txt"), "kept, then changed\n").unwrap();
+    std::fs::create_dir(m.path("d")).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(m2.path("before.txt"))
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"appended\n").unwrap();
+    drop(f);
+    let after: i64 = common::pg_query(&db.direct, "SELECT COUNT(*) FROM public.versions")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        after >= before + 3,
+        "the writes are in the scratchpad's own tables: {before} -> {after} versions"
+    );
+    let evil = common::pg_query(&db.direct, "SELECT COUNT(*) FROM evil.versions");
+    assert_eq!(
+        evil.trim(),
+        "0",
+        "versions written into the attacker's schema"
+    );
+    // What was acknowledged is what a fresh daemon reads, whatever the sessions hold.
+    drop(m);
+    drop(m2);
+    let fresh = Mount::on_db(&db.direct);
+    assert_eq!(
+        std::fs::read_to_string(fresh.path("before.txt")).unwrap(),
+        "kept, then changed\nappended\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fresh.path("after.txt")).unwrap(),
+        "written after\n"
+    );
+    assert!(fresh.path("d").is_dir());
+}
+
+#[test]
+fn a_direct_address_that_is_not_the_poolers_server_is_refused() {
+    let db = Db::new();
+    for (url, says) in [
+        (
+            db.pooled
+                .split("&direct_port=")
+                .next()
+                .map(|u| format!("{u}&direct_port=1"))
+                .unwrap(),
+            "the server behind the pooler",
+        ),
+        (
+            format!("{}&direct_dbname=postgres", db.pooled),
+            "the listener must be on the pooler's server and database",
+        ),
+    ] {
+        let mnt = tempfile::tempdir().unwrap();
+        let o = common::output_within(
+            "scratchfs mount",
+            Command::new(common::BIN).args([
+                "mount",
+                "--db",
+                &url,
+                &mnt.path().display().to_string(),
+                "--background",
+            ]),
+            Duration::from_secs(60),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{url}: {err}");
+        assert!(err.contains(says), "{url}: wanted {says:?} in {err}");
+        assert!(
+            !std::fs::read_to_string("/proc/self/mountinfo")
+                .unwrap()
+                .contains(&mnt.path().display().to_string()),
+            "mounted anyway"
+        );
     }
     let tables = common::pg_query(
         &db.direct,

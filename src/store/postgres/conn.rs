@@ -178,11 +178,12 @@ struct Pooled {
     /// The schema the settings' search path leads to (`current_schema()`), which a
     /// `VACUUM` names ([`super::pooler::qualified_vacuum`]).
     schema: String,
-    /// The URL sets nothing (no `options`): a query outside a transaction needs none of
-    /// the settings (they bound lock waits and commits), and goes alone as it would on a
-    /// session of its own, in one round trip.
-    bare_queries: bool,
 }
+
+/// How a transaction through a pooler in transaction mode opens ([`PgConn::opening`]):
+/// its isolation and that it may write said, not left to the session's defaults, which
+/// another client of the pool may have changed (`default_transaction_read_only`).
+const POOLED_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED, READ WRITE";
 
 /// Makes the open transaction's `COMMIT` wait for its WAL to be flushed (and for the
 /// synchronous standbys the server's own setting asks for): an `fsync`'s commit, durable
@@ -388,8 +389,61 @@ impl PgConn {
                 None
             }
             Some(pooler) => {
-                let bare_queries = pooler.settings.is_empty();
+                // The pool's sessions serve other clients of the role between our
+                // transactions, and what they leave there must not steer ours (attack
+                // round of session 32): the search path is always set, the URL's or the
+                // role's and database's default (`reset_val`, which no session's `SET`
+                // changes), with `pg_temp` named last (else a temporary table named as
+                // one of ours hides it); `statement_timeout` is the default too; every
+                // transaction says its isolation and that it writes
+                // ([`PgConn::opening`]).
+                let run = |text: String| {
+                    runtime
+                        .block_on(async {
+                            tokio::time::timeout(timeout, client.simple_query(&text)).await
+                        })
+                        .map_err(|_| unanswered(timeout))?
+                        .map_err(|e| not_connected(&config, &tls, &e))
+                };
+                let rows = |answer: Vec<SimpleQueryMessage>| -> Vec<Vec<String>> {
+                    answer
+                        .into_iter()
+                        .filter_map(|m| match m {
+                            SimpleQueryMessage::Row(r) => Some(
+                                (0..r.len())
+                                    .map(|i| r.get(i).unwrap_or_default().to_owned())
+                                    .collect(),
+                            ),
+                            _ => None,
+                        })
+                        .collect()
+                };
+                let defaults = rows(run("SELECT name, reset_val FROM pg_settings \
+                     WHERE name IN ('search_path', 'statement_timeout')"
+                    .to_owned())?);
+                let default = |name: &str| {
+                    defaults
+                        .iter()
+                        .find(|r| r.first().is_some_and(|n| n == name))
+                        .and_then(|r| r.get(1).cloned())
+                        .unwrap_or_default()
+                };
                 let mut all = pooler.settings;
+                let path = match all.iter().position(|(k, _)| k == "search_path") {
+                    Some(i) => all.remove(i).1,
+                    None => default("search_path"),
+                };
+                let path = if path.contains("pg_temp") {
+                    path
+                } else if path.trim().is_empty() {
+                    "pg_temp".to_owned()
+                } else {
+                    format!("{path}, pg_temp")
+                };
+                if !all.iter().any(|(k, _)| k == "statement_timeout") {
+                    all.push(("statement_timeout".to_owned(), default("statement_timeout")));
+                }
+                all.push(("search_path".to_owned(), path));
                 all.push((
                     "lock_timeout".to_owned(),
                     format!("{}ms", lock_timeout(timeout).as_millis()),
@@ -400,29 +454,16 @@ impl PgConn {
                 ));
                 all.push(("synchronous_commit".to_owned(), "off".to_owned()));
                 let settings = super::pooler::set_config_sql(&all);
-                let text = format!("BEGIN; {settings}; SELECT current_schema(); COMMIT");
-                let answer = runtime
-                    .block_on(async {
-                        tokio::time::timeout(timeout, client.simple_query(&text)).await
-                    })
-                    .map_err(|_| unanswered(timeout))?
-                    .map_err(|e| not_connected(&config, &tls, &e))?;
-                let schema = answer
-                    .iter()
-                    .filter_map(|m| match m {
-                        SimpleQueryMessage::Row(r) if r.columns()[0].name() == "current_schema" => {
-                            r.get(0)
-                        }
-                        _ => None,
-                    })
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned();
-                Some(Pooled {
-                    settings,
-                    schema,
-                    bare_queries,
-                })
+                let answer = run(format!(
+                    "{POOLED_BEGIN}; {settings}; SELECT current_schema(); COMMIT"
+                ))?;
+                let schema = rows(answer)
+                    .into_iter()
+                    .filter(|r| r.len() == 1)
+                    .map(|r| r[0].clone())
+                    .next_back()
+                    .unwrap_or_default();
+                Some(Pooled { settings, schema })
             }
         };
         Ok(PgConn {
@@ -622,9 +663,10 @@ impl PgConn {
         if alone {
             self.run(self.client.batch_execute(&self.opening("BEGIN")))?;
         }
-        let prepared = self
-            .run(self.client.prepare(&text))
-            .map(|stmt| Prepared::of(stmt, self.pooled.is_none()));
+        let prepared = self.clear_leftovers().and_then(|()| {
+            self.run(self.client.prepare(&text))
+                .map(|stmt| Prepared::of(stmt, self.pooled.is_none()))
+        });
         if alone {
             crate::store::count::round_trip();
             self.within(self.client.batch_execute("ROLLBACK"))?
@@ -641,10 +683,44 @@ impl PgConn {
         Ok(prepared)
     }
 
+    /// Through a pooler in transaction mode, before a statement is prepared (in a
+    /// transaction, so on the server session it will be prepared on): the statements
+    /// another client left prepared on that session under the names tokio-postgres gives
+    /// (`s` and a number, counted from 0 in every process), which would make this prepare
+    /// fail ("prepared statement \"s0\" already exists": the attack round of session 32
+    /// left 401 to keep every daemon's new statements from preparing) are deallocated. A
+    /// client that follows transaction mode's rules leaves none; PgBouncer's own tracking
+    /// (1.21+) names its statements otherwise. No-op on a direct session.
+    fn clear_leftovers(&self) -> Result<()> {
+        if self.pooled.is_none() {
+            return Ok(());
+        }
+        let answer = self
+            .run(self.client.simple_query(
+                "SELECT name FROM pg_prepared_statements WHERE name ~ '^s[0-9]+$'",
+            ))?;
+        let names: Vec<String> = answer
+            .iter()
+            .filter_map(|m| match m {
+                SimpleQueryMessage::Row(r) => r.get(0).map(|n| format!("DEALLOCATE \"{n}\"")),
+                _ => None,
+            })
+            .collect();
+        if names.is_empty() {
+            return Ok(());
+        }
+        log::warn!(
+            "{} prepared statements left by another client on a pooled session deallocated",
+            names.len()
+        );
+        self.run(self.client.batch_execute(&names.join("; ")))
+    }
+
     /// `begin` (a `BEGIN`), and through a pooler in transaction mode the settings each
     /// transaction makes ([`Pooled::settings`]): one statement more.
     fn opening(&self, begin: &str) -> String {
         match &self.pooled {
+            Some(p) if begin == "BEGIN" => format!("{POOLED_BEGIN}; {}", p.settings),
             Some(p) => format!("{begin}; {}", p.settings),
             None => begin.to_owned(),
         }
@@ -656,11 +732,11 @@ impl PgConn {
     }
 
     /// `f` (one statement), in a transaction of its own when none is open and the
-    /// connection goes through a pooler in transaction mode (where a statement alone has
-    /// no settings): `BEGIN` and the settings, without the change lock (a statement
-    /// outside a transaction takes none), then the statement, then `COMMIT`, in one round
-    /// trip (a query sends the `COMMIT` with itself, [`PgConn::ends_alone`]). Rolled back
-    /// when `f` fails.
+    /// connection goes through a pooler in transaction mode (where a statement alone would
+    /// run with whatever the session has, the search path included): `BEGIN` and the
+    /// settings, without the change lock (a statement outside a transaction takes none),
+    /// then the statement, then `COMMIT`, in one round trip (a query sends the `COMMIT`
+    /// with itself, [`PgConn::ends_alone`]). Rolled back when `f` fails.
     fn alone<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
         if self.pooled.is_none() || self.in_transaction.get() {
             return f();
@@ -1206,6 +1282,43 @@ pub fn connect_listener(url: &str) -> Result<postgres::Client> {
         .map_err(|e| not_connected(&config, &tls, &e))
 }
 
+/// For a connection `conn` to `url` through a pooler in transaction mode: the URL's
+/// `direct_*` address must reach the same server and database (same `current_database()`,
+/// `pg_postmaster_start_time()` and `inet_server_port()`), else the daemon's listener would
+/// hear nothing of the other daemons, for as long as it runs (attack round of session 32:
+/// a mount with `direct_port=1` ran on, its listener failing in its log only). `EINVAL`
+/// naming which, or the direct connection's own error; no-op without a pooler.
+pub fn check_direct(url: &str, conn: &PgConn) -> Result<()> {
+    if conn.pooled.is_none() {
+        return Ok(());
+    }
+    const WHO: &str = "SELECT CAST(current_database() AS TEXT), \
+         CAST(pg_postmaster_start_time() AS TEXT), CAST(inet_server_port() AS TEXT)";
+    let pooled: (String, String, Option<String>) =
+        conn.one(WHO, &[], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    let mut direct = connect_listener(url).map_err(|mut e| {
+        e.reason = format!(
+            "the server behind the pooler (direct_host, direct_port): {}",
+            e.reason
+        );
+        e
+    })?;
+    let row = direct.query_one(WHO, &[]).map_err(StoreError::from)?;
+    let seen: (String, String, Option<String>) = (row.get(0), row.get(1), row.get(2));
+    if seen != pooled {
+        return Err(StoreError::new(
+            ErrorKind::Invalid,
+            format!(
+                "direct_host/direct_port/direct_dbname reach database {} of a server started \
+                 {}, the pooler database {} of a server started {}: the listener must be on \
+                 the pooler's server and database",
+                seen.0, seen.1, pooled.0, pooled.1
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Conn for PgConn {
     fn each(
         &self,
@@ -1213,7 +1326,7 @@ impl Conn for PgConn {
         params: &[Param<'_>],
         f: &mut dyn FnMut(&dyn Row) -> Result<Flow>,
     ) -> Result<()> {
-        if self.pooled.as_ref().is_some_and(|p| !p.bare_queries) && !self.in_transaction.get() {
+        if self.pooled.is_some() && !self.in_transaction.get() {
             return self.alone(|| self.each(sql, params, f));
         }
         let stmt = self.statement(sql)?;

@@ -266,6 +266,7 @@ impl Postgres {
     pub fn open(url: &str, owner: (u32, u32)) -> Result<(Postgres, bool)> {
         let name = display_name(url);
         let conn = PgConn::connect(url)?;
+        super::conn::check_direct(url, &conn)?;
         let fresh = conn
             .transaction(|c| {
                 c.batch(SCHEMA_LOCK_SQL)?;
