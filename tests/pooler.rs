@@ -52,6 +52,25 @@ fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// Runs each bash `script` in its mount's directory, all at once, and waits for them:
+/// every one must succeed.
+fn run_writers<'m>(jobs: impl IntoIterator<Item = (&'m Mount, String)>) {
+    let writers: Vec<_> = jobs
+        .into_iter()
+        .map(|(m, script)| {
+            Command::new("bash")
+                .arg("-c")
+                .arg(script)
+                .current_dir(&m.mnt)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut w in writers {
+        assert!(w.wait().unwrap().success(), "a writer failed");
+    }
+}
+
 /// The server sessions of `db` but the caller's: `(listeners, others)`. A daemon's
 /// listener names itself (`application_name` `scratchfs ...`); the others are the
 /// pooler's server sessions.
@@ -80,25 +99,16 @@ fn eight_daemons_through_a_transaction_pooler_share_two_sessions_and_lose_no_lin
         );
     }
     // 8 daemons x 2 writers, each line its own open, append and close.
-    let writers: Vec<_> = mounts
-        .iter()
-        .enumerate()
-        .flat_map(|(d, m)| {
-            (0..2).map(move |w| {
-                Command::new("bash")
-                    .arg("-c")
-                    .arg(format!(
-                        "for i in $(seq 1 {LINES}); do echo \"d{d} w{w} $i\" >> log.txt || exit 1; done"
-                    ))
-                    .current_dir(&m.mnt)
-                    .spawn()
-                    .unwrap()
-            })
+    run_writers(mounts.iter().enumerate().flat_map(|(d, m)| {
+        (0..2).map(move |w| {
+            (
+                m,
+                format!(
+                    "for i in $(seq 1 {LINES}); do echo \"d{d} w{w} $i\" >> log.txt || exit 1; done"
+                ),
+            )
         })
-        .collect();
-    for mut w in writers {
-        assert!(w.wait().unwrap().success(), "a writer failed");
-    }
+    }));
     let mut expected: Vec<String> = (0..DAEMONS)
         .flat_map(|d| (0..2).flat_map(move |w| (1..=LINES).map(move |i| format!("d{d} w{w} {i}"))))
         .collect();
@@ -256,23 +266,15 @@ fn scratchpads_sharing_a_pools_sessions_see_only_their_own_and_leave_nothing_the
     }
     let a = Mount::on_db(&urls[0]);
     let b = Mount::on_db(&urls[1]);
-    let writers: Vec<_> = [(&a, "a"), (&b, "b")]
-        .into_iter()
-        .map(|(m, who)| {
-            Command::new("bash")
-                .arg("-c")
-                .arg(format!(
-                    "for i in $(seq 1 150); do echo \"{who} $i\" >> log.txt || exit 1; \
-                     echo \"{who} $i\" > last.txt || exit 1; done"
-                ))
-                .current_dir(&m.mnt)
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for mut w in writers {
-        assert!(w.wait().unwrap().success(), "a writer failed");
-    }
+    run_writers([(&a, "a"), (&b, "b")].into_iter().map(|(m, who)| {
+        (
+            m,
+            format!(
+                "for i in $(seq 1 150); do echo \"{who} $i\" >> log.txt || exit 1; \
+                 echo \"{who} $i\" > last.txt || exit 1; done"
+            ),
+        )
+    }));
     for (m, who, other) in [(&a, "a", "b"), (&b, "b", "a")] {
         let log = std::fs::read_to_string(m.path("log.txt")).unwrap();
         let want: Vec<String> = (1..=150).map(|i| format!("{who} {i}")).collect();

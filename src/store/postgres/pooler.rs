@@ -52,13 +52,7 @@ fn invalid(what: String) -> StoreError {
 /// `LISTEN`), a `direct_port` that is not a port, or `options` other than `-c
 /// NAME=VALUE` settings.
 pub fn of(params: &[(String, String)], config: &Config) -> Result<Option<Pooler>> {
-    let param = |name: &str| {
-        params
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
+    let param = |name: &str| super::tls::last(params, name);
     let direct_given = PARAMS[1..].iter().any(|k| param(k).is_some());
     match param("pooler") {
         None if direct_given => {

@@ -139,6 +139,16 @@ fn stripped(k: &str, pooled: bool) -> bool {
     OURS.contains(&k) || super::pooler::PARAMS.contains(&k) || (pooled && k == "options")
 }
 
+/// The value of parameter `name` in `params`, the last one given (as libpq reads a
+/// parameter given twice).
+pub fn last<'p>(params: &'p [(String, String)], name: &str) -> Option<&'p str> {
+    params
+        .iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
 /// Every parameter of `url` (a `postgres://` URL or a `key=value` string), decoded, in
 /// order: what [`super::pooler`] reads.
 pub fn params(url: &str) -> Vec<(String, String)> {
@@ -165,13 +175,7 @@ pub fn split(
     } else {
         split_key_values(url, pooled)
     };
-    let param = |name: &str| {
-        params
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
+    let param = |name: &str| last(&params, name).map(str::to_owned);
     for (k, _) in &params {
         if UNSUPPORTED.contains(&k.as_str()) {
             return Err(invalid(format!(
