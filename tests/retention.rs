@@ -257,12 +257,12 @@ fn a_write_past_the_quota_fails_with_edquot_and_keeps_no_content() {
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     ok(agent("head -c 8000 /dev/urandom > a.bin"));
-    // 8,003 bytes of content and 4 versions' records of 512 bytes.
+    // 8,003 bytes of content, 4 versions' records of 512 bytes and 5 namespace changes'
+    // of 256 (the root's first row and four creates): 11,331 bytes.
     let header = read(m.path("MANIFEST")).lines().next().unwrap().to_string();
     assert!(
-        header.contains(
-            "; pad 9.8 KB of 20 KB, 4 versions kept, 0 forgotten by policy, 4 of 6 files"
-        ),
+        header
+            .contains("; pad 11 KB of 20 KB, 4 versions kept, 0 forgotten by policy, 4 of 6 files"),
         "{header}"
     );
     let script = r#"
@@ -842,11 +842,20 @@ fn the_quota_counts_bytes_as_written_and_directories_as_files() {
         .parse()
         .unwrap();
     assert_eq!(written, 3 * 5000 + 3, "each file written once");
-    // And each version's record (VERSION_RECORD_BYTES, 512).
+    // And each version's record (VERSION_RECORD_BYTES, 512), each namespace change's and
+    // refusal's (EVENT_RECORD_BYTES, 256).
     let versions: u64 = m.sql("SELECT COUNT(*) FROM versions").parse().unwrap();
+    let changes: u64 = m
+        .sql("SELECT (SELECT COUNT(*) FROM tree_log) + (SELECT COUNT(*) FROM events WHERE op = 'rejected')")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        changes, 8,
+        "the root, 3 seeds, private/, its file, 2 guesses"
+    );
     assert_eq!(
         usage["bytes"].as_u64(),
-        Some(written + 512 * versions),
+        Some(written + 512 * versions + 256 * changes),
         "{usage}"
     );
     // Seeds (3), private/, its file, the two guesses: 7 of 8.
@@ -1067,4 +1076,155 @@ else:
     assert!(versions <= 45, "{versions} versions");
     let header = read(m.path("MANIFEST")).lines().next().unwrap().to_string();
     assert!(header.contains(" KB of 29 KB"), "{header}");
+}
+
+/// Records that are not versions count against the quota too (a namespace change, a
+/// refusal: 256 bytes each), so an agent at its quota cannot grow the pad by `chmod`,
+/// `utime`, `mkdir`+`rmdir`, directory renames or being refused (attack rounds of
+/// sessions 30 and 31: 5,000 refused creates 660 KB; per 1,000 operations 100 to 370 KB).
+/// Past the quota a refusal keeps its content's size and digest, not the content; past
+/// it by 64 records, refusals are counted, and one record (at unmount here) says how
+/// many. Deleting still works.
+#[test]
+fn records_without_a_version_count_against_the_quota_and_refusals_past_it_are_counted() {
+    let mut m = agents_pad_with_rules(
+        r#"{"paths": [{"path": "*.json", "format": "json"}, {"path": "**"}], "quota": {"bytes": 20000}}"#,
+    );
+    let script = r#"
+import errno, json, os
+out = {}
+def tally(name, n, f):
+    c = out.setdefault(name, {})
+    for i in range(n):
+        try:
+            f(i)
+            k = "ok"
+        except OSError as e:
+            k = errno.errorcode[e.errno]
+        c[k] = c.get(k, 0) + 1
+open("s.json", "w").write("{}")
+os.mkdir("e")
+open("big", "wb").write(os.urandom(12000))
+def bad_json(i):
+    with open("s.json", "w") as f:
+        f.write("x" * (10 if i == 0 else 9000))
+tally("json", 2, bad_json)
+tally("chmod", 300, lambda i: os.chmod("big", 0o600 if i % 2 else 0o644))
+tally("utime", 300, lambda i: os.utime("big", (i, i)))
+def mkrm(i):
+    os.mkdir("d")
+    os.rmdir("d")
+tally("mkdir", 300, mkrm)
+cur = ["e"]
+def mvdir(i):
+    new = "f" if cur[0] == "e" else "e"
+    os.rename(cur[0], new)
+    cur[0] = new
+tally("rename_dir", 300, mvdir)
+tally("create", 2000, lambda i: open("n%d" % i, "w").close())
+tally("refused_json", 2000, bad_json)
+os.remove("big")
+print(json.dumps(out))
+"#;
+    // 800 KB of arguments, which each process's row would keep whole.
+    let o = as_agent()
+        .args(["/usr/bin/python3", "-c", script])
+        .args(std::iter::repeat_n("x".repeat(100_000), 8))
+        .current_dir(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["json"]["EINVAL"], 2, "{out}");
+    let argv: u64 = m
+        .sql("SELECT MAX(LENGTH(argv)) FROM processes")
+        .parse()
+        .unwrap();
+    // 4,096 bytes of arguments, and their JSON quotes and escapes.
+    assert!(
+        argv <= 5_000,
+        "a process's row kept {argv} bytes of arguments"
+    );
+    for op in ["chmod", "utime", "mkdir", "rename_dir", "create"] {
+        assert!(
+            out[op]["EDQUOT"].as_u64().unwrap_or(0) > 0,
+            "{op} never met the quota: {out}"
+        );
+    }
+    // The first refused JSON was kept whole; the second (9,000 bytes) did not fit: its
+    // size and digest only.
+    let refused = m.sql(
+        "SELECT COALESCE(size, -1), reason LIKE '%not kept: the pad is at its quota%'
+         FROM events WHERE op = 'rejected' AND path = 's.json' ORDER BY id LIMIT 2",
+    );
+    assert_eq!(refused, "10|0\n-1|1", "{refused}");
+    m.unmount();
+    let usage: u64 = m
+        .sql(
+            "SELECT (SELECT COALESCE(SUM(len), 0) FROM extents) + 512 * (SELECT COUNT(*) FROM versions)
+                    + 256 * ((SELECT COUNT(*) FROM tree_log) + (SELECT COUNT(*) FROM events WHERE op = 'rejected'))",
+        )
+        .parse()
+        .unwrap();
+    // The quota, the refusals' 64 records past it, the count's record, the deletion.
+    assert!(
+        usage <= 20_000 + 64 * 256 + 2 * 256,
+        "{usage} bytes after 5,000 tries at a quota of 20,000: {out}"
+    );
+    let rejected: u64 = m
+        .sql("SELECT COUNT(*) FROM events WHERE op = 'rejected'")
+        .parse()
+        .unwrap();
+    assert!(rejected <= 70, "{rejected} refusals on record");
+    let count = m.sql(
+        "SELECT reason FROM events WHERE op = 'rejected' AND reason LIKE '% refusals past the pad''s quota not recorded one by one%'",
+    );
+    let n: u64 = count
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of the refusals not recorded: {count:?}"));
+    assert!(n >= 3_000, "{count}");
+    assert!(count.contains("(by writer: "), "{count}");
+}
+
+/// A commit of the same bytes makes no version and counts nothing against the quota
+/// (before, each counted a version and its bytes until the next count, so rewriting a
+/// file unchanged at 10,000 bytes of a 25,000-byte quota failed with `EDQUOT` by the
+/// third time); a restore is judged like a commit (200 restores back and forth by the
+/// agent each made a version past a full quota).
+#[test]
+fn a_commit_of_the_same_bytes_counts_nothing_and_restores_meet_the_quota() {
+    let m = agents_pad_with_rules(r#"{"paths": [{"path": "**"}], "quota": {"bytes": 25000}}"#);
+    let script = r#"
+import errno, os
+data = os.urandom(10000)
+for i in range(20):
+    open("f", "wb").write(data)
+print("rewrote")
+open("g", "w").write("one\n")
+open("g", "w").write("two\n")
+for i in range(200):
+    try:
+        os.setxattr("g", "user.scratchfs.restore", b"1" if i % 2 == 0 else b"2")
+    except OSError as e:
+        print("restore refused", i, e.errno == errno.EDQUOT)
+        break
+else:
+    print("all restored")
+"#;
+    let o = as_agent()
+        .args(["/usr/bin/python3", "-c", script])
+        .current_dir(&m.mnt)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("rewrote\n"), "{out} {o:?}");
+    assert!(
+        out.contains("restore refused ") && out.trim().ends_with(" True"),
+        "{out} {o:?}"
+    );
+    assert_eq!(kept(&m, "f"), [1], "a version per unchanged rewrite");
+    let versions: u64 = m.sql("SELECT COUNT(*) FROM versions").parse().unwrap();
+    assert!(versions <= 40, "{versions} versions");
 }

@@ -73,6 +73,10 @@ impl Fs {
             };
             self.admit(&caller, &change, || Some(restored.clone()))?;
         }
+        // The pad's quota (issue 36): a restore is a version (its record) and may store
+        // the restored bytes again.
+        let _quota_hold = self.quota_allows_bytes(&caller, &path, v.content.len, || None)?;
+        let before = self.tree.read().get(ino)?.head.as_ref().map(|h| h.id);
         let mut none = |_: u64, _: &mut [u8]| Ok(());
         let build = Build::Overlay {
             base: v.content,
@@ -80,7 +84,7 @@ impl Fs {
             size: v.content.len,
             dirty: &[],
         };
-        self.commit_from(
+        let made = self.commit_from(
             ino,
             "restore",
             None,
@@ -91,6 +95,9 @@ impl Fs {
             None,
             Some(v.id),
         )?;
+        if Some(made.id) != before {
+            self.usage_added(v.content.len, 1, 0, 0);
+        }
         // The kernel's size and pages are those of the version restored over.
         self.invalidate(Invalidation::Attr(ino));
         Ok(())

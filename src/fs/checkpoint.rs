@@ -670,7 +670,7 @@ impl Fs {
         self.invalidate(Invalidation::Attr(ino));
         self.invalidate(Invalidation::Data(ino));
         if Some(v.id) != before {
-            self.usage_added(content.len() as u64, 1, 0);
+            self.usage_added(content.len() as u64, 1, 0, 0);
         }
         Ok((Some(v.id) != before).then_some(v))
     }

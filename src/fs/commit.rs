@@ -218,7 +218,7 @@ impl Fs {
             return None;
         }
         tree.detach(parent, ino, &name, Kind::File);
-        self.usage_added(0, 0, -1);
+        self.usage_added(0, 0, 1, -1);
         if let Some(n) = tree.nodes.get_mut(&ino) {
             n.attrs.ctime_ns = now_ns();
         }
@@ -521,6 +521,14 @@ impl Fs {
         } else {
             w.size
         };
+        // A commit of the same bytes makes no version (SPEC §4): it returns the head, and
+        // counts nothing against the quota.
+        let before = self
+            .tree
+            .read()
+            .get(ino)
+            .ok()
+            .and_then(|n| n.head.as_ref().map(|v| v.id));
         let result = self.commit(h.ino, op, expect, build, &mut source, &h.caller, durable);
         drop(ns);
         // Only now, with the commit done (and this handle still locked), may an opener
@@ -538,7 +546,9 @@ impl Fs {
         }
         match result {
             Ok(v) => {
-                self.usage_added(if w.append { w.size } else { v.content.len }, 1, 0);
+                if Some(v.id) != before {
+                    self.usage_added(if w.append { w.size } else { v.content.len }, 1, 0, 0);
+                }
                 w.committed(v.id, v.content);
                 let caller = h.caller.clone();
                 drop(guard);

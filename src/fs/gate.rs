@@ -21,6 +21,7 @@
 
 use std::borrow::Cow;
 
+use super::quota::RefusalRoom;
 use super::{Fs, ROOT};
 use crate::error::{Error, Result};
 use crate::identity::Caller;
@@ -1113,7 +1114,11 @@ impl Fs {
         Err(e)
     }
 
-    /// Records a refusal in the store (SPEC §6), the content with secrets redacted.
+    /// Records a refusal in the store (SPEC §6), the content with secrets redacted. At
+    /// the pad's quota, for a caller it binds ([`Fs::refusal_room`], docs/rules.md): the
+    /// content's size and blake3 instead of the content, and once the pad is past the
+    /// quota by [`super::quota::REFUSAL_SLACK_BYTES`], a count instead of the record
+    /// ([`Fs::count_refusal`]).
     pub(super) fn record_refusal(
         &self,
         path: &str,
@@ -1121,16 +1126,34 @@ impl Fs {
         e: &Error,
         content: Option<&[u8]>,
     ) {
-        let redacted = content.map(Gate::redact);
+        let mut redacted = content.map(Gate::redact);
         let path = String::from_utf8_lossy(&Gate::redact(path.as_bytes())).into_owned();
         let path = cut_path(path);
-        let reason = String::from_utf8_lossy(&Gate::redact(e.reason.as_bytes())).into_owned();
+        let mut reason = String::from_utf8_lossy(&Gate::redact(e.reason.as_bytes())).into_owned();
+        let kept = redacted.as_ref().map_or(0, |c| c.len() as u64);
+        match self.refusal_room(caller, kept) {
+            RefusalRoom::Whole => {}
+            RefusalRoom::WithoutContent => {
+                if let Some(c) = redacted.take() {
+                    reason = format!(
+                        "{reason} (its {} bytes, blake3 {} with secrets redacted, not kept: the pad is at its quota)",
+                        c.len(),
+                        blake3::hash(&c).to_hex()
+                    );
+                }
+            }
+            RefusalRoom::Counted => {
+                self.count_refusal(&path, e.errno, &cut(reason, RECORD_REASON_MAX), caller);
+                return;
+            }
+        }
         let reason = cut(reason, RECORD_REASON_MAX);
-        if let Err(se) = self
+        match self
             .store
             .reject(&path, e.errno, &reason, caller, redacted.as_deref())
         {
-            log::error!("recording a refusal: {se}");
+            Ok(()) => self.usage_added(redacted.as_ref().map_or(0, |c| c.len() as u64), 0, 1, 0),
+            Err(se) => log::error!("recording a refusal: {se}"),
         }
         self.views.changed(&[]);
     }

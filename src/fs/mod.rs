@@ -28,6 +28,7 @@ mod live;
 mod manifest_rows;
 mod namespace;
 pub mod policy;
+pub mod quota;
 mod reads;
 mod serve_checkpoints;
 mod serve_history;
@@ -326,6 +327,9 @@ pub struct Fs {
     /// The pad's usage as last counted, plus what this daemon added since, and what the
     /// commits under way hold against the quota (issue 36; [`Fs::usage`]): a leaf lock.
     usage: Mutex<policy::UsageCount>,
+    /// Refusals past the quota counted, not yet on record ([`quota::Unrecorded`]): a leaf
+    /// lock.
+    unrecorded: Mutex<quota::Unrecorded>,
     /// Changes this daemon made (commits and creates), counted so that the policy pass
     /// knows the pad is being written and paces itself harder (issue 36).
     writes: AtomicU64,
@@ -429,6 +433,7 @@ impl Fs {
             invalidator: RwLock::new(None),
             gc_guard: RwLock::new(()),
             usage: Mutex::new(policy::UsageCount::default()),
+            unrecorded: Mutex::new(quota::Unrecorded::default()),
             writes: AtomicU64::new(0),
             protected: Mutex::new(None),
             ns_guard: RwLock::new(()),
@@ -968,8 +973,9 @@ impl Fs {
                 // may add up to the bytes it grows by, as a commit through a handle.
                 let adds = size.saturating_sub(committed_len);
                 let _quota_hold = self.quota_allows_bytes(&caller, &path, adds, || None)?;
+                let before = self.tree.read().get(ino)?.head.as_ref().map(|v| v.id);
                 let mut none = |_: u64, _: &mut [u8]| Ok(());
-                self.commit(
+                let v = self.commit(
                     ino,
                     "truncate",
                     None,
@@ -978,7 +984,9 @@ impl Fs {
                     &caller,
                     false,
                 )?;
-                self.usage_added(adds, 1, 0);
+                if Some(v.id) != before {
+                    self.usage_added(adds, 1, 0, 0);
+                }
             }
         }
         if set.mode.is_some()
@@ -990,6 +998,9 @@ impl Fs {
             let caller = self.caller(ctx);
             let mut tree = self.tree.write();
             let path = tree.path(ino);
+            // A change of mode, owner or times is an event (issue 36: its record counts
+            // against the quota).
+            let _quota_hold = self.quota_allows_event(&caller, &path, "change of attributes")?;
             let node = tree.get_mut(ino)?;
             let mut a = node.attrs;
             if let Some(m) = set.mode {
@@ -1020,6 +1031,7 @@ impl Fs {
             a.ctime_ns = now_ns();
             let pinned = set.mtime_ns.is_some() || node.mtime_pinned;
             self.store.set_attrs(ino, a, pinned, &path, &caller)?;
+            self.usage_added(0, 0, 1, 0);
             let node = tree.get_mut(ino)?;
             node.attrs = a;
             if set.mtime_ns.is_some() {
@@ -1651,6 +1663,7 @@ impl Fs {
     /// The end of a clean unmount ([`Store::finish`]): the database file alone holds the
     /// whole scratchpad.
     pub fn finish(&self) -> Result<()> {
+        self.record_unrecorded();
         Ok(self.store.finish()?)
     }
 

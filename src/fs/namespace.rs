@@ -121,8 +121,10 @@ impl Fs {
         };
         self.admit(caller, &change, || None)?;
         // Files and directories alike: inodes (issue 36; a pad of empty directories grew
-        // 24 MB past a full quota).
+        // 24 MB past a full quota), and the create's record.
         self.quota_allows_file(caller, &path)?;
+        let what = if kind == Kind::Dir { "mkdir" } else { "create" };
+        let _quota_hold = self.quota_allows_event(caller, &path, what)?;
         let rec = match self.store.create(parent, name, &path, kind, attrs, caller) {
             Ok(rec) => rec,
             Err(e) if e.is(ErrorKind::Exists) => {
@@ -139,7 +141,7 @@ impl Fs {
             Err(e) => return Err(e.into()),
         };
         let ino = rec.ino;
-        self.usage_added(0, 0, 1);
+        self.usage_added(0, 0, 1, 1);
         self.writes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut node = Node::from_record(rec);
@@ -305,7 +307,7 @@ impl Fs {
         };
         self.admit(&caller, &change, || None)?;
         self.store.unlink(ino, file_id, &path, &caller, now_ns())?;
-        self.usage_added(0, 0, -1);
+        self.usage_added(0, 0, 1, -1);
         tree.detach(parent, ino, name, kind);
         tree.get_mut(ino)?.attrs.ctime_ns = now_ns();
         tree.make_orphan(ino);
@@ -470,13 +472,10 @@ impl Fs {
         self.admit(&caller, &change, || {
             moves.first().and_then(|m| m.content.clone())
         })?;
-        // A file's rename makes a version (issue 36: its record counts against the quota).
-        let _quota_hold = match kind {
-            Kind::File if tree.get(ino)?.head.is_some() => {
-                Some(self.quota_allows_rename(&caller, &new_path)?)
-            }
-            _ => None,
-        };
+        // A rename is an event and a file's a version too (issue 36: their records count
+        // against the quota).
+        let versioned = kind == Kind::File && tree.get(ino)?.head.is_some();
+        let _quota_hold = self.quota_allows_rename(&caller, &new_path, versioned)?;
         let t = now_ns();
         let (lineage, version) = self.store.rename(RenameRequest {
             ino,
@@ -494,7 +493,8 @@ impl Fs {
         })?;
         if let Some((old, old_fid)) = replaced {
             let okind = tree.get(old)?.kind;
-            self.usage_added(0, 0, -1);
+            // The replaced node's row in the namespace log, and one live node fewer.
+            self.usage_added(0, 0, 1, -1);
             tree.detach(new_parent, old, new_name, okind);
             tree.get_mut(old)?.file_id = None;
             tree.make_orphan(old);
@@ -504,9 +504,7 @@ impl Fs {
         }
         tree.detach(parent, ino, name, kind);
         tree.attach(new_parent, ino, new_name, kind);
-        if version.is_some() {
-            self.usage_added(0, 1, 0);
-        }
+        self.usage_added(0, u64::from(version.is_some()), 1, 0);
         let n = tree.get_mut(ino)?;
         n.parent = new_parent;
         n.name = new_name.into();

@@ -17,7 +17,8 @@ use crate::identity::Caller;
 use crate::rules::enforce::Compiled;
 use crate::rules::{Including, Keep, PathRule};
 use crate::store::{
-    ForgetBatch, History, PolicyFile, PolicyRow, Protected, Usage, VERSION_RECORD_BYTES,
+    EVENT_RECORD_BYTES, ForgetBatch, History, PolicyFile, PolicyRow, Protected, Usage,
+    VERSION_RECORD_BYTES,
 };
 
 /// The size of the next batch after one of `batch` versions took `took`: scaled toward
@@ -806,10 +807,14 @@ impl Fs {
     }
 
     /// Adds what a change stored to the usage counted (when counted): `bytes` of content,
-    /// `versions` (their records too), `files` (live files and directories, or fewer).
-    pub(super) fn usage_added(&self, bytes: u64, versions: u64, files: i64) {
+    /// `versions` (their records, [`VERSION_RECORD_BYTES`]), `records` (namespace changes
+    /// and refusals, [`EVENT_RECORD_BYTES`]), `files` (live files and directories, or
+    /// fewer).
+    pub(super) fn usage_added(&self, bytes: u64, versions: u64, records: u64, files: i64) {
         self.usage_changed(UsageDelta {
-            bytes_added: bytes.saturating_add(versions * VERSION_RECORD_BYTES),
+            bytes_added: bytes
+                .saturating_add(versions * VERSION_RECORD_BYTES)
+                .saturating_add(records * EVENT_RECORD_BYTES),
             versions_added: versions,
             files,
             ..Default::default()
@@ -852,11 +857,36 @@ impl Fs {
         })
     }
 
-    /// The quota's verdict on a rename of a file, which makes a version (its record,
-    /// [`VERSION_RECORD_BYTES`], and no content), as [`Fs::quota_allows_bytes`]'s.
-    pub(super) fn quota_allows_rename(&self, caller: &Caller, path: &str) -> Result<QuotaHold<'_>> {
-        self.quota_allows(caller, path, VERSION_RECORD_BYTES, || {
-            format!("this rename's version ({VERSION_RECORD_BYTES} bytes of record) would pass it")
+    /// The quota's verdict on a rename, as [`Fs::quota_allows_bytes`]'s: its event's
+    /// record ([`EVENT_RECORD_BYTES`]) and, for a file's rename, which makes a version, the
+    /// version's ([`VERSION_RECORD_BYTES`]); no content.
+    pub(super) fn quota_allows_rename(
+        &self,
+        caller: &Caller,
+        path: &str,
+        file: bool,
+    ) -> Result<QuotaHold<'_>> {
+        let adds = EVENT_RECORD_BYTES + if file { VERSION_RECORD_BYTES } else { 0 };
+        self.quota_allows(caller, path, adds, || {
+            if file {
+                format!("this rename's version and event ({adds} bytes of records) would pass it")
+            } else {
+                format!("this rename's event ({adds} bytes of record) would pass it")
+            }
+        })
+    }
+
+    /// The quota's verdict on a change that stores only its event (a create, a `mkdir`,
+    /// a change of mode, owner or times: [`EVENT_RECORD_BYTES`]), as
+    /// [`Fs::quota_allows_bytes`]'s; `what` names the change in the refusal's reason.
+    pub(super) fn quota_allows_event(
+        &self,
+        caller: &Caller,
+        path: &str,
+        what: &str,
+    ) -> Result<QuotaHold<'_>> {
+        self.quota_allows(caller, path, EVENT_RECORD_BYTES, || {
+            format!("this {what}'s record ({EVENT_RECORD_BYTES} bytes) would pass it")
         })
     }
 
@@ -986,6 +1016,7 @@ pub fn spawn(fs: &Arc<Fs>) {
                     Ok(r) => since = Some(r.snapshot),
                     Err(e) => log::warn!("policy pass: {e}"),
                 }
+                fs.record_unrecorded_if_due();
             }
         });
     if let Err(e) = spawned {

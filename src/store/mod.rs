@@ -169,6 +169,16 @@ pub struct GcReport {
 /// 7.7 MB). A file system's quota charges an inode's blocks the same way.
 pub const VERSION_RECORD_BYTES: u64 = 512;
 
+/// What each change of the namespace (a create, a deletion, a rename, a change of mode,
+/// owner or times, a rollback's: its row in the namespace log, `tree_log`, with its node
+/// row and event) and each refusal (its event) count against the pad's quota, bytes;
+/// besides [`VERSION_RECORD_BYTES`] for a change that is also a version (a file's rename).
+/// Measured on SQLite per operation by the agent: `chmod` 107 bytes, `mkdir` and `rmdir`
+/// 131 each, a refused write 368 with its reason. Without it a pad at its quota grew
+/// without bound by such records (attack rounds of sessions 30 and 31: 5,000 refused
+/// creates, 660 KB).
+pub const EVENT_RECORD_BYTES: u64 = 256;
+
 /// What the pad holds (issue 36: MANIFEST's `pad` line, MCP `list`'s `usage`, the quota).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
@@ -177,7 +187,8 @@ pub struct Usage {
     /// (deduplicated blobs) counts in each. Counting it once would tell a caller whether
     /// content it cannot read matches content it writes (docs/security.md, "Retention
     /// and quotas"); file systems' quotas charge logical bytes too. Plus
-    /// [`VERSION_RECORD_BYTES`] for each version kept.
+    /// [`VERSION_RECORD_BYTES`] for each version kept and [`EVENT_RECORD_BYTES`] for each
+    /// change of the namespace and each refusal.
     pub bytes: u64,
     /// Versions kept.
     pub versions: u64,

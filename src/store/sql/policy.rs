@@ -458,15 +458,22 @@ pub(crate) fn forgotten_by(conn: &dyn Conn, version_id: i64) -> Result<Option<St
 /// What the pad holds ([`Usage`]): the bytes of every stream (its extents' lengths, each
 /// counted in every stream that has it, as written: not the blobs, which a store keeps
 /// once for every file whose content has them), the versions, the versions a policy pass
-/// forgot, the live files and directories.
+/// forgot, the live files and directories. The bytes include each version's record
+/// ([`crate::store::VERSION_RECORD_BYTES`]) and each namespace change's and refusal's
+/// ([`crate::store::EVENT_RECORD_BYTES`]: the rows of `tree_log`, the `rejected` events).
 pub(crate) fn usage(conn: &dyn Conn) -> Result<Usage> {
     conn.one(
         "SELECT CAST((SELECT COALESCE(SUM(len), 0) FROM extents) AS BIGINT)
-                    + ?1 * (SELECT COUNT(*) FROM versions),
+                    + ?1 * (SELECT COUNT(*) FROM versions)
+                    + ?2 * ((SELECT COUNT(*) FROM tree_log)
+                            + (SELECT COUNT(*) FROM events WHERE op = 'rejected')),
                 (SELECT COUNT(*) FROM versions),
                 (SELECT COUNT(*) FROM forgotten f JOIN events e ON e.id = f.event_id WHERE e.op = 'policy'),
                 (SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL)",
-        p![crate::store::VERSION_RECORD_BYTES as i64],
+        p![
+            crate::store::VERSION_RECORD_BYTES as i64,
+            crate::store::EVENT_RECORD_BYTES as i64
+        ],
         |r| {
             let n = |i: usize| -> Result<u64> { Ok(r.get::<i64>(i)?.max(0) as u64) };
             Ok(Usage {

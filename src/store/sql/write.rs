@@ -339,7 +339,43 @@ pub(crate) fn touch_dir(tx: &dyn Conn, dir: u64, time_ns: i64) -> Result<()> {
 }
 
 pub(crate) fn argv_json(c: &Caller) -> String {
-    serde_json::to_string(&c.argv).unwrap_or_else(|_| "[]".into())
+    serde_json::to_string(&argv_kept(&c.argv)).unwrap_or_else(|_| "[]".into())
+}
+
+/// At most this many bytes of a process's arguments are kept in its `processes` row:
+/// `execve(2)` allows 2 MiB of them (`ARG_MAX`), and every new process that changes the pad
+/// adds a row, which the quota does not count (docs/rules.md "Retention and quotas"; the
+/// matchers of writer rules see every argument).
+pub const ARGV_RECORD_MAX: usize = 4096;
+
+/// `argv` as a `processes` row keeps it: whole within [`ARGV_RECORD_MAX`] bytes, else the
+/// arguments that fit, the first that does not cut (at a character, with its length), and
+/// how many more there were.
+pub(crate) fn argv_kept(argv: &[String]) -> std::borrow::Cow<'_, [String]> {
+    if argv.iter().map(String::len).sum::<usize>() <= ARGV_RECORD_MAX {
+        return std::borrow::Cow::Borrowed(argv);
+    }
+    let mut kept = Vec::new();
+    let mut room = ARGV_RECORD_MAX;
+    for (i, a) in argv.iter().enumerate() {
+        if a.len() <= room {
+            kept.push(a.clone());
+            room -= a.len();
+            continue;
+        }
+        let mut end = room;
+        while !a.is_char_boundary(end) {
+            end -= 1;
+        }
+        kept.push(format!("{}... ({} bytes)", &a[..end], a.len()));
+        let rest = &argv[i + 1..];
+        if !rest.is_empty() {
+            let bytes: usize = rest.iter().map(String::len).sum();
+            kept.push(format!("... {} more arguments, {bytes} bytes", rest.len()));
+        }
+        break;
+    }
+    std::borrow::Cow::Owned(kept)
 }
 
 /// A caller as rows refer to it: its `processes` row, plus the per-request pid and the
@@ -1780,6 +1816,36 @@ pub(crate) fn note_read_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_row_keeps_at_most_argv_record_max_bytes_of_arguments() {
+        let short = vec!["python3".to_string(), "-c".into(), "print(1)".into()];
+        assert_eq!(argv_kept(&short).as_ref(), short.as_slice());
+        let long = vec![
+            "python3".to_string(),
+            "-c".into(),
+            format!(
+                "{}\u{e9}{}",
+                "x".repeat(ARGV_RECORD_MAX - 10),
+                "y".repeat(100_000)
+            ),
+            "a".into(),
+            "bc".into(),
+        ];
+        let kept = argv_kept(&long);
+        assert_eq!(kept.len(), 4, "{kept:?}");
+        assert_eq!(&kept[..2], &long[..2]);
+        // Cut before the two-byte character that crosses the limit.
+        let cut = format!(
+            "{}... ({} bytes)",
+            "x".repeat(ARGV_RECORD_MAX - 10),
+            long[2].len()
+        );
+        assert_eq!(kept[2], cut);
+        assert_eq!(kept[3], "... 2 more arguments, 3 bytes");
+        let total: usize = kept.iter().map(String::len).sum();
+        assert!(total <= ARGV_RECORD_MAX + 64, "{total}");
+    }
 
     #[test]
     fn processes_are_told_apart_by_every_fact_but_the_request_pid() {
