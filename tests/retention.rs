@@ -1228,3 +1228,51 @@ else:
     let versions: u64 = m.sql("SELECT COUNT(*) FROM versions").parse().unwrap();
     assert!(versions <= 40, "{versions} versions");
 }
+
+/// A commit that keeps bytes of the version its handle opened without having read them
+/// (a `pwrite` through a write-only handle) and a `truncate(2)` to a shorter length name
+/// that version as an input: after a `keep: {versions: 1}` pass, root's version is kept
+/// and `why` leads to it (Known open of session 31: the content was almost all root's,
+/// and `why` said its writer read nothing). A write over the whole content names none.
+#[test]
+fn a_partial_overwrite_and_a_truncation_name_the_version_they_keep() {
+    let mut m = agents_pad_with_rules(r#"{"paths": [{"path": "**"}]}"#);
+    m.sh_ok(
+        "for f in p.txt t.txt w.txt; do head -c 2000 /dev/zero | tr '\\0' r > $f; done && chmod 666 p.txt t.txt w.txt",
+    );
+    let script = r#"
+import os
+fd = os.open("p.txt", os.O_WRONLY)
+os.pwrite(fd, b"A", 0)
+os.close(fd)
+os.truncate("t.txt", 1000)
+fd = os.open("w.txt", os.O_WRONLY)
+os.pwrite(fd, b"W" * 2000, 0)
+os.close(fd)
+"#;
+    let o = as_agent()
+        .args(["/usr/bin/python3", "-c", script])
+        .current_dir(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    restart_with_rules(
+        &mut m,
+        r#"{"paths": [{"path": "**", "keep": {"versions": 1}}]}"#,
+        &["--owner", "1000:1000"],
+    );
+    let (code, out, err) = cli(&m, &["gc", "--policy"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert_eq!(kept(&m, "p.txt"), [1, 2], "the pwrite's base");
+    assert_eq!(kept(&m, "t.txt"), [1, 2], "the truncation's base");
+    assert_eq!(
+        kept(&m, "w.txt"),
+        [2],
+        "a write over the whole content keeps nothing"
+    );
+    for f in ["p.txt", "t.txt"] {
+        let (code, out, err) = cli(&m, &["why", f]);
+        assert_eq!(code, 0, "{out} {err}");
+        assert!(out.contains(&format!("<- read {f}@1 (")), "{out}");
+    }
+}

@@ -94,6 +94,7 @@ impl Fs {
             false,
             None,
             Some(v.id),
+            None,
         )?;
         if Some(made.id) != before {
             self.usage_added(v.content.len, 1, 0, 0);

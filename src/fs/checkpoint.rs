@@ -666,6 +666,7 @@ impl Fs {
             false,
             Some(origin),
             None,
+            None,
         )?;
         self.invalidate(Invalidation::Attr(ino));
         self.invalidate(Invalidation::Data(ino));

@@ -486,6 +486,7 @@ impl Fs {
                 return Err(e);
             }
         }
+        let kept = w.kept_base();
         let spill = &w.spill;
         let mut source = |off: u64, buf: &mut [u8]| spill.read_at(off, buf);
         let (build, expect, op) = if w.append {
@@ -529,7 +530,18 @@ impl Fs {
             .get(ino)
             .ok()
             .and_then(|n| n.head.as_ref().map(|v| v.id));
-        let result = self.commit(h.ino, op, expect, build, &mut source, &h.caller, durable);
+        let result = self.commit_from(
+            h.ino,
+            op,
+            expect,
+            build,
+            &mut source,
+            &h.caller,
+            durable,
+            None,
+            None,
+            kept,
+        );
         drop(ns);
         // Only now, with the commit done (and this handle still locked), may an opener
         // that waited for the owed truncation go on.
@@ -617,12 +629,16 @@ impl Fs {
             durable,
             None,
             None,
+            None,
         )
     }
 
     /// [`Fs::commit`] of content brought from another scratchpad, `origin` naming the
     /// version it copies (`adopt`, issue 14), or brought back from this one, `restores`
-    /// naming the version whose bytes it brings back (`restore`, issue 35).
+    /// naming the version whose bytes it brings back (`restore`, issue 35); `kept` names
+    /// a version whose bytes the content keeps without the caller having read it (a
+    /// partial overwrite through a write-only handle, a truncation to a shorter length),
+    /// an input of the new version as a read is (docs/SEMANTICS.md "Lineage").
     #[allow(clippy::too_many_arguments)]
     pub(super) fn commit_from(
         &self,
@@ -635,6 +651,7 @@ impl Fs {
         durable: bool,
         origin: Option<&crate::store::Origin>,
         restores: Option<i64>,
+        kept: Option<i64>,
     ) -> Result<VersionInfo> {
         let (path, file_id, pinned) = {
             let tree = self.tree.read();
@@ -642,7 +659,15 @@ impl Fs {
             (tree.path(ino), n.file_id, n.mtime_pinned)
         };
         let prefix_hasher = file_id.and_then(|f| self.hashers.lock().get(&f).cloned());
-        let inputs = self.inputs_of(caller);
+        let mut inputs = self.inputs_of(caller);
+        if let Some(k) = kept
+            && !inputs.iter().any(|i| i.version_id == k)
+        {
+            inputs.push(crate::store::Input {
+                version_id: k,
+                read_ns: now_ns(),
+            });
+        }
         let Committed {
             file_id,
             version,

@@ -113,6 +113,12 @@ impl RangeSet {
         self.0 = out;
     }
 
+    /// Whether `[start, end)` is inside one range (ranges are merged, so inside the
+    /// set); an empty range is.
+    pub fn covers(&self, start: u64, end: u64) -> bool {
+        start >= end || self.0.iter().any(|&(s, e)| s <= start && end <= e)
+    }
+
     /// Drops everything at or past `size`.
     pub fn clip(&mut self, size: u64) {
         self.0.retain(|&(s, _)| s < size);
@@ -220,6 +226,17 @@ impl WriteState {
             Some(read) if read > 0 && read < self.base_version => read,
             _ => self.base_version,
         }
+    }
+
+    /// The version whose bytes a commit of this copy keeps, which the commit names as an
+    /// input (docs/SEMANTICS.md "Lineage"): `base_version` when some of its bytes below
+    /// `base_limit` were not overwritten (a `pwrite` through a write-only handle); `None`
+    /// for an append (its bytes go after the current version's), a copy that keeps none
+    /// (truncated to zero, or written over whole), or a base that is no version.
+    pub fn kept_base(&self) -> Option<i64> {
+        let keep_to = self.size.min(self.base_limit);
+        (!self.append && self.base_version > 0 && !self.dirty.covers(0, keep_to))
+            .then_some(self.base_version)
     }
 
     /// The private copy of a handle opened with `O_TRUNC`: empty, and owing a truncation
@@ -413,6 +430,36 @@ impl Drop for SlotGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_keeps_its_base_unless_written_over_whole_or_appended() {
+        let base = ContentRef {
+            stream: 3,
+            len: 100,
+        };
+        let mut w = WriteState::new(false, 7, base);
+        w.dirty.insert(0, 1);
+        assert_eq!(w.kept_base(), Some(7), "one byte written over");
+        w.dirty.insert(1, 100);
+        assert_eq!(w.kept_base(), None, "written over whole");
+        let mut w = WriteState::new(false, 7, base);
+        w.base_limit = 40;
+        w.size = 40;
+        assert_eq!(w.kept_base(), Some(7), "truncated to 40");
+        w.base_limit = 0;
+        w.size = 10;
+        w.dirty.insert(0, 10);
+        assert_eq!(w.kept_base(), None, "truncated to zero, then written");
+        assert_eq!(WriteState::new(true, 7, base).kept_base(), None, "append");
+        assert_eq!(
+            WriteState::new(false, 0, ContentRef::default()).kept_base(),
+            None
+        );
+        let mut r = RangeSet::default();
+        r.insert(5, 10);
+        assert!(r.covers(5, 10) && r.covers(6, 9) && r.covers(3, 3));
+        assert!(!r.covers(4, 10) && !r.covers(5, 11));
+    }
 
     #[test]
     fn rangeset_merges_and_clips() {

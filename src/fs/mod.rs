@@ -975,7 +975,10 @@ impl Fs {
                 let _quota_hold = self.quota_allows_bytes(&caller, &path, adds, || None)?;
                 let before = self.tree.read().get(ino)?.head.as_ref().map(|v| v.id);
                 let mut none = |_: u64, _: &mut [u8]| Ok(());
-                let v = self.commit(
+                // A truncation that keeps bytes of the current version names it as an
+                // input (docs/SEMANTICS.md "Lineage").
+                let kept = before.filter(|_| size > 0 && committed_len > 0);
+                let v = self.commit_from(
                     ino,
                     "truncate",
                     None,
@@ -983,6 +986,9 @@ impl Fs {
                     &mut none,
                     &caller,
                     false,
+                    None,
+                    None,
+                    kept,
                 )?;
                 if Some(v.id) != before {
                     self.usage_added(adds, 1, 0, 0);
