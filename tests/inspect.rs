@@ -261,6 +261,38 @@ fn gc_forgets_old_versions_only_when_asked_and_keeps_what_matters() {
     );
 }
 
+/// gc counts the content it drops whatever its form: an appended log's lines are pieces
+/// kept inline (under 4 KiB), which the report counted as 0 bytes of content (the
+/// 1,000,003-version pad of session 31: `0 bytes of content`).
+#[test]
+fn gc_counts_the_inline_content_it_drops() {
+    let m = Mount::new();
+    // Rewritten longer, not shorter (MANIFEST points at what a shrink replaced, which gc
+    // keeps).
+    m.sh_ok("for i in $(seq 1 200); do echo line-$i >> log; done && seq 1 2000 > log");
+    let old: u64 = m
+        .sql("SELECT MAX(size) FROM versions v JOIN files f ON f.id = v.file_id WHERE f.path = 'log' AND v.op != 'write'")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        old,
+        (1..=200)
+            .map(|i| format!("line-{i}\n").len() as u64)
+            .sum::<u64>()
+    );
+    let (rc, out, err) = cli(&m, &["gc", "--keep-last", "1", "--json"]);
+    assert_eq!(rc, 0, "{out} {err}");
+    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(r["versions"], 200, "{out}");
+    assert_eq!(r["blob_bytes"], 0, "{out}");
+    assert_eq!(r["inline_bytes"].as_u64(), Some(old), "{out}");
+    let reason = m.sql("SELECT reason FROM events WHERE op = 'gc'");
+    assert!(
+        reason.ends_with(&format!("forgot 200 versions and {old} bytes of content")),
+        "{reason}"
+    );
+}
+
 #[test]
 fn every_command_speaks_json() {
     let m = Mount::new();

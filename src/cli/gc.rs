@@ -105,7 +105,7 @@ pub fn gc(
             "gc: {} {} versions and {} bytes of content{}",
             if dry_run { "would delete" } else { "deleted" },
             report.versions,
-            report.blob_bytes,
+            report.blob_bytes + report.inline_bytes,
             if dry_run {
                 " (dry run: nothing changed)"
             } else {

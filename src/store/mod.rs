@@ -156,8 +156,13 @@ pub struct GcRequest {
 pub struct GcReport {
     /// Versions deleted.
     pub versions: u64,
-    /// Bytes of blob content deleted.
+    /// Bytes of blob content deleted (pieces of 4 KiB and more).
     pub blob_bytes: u64,
+    /// Bytes of content kept inline in extents deleted (pieces under 4 KiB: most of an
+    /// appended log's), so that `blob_bytes + inline_bytes` is the content gc dropped.
+    /// Absent (0) in reports of earlier versions.
+    #[serde(default)]
+    pub inline_bytes: u64,
     /// Nothing was changed.
     pub dry_run: bool,
 }

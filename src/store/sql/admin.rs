@@ -138,10 +138,11 @@ pub(crate) fn gc_in(
     )?;
     // The history index holds a copy of what gc forgets.
     crate::store::sql::history_index::forget(tx, "gc_drop")?;
-    let blob_bytes = sweep_content(tx, protected)?;
+    let (blob_bytes, inline_bytes) = sweep_content(tx, protected)?;
     let report = GcReport {
         versions: versions as u64,
         blob_bytes: blob_bytes as u64,
+        inline_bytes: inline_bytes as u64,
         dry_run: req.dry_run,
     };
     tx.exec("INSERT INTO meta(key, value) VALUES ('last_gc', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value", p![&serde_json::to_string(&report).unwrap_or_default()])?;
@@ -171,7 +172,7 @@ pub(crate) fn gc_in(
             caller.uid,
             report.versions,
             if report.versions == 1 { "" } else { "s" },
-            report.blob_bytes
+            report.blob_bytes + report.inline_bytes
         )),
         None,
         &proc_,
@@ -501,9 +502,9 @@ pub(crate) fn events_of(
 /// Drops the content nothing refers to any more, inside `tx`: the bytes of each stream
 /// past its longest reference (by a version or a refusal, or one of `protected`
 /// `(stream, len)`: content open handles still read), unreferenced streams, and the
-/// blobs no extent uses. Returns the bytes of blob content dropped. Used by gc, and by a
-/// fork for what it left out.
-pub(crate) fn sweep_content(tx: &dyn Conn, protected: &[(i64, u64)]) -> Result<i64> {
+/// blobs no extent uses. Returns the bytes of blob content and of inline content (extents
+/// without a blob) dropped. Used by gc, and by a fork for what it left out.
+pub(crate) fn sweep_content(tx: &dyn Conn, protected: &[(i64, u64)]) -> Result<(i64, i64)> {
     // Content: the bytes of each stream still referenced (by a version or a refusal) end
     // at the longest reference; the rest of the stream, and unreferenced streams, go.
     temp_table(tx, "gc_streams", STREAM_LENGTHS)?;
@@ -515,6 +516,11 @@ pub(crate) fn sweep_content(tx: &dyn Conn, protected: &[(i64, u64)]) -> Result<i
         )?;
     }
     analyze(tx, &["gc_streams"])?;
+    let inline_bytes: i64 = tx.value(
+        r#"SELECT CAST(COALESCE(SUM(len), 0) AS BIGINT) FROM extents WHERE blob IS NULL AND NOT EXISTS
+             (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents."offset" < s.len)"#,
+        p![],
+    )?;
     tx.batch(
         r#"DELETE FROM extents WHERE NOT EXISTS
              (SELECT 1 FROM gc_streams s WHERE s.stream = extents.stream AND extents."offset" < s.len);
@@ -528,5 +534,5 @@ pub(crate) fn sweep_content(tx: &dyn Conn, protected: &[(i64, u64)]) -> Result<i
         "DELETE FROM blobs WHERE NOT EXISTS (SELECT 1 FROM extents e WHERE e.blob = blobs.id)",
         p![],
     )?;
-    Ok(blob_bytes)
+    Ok((blob_bytes, inline_bytes))
 }
