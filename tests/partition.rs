@@ -4,7 +4,8 @@
 //! on), and with `SCRATCHFS_PG_TIMEOUT` short: a write fails with EIO within a bounded
 //! time, what the daemon holds stays readable, nothing acknowledged is lost, and once the
 //! relay forwards again the daemon catches up on what it missed and writes again, without
-//! a remount. Needs `SCRATCHFS_PG_URL` (`scripts/pg start`); fails, never skips, without.
+//! a remount. And a clean unmount ends every session with the protocol's Terminate. Needs
+//! `SCRATCHFS_PG_URL` (`scripts/pg start`); fails, never skips, without.
 
 mod common;
 
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::Mount;
+use common::{DropPgDatabase, Mount, new_pg_database, pg_query, pg_url};
 
 /// A TCP relay to `upstream` that forwards while `cut` is false and holds every byte
 /// (in both directions, on every connection, new ones included) while it is true.
@@ -190,4 +191,42 @@ fn a_partition_fails_writes_with_eio_in_bounded_time_keeps_reads_and_heals() {
         assert_eq!(common::read(m.path("kept.md")), "acknowledged before\n");
         assert_eq!(common::read(m.path("from-b.md")), "b before\n");
     }
+}
+
+/// A clean unmount ends each of the daemon's sessions as the protocol says (a Terminate
+/// message): the server counts none of them as abandoned (`pg_stat_database`'s
+/// `sessions_abandoned`, PostgreSQL 14+), where the listener's (and the writer's and
+/// readers', whenever the process exited before they were dropped) ended each unmount
+/// with `could not receive data from client: Connection reset by peer` in the server's
+/// log.
+#[test]
+fn a_clean_unmount_ends_every_session_with_a_terminate() {
+    let url = new_pg_database();
+    let _drop = DropPgDatabase(url.clone());
+    let name = url
+        .split('?')
+        .next()
+        .and_then(|p| p.rsplit('/').next())
+        .unwrap()
+        .to_string();
+    let mut m = Mount::on_db(&url);
+    m.sh_ok("echo hi > a && cat a && ls -l");
+    m.unmount();
+    let stats = || {
+        let row = pg_query(
+            &pg_url(),
+            &format!(
+                "SELECT (SELECT COUNT(*) FROM pg_stat_activity WHERE datname = '{name}'),
+                        sessions, sessions_abandoned
+                 FROM pg_stat_database WHERE datname = '{name}'"
+            ),
+        );
+        let v: Vec<i64> = row.trim().split('|').map(|x| x.parse().unwrap()).collect();
+        (v[0], v[1], v[2])
+    };
+    let (sessions, abandoned) = wait_for("the daemon's sessions to end and be counted", || {
+        let (live, sessions, abandoned) = stats();
+        (live == 0 && sessions >= 3).then_some((sessions, abandoned))
+    });
+    assert_eq!(abandoned, 0, "{abandoned} of {sessions} sessions abandoned");
 }

@@ -96,7 +96,11 @@ pub struct PgConn {
     /// Drives the connection: a current-thread runtime, running only inside this
     /// connection's calls.
     runtime: tokio::runtime::Runtime,
-    client: Client,
+    /// Dropped first when the connection is ([`Drop`]), so that the connection's task,
+    /// polled once more, ends the session with a Terminate message.
+    client: std::mem::ManuallyDrop<Client>,
+    /// The task that drives the connection (spawned on `runtime`).
+    driver: Option<tokio::task::JoinHandle<()>>,
     /// How long a round trip may wait for its answer ([`round_trip_timeout`]).
     timeout: std::time::Duration,
     /// A round trip went unanswered: the connection's state is unknown, and it is
@@ -298,6 +302,29 @@ const _: fn() = || {
     send::<PgConn>();
 };
 
+/// How long a closing connection waits for its Terminate message to go out.
+const TERMINATE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Drop for PgConn {
+    /// Ends the session as the protocol says (a Terminate message, PostgreSQL's
+    /// "Termination" in the frontend/backend protocol), so that the server logs no
+    /// `Connection reset by peer` at each unmount: the client goes first, and the
+    /// connection's task, polled once more, sends Terminate and closes the socket; at most
+    /// [`TERMINATE_WAIT`], and not at all when a round trip went unanswered.
+    fn drop(&mut self) {
+        // SAFETY: `client` is dropped here once and never used again: `drop` is the last
+        // use of `self`, and no other field's drop reaches it.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.client) };
+        if let Some(driver) = self.driver.take()
+            && !self.broken.get()
+        {
+            let _ = self
+                .runtime
+                .block_on(async { tokio::time::timeout(TERMINATE_WAIT, driver).await });
+        }
+    }
+}
+
 impl std::fmt::Debug for PgConn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgConn")
@@ -345,7 +372,10 @@ impl PgConn {
             .block_on(async { tokio::time::timeout(timeout, config.connect(connector)).await })
             .map_err(|_| unanswered(timeout))?
             .map_err(|e| not_connected(&config, &tls, &e))?;
-        runtime.spawn(connection);
+        let driver = runtime.spawn(async move {
+            // Its error (a closed socket) is the next round trip's.
+            let _ = connection.await;
+        });
         // Prepared statements keep one generic plan: the store's statements are short
         // index lookups whose plan does not depend on the values, so planning each
         // execution afresh (the server's default for a statement's first five runs, and
@@ -468,7 +498,8 @@ impl PgConn {
         };
         Ok(PgConn {
             runtime,
-            client,
+            client: std::mem::ManuallyDrop::new(client),
+            driver: Some(driver),
             timeout,
             broken: Cell::new(false),
             statements: RefCell::new(HashMap::new()),

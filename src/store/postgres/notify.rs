@@ -171,6 +171,15 @@ impl Change {
     }
 }
 
+/// The payload that stops `daemon`'s own listener ([`super::Postgres`]'s `finish`); other
+/// daemons read it as no change of theirs ([`Change::parse`]: `None`).
+pub fn stop_payload(daemon: &str) -> String {
+    format!("{daemon} stop")
+}
+
+/// How long an unmount waits for its listener to end its session.
+pub const STOP_WAIT: Duration = Duration::from_secs(2);
+
 /// What a daemon's listener needs besides its callback: where it says which PostgreSQL
 /// session it is (so that the daemon's own gc does not wait for itself), and what the
 /// daemon's open handles read (a gc's question).
@@ -219,12 +228,18 @@ pub fn listen(
                 let started = std::time::Instant::now();
                 let out = connecting.client(&url).and_then(|mut client| {
                     let out = listen_once(&mut client, &daemon, &keys, &me, &on);
-                    // Dropping the blocking client waits for the server to take its
-                    // goodbye, which a server that stopped answering never does: that
-                    // wait is left to a thread of its own.
-                    let _ = std::thread::Builder::new()
-                        .name("scratchfs-close".into())
-                        .spawn(move || drop(client));
+                    if out.is_ok() {
+                        // Stopped (or the daemon is gone): the server answered a moment
+                        // ago, and takes the goodbye (Terminate) now.
+                        drop(client);
+                    } else {
+                        // Dropping the blocking client waits for the server to take its
+                        // goodbye, which a server that stopped answering never does:
+                        // that wait is left to a thread of its own.
+                        let _ = std::thread::Builder::new()
+                            .name("scratchfs-close".into())
+                            .spawn(move || drop(client));
+                    }
                     out
                 });
                 me.pid.store(0, std::sync::atomic::Ordering::Relaxed);
@@ -383,6 +398,10 @@ fn listen_once(
                 )
             })?;
             continue;
+        }
+        let stop = stop_payload(daemon);
+        if batch.iter().any(|m| m.payload() == stop) {
+            return Ok(());
         }
         let mut changes = Vec::new();
         for (_, c) in batch

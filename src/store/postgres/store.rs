@@ -936,6 +936,39 @@ impl Store for Postgres {
         Ok(())
     }
 
+    /// Every change was committed before it was answered: the sessions are ended as the
+    /// protocol says (a Terminate message each, so the server logs no `Connection reset
+    /// by peer` at an unmount): the listener's, which stops at this daemon's `stop`
+    /// notification (waited for at most [`super::notify::STOP_WAIT`]; it does not listen
+    /// again), then the writer's and readers' ([`PgConn`]'s drop), which are made again
+    /// if the store is used after.
+    fn finish(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.listener_pid.load(Ordering::Relaxed) != 0 {
+            let stop = super::notify::stop_payload(&self.daemon);
+            let sent = self.in_slot(&self.writer, |c| {
+                c.exec("SELECT pg_notify(?1, ?2)", p![&self.keys.channel, &stop])
+                    .map(|_| ())
+            });
+            match sent {
+                Ok(()) => {
+                    let until = std::time::Instant::now() + super::notify::STOP_WAIT;
+                    while self.listener_pid.load(Ordering::Relaxed) != 0
+                        && std::time::Instant::now() < until
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                }
+                Err(e) => log::warn!("stopping the listener: {e}"),
+            }
+        }
+        for slot in std::iter::once(&self.writer).chain(&self.readers) {
+            let conn = slot.lock().take();
+            drop(conn);
+        }
+        Ok(())
+    }
+
     fn sync_to_disk(&self) -> Result<()> {
         // Commits are asynchronous (`PgConn::connect`): a transaction that takes an id
         // and commits synchronously waits for the WAL up to its commit record, which
