@@ -85,7 +85,13 @@ fn offline(db: &Path, req: &RedactRequest) -> Result<(), Failure> {
         path: &req.path,
     };
     if let Err(e) = gate.check(&caller, &change) {
-        if let Err(se) = store.reject(&req.path, e.errno, &e.reason, &caller, None) {
+        if let Err(se) = store.reject(
+            &req.path,
+            e.errno,
+            &e.reason,
+            &caller,
+            crate::store::Refused::Nothing,
+        ) {
             log::error!("recording a refusal: {se}");
         }
         return Err(e.reason);

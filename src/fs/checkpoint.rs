@@ -634,7 +634,10 @@ impl Fs {
         )?;
         // The pad's quota (issue 36) binds what is brought in as it binds a write.
         let _quota_hold = self.quota_allows_bytes(&caller, path, content.len() as u64, || {
-            Some(blake3::hash(content).to_hex().to_string())
+            Some((
+                content.len() as u64,
+                blake3::hash(content).to_hex().to_string(),
+            ))
         })?;
         let ino = match existing {
             Some(ino) => ino,

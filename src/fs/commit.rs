@@ -463,7 +463,7 @@ impl Fs {
                     (new_len <= CONTENT_CHECK_MAX)
                         .then(|| self.content_after(ino, w).ok())
                         .flatten()
-                        .map(|c| blake3::hash(&c).to_hex().to_string())
+                        .map(|c| (c.len() as u64, blake3::hash(&c).to_hex().to_string()))
                 })
                 .map(|hold| _quota_hold = Some(hold))
             });
@@ -584,6 +584,11 @@ impl Fs {
                 // Refused (a lost update): the private copy is dropped (the store kept
                 // the refused content with the reason); the handle goes on from the
                 // current version so that repeated flushes do not repeat the refusal.
+                // What the store kept counts against the quota (within what the verdict
+                // above held: the content and a record), as any refusal's: uncounted, a
+                // flood of lost updates stored 130 MB on a 200 KB pad in a second
+                // (attack round of session 33).
+                self.usage_added(if w.append { 0 } else { w.size }, 0, 1, 0);
                 if let Some((id, content)) = self.tree.read().nodes.get(&h.ino).map(|n| n.content())
                 {
                     w.committed(id, content);

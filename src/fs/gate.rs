@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::identity::Caller;
 use crate::rules::enforce::{Action, Compiled, secret_in};
 use crate::rules::{Format, Mode};
-use crate::store::Kind;
+use crate::store::{Kind, Refused};
 use crate::views::{self, View};
 
 /// Bytes before a write's (or an append's) new bytes that are searched for a secret
@@ -1114,11 +1114,8 @@ impl Fs {
         Err(e)
     }
 
-    /// Records a refusal in the store (SPEC §6), the content with secrets redacted. At
-    /// the pad's quota, for a caller it binds ([`Fs::refusal_room`], docs/rules.md): the
-    /// content's size and blake3 instead of the content, and once the pad is past the
-    /// quota by [`super::quota::REFUSAL_SLACK_BYTES`], a count instead of the record
-    /// ([`Fs::count_refusal`]).
+    /// Records a refusal in the store (SPEC §6), the content with secrets redacted:
+    /// [`Fs::record_refusal_with`] without a digest.
     pub(super) fn record_refusal(
         &self,
         path: &str,
@@ -1126,20 +1123,38 @@ impl Fs {
         e: &Error,
         content: Option<&[u8]>,
     ) {
+        self.record_refusal_with(path, caller, e, content, None);
+    }
+
+    /// Records a refusal in the store (SPEC §6): its path and reason (secrets redacted, cut
+    /// at [`RECORD_PATH_MAX`] and [`RECORD_REASON_MAX`]), errno and caller, and the refused
+    /// `content` with secrets redacted, or, where the content is not given, its size and
+    /// blake3 (`digest`). At the pad's quota, for a caller it binds ([`Fs::refusal_room`],
+    /// docs/rules.md): the content's size and digest instead of the content, and once the
+    /// pad is past the quota by [`super::quota::REFUSAL_SLACK_BYTES`], a count instead of
+    /// the record ([`Fs::count_refusal`]). A digest goes only in the record's columns,
+    /// never its reason ([`crate::store::Refused`]).
+    pub(super) fn record_refusal_with(
+        &self,
+        path: &str,
+        caller: &Caller,
+        e: &Error,
+        content: Option<&[u8]>,
+        digest: Option<(u64, String)>,
+    ) {
         let mut redacted = content.map(Gate::redact);
         let path = String::from_utf8_lossy(&Gate::redact(path.as_bytes())).into_owned();
         let path = cut_path(path);
         let mut reason = String::from_utf8_lossy(&Gate::redact(e.reason.as_bytes())).into_owned();
+        let mut digest = digest;
         let kept = redacted.as_ref().map_or(0, |c| c.len() as u64);
-        match self.refusal_room(caller, kept) {
+        let (room, _hold) = self.refusal_room(caller, kept);
+        match room {
             RefusalRoom::Whole => {}
             RefusalRoom::WithoutContent => {
                 if let Some(c) = redacted.take() {
-                    reason = format!(
-                        "{reason} (its {} bytes, blake3 {} with secrets redacted, not kept: the pad is at its quota)",
-                        c.len(),
-                        blake3::hash(&c).to_hex()
-                    );
+                    digest = Some((c.len() as u64, blake3::hash(&c).to_hex().to_string()));
+                    reason.push_str(" (its content is not kept: the pad is at its quota)");
                 }
             }
             RefusalRoom::Counted => {
@@ -1148,10 +1163,12 @@ impl Fs {
             }
         }
         let reason = cut(reason, RECORD_REASON_MAX);
-        match self
-            .store
-            .reject(&path, e.errno, &reason, caller, redacted.as_deref())
-        {
+        let refused = match (&redacted, &digest) {
+            (Some(c), _) => Refused::Content(c),
+            (None, Some((size, d))) => Refused::Digest(*size, d),
+            (None, None) => Refused::Nothing,
+        };
+        match self.store.reject(&path, e.errno, &reason, caller, refused) {
             Ok(()) => self.usage_added(redacted.as_ref().map_or(0, |c| c.len() as u64), 0, 1, 0),
             Err(se) => log::error!("recording a refusal: {se}"),
         }

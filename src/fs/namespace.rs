@@ -477,7 +477,7 @@ impl Fs {
         let versioned = kind == Kind::File && tree.get(ino)?.head.is_some();
         let _quota_hold = self.quota_allows_rename(&caller, &new_path, versioned)?;
         let t = now_ns();
-        let (lineage, version) = self.store.rename(RenameRequest {
+        let renamed = self.store.rename(RenameRequest {
             ino,
             kind,
             file_id,
@@ -490,7 +490,15 @@ impl Fs {
             caller: &caller,
             time_ns: t,
             lost_update_check: !self.overwrites_path(&new_path),
-        })?;
+        });
+        // A lost update refused (`ESTALE`) is on record: its event counts against the
+        // quota as any refusal's (attack round of session 33).
+        if let Err(e) = &renamed
+            && e.is(ErrorKind::Stale)
+        {
+            self.usage_added(0, 0, 1, 0);
+        }
+        let (lineage, version) = renamed?;
         if let Some((old, old_fid)) = replaced {
             let okind = tree.get(old)?.kind;
             // The replaced node's row in the namespace log, and one live node fewer.

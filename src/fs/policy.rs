@@ -743,6 +743,14 @@ pub(crate) struct QuotaHold<'a> {
     bytes: u64,
 }
 
+impl<'a> QuotaHold<'a> {
+    /// A hold of `bytes` the caller has added to [`UsageCount::held`] already, under the
+    /// usage's lock.
+    pub(super) fn taken(fs: &'a Fs, bytes: u64) -> QuotaHold<'a> {
+        QuotaHold { fs, bytes }
+    }
+}
+
 impl Drop for QuotaHold<'_> {
     fn drop(&mut self) {
         if self.bytes > 0 {
@@ -837,22 +845,23 @@ impl Fs {
     /// content, or an append's new bytes) and one version's record
     /// ([`VERSION_RECORD_BYTES`]), for a caller other than root and the user who mounted
     /// (they may go past it): `EDQUOT` when it would take the pad past `quota.bytes`,
-    /// recorded with the reason, the size and the content's digest (`digest`), never the
-    /// content itself: keeping it is what the quota forbids. Allowed, the commit holds
-    /// what it may add against the quota until the returned [`QuotaHold`] is dropped
-    /// (after the commit counted what it stored, or failed), so that commits judged at
-    /// once cannot each fit alone and pass it together.
+    /// recorded with the reason and the content's size and digest (`digest`: bytes,
+    /// blake3 hex; in the record's columns, not its reason, which the caller reads:
+    /// [`crate::store::Refused`]), never the content itself: keeping it is what the quota
+    /// forbids. Allowed, the commit holds what it may add against the quota until the
+    /// returned [`QuotaHold`] is dropped (after the commit counted what it stored, or
+    /// failed), so that commits judged at once cannot each fit alone and pass it together.
     pub(super) fn quota_allows_bytes(
         &self,
         caller: &Caller,
         path: &str,
         adds: u64,
-        digest: impl FnOnce() -> Option<String>,
+        digest: impl FnOnce() -> Option<(u64, String)>,
     ) -> Result<QuotaHold<'_>> {
         self.quota_allows(caller, path, adds.saturating_add(VERSION_RECORD_BYTES), || {
-            format!(
-                "this commit of up to {adds} bytes (blake3 {}) and its record would pass it; its content is not kept",
-                digest().unwrap_or_else(|| "not computed".into())
+            (
+                format!("this commit of up to {adds} bytes and its record would pass it; its content is not kept"),
+                digest(),
             )
         })
     }
@@ -868,11 +877,12 @@ impl Fs {
     ) -> Result<QuotaHold<'_>> {
         let adds = EVENT_RECORD_BYTES + if file { VERSION_RECORD_BYTES } else { 0 };
         self.quota_allows(caller, path, adds, || {
-            if file {
+            let what = if file {
                 format!("this rename's version and event ({adds} bytes of records) would pass it")
             } else {
                 format!("this rename's event ({adds} bytes of record) would pass it")
-            }
+            };
+            (what, None)
         })
     }
 
@@ -886,18 +896,22 @@ impl Fs {
         what: &str,
     ) -> Result<QuotaHold<'_>> {
         self.quota_allows(caller, path, EVENT_RECORD_BYTES, || {
-            format!("this {what}'s record ({EVENT_RECORD_BYTES} bytes) would pass it")
+            (
+                format!("this {what}'s record ({EVENT_RECORD_BYTES} bytes) would pass it"),
+                None,
+            )
         })
     }
 
     /// The quota's verdict on a change that may add `adds` bytes (`what` says which, for
-    /// the refusal's reason): see [`Fs::quota_allows_bytes`].
+    /// the refusal's reason, and the refused content's size and digest, for its record):
+    /// see [`Fs::quota_allows_bytes`].
     fn quota_allows(
         &self,
         caller: &Caller,
         path: &str,
         adds: u64,
-        what: impl FnOnce() -> String,
+        what: impl FnOnce() -> (String, Option<(u64, String)>),
     ) -> Result<QuotaHold<'_>> {
         let free = QuotaHold { fs: self, bytes: 0 };
         let Some(limit) = self.quota().and_then(|q| q.bytes) else {
@@ -927,14 +941,14 @@ impl Fs {
         } else {
             String::new()
         };
+        let (what, digest) = what();
         let e = Error::new(
             libc::EDQUOT,
             format!(
-                "{path}: the pad's quota is {limit} bytes and it holds {holds}{under_way}: {} (delete files or write less; the policy, keep, forgets history)",
-                what()
+                "{path}: the pad's quota is {limit} bytes and it holds {holds}{under_way}: {what} (delete files or write less; the policy, keep, forgets history)"
             ),
         );
-        self.record_refusal(path, caller, &e, None);
+        self.record_refusal_with(path, caller, &e, None, digest);
         Err(e)
     }
 

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::Fs;
+use super::policy::QuotaHold;
 use super::tree::now_ns;
 use crate::identity::Caller;
 use crate::store::EVENT_RECORD_BYTES;
@@ -48,8 +49,8 @@ pub(super) struct Unrecorded {
     /// [`UNRECORDED_EVERY`] after it, at the next policy pass after that, or at unmount).
     since: Option<Instant>,
     by: BTreeMap<String, u64>,
-    /// The last one: path, errno, reason, caller.
-    last: Option<(String, i32, String, Caller)>,
+    /// The last one: path, errno, reason.
+    last: Option<(String, i32, String)>,
 }
 
 impl Unrecorded {
@@ -61,13 +62,13 @@ impl Unrecorded {
         self.count += 1;
         self.last_ns = now_ns;
         *self.by.entry(caller.writer.to_string()).or_default() += 1;
-        self.last = Some((path.into(), errno, reason.into(), caller.clone()));
+        self.last = Some((path.into(), errno, reason.into()));
     }
 
-    /// The record's reason, path, errno and caller, and this count emptied; `None` when
-    /// nothing is counted.
-    fn take(&mut self) -> Option<(String, String, i32, Caller)> {
-        let (path, errno, reason, caller) = self.last.take()?;
+    /// The record's reason, path and errno, and this count emptied; `None` when nothing
+    /// is counted.
+    fn take(&mut self) -> Option<(String, String, i32)> {
+        let (path, errno, reason) = self.last.take()?;
         let mut by: Vec<(String, u64)> = std::mem::take(&mut self.by).into_iter().collect();
         by.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let others: u64 = by.iter().skip(WRITERS_NAMED).map(|(_, n)| n).sum();
@@ -87,7 +88,7 @@ impl Unrecorded {
             writers.join(", ")
         );
         *self = Unrecorded::default();
-        Some((text, path, errno, caller))
+        Some((text, path, errno))
     }
 }
 
@@ -104,27 +105,36 @@ impl Fs {
     /// pad's quota: whole when the quota does not bind the caller (no `quota.bytes`, root
     /// or the user who mounted) or its record and content fit; without its content when
     /// they do not and the record fits within [`REFUSAL_SLACK_BYTES`] past the quota;
-    /// counted otherwise.
-    pub(super) fn refusal_room(&self, caller: &Caller, content: u64) -> RefusalRoom {
+    /// counted otherwise. What it records is held against the quota until the returned
+    /// hold is dropped (after the record was counted), so that refusals at once cannot
+    /// each fit alone and pass it together (attack round of session 33: 64 refused
+    /// 100 KB writes at once with 107 KB free kept four).
+    pub(super) fn refusal_room(
+        &self,
+        caller: &Caller,
+        content: u64,
+    ) -> (RefusalRoom, Option<QuotaHold<'_>>) {
         let Some(limit) = self.quota().and_then(|q| q.bytes) else {
-            return RefusalRoom::Whole;
+            return (RefusalRoom::Whole, None);
         };
         if self.gate.is_trusted(caller) || !matches!(self.usage(), Ok(Some(_))) {
-            return RefusalRoom::Whole;
+            return (RefusalRoom::Whole, None);
         }
-        let count = self.usage.lock();
+        let mut count = self.usage.lock();
         let used = count
             .counted
             .map_or(0, |u| u.bytes)
             .saturating_add(count.held)
             .saturating_add(EVENT_RECORD_BYTES);
-        if used.saturating_add(content) <= limit {
-            RefusalRoom::Whole
+        let (room, holds) = if used.saturating_add(content) <= limit {
+            (RefusalRoom::Whole, EVENT_RECORD_BYTES + content)
         } else if used <= limit.saturating_add(REFUSAL_SLACK_BYTES) {
-            RefusalRoom::WithoutContent
+            (RefusalRoom::WithoutContent, EVENT_RECORD_BYTES)
         } else {
-            RefusalRoom::Counted
-        }
+            return (RefusalRoom::Counted, None);
+        };
+        count.held += holds;
+        (room, Some(QuotaHold::taken(self, holds)))
     }
 
     /// Counts a refusal that is not recorded one by one ([`RefusalRoom::Counted`]), and
@@ -141,15 +151,23 @@ impl Fs {
     }
 
     /// Records the count of refusals not recorded one by one, if any: one event (`op`
-    /// `rejected`, the last one's path, errno and caller) whose reason says how many,
-    /// when, by which writers, and the last one's reason. Called when due, by the policy
-    /// pass when due, and at unmount.
+    /// `rejected`, the last one's path and errno) by the daemon's own writer `scratchfs`
+    /// (so that no caller's refusal can pass for it, nor it for one caller's: attack
+    /// round of session 33), whose reason says how many, when, by which writers, and the
+    /// last one's reason. Called when due, by the policy pass when due, and at unmount.
     pub(super) fn record_unrecorded(&self) {
-        let Some((reason, path, errno, caller)) = self.unrecorded.lock().take() else {
+        let Some((reason, path, errno)) = self.unrecorded.lock().take() else {
             return;
         };
+        let caller = Caller::internal("scratchfs");
         let reason = super::gate::cut(reason, super::gate::RECORD_REASON_MAX);
-        match self.store.reject(&path, errno, &reason, &caller, None) {
+        match self.store.reject(
+            &path,
+            errno,
+            &reason,
+            &caller,
+            crate::store::Refused::Nothing,
+        ) {
             Ok(()) => self.usage_added(0, 0, 1, 0),
             Err(e) => log::error!("recording the refusals past the quota: {e}"),
         }
@@ -191,13 +209,12 @@ mod tests {
         u.add("a", libc::EDQUOT, "a: full", &agent, 0);
         u.add("b", libc::EDQUOT, "b: full", &agent, 1_000_000_000);
         u.add("c", libc::EACCES, "c: not yours", &tool, 2_000_000_000);
-        let (reason, path, errno, caller) = u.take().unwrap();
+        let (reason, path, errno) = u.take().unwrap();
         assert_eq!(
             reason,
             "3 refusals past the pad's quota not recorded one by one, 1970-01-01T00:00:00Z to 1970-01-01T00:00:02Z (by writer: agent 2, tool 1); the last: c: not yours"
         );
         assert_eq!((path.as_str(), errno), ("c", libc::EACCES));
-        assert_eq!(caller.writer, "tool");
         assert!(u.take().is_none(), "taken once");
         for i in 0..10 {
             let w = Caller {

@@ -151,6 +151,22 @@ pub struct GcRequest {
     pub policy: bool,
 }
 
+/// What a refusal's record keeps of the content refused ([`Store::reject`]): in the
+/// event's `stream` (the content), `size` and `blake3` columns, which only a reader of the
+/// database sees; never in its reason, which the caller may read (MANIFEST, MCP), since a
+/// digest of content that holds bytes the caller cannot read would let it guess them
+/// (attack round of session 33: a root file of mode 0622 read byte by byte off the
+/// digests of the agent's refused overwrites).
+#[derive(Debug, Clone, Copy)]
+pub enum Refused<'a> {
+    /// No content (a refusal of a change that is not a commit).
+    Nothing,
+    /// The content, kept (secrets redacted by the caller).
+    Content(&'a [u8]),
+    /// Its size (bytes) and blake3 (hex) only: keeping it is what the quota forbids.
+    Digest(u64, &'a str),
+}
+
 /// What `gc` did (or would do).
 #[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct GcReport {
@@ -677,14 +693,15 @@ pub trait Store: History {
         time_ns: i64,
     ) -> Result<()>;
     /// Records a refusal by the writer rules (`events`, op `rejected`) with its errno,
-    /// one-line reason and, for a refused commit, the refused content (SPEC §6).
+    /// one-line reason and, for a refused commit, the refused content or its size and
+    /// digest (SPEC §6; [`Refused`]).
     fn reject(
         &self,
         path: &str,
         errno: i32,
         reason: &str,
         caller: &Caller,
-        content: Option<&[u8]>,
+        content: Refused<'_>,
     ) -> Result<()>;
     /// Stores the text of the rules a mount starts with, as a new row of `rules` when it
     /// differs from the last one (each change is a version with provenance, SPEC §5).

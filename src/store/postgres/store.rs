@@ -27,7 +27,7 @@ use crate::store::{
     Attrs, CommitRequest, Committed, GcReport, GcRequest, Kind, NodeRecord, Reading, RedactReport,
     RenameRequest, Store, VersionInfo,
 };
-use crate::store::{ForgetBatch, Forgot};
+use crate::store::{ForgetBatch, Forgot, Refused};
 use crate::sync::Mutex;
 
 /// Reading connections per store (besides the writer). One: a daemon holds at most
@@ -918,7 +918,7 @@ impl Store for Postgres {
         errno: i32,
         reason: &str,
         caller: &Caller,
-        content: Option<&[u8]>,
+        content: Refused<'_>,
     ) -> Result<()> {
         self.change(caller, Touched::Events, |tx, proc_| {
             reject_in(tx, path, errno, reason, proc_, content).map(Ok)

@@ -342,30 +342,46 @@ pub(crate) fn argv_json(c: &Caller) -> String {
     serde_json::to_string(&argv_kept(&c.argv)).unwrap_or_else(|_| "[]".into())
 }
 
-/// At most this many bytes of a process's arguments are kept in its `processes` row:
-/// `execve(2)` allows 2 MiB of them (`ARG_MAX`), and every new process that changes the pad
-/// adds a row, which the quota does not count (docs/rules.md "Retention and quotas"; the
+/// At most this many bytes of a process's arguments are kept in its `processes` row, as
+/// stored (JSON, escapes counted: 4,000 `\x01` bytes are 24,000 there): `execve(2)`
+/// allows 2 MiB of them (`ARG_MAX`), and every new process that changes the pad adds a
+/// row, which the quota does not count (docs/rules.md "Retention and quotas"; the
 /// matchers of writer rules see every argument).
 pub const ARGV_RECORD_MAX: usize = 4096;
 
-/// `argv` as a `processes` row keeps it: whole within [`ARGV_RECORD_MAX`] bytes, else the
-/// arguments that fit, the first that does not cut (at a character, with its length), and
-/// how many more there were.
+/// Bytes of `c` in a JSON string (serde_json's escapes).
+fn json_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// `argv` as a `processes` row keeps it: whole within [`ARGV_RECORD_MAX`] bytes of JSON,
+/// else the arguments that fit, the first that does not cut (at a character, with its
+/// length), and how many more there were.
 pub(crate) fn argv_kept(argv: &[String]) -> std::borrow::Cow<'_, [String]> {
-    if argv.iter().map(String::len).sum::<usize>() <= ARGV_RECORD_MAX {
+    let len = |a: &String| a.chars().map(json_len).sum::<usize>() + 3;
+    if argv.iter().map(len).sum::<usize>() <= ARGV_RECORD_MAX {
         return std::borrow::Cow::Borrowed(argv);
     }
     let mut kept = Vec::new();
     let mut room = ARGV_RECORD_MAX;
     for (i, a) in argv.iter().enumerate() {
-        if a.len() <= room {
+        if len(a) <= room {
             kept.push(a.clone());
-            room -= a.len();
+            room -= len(a);
             continue;
         }
-        let mut end = room;
-        while !a.is_char_boundary(end) {
-            end -= 1;
+        let mut end = 0;
+        let mut used = 3;
+        for (at, c) in a.char_indices() {
+            if used + json_len(c) > room {
+                break;
+            }
+            used += json_len(c);
+            end = at + c.len_utf8();
         }
         kept.push(format!("{}... ({} bytes)", &a[..end], a.len()));
         let rest = &argv[i + 1..];
@@ -1729,18 +1745,38 @@ pub(crate) fn set_attrs_in(
 }
 
 /// The rows of a refusal ([`crate::store::Store::reject`]), inside the caller's
-/// transaction: the refused content (kept: SPEC §6, nothing is lost) and its event.
+/// transaction: the refused content (kept: SPEC §6, nothing is lost) or its size and
+/// digest, and its event.
 pub(crate) fn reject_in(
     tx: &dyn Conn,
     path: &str,
     errno: i32,
     reason: &str,
     caller: &Proc,
-    content: Option<&[u8]>,
+    content: crate::store::Refused<'_>,
 ) -> Result<()> {
+    use crate::store::Refused;
+    if let Refused::Digest(size, blake3) = content {
+        tx.exec(
+            "INSERT INTO events(time_ns, op, path, errno, reason, size, blake3, writer, process, pid)
+             VALUES (?1, 'rejected', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            p![
+                now_ns(),
+                path,
+                errno,
+                reason,
+                size as i64,
+                blake3,
+                &caller.writer,
+                caller.id,
+                caller.pid
+            ],
+        )?;
+        return Ok(());
+    }
     // The refused content is kept (SPEC §6: nothing is lost, not even a refused write).
     let stored = match content {
-        Some(bytes) => {
+        Refused::Content(bytes) => {
             let stream = new_stream(tx)?;
             let hash = write_bytes(tx, stream, bytes)?;
             Some((
@@ -1751,7 +1787,7 @@ pub(crate) fn reject_in(
                 hash,
             ))
         }
-        None => None,
+        Refused::Nothing | Refused::Digest(..) => None,
     };
     insert_event(
         tx,
@@ -1835,16 +1871,21 @@ mod tests {
         let kept = argv_kept(&long);
         assert_eq!(kept.len(), 4, "{kept:?}");
         assert_eq!(&kept[..2], &long[..2]);
-        // Cut before the two-byte character that crosses the limit.
+        // Cut before the two-byte character that crosses the limit (each argument counts
+        // its quotes and comma).
         let cut = format!(
             "{}... ({} bytes)",
-            "x".repeat(ARGV_RECORD_MAX - 10),
+            "x".repeat(ARGV_RECORD_MAX - 18),
             long[2].len()
         );
-        assert_eq!(kept[2], cut);
+        assert!(kept[2] == cut, "{} bytes", kept[2].len());
         assert_eq!(kept[3], "... 2 more arguments, 3 bytes");
-        let total: usize = kept.iter().map(String::len).sum();
-        assert!(total <= ARGV_RECORD_MAX + 64, "{total}");
+        let json = serde_json::to_string(&*kept).unwrap();
+        assert!(json.len() <= ARGV_RECORD_MAX + 64, "{}", json.len());
+        // Escapes count as stored: 4,000 control bytes are 24,000 bytes of JSON.
+        let control = vec!["\u{1}".repeat(4000)];
+        let json = serde_json::to_string(&*argv_kept(&control)).unwrap();
+        assert!(json.len() <= ARGV_RECORD_MAX + 64, "{}", json.len());
     }
 
     #[test]

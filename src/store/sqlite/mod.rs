@@ -19,6 +19,7 @@ use super::{
 };
 use crate::identity::Caller;
 use crate::p;
+use crate::store::Refused;
 use crate::store::digest::ContentHasher;
 use crate::store::error::{ErrorKind, Result, StoreError};
 use crate::store::sql::{Conn, ConnExt};
@@ -1254,7 +1255,7 @@ impl Store for Sqlite {
         errno: i32,
         reason: &str,
         caller: &Caller,
-        content: Option<&[u8]>,
+        content: Refused<'_>,
     ) -> Result<()> {
         let mut conn = self.write_lock()?;
         let caller = &self.process(&conn, caller)?;
