@@ -1328,3 +1328,58 @@ print(json.dumps(out))
         "{stored} bytes of content at a quota of 200,000: {out}"
     );
 }
+
+/// A checkpoint (its record and its note, kept twice) counts against the quota, and a
+/// caller the quota binds may take one, or start a rollback, only while the pad is
+/// within it (attack round of session 33: 1,000 checkpoints with 4 KB notes took a full
+/// pad 8.7 MB past it; 50 rollbacks back and forth by the agent, 226 KB to 4 MB).
+#[test]
+fn checkpoints_and_rollbacks_meet_the_quota() {
+    let m = agents_pad_with_rules(
+        r#"{"paths": [{"path": "**"}], "quota": {"bytes": 60000},
+            "checkpoints": {"rollback": ["*"]}}"#,
+    );
+    let script = r#"
+import errno, json, os
+out = {}
+def tally(name, f):
+    c = out.setdefault(name, {})
+    try:
+        f()
+        k = "ok"
+    except OSError as e:
+        k = errno.errorcode[e.errno]
+    c[k] = c.get(k, 0) + 1
+open("f", "w").write("one\n")
+os.setxattr(".", "user.scratchfs.checkpoint", b"a")
+open("f", "w").write("two\n")
+os.setxattr(".", "user.scratchfs.checkpoint", b"b")
+for i in range(100):
+    tally("checkpoint", lambda: os.setxattr(".", "user.scratchfs.checkpoint", ("c%d\n" % i).encode() + b"n" * 4000))
+for i in range(100):
+    tally("rollback", lambda: os.setxattr(".", "user.scratchfs.rollback", b"a" if i % 2 == 0 else b"b"))
+print(json.dumps(out))
+"#;
+    let o = as_agent()
+        .args(["/usr/bin/python3", "-c", script])
+        .current_dir(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        out["checkpoint"]["EDQUOT"].as_u64().unwrap_or(0) > 0,
+        "{out}"
+    );
+    assert!(out["rollback"]["EDQUOT"].as_u64().unwrap_or(0) > 0, "{out}");
+    let notes: u64 = m
+        .sql("SELECT COALESCE(SUM(LENGTH(note)), 0) FROM checkpoints")
+        .parse()
+        .unwrap();
+    assert!(notes <= 60_000 / 2, "{notes} bytes of notes: {out}");
+    let rollbacks: u64 = m
+        .sql("SELECT COUNT(*) FROM events WHERE op = 'rollback'")
+        .parse()
+        .unwrap();
+    assert!(rollbacks < 100, "{rollbacks} rollbacks: {out}");
+}

@@ -886,6 +886,25 @@ impl Fs {
         })
     }
 
+    /// The quota's verdict on a change that stores a record ([`EVENT_RECORD_BYTES`]) and
+    /// `text` more bytes (a checkpoint's note), as [`Fs::quota_allows_bytes`]'s; `what`
+    /// names the change in the refusal's reason.
+    pub(super) fn quota_allows_record(
+        &self,
+        caller: &Caller,
+        path: &str,
+        what: &str,
+        text: u64,
+    ) -> Result<QuotaHold<'_>> {
+        let adds = EVENT_RECORD_BYTES + text;
+        self.quota_allows(caller, path, adds, || {
+            (
+                format!("this {what}'s record ({adds} bytes) would pass it"),
+                None,
+            )
+        })
+    }
+
     /// The quota's verdict on a change that stores only its event (a create, a `mkdir`,
     /// a change of mode, owner or times: [`EVENT_RECORD_BYTES`]), as
     /// [`Fs::quota_allows_bytes`]'s; `what` names the change in the refusal's reason.

@@ -459,14 +459,18 @@ pub(crate) fn forgotten_by(conn: &dyn Conn, version_id: i64) -> Result<Option<St
 /// counted in every stream that has it, as written: not the blobs, which a store keeps
 /// once for every file whose content has them), the versions, the versions a policy pass
 /// forgot, the live files and directories. The bytes include each version's record
-/// ([`crate::store::VERSION_RECORD_BYTES`]) and each namespace change's and refusal's
-/// ([`crate::store::EVENT_RECORD_BYTES`]: the rows of `tree_log`, the `rejected` events).
+/// ([`crate::store::VERSION_RECORD_BYTES`]), each namespace change's, refusal's and
+/// checkpoint's ([`crate::store::EVENT_RECORD_BYTES`]: the rows of `tree_log`, the
+/// `rejected` events, the checkpoints) and each checkpoint's note twice (its row and its
+/// event keep it).
 pub(crate) fn usage(conn: &dyn Conn) -> Result<Usage> {
     conn.one(
         "SELECT CAST((SELECT COALESCE(SUM(len), 0) FROM extents) AS BIGINT)
                     + ?1 * (SELECT COUNT(*) FROM versions)
                     + ?2 * ((SELECT COUNT(*) FROM tree_log)
-                            + (SELECT COUNT(*) FROM events WHERE op = 'rejected')),
+                            + (SELECT COUNT(*) FROM events WHERE op = 'rejected')
+                            + (SELECT COUNT(*) FROM checkpoints))
+                    + 2 * (SELECT COALESCE(SUM(LENGTH(note)), 0) FROM checkpoints),
                 (SELECT COUNT(*) FROM versions),
                 (SELECT COUNT(*) FROM forgotten f JOIN events e ON e.id = f.event_id WHERE e.op = 'policy'),
                 (SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL)",
