@@ -97,7 +97,7 @@ impl Fs {
             None,
         )?;
         if Some(made.id) != before {
-            self.usage_added(v.content.len, 1, 0, 0);
+            self.usage_added(v.content.len + path.len() as u64, 1, 0, 0);
         }
         // The kernel's size and pages are those of the version restored over.
         self.invalidate(Invalidation::Attr(ino));

@@ -93,7 +93,7 @@ impl Fs {
         let cp = self
             .store
             .checkpoint(name, note, &caller, super::tree::now_ns())?;
-        self.usage_added(adds, 0, 1, 0);
+        self.usage_added(adds + name.len() as u64, 0, 1, 0);
         self.views.changed(&[]);
         Ok(cp)
     }
@@ -686,7 +686,7 @@ impl Fs {
         self.invalidate(Invalidation::Attr(ino));
         self.invalidate(Invalidation::Data(ino));
         if Some(v.id) != before {
-            self.usage_added(content.len() as u64, 1, 0, 0);
+            self.usage_added((content.len() + path.len()) as u64, 1, 0, 0);
         }
         Ok((Some(v.id) != before).then_some(v))
     }

@@ -218,7 +218,7 @@ impl Fs {
             return None;
         }
         tree.detach(parent, ino, &name, Kind::File);
-        self.usage_added(0, 0, 1, -1);
+        self.usage_added(path.len() as u64, 0, 1, -1);
         if let Some(n) = tree.nodes.get_mut(&ino) {
             n.attrs.ctime_ns = now_ns();
         }
@@ -559,7 +559,8 @@ impl Fs {
         match result {
             Ok(v) => {
                 if Some(v.id) != before {
-                    self.usage_added(if w.append { w.size } else { v.content.len }, 1, 0, 0);
+                    let stored = if w.append { w.size } else { v.content.len };
+                    self.usage_added(stored + path.len() as u64, 1, 0, 0);
                 }
                 w.committed(v.id, v.content);
                 let caller = h.caller.clone();
@@ -588,7 +589,8 @@ impl Fs {
                 // above held: the content and a record), as any refusal's: uncounted, a
                 // flood of lost updates stored 130 MB on a 200 KB pad in a second
                 // (attack round of session 33).
-                self.usage_added(if w.append { 0 } else { w.size }, 0, 1, 0);
+                let kept = if w.append { 0 } else { w.size };
+                self.usage_added(kept + (path.len() + e.reason.len()) as u64, 0, 1, 0);
                 if let Some((id, content)) = self.tree.read().nodes.get(&h.ino).map(|n| n.content())
                 {
                     w.committed(id, content);

@@ -1148,7 +1148,9 @@ impl Fs {
         let mut reason = String::from_utf8_lossy(&Gate::redact(e.reason.as_bytes())).into_owned();
         let mut digest = digest;
         let kept = redacted.as_ref().map_or(0, |c| c.len() as u64);
-        let (room, _hold) = self.refusal_room(caller, kept);
+        // The record's texts: its path and its reason (as cut below, at most).
+        let texts = (path.len() + reason.len().min(RECORD_REASON_MAX)) as u64;
+        let (room, _hold) = self.refusal_room(caller, texts, kept);
         match room {
             RefusalRoom::Whole => {}
             RefusalRoom::WithoutContent => {
@@ -1169,7 +1171,12 @@ impl Fs {
             (None, None) => Refused::Nothing,
         };
         match self.store.reject(&path, e.errno, &reason, caller, refused) {
-            Ok(()) => self.usage_added(redacted.as_ref().map_or(0, |c| c.len() as u64), 0, 1, 0),
+            Ok(()) => self.usage_added(
+                redacted.as_ref().map_or(0, |c| c.len() as u64) + texts,
+                0,
+                1,
+                0,
+            ),
             Err(se) => log::error!("recording a refusal: {se}"),
         }
         self.views.changed(&[]);

@@ -991,7 +991,7 @@ impl Fs {
                     kept,
                 )?;
                 if Some(v.id) != before {
-                    self.usage_added(adds, 1, 0, 0);
+                    self.usage_added(adds + path.len() as u64, 1, 0, 0);
                 }
             }
         }
@@ -1037,7 +1037,7 @@ impl Fs {
             a.ctime_ns = now_ns();
             let pinned = set.mtime_ns.is_some() || node.mtime_pinned;
             self.store.set_attrs(ino, a, pinned, &path, &caller)?;
-            self.usage_added(0, 0, 1, 0);
+            self.usage_added(path.len() as u64, 0, 1, 0);
             let node = tree.get_mut(ino)?;
             node.attrs = a;
             if set.mtime_ns.is_some() {

@@ -141,7 +141,7 @@ impl Fs {
             Err(e) => return Err(e.into()),
         };
         let ino = rec.ino;
-        self.usage_added(0, 0, 1, 1);
+        self.usage_added(path.len() as u64, 0, 1, 1);
         self.writes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut node = Node::from_record(rec);
@@ -307,7 +307,7 @@ impl Fs {
         };
         self.admit(&caller, &change, || None)?;
         self.store.unlink(ino, file_id, &path, &caller, now_ns())?;
-        self.usage_added(0, 0, 1, -1);
+        self.usage_added(path.len() as u64, 0, 1, -1);
         tree.detach(parent, ino, name, kind);
         tree.get_mut(ino)?.attrs.ctime_ns = now_ns();
         tree.make_orphan(ino);
@@ -475,7 +475,8 @@ impl Fs {
         // A rename is an event and a file's a version too (issue 36: their records count
         // against the quota).
         let versioned = kind == Kind::File && tree.get(ino)?.head.is_some();
-        let _quota_hold = self.quota_allows_rename(&caller, &new_path, versioned)?;
+        let _quota_hold =
+            self.quota_allows_rename(&caller, &new_path, old_path.len(), versioned)?;
         let t = now_ns();
         let renamed = self.store.rename(RenameRequest {
             ino,
@@ -496,13 +497,13 @@ impl Fs {
         if let Err(e) = &renamed
             && e.is(ErrorKind::Stale)
         {
-            self.usage_added(0, 0, 1, 0);
+            self.usage_added((new_path.len() + e.reason.len()) as u64, 0, 1, 0);
         }
         let (lineage, version) = renamed?;
         if let Some((old, old_fid)) = replaced {
             let okind = tree.get(old)?.kind;
             // The replaced node's row in the namespace log, and one live node fewer.
-            self.usage_added(0, 0, 1, -1);
+            self.usage_added(new_path.len() as u64, 0, 1, -1);
             tree.detach(new_parent, old, new_name, okind);
             tree.get_mut(old)?.file_id = None;
             tree.make_orphan(old);
@@ -512,7 +513,9 @@ impl Fs {
         }
         tree.detach(parent, ino, name, kind);
         tree.attach(new_parent, ino, new_name, kind);
-        self.usage_added(0, u64::from(version.is_some()), 1, 0);
+        let paths =
+            old_path.len() + new_path.len() + version.as_ref().map_or(0, |_| new_path.len());
+        self.usage_added(paths as u64, u64::from(version.is_some()), 1, 0);
         let n = tree.get_mut(ino)?;
         n.parent = new_parent;
         n.name = new_name.into();

@@ -858,7 +858,8 @@ impl Fs {
         adds: u64,
         digest: impl FnOnce() -> Option<(u64, String)>,
     ) -> Result<QuotaHold<'_>> {
-        self.quota_allows(caller, path, adds.saturating_add(VERSION_RECORD_BYTES), || {
+        let record = VERSION_RECORD_BYTES + path.len() as u64;
+        self.quota_allows(caller, path, adds.saturating_add(record), || {
             (
                 format!("this commit of up to {adds} bytes and its record would pass it; its content is not kept"),
                 digest(),
@@ -866,16 +867,25 @@ impl Fs {
         })
     }
 
-    /// The quota's verdict on a rename, as [`Fs::quota_allows_bytes`]'s: its event's
-    /// record ([`EVENT_RECORD_BYTES`]) and, for a file's rename, which makes a version, the
-    /// version's ([`VERSION_RECORD_BYTES`]); no content.
+    /// The quota's verdict on a rename from a path of `old_len` bytes to `path`, as
+    /// [`Fs::quota_allows_bytes`]'s: its event's record ([`EVENT_RECORD_BYTES`] and both
+    /// paths) and, for a file's rename, which makes a version, the version's
+    /// ([`VERSION_RECORD_BYTES`] and its path); no content.
     pub(super) fn quota_allows_rename(
         &self,
         caller: &Caller,
         path: &str,
+        old_len: usize,
         file: bool,
     ) -> Result<QuotaHold<'_>> {
-        let adds = EVENT_RECORD_BYTES + if file { VERSION_RECORD_BYTES } else { 0 };
+        let paths = (old_len + path.len()) as u64;
+        let adds = EVENT_RECORD_BYTES
+            + paths
+            + if file {
+                VERSION_RECORD_BYTES + path.len() as u64
+            } else {
+                0
+            };
         self.quota_allows(caller, path, adds, || {
             let what = if file {
                 format!("this rename's version and event ({adds} bytes of records) would pass it")
@@ -896,7 +906,7 @@ impl Fs {
         what: &str,
         text: u64,
     ) -> Result<QuotaHold<'_>> {
-        let adds = EVENT_RECORD_BYTES + text;
+        let adds = EVENT_RECORD_BYTES + text + path.len() as u64;
         self.quota_allows(caller, path, adds, || {
             (
                 format!("this {what}'s record ({adds} bytes) would pass it"),
@@ -914,9 +924,10 @@ impl Fs {
         path: &str,
         what: &str,
     ) -> Result<QuotaHold<'_>> {
-        self.quota_allows(caller, path, EVENT_RECORD_BYTES, || {
+        let adds = EVENT_RECORD_BYTES + path.len() as u64;
+        self.quota_allows(caller, path, adds, || {
             (
-                format!("this {what}'s record ({EVENT_RECORD_BYTES} bytes) would pass it"),
+                format!("this {what}'s record ({adds} bytes) would pass it"),
                 None,
             )
         })

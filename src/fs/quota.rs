@@ -112,6 +112,7 @@ impl Fs {
     pub(super) fn refusal_room(
         &self,
         caller: &Caller,
+        texts: u64,
         content: u64,
     ) -> (RefusalRoom, Option<QuotaHold<'_>>) {
         let Some(limit) = self.quota().and_then(|q| q.bytes) else {
@@ -125,11 +126,11 @@ impl Fs {
             .counted
             .map_or(0, |u| u.bytes)
             .saturating_add(count.held)
-            .saturating_add(EVENT_RECORD_BYTES);
+            .saturating_add(EVENT_RECORD_BYTES + texts);
         let (room, holds) = if used.saturating_add(content) <= limit {
-            (RefusalRoom::Whole, EVENT_RECORD_BYTES + content)
+            (RefusalRoom::Whole, EVENT_RECORD_BYTES + texts + content)
         } else if used <= limit.saturating_add(REFUSAL_SLACK_BYTES) {
-            (RefusalRoom::WithoutContent, EVENT_RECORD_BYTES)
+            (RefusalRoom::WithoutContent, EVENT_RECORD_BYTES + texts)
         } else {
             return (RefusalRoom::Counted, None);
         };
@@ -168,7 +169,7 @@ impl Fs {
             &caller,
             crate::store::Refused::Nothing,
         ) {
-            Ok(()) => self.usage_added(0, 0, 1, 0),
+            Ok(()) => self.usage_added((path.len() + reason.len()) as u64, 0, 1, 0),
             Err(e) => log::error!("recording the refusals past the quota: {e}"),
         }
         self.views.changed(&[]);

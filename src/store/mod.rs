@@ -193,7 +193,8 @@ pub const VERSION_RECORD_BYTES: u64 = 512;
 /// What each change of the namespace (a create, a deletion, a rename, a change of mode,
 /// owner or times, a rollback's: its row in the namespace log, `tree_log`, with its node
 /// row and event) and each refusal (its event) count against the pad's quota, bytes;
-/// besides [`VERSION_RECORD_BYTES`] for a change that is also a version (a file's rename).
+/// besides [`VERSION_RECORD_BYTES`] for a change that is also a version (a file's rename);
+/// each record counts the bytes of its texts too (paths, reason).
 /// Measured on SQLite per operation by the agent: `chmod` 107 bytes, `mkdir` and `rmdir`
 /// 131 each, a refused write 368 with its reason. Without it a pad at its quota grew
 /// without bound by such records (attack rounds of sessions 30 and 31: 5,000 refused

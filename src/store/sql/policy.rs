@@ -461,19 +461,25 @@ pub(crate) fn forgotten_by(conn: &dyn Conn, version_id: i64) -> Result<Option<St
 /// forgot, the live files and directories. The bytes include each version's record
 /// ([`crate::store::VERSION_RECORD_BYTES`]), each namespace change's, refusal's and
 /// checkpoint's ([`crate::store::EVENT_RECORD_BYTES`]: the rows of `tree_log`, the
-/// `rejected` events, the checkpoints) and each checkpoint's note twice (its row and its
-/// event keep it).
+/// `rejected` events, the checkpoints), each checkpoint's note twice (its row and its
+/// event keep it), and the texts of every version's and event's record (paths and
+/// reasons: 599 refusals with 3.8 KB paths held 4.6 MB, attack round of session 33).
 pub(crate) fn usage(conn: &dyn Conn) -> Result<Usage> {
     conn.one(
-        "SELECT CAST((SELECT COALESCE(SUM(len), 0) FROM extents) AS BIGINT)
-                    + ?1 * (SELECT COUNT(*) FROM versions)
-                    + ?2 * ((SELECT COUNT(*) FROM tree_log)
-                            + (SELECT COUNT(*) FROM events WHERE op = 'rejected')
-                            + (SELECT COUNT(*) FROM checkpoints))
-                    + 2 * (SELECT COALESCE(SUM(LENGTH(note)), 0) FROM checkpoints),
-                (SELECT COUNT(*) FROM versions),
+        // Each table read once (`versions` twice was a scan more of the largest one).
+        "SELECT CAST(x.content AS BIGINT) + ?1 * v.n + v.paths
+                    + ?2 * (t.n + e.rejected + c.n) + 2 * c.notes + e.texts,
+                v.n,
                 (SELECT COUNT(*) FROM forgotten f JOIN events e ON e.id = f.event_id WHERE e.op = 'policy'),
-                (SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL)",
+                (SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL)
+         FROM (SELECT COALESCE(SUM(len), 0) AS content FROM extents) x,
+              (SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(path)), 0) AS paths FROM versions) v,
+              (SELECT COUNT(*) AS n FROM tree_log) t,
+              (SELECT COALESCE(SUM(CASE WHEN op = 'rejected' THEN 1 ELSE 0 END), 0) AS rejected,
+                      COALESCE(SUM(LENGTH(path) + COALESCE(LENGTH(new_path), 0)
+                                   + COALESCE(LENGTH(reason), 0)), 0) AS texts
+               FROM events) e,
+              (SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(note)), 0) AS notes FROM checkpoints) c",
         p![
             crate::store::VERSION_RECORD_BYTES as i64,
             crate::store::EVENT_RECORD_BYTES as i64
