@@ -44,6 +44,15 @@ fn agent_setfattr(m: &Mount, name: &str, value: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// `python3 -c SCRIPT` in the mount of `m`, as the agent (uid 1000).
+fn agent_python(m: &Mount, script: &str) -> std::process::Output {
+    as_agent()
+        .args(["/usr/bin/python3", "-c", script])
+        .current_dir(&m.mnt)
+        .output()
+        .unwrap()
+}
+
 /// The version numbers of `path` the store holds.
 fn kept(m: &Mount, path: &str) -> Vec<i64> {
     m.versions(path).into_iter().map(|(n, _, _)| n).collect()
@@ -787,11 +796,7 @@ for t in threads: t.start()
 for t in threads: t.join()
 print(results.count("ok"), results.count("edquot"), len(results))
 "#;
-    let o = as_agent()
-        .args(["/usr/bin/python3", "-c", script])
-        .current_dir(&m.mnt)
-        .output()
-        .unwrap();
+    let o = agent_python(&m, script);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout).trim().to_string();
     assert!(
@@ -1075,11 +1080,7 @@ for i in range(200):
 else:
     print("all passed")
 "#;
-    let o = as_agent()
-        .args(["/usr/bin/python3", "-c", script])
-        .current_dir(&m.mnt)
-        .output()
-        .unwrap();
+    let o = agent_python(&m, script);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         out.starts_with("refused ") && out.trim().ends_with(" True"),
@@ -1230,11 +1231,7 @@ for i in range(200):
 else:
     print("all restored")
 "#;
-    let o = as_agent()
-        .args(["/usr/bin/python3", "-c", script])
-        .current_dir(&m.mnt)
-        .output()
-        .unwrap();
+    let o = agent_python(&m, script);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.starts_with("rewrote\n"), "{out} {o:?}");
     assert!(
@@ -1267,11 +1264,7 @@ fd = os.open("w.txt", os.O_WRONLY)
 os.pwrite(fd, b"W" * 2000, 0)
 os.close(fd)
 "#;
-    let o = as_agent()
-        .args(["/usr/bin/python3", "-c", script])
-        .current_dir(&m.mnt)
-        .output()
-        .unwrap();
+    let o = agent_python(&m, script);
     assert!(o.status.success(), "{o:?}");
     restart_with_rules(
         &mut m,
@@ -1320,11 +1313,7 @@ for i in range(100):
     out[k] = out.get(k, 0) + 1
 print(json.dumps(out))
 "#;
-    let o = as_agent()
-        .args(["/usr/bin/python3", "-c", script])
-        .current_dir(&m.mnt)
-        .output()
-        .unwrap();
+    let o = agent_python(&m, script);
     assert!(o.status.success(), "{o:?}");
     let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(out["ESTALE"].as_u64().unwrap_or(0) > 0, "{out}");
@@ -1370,11 +1359,7 @@ for i in range(100):
     tally("rollback", lambda: os.setxattr(".", "user.scratchfs.rollback", b"a" if i % 2 == 0 else b"b"))
 print(json.dumps(out))
 "#;
-    let o = as_agent()
-        .args(["/usr/bin/python3", "-c", script])
-        .current_dir(&m.mnt)
-        .output()
-        .unwrap();
+    let o = agent_python(&m, script);
     assert!(o.status.success(), "{o:?}");
     let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(
@@ -1417,11 +1402,7 @@ for i in range(300):
         refused += e.errno == errno.EDQUOT
 print(refused)
 "#;
-    let o = as_agent()
-        .args(["/usr/bin/python3", "-c", script])
-        .current_dir(&m.mnt)
-        .output()
-        .unwrap();
+    let o = agent_python(&m, script);
     assert!(o.status.success(), "{o:?}");
     let refused: u32 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
     assert!(refused >= 250, "{o:?}");
