@@ -779,6 +779,7 @@ pub fn open_postgres(
     let daemon = store.daemon().to_string();
     let keys = store.keys().clone();
     let listener_pid = store.listener_pid();
+    let listener_stop = store.listener_stop();
     let heads = store.heads();
     let store: Arc<dyn Store> = Arc::new(store);
     let mut fs = Fs::new(store.clone(), spill.path().to_path_buf())
@@ -810,6 +811,7 @@ pub fn open_postgres(
     let handles = Arc::downgrade(&fs);
     let me = notify::Listener {
         pid: listener_pid,
+        stop: listener_stop,
         open_contents: Box::new(move || {
             handles
                 .upgrade()

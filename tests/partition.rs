@@ -230,3 +230,25 @@ fn a_clean_unmount_ends_every_session_with_a_terminate() {
     });
     assert_eq!(abandoned, 0, "{abandoned} of {sessions} sessions abandoned");
 }
+
+/// The `stop` notification that ends a daemon's listener at its unmount is obeyed only
+/// when that daemon sent it: another session of the role (any client that can
+/// `NOTIFY`) sending the same text leaves it listening, so it goes on hearing the other
+/// daemons' changes.
+#[test]
+fn a_stop_sent_by_another_session_leaves_the_listener_listening() {
+    let url = new_pg_database();
+    let _drop = DropPgDatabase(url.clone());
+    let a = Mount::on_db(&url);
+    let name = wait_for("the daemon to register", || {
+        let n = pg_query(&url, "SELECT name FROM daemons");
+        (!n.trim().is_empty()).then(|| n.trim().to_string())
+    });
+    pg_query(&url, &format!("NOTIFY scratchfs, '{name} stop'"));
+    let b = Mount::on_db(&url);
+    b.sh_ok("echo from-b > late.txt");
+    wait_for("the first daemon to hear the second's change", || {
+        (std::fs::read_to_string(a.path("late.txt")).ok().as_deref() == Some("from-b\n"))
+            .then_some(())
+    });
+}

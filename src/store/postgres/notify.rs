@@ -186,6 +186,9 @@ pub const STOP_WAIT: Duration = Duration::from_secs(2);
 pub struct Listener {
     /// The backend pid of the listening connection while it is up, else 0.
     pub pid: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// Set when the daemon asked its listener to stop ([`stop_payload`]): a `stop`
+    /// notification is obeyed only then (any session of the role may send one).
+    pub stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The (stream, len) of every content an open handle of the daemon reads.
     pub open_contents: Box<dyn Fn() -> Vec<(i64, u64)> + Send>,
 }
@@ -400,7 +403,9 @@ fn listen_once(
             continue;
         }
         let stop = stop_payload(daemon);
-        if batch.iter().any(|m| m.payload() == stop) {
+        if me.stop.load(std::sync::atomic::Ordering::Relaxed)
+            && batch.iter().any(|m| m.payload() == stop)
+        {
             return Ok(());
         }
         let mut changes = Vec::new();

@@ -84,6 +84,11 @@ pub struct Postgres {
     /// The backend pid of this daemon's listening connection while it is up (0: none;
     /// [`super::notify::Listener::pid`]): its own gc does not wait for it.
     listener_pid: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// Set by [`Store::finish`] before it sends its listener the `stop` notification:
+    /// the listener stops at that notification only then, so that another session of the
+    /// role that sends the same text cannot end this daemon's listening
+    /// ([`super::notify::Listener::stop`]).
+    listener_stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The heads of the files this daemon committed or made last, that their next commit
     /// is built on in one round trip.
     heads: std::sync::Arc<Heads>,
@@ -444,6 +449,7 @@ impl Postgres {
                 [..16]
                 .to_string(),
             listener_pid: Default::default(),
+            listener_stop: Default::default(),
             heads: Default::default(),
             keys: Default::default(),
         }
@@ -533,6 +539,12 @@ impl Postgres {
     /// ([`super::notify::Listener::pid`]).
     pub fn listener_pid(&self) -> std::sync::Arc<std::sync::atomic::AtomicI64> {
         self.listener_pid.clone()
+    }
+
+    /// Whether this daemon asked its listener to stop
+    /// ([`super::notify::Listener::stop`]).
+    pub fn listener_stop(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        self.listener_stop.clone()
     }
 
     /// Where the database is (`postgres://host:port/db`, without credentials).
@@ -946,6 +958,7 @@ impl Store for Postgres {
         use std::sync::atomic::Ordering;
         if self.listener_pid.load(Ordering::Relaxed) != 0 {
             let stop = super::notify::stop_payload(&self.daemon);
+            self.listener_stop.store(true, Ordering::Relaxed);
             let sent = self.in_slot(&self.writer, |c| {
                 c.exec("SELECT pg_notify(?1, ?2)", p![&self.keys.channel, &stop])
                     .map(|_| ())
