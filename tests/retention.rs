@@ -53,6 +53,25 @@ fn agent_python(m: &Mount, script: &str) -> std::process::Output {
         .unwrap()
 }
 
+/// What the pad holds by the store's rows, as the quota counts it (docs/rules.md
+/// "Retention and quotas"), `processes` rows included.
+fn usage_by_rows(m: &Mount) -> u64 {
+    m.sql(
+        "SELECT (SELECT COALESCE(SUM(len), 0) FROM extents)
+              + (SELECT 512 * COUNT(*) + COALESCE(SUM(LENGTH(path)), 0) FROM versions)
+              + 256 * ((SELECT COUNT(*) FROM tree_log) + (SELECT COUNT(*) FROM checkpoints)
+                       + (SELECT COUNT(*) FROM events WHERE op = 'rejected'))
+              + (SELECT COALESCE(SUM(LENGTH(path) + COALESCE(LENGTH(new_path), 0) + COALESCE(LENGTH(reason), 0)), 0) FROM events)
+              + (SELECT 2 * COALESCE(SUM(LENGTH(note)), 0) FROM checkpoints)
+              + (SELECT 256 * COUNT(*) + COALESCE(SUM(LENGTH(writer) + LENGTH(exe) + LENGTH(argv)
+                        + COALESCE(LENGTH(env_writer), 0) + COALESCE(LENGTH(transport), 0)
+                        + COALESCE(LENGTH(client), 0) + COALESCE(LENGTH(client_version), 0)), 0)
+                 FROM processes)",
+    )
+    .parse()
+    .unwrap()
+}
+
 /// The version numbers of `path` the store holds.
 fn kept(m: &Mount, path: &str) -> Vec<i64> {
     m.versions(path).into_iter().map(|(n, _, _)| n).collect()
@@ -267,11 +286,12 @@ fn a_write_past_the_quota_fails_with_edquot_and_keeps_no_content() {
     };
     ok(agent("head -c 8000 /dev/urandom > a.bin"));
     // 8,003 bytes of content, 4 versions' records of 512 bytes and 5 namespace changes'
-    // of 256 (the root's first row and four creates): 11,331 bytes.
+    // of 256 (the root's first row and four creates): 11,331 bytes; and the rows of the
+    // processes that made them (the daemon's seeds, the agent's `sh` and `head`).
     let header = read(m.path("MANIFEST")).lines().next().unwrap().to_string();
     assert!(
         header
-            .contains("; pad 11 KB of 20 KB, 4 versions kept, 0 forgotten by policy, 4 of 6 files"),
+            .contains("; pad 12 KB of 20 KB, 4 versions kept, 0 forgotten by policy, 4 of 6 files"),
         "{header}"
     );
     let script = r#"
@@ -872,11 +892,10 @@ fn the_quota_counts_bytes_as_written_and_directories_as_files() {
         .parse()
         .unwrap();
     assert!(texts > 0);
-    assert_eq!(
-        usage["bytes"].as_u64(),
-        Some(written + 512 * versions + 256 * changes + texts),
-        "{usage}"
-    );
+    // And the rows of the processes that changed the pad (their records and texts).
+    let counted = usage_by_rows(&m);
+    assert!(counted > written + 512 * versions + 256 * changes + texts + 3 * 256);
+    assert_eq!(usage["bytes"].as_u64(), Some(counted), "{usage}");
     // Seeds (3), private/, its file, the two guesses: 7 of 8.
     assert_eq!(usage["files"], 7, "{usage}");
     let o = as_agent()
@@ -1099,11 +1118,12 @@ else:
 /// sessions 30 and 31: 5,000 refused creates 660 KB; per 1,000 operations 100 to 370 KB).
 /// Past the quota a refusal keeps its content's size and digest, not the content; past
 /// it by 64 records, refusals are counted, and one record (at unmount here) says how
-/// many. Deleting still works.
+/// many. Deleting still works. (The agent's process has 800 KB of arguments: its row
+/// counts 4 KB of them.)
 #[test]
 fn records_without_a_version_count_against_the_quota_and_refusals_past_it_are_counted() {
     let mut m = agents_pad_with_rules(
-        r#"{"paths": [{"path": "*.json", "format": "json"}, {"path": "**"}], "quota": {"bytes": 20000}}"#,
+        r#"{"paths": [{"path": "*.json", "format": "json"}, {"path": "**"}], "quota": {"bytes": 25000}}"#,
     );
     let script = r#"
 import errno, json, os
@@ -1175,17 +1195,12 @@ print(json.dumps(out))
     );
     assert_eq!(refused, "10|0|64|0|0\n9000|1|64|1|0", "{refused}");
     m.unmount();
-    let usage: u64 = m
-        .sql(
-            "SELECT (SELECT COALESCE(SUM(len), 0) FROM extents) + 512 * (SELECT COUNT(*) FROM versions)
-                    + 256 * ((SELECT COUNT(*) FROM tree_log) + (SELECT COUNT(*) FROM events WHERE op = 'rejected'))",
-        )
-        .parse()
-        .unwrap();
-    // The quota, the refusals' 64 records past it, the count's record, the deletion.
+    let usage = usage_by_rows(&m);
+    // The quota, the refusals' slack past it (64 records, 16 KiB), the count's record
+    // and the deletion's, with their texts.
     assert!(
-        usage <= 20_000 + 64 * 256 + 2 * 256,
-        "{usage} bytes after 5,000 tries at a quota of 20,000: {out}"
+        usage <= 25_000 + 64 * 256 + 2 * 256 + 1_000,
+        "{usage} bytes after 5,000 tries at a quota of 25,000: {out}"
     );
     let rejected: u64 = m
         .sql("SELECT COUNT(*) FROM events WHERE op = 'rejected'")
@@ -1417,5 +1432,65 @@ print(refused)
     assert!(
         texts <= 100_000 + 16_384 + 2 * 12_500,
         "{texts} bytes of paths and reasons at a quota of 100,000"
+    );
+}
+
+/// A process's row (its arguments, up to 4 KB of them) counts against the quota: a new
+/// process whose row does not fit cannot commit, and its reads, which the quota cannot
+/// refuse, are not written to the store while the pad is at its quota (before, 64
+/// readers a minute with long arguments added 1.5 MB a minute to a full pad, attack
+/// round of session 31).
+#[test]
+fn new_processes_count_against_the_quota_and_reads_at_it_add_no_rows() {
+    let m = agents_pad_with_rules(r#"{"paths": [{"path": "**"}], "quota": {"bytes": 60000}}"#);
+    m.sh_ok(
+        "for i in $(seq 10 39); do echo \"notes $i\" > r$i.md; done; echo w > w.md; chmod 666 w.md",
+    );
+    let free = 60_000 - usage_by_rows(&m);
+    // The agent fills the pad to 3,000 bytes of it (the fill's version record, 512 + its
+    // path, and the writer's process row, under 400, fit in that).
+    let fill = format!("open('fill', 'wb').write(b'x' * {})", free - 3_000);
+    let o = agent_python(&m, &fill);
+    assert!(o.status.success(), "{o:?}");
+    let long = "a".repeat(4_000);
+    let write = "open('w.md', 'w').write('changed')";
+    // A process with short arguments may commit.
+    let o = agent_python(&m, write);
+    assert!(o.status.success(), "{o:?}");
+    // One whose row is 4 KB: its commit of 13 bytes would pass the quota.
+    let o = as_agent()
+        .args([
+            "/usr/bin/python3",
+            "-c",
+            "with open('w.md', 'w') as f: f.write('changed again')",
+            &long,
+        ])
+        .current_dir(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Disk quota exceeded"),
+        "a new process with 4 KB of arguments committed at 3 KB from the quota: {o:?}"
+    );
+    // 30 readers with 4 KB of arguments, each of another file (a file's last read is
+    // written at most once a second for the same version).
+    for i in 10..40 {
+        let o = as_agent()
+            .args([
+                "/usr/bin/python3",
+                "-c",
+                &format!("open('r{i}.md').read()"),
+                &long,
+            ])
+            .current_dir(&m.mnt)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+    }
+    let usage = usage_by_rows(&m);
+    // The quota and the refused commit's record within the refusals' slack (16 KiB).
+    assert!(
+        usage <= 60_000 + 16_384,
+        "{usage} bytes at a quota of 60,000 after 30 readers with 4 KB of arguments"
     );
 }

@@ -778,6 +778,15 @@ impl Fs {
         if rules.rules.quota.is_none() && !has_limits(&rules) {
             return Ok(None);
         }
+        // The `processes` rows the store inserted since (a process's first change or
+        // read), counted here rather than by every change that may insert one.
+        let processes = self.store.take_process_bytes();
+        if processes > 0 {
+            self.usage_changed(UsageDelta {
+                bytes_added: processes,
+                ..Default::default()
+            });
+        }
         if let Some(u) = self.usage.lock().counted {
             return Ok(Some(u));
         }
@@ -794,6 +803,9 @@ impl Fs {
             }
             count.recounts += 1;
         }
+        // The rows inserted before the count are in it (those inserted while it runs may
+        // be counted twice until the next count: the safe way).
+        self.store.take_process_bytes();
         let counted = self.store.usage();
         let mut count = self.usage.lock();
         count.recounts -= 1;
@@ -953,6 +965,8 @@ impl Fs {
         if self.usage()?.is_none() {
             return Ok(free);
         }
+        // A new process's row, which the change would insert ([`crate::store::Store::process_record_cost`]).
+        let adds = adds.saturating_add(self.store.process_record_cost(caller));
         let (holds, held) = {
             let mut count = self.usage.lock();
             let holds = count.counted.map_or(0, |u| u.bytes);
@@ -980,6 +994,37 @@ impl Fs {
         );
         self.record_refusal_with(path, caller, &e, None, digest);
         Err(e)
+    }
+
+    /// Whether a read by `caller` may be kept in the store: a read of a process the store
+    /// has no row for yet inserts one ([`crate::store::Store::process_record_cost`]), and reads, which
+    /// the quota cannot refuse, would otherwise grow a pad at its quota a row a process
+    /// (64 readers a minute with long arguments added 1.5 MB a minute, attack round of
+    /// session 31). `None`: not kept (MANIFEST still shows the read, and the process's
+    /// commits still name what it read). Else a hold on what the row adds, to drop once
+    /// it is stored.
+    pub(super) fn quota_allows_read(&self, caller: &Caller) -> Option<QuotaHold<'_>> {
+        let free = QuotaHold { fs: self, bytes: 0 };
+        let Some(limit) = self.quota().and_then(|q| q.bytes) else {
+            return Some(free);
+        };
+        if self.gate.is_trusted(caller) || !matches!(self.usage(), Ok(Some(_))) {
+            return Some(free);
+        }
+        let adds = self.store.process_record_cost(caller);
+        if adds == 0 {
+            return Some(free);
+        }
+        let mut count = self.usage.lock();
+        let holds = count.counted.map_or(0, |u| u.bytes);
+        if holds.saturating_add(count.held).saturating_add(adds) > limit {
+            return None;
+        }
+        count.held += adds;
+        Some(QuotaHold {
+            fs: self,
+            bytes: adds,
+        })
     }
 
     /// The quota's verdict on creating one more file or directory: `EDQUOT` (recorded)

@@ -121,6 +121,8 @@ impl Fs {
         if self.gate.is_trusted(caller) || !matches!(self.usage(), Ok(Some(_))) {
             return (RefusalRoom::Whole, None);
         }
+        // A new process's row, which its record would insert.
+        let texts = texts.saturating_add(self.store.process_record_cost(caller));
         let mut count = self.usage.lock();
         let used = count
             .counted

@@ -78,8 +78,11 @@ impl Fs {
 
     /// After [`Fs::mark_read`] of `ino`, with no lock held: writes the last read to the
     /// store when it changed, and tells MANIFEST.
+    /// A read of a caller the pad's quota binds is not written while the pad is at its
+    /// quota and the read would add its process's row ([`Fs::quota_allows_read`]).
     pub(super) fn store_read(&self, ino: u64, caller: &Caller, r: StoredRead) {
         if r.store
+            && let Some(_hold) = self.quota_allows_read(caller)
             && let Err(e) = self
                 .store
                 .note_read(r.file_id, r.id, r.number, caller, r.time_ns)

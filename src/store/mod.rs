@@ -833,6 +833,13 @@ pub trait Store: History {
         caller: &Caller,
         time_ns: i64,
     ) -> Result<()>;
+    /// What a change by `caller` would add against the pad's quota in a new `processes`
+    /// row (its record, [`EVENT_RECORD_BYTES`], and its texts: writer, exe, arguments as
+    /// kept, client), bytes; 0 when this store knows its row already.
+    fn process_record_cost(&self, caller: &Caller) -> u64;
+    /// The bytes ([`Store::process_record_cost`]) of the `processes` rows this store
+    /// inserted since the last call: what the pad's usage has to add.
+    fn take_process_bytes(&self) -> u64;
     /// Takes checkpoint `name` of the state now, by `caller` at `time_ns`, with `note`
     /// (issue 14): one row naming the last namespace-log row and the last version, and an
     /// event (op `checkpoint`). Every change acknowledged before is in it. `EEXIST` when a

@@ -1192,6 +1192,12 @@ impl Store for Postgres {
         })
     }
 
+    fn process_record_cost(&self, caller: &Caller) -> u64 {
+        self.processes.cost(caller)
+    }
+    fn take_process_bytes(&self) -> u64 {
+        self.processes.take_added()
+    }
     fn note_read(
         &self,
         file_id: i64,

@@ -463,12 +463,14 @@ pub(crate) fn forgotten_by(conn: &dyn Conn, version_id: i64) -> Result<Option<St
 /// checkpoint's ([`crate::store::EVENT_RECORD_BYTES`]: the rows of `tree_log`, the
 /// `rejected` events, the checkpoints), each checkpoint's note twice (its row and its
 /// event keep it), and the texts of every version's and event's record (paths and
-/// reasons: 599 refusals with 3.8 KB paths held 4.6 MB, attack round of session 33).
+/// reasons: 599 refusals with 3.8 KB paths held 4.6 MB, attack round of session 33), and
+/// each `processes` row's record and texts ([`super::write::process_record_bytes`]: a
+/// reader with long arguments added one a process, uncounted until session 34).
 pub(crate) fn usage(conn: &dyn Conn) -> Result<Usage> {
     conn.one(
         // Each table read once (`versions` twice was a scan more of the largest one).
         "SELECT CAST(x.content AS BIGINT) + ?1 * v.n + v.paths
-                    + ?2 * (t.n + e.rejected + c.n) + 2 * c.notes + e.texts,
+                    + ?2 * (t.n + e.rejected + c.n + p.n) + 2 * c.notes + e.texts + p.texts,
                 v.n,
                 (SELECT COUNT(*) FROM forgotten f JOIN events e ON e.id = f.event_id WHERE e.op = 'policy'),
                 (SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL)
@@ -479,7 +481,12 @@ pub(crate) fn usage(conn: &dyn Conn) -> Result<Usage> {
                       COALESCE(SUM(LENGTH(path) + COALESCE(LENGTH(new_path), 0)
                                    + COALESCE(LENGTH(reason), 0)), 0) AS texts
                FROM events) e,
-              (SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(note)), 0) AS notes FROM checkpoints) c",
+              (SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(note)), 0) AS notes FROM checkpoints) c,
+              (SELECT COUNT(*) AS n,
+                      COALESCE(SUM(LENGTH(writer) + LENGTH(exe) + LENGTH(argv)
+                                   + COALESCE(LENGTH(env_writer), 0) + COALESCE(LENGTH(transport), 0)
+                                   + COALESCE(LENGTH(client), 0) + COALESCE(LENGTH(client_version), 0)), 0) AS texts
+               FROM processes) p",
         p![
             crate::store::VERSION_RECORD_BYTES as i64,
             crate::store::EVENT_RECORD_BYTES as i64

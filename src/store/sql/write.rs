@@ -31,6 +31,28 @@ pub(crate) enum Applied {
 
 /// The `processes` row of these caller facts, inserted when new.
 pub(crate) fn process_id(conn: &dyn Conn, c: &Caller) -> Result<i64> {
+    process_row(conn, c).map(|(id, _)| id)
+}
+
+/// What a `processes` row of `c` counts against the pad's quota, bytes: a record
+/// ([`crate::store::EVENT_RECORD_BYTES`]) and its texts as stored (writer, exe, argv as
+/// JSON, the `SCRATCHFS_WRITER` it gave, the transport and the MCP client's name and
+/// version), as [`super::policy::usage`] counts them.
+pub(crate) fn process_record_bytes(c: &Caller) -> u64 {
+    let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    (c.writer.len()
+        + c.exe.len()
+        + argv_json(c).len()
+        + opt(&c.env_writer)
+        + opt(&c.transport)
+        + opt(&c.client)
+        + opt(&c.client_version)) as u64
+        + crate::store::EVENT_RECORD_BYTES
+}
+
+/// The `processes` row of these caller facts, inserted when new: (its id, whether it was
+/// inserted).
+fn process_row(conn: &dyn Conn, c: &Caller) -> Result<(i64, bool)> {
     let argv = argv_json(c);
     // The user namespace by its inode number, and whether the process ran in the daemon's
     // own namespaces: unknown (NULL) when its namespace could not be read.
@@ -59,14 +81,17 @@ pub(crate) fn process_id(conn: &dyn Conn, c: &Caller) -> Result<i64> {
              AND client IS NOT DISTINCT FROM ?11 AND client_version IS NOT DISTINCT FROM ?12
              AND user_ns IS NOT DISTINCT FROM ?13 AND own_ns IS NOT DISTINCT FROM ?14", facts)?;
     Ok(match found {
-        Some(id) => id,
-        None => conn.insert(
-            "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
+        Some(id) => (id, false),
+        None => (
+            conn.insert(
+                "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
                     env_writer, step, transport, client, client_version, user_ns, own_ns)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
                  RETURNING id",
-            facts,
-        )?,
+                facts,
+            )?,
+            true,
+        ),
     })
 }
 
@@ -345,8 +370,8 @@ pub(crate) fn argv_json(c: &Caller) -> String {
 /// At most this many bytes of a process's arguments are kept in its `processes` row, as
 /// stored (JSON, escapes counted: 4,000 `\x01` bytes are 24,000 there): `execve(2)`
 /// allows 2 MiB of them (`ARG_MAX`), and every new process that changes the pad adds a
-/// row, which the quota does not count (docs/rules.md "Retention and quotas"; the
-/// matchers of writer rules see every argument).
+/// row, which the quota counts (docs/rules.md "Retention and quotas"; the matchers of
+/// writer rules see every argument).
 pub const ARGV_RECORD_MAX: usize = 4096;
 
 /// Bytes of `c` in a JSON string (serde_json's escapes).
@@ -403,14 +428,37 @@ pub(crate) struct Proc {
 }
 
 /// `processes` row ids by caller facts, so that a change does not look its process up
-/// each time (rows are never deleted, so ids stay valid; at most 4096 kept).
+/// each time (rows are never deleted, so ids stay valid; at most 4096 kept), and the
+/// bytes of the rows inserted since the pad's usage last took them
+/// ([`Processes::take_added`]).
 #[derive(Default)]
-pub(crate) struct Processes(crate::sync::Mutex<std::collections::HashMap<u64, Vec<(Caller, i64)>>>);
+pub(crate) struct Processes {
+    ids: crate::sync::Mutex<std::collections::HashMap<u64, Vec<(Caller, i64)>>>,
+    added: std::sync::atomic::AtomicU64,
+}
 
 impl Processes {
     /// Forgets every id (a rolled-back batch may have inserted rows that are gone).
     pub(crate) fn clear(&self) {
-        self.0.lock().clear();
+        self.ids.lock().clear();
+    }
+
+    /// What a change by `c` would add in its `processes` row against the pad's quota,
+    /// bytes ([`process_record_bytes`]): 0 when its row is known here (a row inserted by
+    /// another daemon, or before this one's cache was cleared, counts again: an
+    /// overestimate, never an under-).
+    pub(crate) fn cost(&self, c: &Caller) -> u64 {
+        let known = self
+            .ids
+            .lock()
+            .get(&facts_hash(c))
+            .is_some_and(|entries| entries.iter().any(|(k, _)| same_facts(k, c)));
+        if known { 0 } else { process_record_bytes(c) }
+    }
+
+    /// The bytes ([`process_record_bytes`]) of the rows inserted since the last call.
+    pub(crate) fn take_added(&self) -> u64 {
+        self.added.swap(0, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The `processes` row of `c` through `conn` (inserted when new).
@@ -418,7 +466,7 @@ impl Processes {
         // Looked up by a hash of the facts and compared whole, without copying the caller
         // (its clone, hash and drop were 5% of an append's instructions, issue 32).
         let hash = facts_hash(c);
-        let cached = self.0.lock().get(&hash).and_then(|entries| {
+        let cached = self.ids.lock().get(&hash).and_then(|entries| {
             entries
                 .iter()
                 .find(|(k, _)| same_facts(k, c))
@@ -427,8 +475,14 @@ impl Processes {
         let id = match cached {
             Some(id) => id,
             None => {
-                let id = process_id(conn, c)?;
-                let mut cache = self.0.lock();
+                let (id, inserted) = process_row(conn, c)?;
+                if inserted {
+                    self.added.fetch_add(
+                        process_record_bytes(c),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
+                }
+                let mut cache = self.ids.lock();
                 if cache.len() >= 4096 {
                     cache.clear();
                 }

@@ -1314,6 +1314,12 @@ impl Store for Sqlite {
         out
     }
 
+    fn process_record_cost(&self, caller: &Caller) -> u64 {
+        self.processes.cost(caller)
+    }
+    fn take_process_bytes(&self) -> u64 {
+        self.processes.take_added()
+    }
     fn note_read(
         &self,
         file_id: i64,
