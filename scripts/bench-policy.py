@@ -13,6 +13,8 @@ Measures, in one run:
    3}}]}` and a pass
    every second (the policy on), after the first pass forgot what they say, rounds
    interleaved off/on;
+   with the CPU each operation took in the daemon and (given --postmaster) in the
+   PostgreSQL server's processes;
 2. that first pass: how long it took, the versions and bytes it forgot, its
    transactions and the longest (the time the store's write lock was held, from the
    daemon's log), and the daemon's peak resident memory before and after it (VmHWM).
@@ -24,6 +26,7 @@ ap.add_argument("--db", required=True)
 ap.add_argument("--rounds", type=int, default=3)
 ap.add_argument("--ops", type=int, default=5000)
 ap.add_argument("--interval", default="1", help="seconds between the daemon's passes while the rates are measured")
+ap.add_argument("--postmaster", type=int, help="the PostgreSQL server's postmaster pid (on this machine): its children's CPU per operation is reported too")
 ap.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "scratchfs"))
 a = ap.parse_args()
 
@@ -72,20 +75,58 @@ def status(key):
     return None
 
 
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    """User + system CPU of one process, in seconds (proc(5), /proc/PID/stat fields 14-15)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / HZ
+    except OSError:
+        return 0.0
+
+
+def server_cpu():
+    """{pid: CPU seconds} of every child of the postmaster (the server's backends, its
+    autovacuum, checkpointer and WAL writer), or {} without --postmaster."""
+    if not a.postmaster:
+        return {}
+    kids = subprocess.run(["pgrep", "-P", str(a.postmaster)], capture_output=True, text=True).stdout.split()
+    return {int(k): cpu_seconds(int(k)) for k in kids}
+
+
+def timed(op):
+    """Runs op() a.ops times: (per second, daemon CPU us per op, server CPU us per op)."""
+    s0, d0 = server_cpu(), cpu_seconds(daemon.pid)
+    t = time.perf_counter()
+    for i in range(a.ops):
+        op(i)
+    took = time.perf_counter() - t
+    s1, d1 = server_cpu(), cpu_seconds(daemon.pid)
+    server = sum(s1[k] - s0.get(k, 0.0) for k in s1)
+    return a.ops / took, (d1 - d0) / a.ops * 1e6, server / a.ops * 1e6
+
+
 def rates(tag):
     d = os.path.join(mnt, "bench-%s-%d" % (tag, time.time_ns()))
     os.mkdir(d)
-    t = time.perf_counter()
-    for i in range(a.ops):
+
+    def create(i):
         with open(os.path.join(d, "f%05d" % i), "w") as f:
             f.write("x\n")
-    creates = a.ops / (time.perf_counter() - t)
+
     p = os.path.join(d, "log")
-    t = time.perf_counter()
-    for i in range(a.ops):
+
+    def append(i):
         with open(p, "a") as f:
             f.write("line %d\n" % i)
-    appends = a.ops / (time.perf_counter() - t)
+
+    creates = timed(create)
+    appends = timed(append)
+    print("  %-3s creates %6.0f/s (daemon %3.0f us, server %3.0f us each)  appends %6.0f/s "
+          "(daemon %3.0f us, server %3.0f us each)" % ((tag,) + creates + appends), flush=True)
     return creates, appends
 
 
@@ -133,14 +174,24 @@ for r in range(a.rounds):
 print("first pass: %d versions and %d bytes forgotten in %d transactions, the longest %.1f ms, "
       "%d over 50 ms; it ended within %.0f s of the mount" % (first[0], first[2], first[3], first[4], first[5], took))
 print("daemon memory: VmHWM %d MiB before the pass (VmRSS %d MiB), %d MiB after" % (hwm0, rss0, hwm1))
+rest = passes()[1:]
+print("passes while the rates were measured: %d, %d versions forgotten in %d transactions, the longest %.1f ms, %d over 50 ms"
+      % (len(rest), sum(p[0] for p in rest), sum(p[3] for p in rest), max([p[4] for p in rest] or [0]), sum(p[5] for p in rest)))
+# Each transaction over 50 ms, with its time (to set beside the server's log, e.g. its
+# checkpoints: `log_checkpoints` is on by default).
+for line in open(log_path):
+    if "policy: a transaction of" in line:
+        print("  " + line.strip())
 for tag, what in (("off", "policy off"), ("on", "policy on (a pass every %ss)" % a.interval)):
-    c = median([x[0] for x in results[tag]])
-    ap_ = median([x[1] for x in results[tag]])
-    print("%-30s creates %7.0f/s  appends %7.0f/s  (%d rounds)" % (what, c, ap_, len(results[tag])))
-off_c = median([x[0] for x in results["off"]])
-off_a = median([x[1] for x in results["off"]])
-on_c = median([x[0] for x in results["on"]])
-on_a = median([x[1] for x in results["on"]])
+    c = [median([x[0][k] for x in results[tag]]) for k in range(3)]
+    ap_ = [median([x[1][k] for x in results[tag]]) for k in range(3)]
+    print("%-30s creates %7.0f/s  appends %7.0f/s  (%d rounds)" % (what, c[0], ap_[0], len(results[tag])))
+    print("%-30s CPU per create: daemon %.0f us, server %.0f us; per append: daemon %.0f us, server %.0f us"
+          % ("", c[1], c[2], ap_[1], ap_[2]))
+off_c = median([x[0][0] for x in results["off"]])
+off_a = median([x[1][0] for x in results["off"]])
+on_c = median([x[0][0] for x in results["on"]])
+on_a = median([x[1][0] for x in results["on"]])
 print("on/off: creates %.3f, appends %.3f" % (on_c / off_c, on_a / off_a))
 if not pg:
     print("database file: %d bytes before, %d after" % (os.path.getsize(a.db), os.path.getsize(db)))

@@ -1262,7 +1262,9 @@ else:
 /// (a `pwrite` through a write-only handle) and a `truncate(2)` to a shorter length name
 /// that version as an input: after a `keep: {versions: 1}` pass, root's version is kept
 /// and `why` leads to it (Known open of session 31: the content was almost all root's,
-/// and `why` said its writer read nothing). A write over the whole content names none.
+/// and `why` said its writer read nothing), after a second partial overwrite too (Known
+/// open of session 33: the input went one level deep, and root's version was forgotten).
+/// A write over the whole content names none.
 #[test]
 fn a_partial_overwrite_and_a_truncation_name_the_version_they_keep() {
     let mut m = agents_pad_with_rules(r#"{"paths": [{"path": "**"}]}"#);
@@ -1281,6 +1283,13 @@ os.close(fd)
 "#;
     let o = agent_python(&m, script);
     assert!(o.status.success(), "{o:?}");
+    // A second partial overwrite, by another process: its base is the agent's version,
+    // and root's bytes are still most of the file.
+    let o = agent_python(
+        &m,
+        "import os\nfd = os.open('p.txt', os.O_WRONLY)\nos.pwrite(fd, b'B', 1)\nos.close(fd)",
+    );
+    assert!(o.status.success(), "{o:?}");
     restart_with_rules(
         &mut m,
         r#"{"paths": [{"path": "**", "keep": {"versions": 1}}]}"#,
@@ -1288,7 +1297,11 @@ os.close(fd)
     );
     let (code, out, err) = cli(&m, &["gc", "--policy"]);
     assert_eq!(code, 0, "{out} {err}");
-    assert_eq!(kept(&m, "p.txt"), [1, 2], "the pwrite's base");
+    assert_eq!(
+        kept(&m, "p.txt"),
+        [1, 2, 3],
+        "the pwrite's base and what that was made from"
+    );
     assert_eq!(kept(&m, "t.txt"), [1, 2], "the truncation's base");
     assert_eq!(
         kept(&m, "w.txt"),

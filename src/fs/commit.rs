@@ -16,6 +16,10 @@ use crate::store::{Build, CommitRequest, Committed, Kind, VersionInfo};
 /// kernel to forget.
 pub(super) type Gone = Option<(u64, Vec<u8>)>;
 
+/// At most this many other writers' versions a commit that keeps bytes of its base names
+/// besides the base ([`Fs::name_kept`]).
+pub const KEPT_WRITERS: usize = 16;
+
 impl Fs {
     /// The bytes of the file's current version.
     pub(super) fn current_bytes(&self, ino: u64) -> Result<Vec<u8>> {
@@ -640,6 +644,44 @@ impl Fs {
         )
     }
 
+    /// Adds to `inputs` version `k`, whose bytes a commit keeps, and the earlier versions
+    /// of its lineage `k` was made from, the newest of each other writer's (a writer: a
+    /// name and a uid; [`crate::store::History::lineage_inputs`], at most
+    /// [`KEPT_WRITERS`]): a partial
+    /// overwrite of a partial overwrite still names the writer of the bytes both kept, so
+    /// `why` leads to it and the policy keeps it (Known open of session 33: after two
+    /// one-byte overwrites by the agent, `keep: {versions: 1}` forgot root's version).
+    /// Bounded by the writers, not by the chain's length: each version names at most one
+    /// version of each other writer.
+    fn name_kept(&self, inputs: &mut Vec<crate::store::Input>, k: i64) {
+        let now = now_ns();
+        let mut add = |version_id: i64| {
+            if !inputs.iter().any(|i| i.version_id == version_id) {
+                inputs.push(crate::store::Input {
+                    version_id,
+                    read_ns: now,
+                });
+            }
+        };
+        add(k);
+        match self.store.lineage_inputs(k) {
+            Ok(earlier) => {
+                let mut writers: Vec<(String, u32)> = Vec::new();
+                for (id, writer, uid) in earlier {
+                    if writers.len() >= KEPT_WRITERS {
+                        break;
+                    }
+                    let who = (writer, uid);
+                    if !writers.contains(&who) {
+                        writers.push(who);
+                        add(id);
+                    }
+                }
+            }
+            Err(e) => log::warn!("reading what version {k} was made from: {e}"),
+        }
+    }
+
     /// [`Fs::commit`] of content brought from another scratchpad, `origin` naming the
     /// version it copies (`adopt`, issue 14), or brought back from this one, `restores`
     /// naming the version whose bytes it brings back (`restore`, issue 35); `kept` names
@@ -667,13 +709,8 @@ impl Fs {
         };
         let prefix_hasher = file_id.and_then(|f| self.hashers.lock().get(&f).cloned());
         let mut inputs = self.inputs_of(caller);
-        if let Some(k) = kept
-            && !inputs.iter().any(|i| i.version_id == k)
-        {
-            inputs.push(crate::store::Input {
-                version_id: k,
-                read_ns: now_ns(),
-            });
+        if let Some(k) = kept {
+            self.name_kept(&mut inputs, k);
         }
         let Committed {
             file_id,

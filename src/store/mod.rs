@@ -1072,6 +1072,11 @@ pub trait History: Send + Sync {
     fn why_at(&self, id: i64, key: Option<&str>, depth: usize) -> Result<crate::lineage::why::Why>;
     /// The lineage (`files.id`) version `id` (`versions.id`) belongs to.
     fn version_lineage(&self, id: i64) -> Result<i64>;
+    /// The earlier versions of version `id`'s own lineage that it names as inputs and
+    /// that another writer than its own wrote (another name, or the same name by another
+    /// uid): (`versions.id`, writer, uid), newest first (one statement). A commit that
+    /// keeps bytes of `id` names them too (docs/SEMANTICS.md "Lineage").
+    fn lineage_inputs(&self, id: i64) -> Result<Vec<(i64, String, u32)>>;
     /// One version by `versions.id` ([`ErrorKind::NotFound`] when the store no longer
     /// has it: gc forgot it).
     fn version(&self, id: i64) -> Result<VersionInfo>;
@@ -1263,6 +1268,9 @@ impl<R: Reading> History for R {
     }
     fn version_lineage(&self, id: i64) -> Result<i64> {
         self.reading(|c| sql::read::version_lineage(c, id))
+    }
+    fn lineage_inputs(&self, id: i64) -> Result<Vec<(i64, String, u32)>> {
+        self.reading(|c| sql::read::lineage_inputs(c, id))
     }
     fn version(&self, id: i64) -> Result<VersionInfo> {
         self.reading(|c| sql::read::version(c, id))

@@ -133,6 +133,25 @@ pub(crate) fn ground_sources(conn: &dyn Conn) -> Result<crate::lineage::sources:
     crate::lineage::sources::sources(conn)
 }
 
+/// The earlier versions of its own lineage that version `id` names as inputs (read or
+/// renamed from) and that another writer than its own wrote (another writer name, or
+/// the same name by another uid: without writer rules root and the agent are both
+/// `anonymous`): (`versions.id`, writer, uid), newest first. What a partial overwrite of
+/// `id` names besides `id` itself ([`crate::store::History::lineage_inputs`]).
+pub(crate) fn lineage_inputs(conn: &dyn Conn, id: i64) -> Result<Vec<(i64, String, u32)>> {
+    conn.all(
+        "SELECT v.id, v.writer, p.uid FROM versions b
+         JOIN processes bp ON bp.id = b.process
+         JOIN inputs i ON i.version_id = b.id
+         JOIN versions v ON v.id = i.input_id AND v.file_id = b.file_id
+         JOIN processes p ON p.id = v.process
+         WHERE b.id = ?1 AND (v.writer <> b.writer OR p.uid <> bp.uid)
+         ORDER BY v.id DESC",
+        p![id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get::<i64>(2)? as u32)),
+    )
+}
+
 pub(crate) fn version_lineage(conn: &dyn Conn, id: i64) -> Result<i64> {
     conn.value("SELECT file_id FROM versions WHERE id = ?1", p![id])
 }
