@@ -175,7 +175,7 @@ print("first pass: %d versions and %d bytes forgotten in %d transactions, the lo
       "%d over 50 ms; it ended within %.0f s of the mount" % (first[0], first[2], first[3], first[4], first[5], took))
 print("daemon memory: VmHWM %d MiB before the pass (VmRSS %d MiB), %d MiB after" % (hwm0, rss0, hwm1))
 rest = passes()[1:]
-print("passes while the rates were measured: %d, %d versions forgotten in %d transactions, the longest %.1f ms, %d over 50 ms"
+print("passes that ended while the rates were measured (one under way at an unmount does not count): %d, %d versions forgotten in %d transactions, the longest %.1f ms, %d over 50 ms"
       % (len(rest), sum(p[0] for p in rest), sum(p[3] for p in rest), max([p[4] for p in rest] or [0]), sum(p[5] for p in rest)))
 # Each transaction over 50 ms, with its time (to set beside the server's log, e.g. its
 # checkpoints: `log_checkpoints` is on by default).

@@ -30,6 +30,7 @@ pub mod identity;
 pub mod lineage;
 pub mod mcp;
 pub mod mount;
+pub mod pressure;
 pub mod report;
 pub mod rules;
 pub mod store;

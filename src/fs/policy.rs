@@ -552,6 +552,7 @@ impl Fs {
                 return Ok(());
             }
             let label = label(index, &rules.rules.paths[index]);
+            let pressure = crate::pressure::Pressure::now();
             let started = Instant::now();
             let forgot = {
                 let _restores = self.gc_guard.write();
@@ -581,11 +582,19 @@ impl Fs {
             report.longest_batch_ms = report.longest_batch_ms.max(took.as_secs_f64() * 1e3);
             if took > Duration::from_millis(50) {
                 report.batches_over_50ms += 1;
+                // With what the machine stalled meanwhile (PSI): a batch slow for want of
+                // a CPU or of the disk, not for its own work.
+                let (cpu, io) = pressure.until(&crate::pressure::Pressure::now());
+                let ms =
+                    |us: Option<u64>| us.map_or("?".into(), |us| format!("{:.1}", us as f64 / 1e3));
                 log::info!(
-                    "policy: a transaction of {} versions and {} refusals took {:.1} ms",
+                    "policy: a transaction of {} versions and {} refusals took {:.1} ms \
+                     (meanwhile some task waited {} ms for a CPU and {} ms for I/O)",
                     forgot.versions,
                     forgot.refusals,
-                    took.as_secs_f64() * 1e3
+                    took.as_secs_f64() * 1e3,
+                    ms(cpu),
+                    ms(io)
                 );
             }
             *batch = next_batch(*batch, took);
