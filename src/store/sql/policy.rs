@@ -469,23 +469,25 @@ pub(crate) fn forgotten_by(conn: &dyn Conn, version_id: i64) -> Result<Option<St
 pub(crate) fn usage(conn: &dyn Conn) -> Result<Usage> {
     conn.one(
         // Each table read once (`versions` twice was a scan more of the largest one).
+        // Texts in bytes (`octet_length`, as the daemon counts them: `LENGTH` counts
+        // characters, and a path of 4-byte characters counted a quarter of its bytes).
         "SELECT CAST(x.content AS BIGINT) + ?1 * v.n + v.paths
                     + ?2 * (t.n + e.rejected + c.n + p.n) + 2 * c.notes + e.texts + p.texts,
                 v.n,
                 (SELECT COUNT(*) FROM forgotten f JOIN events e ON e.id = f.event_id WHERE e.op = 'policy'),
                 (SELECT COUNT(*) FROM nodes WHERE parent IS NOT NULL)
          FROM (SELECT COALESCE(SUM(len), 0) AS content FROM extents) x,
-              (SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(path)), 0) AS paths FROM versions) v,
+              (SELECT COUNT(*) AS n, COALESCE(SUM(octet_length(path)), 0) AS paths FROM versions) v,
               (SELECT COUNT(*) AS n FROM tree_log) t,
               (SELECT COALESCE(SUM(CASE WHEN op = 'rejected' THEN 1 ELSE 0 END), 0) AS rejected,
-                      COALESCE(SUM(LENGTH(path) + COALESCE(LENGTH(new_path), 0)
-                                   + COALESCE(LENGTH(reason), 0)), 0) AS texts
+                      COALESCE(SUM(octet_length(path) + COALESCE(octet_length(new_path), 0)
+                                   + COALESCE(octet_length(reason), 0)), 0) AS texts
                FROM events) e,
-              (SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(note)), 0) AS notes FROM checkpoints) c,
+              (SELECT COUNT(*) AS n, COALESCE(SUM(octet_length(note)), 0) AS notes FROM checkpoints) c,
               (SELECT COUNT(*) AS n,
-                      COALESCE(SUM(LENGTH(writer) + LENGTH(exe) + LENGTH(argv)
-                                   + COALESCE(LENGTH(env_writer), 0) + COALESCE(LENGTH(transport), 0)
-                                   + COALESCE(LENGTH(client), 0) + COALESCE(LENGTH(client_version), 0)), 0) AS texts
+                      COALESCE(SUM(octet_length(writer) + octet_length(exe) + octet_length(argv)
+                                   + COALESCE(octet_length(env_writer), 0) + COALESCE(octet_length(transport), 0)
+                                   + COALESCE(octet_length(client), 0) + COALESCE(octet_length(client_version), 0)), 0) AS texts
                FROM processes) p",
         p![
             crate::store::VERSION_RECORD_BYTES as i64,

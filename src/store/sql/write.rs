@@ -39,10 +39,15 @@ pub(crate) fn process_id(conn: &dyn Conn, c: &Caller) -> Result<i64> {
 /// JSON, the `SCRATCHFS_WRITER` it gave, the transport and the MCP client's name and
 /// version), as [`super::policy::usage`] counts them.
 pub(crate) fn process_record_bytes(c: &Caller) -> u64 {
+    record_bytes_with(c, argv_json(c).len())
+}
+
+/// [`process_record_bytes`] of `c` whose arguments take `argv` bytes as stored.
+fn record_bytes_with(c: &Caller, argv: usize) -> u64 {
     let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
     (c.writer.len()
         + c.exe.len()
-        + argv_json(c).len()
+        + argv
         + opt(&c.env_writer)
         + opt(&c.transport)
         + opt(&c.client)
@@ -50,9 +55,9 @@ pub(crate) fn process_record_bytes(c: &Caller) -> u64 {
         + crate::store::EVENT_RECORD_BYTES
 }
 
-/// The `processes` row of these caller facts, inserted when new: (its id, whether it was
-/// inserted).
-fn process_row(conn: &dyn Conn, c: &Caller) -> Result<(i64, bool)> {
+/// The `processes` row of these caller facts, inserted when new: (its id, the bytes it
+/// counts against the quota when it was inserted, [`process_record_bytes`]).
+fn process_row(conn: &dyn Conn, c: &Caller) -> Result<(i64, Option<u64>)> {
     let argv = argv_json(c);
     // The user namespace by its inode number, and whether the process ran in the daemon's
     // own namespaces: unknown (NULL) when its namespace could not be read.
@@ -81,7 +86,7 @@ fn process_row(conn: &dyn Conn, c: &Caller) -> Result<(i64, bool)> {
              AND client IS NOT DISTINCT FROM ?11 AND client_version IS NOT DISTINCT FROM ?12
              AND user_ns IS NOT DISTINCT FROM ?13 AND own_ns IS NOT DISTINCT FROM ?14", facts)?;
     Ok(match found {
-        Some(id) => (id, false),
+        Some(id) => (id, None),
         None => (
             conn.insert(
                 "INSERT INTO processes(writer, tgid, start_time, uid, gid, exe, argv,
@@ -90,7 +95,7 @@ fn process_row(conn: &dyn Conn, c: &Caller) -> Result<(i64, bool)> {
                  RETURNING id",
                 facts,
             )?,
-            true,
+            Some(record_bytes_with(c, argv.len())),
         ),
     })
 }
@@ -476,11 +481,9 @@ impl Processes {
             Some(id) => id,
             None => {
                 let (id, inserted) = process_row(conn, c)?;
-                if inserted {
-                    self.added.fetch_add(
-                        process_record_bytes(c),
-                        std::sync::atomic::Ordering::Relaxed,
-                    );
+                if let Some(bytes) = inserted {
+                    self.added
+                        .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
                 }
                 let mut cache = self.ids.lock();
                 if cache.len() >= 4096 {

@@ -1396,6 +1396,29 @@ mod tests {
         (dir, s)
     }
 
+    /// A new process's row counts what the daemon was told it would
+    /// ([`Store::process_record_cost`]), in bytes when counted again from the store: a
+    /// count in characters counted a 4-byte character as one.
+    #[test]
+    fn a_process_row_counts_its_bytes_in_the_usage() {
+        let (_dir, s) = store();
+        let before = s.usage().unwrap().bytes;
+        let c = Caller {
+            writer: "r\u{e9}dacteur".into(),
+            exe: "/opt/\u{1f980}/tool".into(),
+            argv: vec!["tool".into(), "\u{1f980}".repeat(100)],
+            env_writer: Some("\u{e9}t\u{e9}".into()),
+            ..Caller::default()
+        };
+        let cost = s.process_record_cost(&c);
+        assert!(cost > 256 + 400, "{cost}");
+        s.processes.of(&*s.writer.lock(), &c).unwrap();
+        assert_eq!(s.take_process_bytes(), cost);
+        assert_eq!(s.take_process_bytes(), 0);
+        assert_eq!(s.process_record_cost(&c), 0, "a known row adds nothing");
+        assert_eq!(s.usage().unwrap().bytes - before, cost);
+    }
+
     #[test]
     fn probe_knows_new_old_and_foreign_databases() {
         use std::os::unix::fs::PermissionsExt;
