@@ -416,9 +416,15 @@ impl Resolver {
                 .collect();
             for kv in read_nul_list(&format!("/proc/{tgid}/environ")) {
                 if let Some(v) = kv.strip_prefix("SCRATCHFS_WRITER=") {
-                    // Redacted like argv: a secret-looking tag names no writer.
+                    // Redacted like argv: a secret-looking tag names no writer. At most
+                    // ENV_WRITER_MAX bytes of it are kept (a writer name is at most 64:
+                    // a longer tag names none; 130 KB tags were stored whole with every
+                    // process, attack round of session 34).
                     let v = crate::rules::enforce::redact_secrets(v.as_bytes());
-                    c.env_writer = Some(String::from_utf8_lossy(&v).into_owned());
+                    c.env_writer = Some(crate::text::cut(
+                        String::from_utf8_lossy(&v).into_owned(),
+                        ENV_WRITER_MAX,
+                    ));
                 } else if let Some(v) = kv.strip_prefix("SCRATCHFS_STEP=") {
                     c.step = v.trim().parse().ok();
                 }
@@ -446,6 +452,10 @@ fn still_sealed(c: &Caller) -> bool {
     controller_of(c.tgid).is_some_and(|owner| owner != c.uid)
         && exe_file(&format!("/proc/{}/exe", c.tgid)).map(|f| f.id) == c.exe_file.map(|f| f.id)
 }
+
+/// At most this many bytes of a process's `SCRATCHFS_WRITER` are recorded
+/// (`processes.env_writer`; [`is_writer_name`] takes at most 64).
+pub const ENV_WRITER_MAX: usize = 256;
 
 /// A `SCRATCHFS_WRITER` value names a writer when it is 1 to 64 printable characters
 /// without spaces; anything else (a newline, say) leaves the caller `anonymous`, while the

@@ -37,6 +37,7 @@ pub mod store;
 pub mod sync;
 #[cfg(test)]
 mod test_alloc;
+pub mod text;
 pub mod tls;
 pub mod views;
 pub mod web;

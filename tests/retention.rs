@@ -287,11 +287,13 @@ fn a_write_past_the_quota_fails_with_edquot_and_keeps_no_content() {
     ok(agent("head -c 8000 /dev/urandom > a.bin"));
     // 8,003 bytes of content, 4 versions' records of 512 bytes and 5 namespace changes'
     // of 256 (the root's first row and four creates): 11,331 bytes; and the rows of the
-    // processes that made them (the daemon's seeds, the agent's `sh` and `head`).
+    // processes that made them (the daemon's seeds, the agent's `sh` and `head`: 12 KB on
+    // SQLite, 13 on PostgreSQL: the daemon's own row keeps its arguments, the URL among them).
     let header = read(m.path("MANIFEST")).lines().next().unwrap().to_string();
     assert!(
-        header
-            .contains("; pad 12 KB of 20 KB, 4 versions kept, 0 forgotten by policy, 4 of 6 files"),
+        ["12", "13"].iter().any(|kb| header.contains(&format!(
+            "; pad {kb} KB of 20 KB, 4 versions kept, 0 forgotten by policy, 4 of 6 files"
+        ))),
         "{header}"
     );
     let script = r#"
@@ -1452,13 +1454,18 @@ print(refused)
 /// process whose row does not fit cannot commit, and its reads, which the quota cannot
 /// refuse, are not written to the store while the pad is at its quota (before, 64
 /// readers a minute with long arguments added 1.5 MB a minute to a full pad, attack
-/// round of session 31).
+/// round of session 31), nor do they keep root's from it; its deletions, which never
+/// fail, are recorded by a row without its arguments (before, 20 deletions with 130 KB
+/// tags took a pad of 60,000 bytes to 2.7 MB, attack round of session 34).
 #[test]
 fn new_processes_count_against_the_quota_and_reads_at_it_add_no_rows() {
     let m = agents_pad_with_rules(r#"{"paths": [{"path": "**"}], "quota": {"bytes": 60000}}"#);
     m.sh_ok(
         "for i in $(seq 10 39); do echo \"notes $i\" > r$i.md; done; echo w > w.md; chmod 666 w.md",
     );
+    // Files the agent makes while there is room, to delete at the quota.
+    let o = agent_python(&m, "for i in range(10): open('e%d' % i, 'w').close()");
+    assert!(o.status.success(), "{o:?}");
     let free = 60_000 - usage_by_rows(&m);
     // The agent fills the pad to 3,000 bytes of it (the fill's version record, 512 + its
     // path, and the writer's process row, under 400, fit in that).
@@ -1500,10 +1507,94 @@ fn new_processes_count_against_the_quota_and_reads_at_it_add_no_rows() {
             .unwrap();
         assert!(o.status.success(), "{o:?}");
     }
-    let usage = usage_by_rows(&m);
-    // The quota and the refused commit's record within the refusals' slack (16 KiB).
-    assert!(
-        usage <= 60_000 + 16_384,
-        "{usage} bytes at a quota of 60,000 after 30 readers with 4 KB of arguments"
+    // The agent's read, not written at the quota, does not keep root's read right after
+    // it from the store.
+    m.sh_ok("cat r39.md > /dev/null");
+    let root_read = m.sql(
+        "SELECT COUNT(*) FROM reads r JOIN files f ON f.id = r.file_id WHERE f.path = 'r39.md'",
     );
+    assert_eq!(
+        root_read, "1",
+        "root's read after the agent's was not stored"
+    );
+    // Deletions never fail; a new process with 4 KB of arguments and a 100 KB
+    // SCRATCHFS_WRITER deleting at the quota is recorded by a smaller row.
+    for i in 0..10 {
+        let o = as_agent()
+            .env("SCRATCHFS_WRITER", "W".repeat(100_000))
+            .args([
+                "/usr/bin/python3",
+                "-c",
+                &format!("import os; os.unlink('e{i}')"),
+                &long,
+            ])
+            .current_dir(&m.mnt)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+    }
+    let slim = m.sql(
+        "SELECT COUNT(*) FROM processes WHERE argv LIKE '%arguments not kept: the pad was at its quota%'",
+    );
+    assert_eq!(slim, "10", "the deleters' rows");
+    let tag: u64 = m
+        .sql("SELECT MAX(LENGTH(env_writer)) FROM processes")
+        .parse()
+        .unwrap();
+    assert!(tag <= 256, "a SCRATCHFS_WRITER of {tag} bytes kept");
+    let usage = usage_by_rows(&m);
+    // The quota, the refused commit's record within the refusals' slack (16 KiB), and the
+    // ten deletions' records (256 bytes each, and their rows of a few hundred bytes).
+    assert!(
+        usage <= 60_000 + 16_384 + 10 * 1_000,
+        "{usage} bytes at a quota of 60,000 after 30 readers and 10 deleters with long arguments"
+    );
+}
+
+/// A partial overwrite names the earlier versions of other users first: an agent that
+/// may claim 17 writer names (`env`) and overwrites one byte of root's file with each
+/// in turn cannot push root's version out of the inputs the policy keeps (attack round
+/// of session 34: 20 names, root's version forgotten).
+#[test]
+fn many_writer_names_of_the_agent_keep_roots_version_named() {
+    let writers: Vec<String> = (1..=17)
+        .map(|i| format!(r#""w{i}": {{"env": "w{i}"}}"#))
+        .collect();
+    let mut m = agents_pad_with_rules(&format!(
+        r#"{{"writers": {{{}}}, "paths": [{{"path": "**"}}]}}"#,
+        writers.join(", ")
+    ));
+    m.sh_ok("head -c 2000 /dev/zero | tr '\\0' r > f.txt && chmod 666 f.txt");
+    for round in 0..2 {
+        for i in 1..=17 {
+            let o = as_agent()
+                .env("SCRATCHFS_WRITER", format!("w{i}"))
+                .args([
+                    "/usr/bin/python3",
+                    "-c",
+                    &format!(
+                        "import os\nfd = os.open('f.txt', os.O_WRONLY)\nos.pwrite(fd, b'x', {})\nos.close(fd)",
+                        round * 17 + i
+                    ),
+                ])
+                .current_dir(&m.mnt)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{o:?}");
+        }
+    }
+    restart_with_rules(
+        &mut m,
+        &format!(
+            r#"{{"writers": {{{}}}, "paths": [{{"path": "**", "keep": {{"versions": 1}}}}]}}"#,
+            writers.join(", ")
+        ),
+        &["--owner", "1000:1000"],
+    );
+    let (code, out, err) = cli(&m, &["gc", "--policy"]);
+    assert_eq!(code, 0, "{out} {err}");
+    let kept = kept(&m, "f.txt");
+    assert_eq!(kept.first(), Some(&1), "root's version: {kept:?}");
+    // The base, at most 16 other writers' versions, and the live one.
+    assert!(kept.len() <= 18, "{kept:?}");
 }

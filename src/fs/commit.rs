@@ -217,7 +217,8 @@ impl Fs {
         }
         let (parent, name, file_id) = (n.parent, n.name.to_vec(), n.file_id);
         let path = tree.path(ino);
-        if let Err(e) = self.store.unlink(ino, file_id, &path, caller, now_ns()) {
+        let recorded = self.recorded_caller(caller);
+        if let Err(e) = self.store.unlink(ino, file_id, &path, &recorded, now_ns()) {
             log::error!("{path}: removing a refused create: {e}");
             return None;
         }
@@ -652,8 +653,8 @@ impl Fs {
     /// `why` leads to it and the policy keeps it (Known open of session 33: after two
     /// one-byte overwrites by the agent, `keep: {versions: 1}` forgot root's version).
     /// Bounded by the writers, not by the chain's length: each version names at most one
-    /// version of each other writer.
-    fn name_kept(&self, inputs: &mut Vec<crate::store::Input>, k: i64) {
+    /// version of each other writer, other users' (uids other than `caller_uid`) first.
+    fn name_kept(&self, inputs: &mut Vec<crate::store::Input>, k: i64, caller_uid: u32) {
         let now = now_ns();
         let mut add = |version_id: i64| {
             if !inputs.iter().any(|i| i.version_id == version_id) {
@@ -665,7 +666,12 @@ impl Fs {
         };
         add(k);
         match self.store.lineage_inputs(k) {
-            Ok(earlier) => {
+            Ok(mut earlier) => {
+                // Other users' versions first (a stable sort keeps each group newest
+                // first): the cap is reached by writers of the committer's own uid last,
+                // so that an agent claiming 16 writer names cannot push root's version out
+                // (attack round of session 34).
+                earlier.sort_by_key(|(_, _, uid)| *uid == caller_uid);
                 let mut writers: Vec<(String, u32)> = Vec::new();
                 for (id, writer, uid) in earlier {
                     if writers.len() >= KEPT_WRITERS {
@@ -710,7 +716,7 @@ impl Fs {
         let prefix_hasher = file_id.and_then(|f| self.hashers.lock().get(&f).cloned());
         let mut inputs = self.inputs_of(caller);
         if let Some(k) = kept {
-            self.name_kept(&mut inputs, k);
+            self.name_kept(&mut inputs, k, caller.uid);
         }
         let Committed {
             file_id,

@@ -353,19 +353,7 @@ fn cut_path(path: String) -> String {
     cut(path, RECORD_PATH_MAX)
 }
 
-/// `text` cut to `max` bytes (at least 4; at a character's boundary, `...` at its end)
-/// when longer.
-pub(super) fn cut(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max.max(4) - 3;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push_str("...");
-    }
-    text
-}
+pub(super) use crate::text::cut;
 
 impl Gate {
     /// A gate with no writer rules, whose history-erasing actions belong to root and to

@@ -306,7 +306,9 @@ impl Fs {
             content: content.as_deref(),
         };
         self.admit(&caller, &change, || None)?;
-        self.store.unlink(ino, file_id, &path, &caller, now_ns())?;
+        let recorded = self.recorded_caller(&caller);
+        self.store
+            .unlink(ino, file_id, &path, &recorded, now_ns())?;
         self.usage_added(path.len() as u64, 0, 1, -1);
         tree.detach(parent, ino, name, kind);
         tree.get_mut(ino)?.attrs.ctime_ns = now_ns();

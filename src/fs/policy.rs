@@ -1005,14 +1005,16 @@ impl Fs {
         Err(e)
     }
 
-    /// Whether a read by `caller` may be kept in the store: a read of a process the store
-    /// has no row for yet inserts one ([`crate::store::Store::process_record_cost`]), and reads, which
-    /// the quota cannot refuse, would otherwise grow a pad at its quota a row a process
-    /// (64 readers a minute with long arguments added 1.5 MB a minute, attack round of
-    /// session 31). `None`: not kept (MANIFEST still shows the read, and the process's
-    /// commits still name what it read). Else a hold on what the row adds, to drop once
-    /// it is stored.
-    pub(super) fn quota_allows_read(&self, caller: &Caller) -> Option<QuotaHold<'_>> {
+    /// Whether a change the quota cannot refuse (a read, a deletion) may add `caller`'s
+    /// process row to the store: a process the store has no row for yet adds one
+    /// ([`crate::store::Store::process_record_cost`]), and reads alone would otherwise
+    /// grow a pad at its quota a row a process (64 readers a minute with long arguments
+    /// added 1.5 MB a minute, attack round of session 31), deletions of files made before
+    /// too (2.7 MB at a 60,000-byte quota, attack round of session 34). `None`: it does not
+    /// fit (a read is then not written to the store; a deletion is recorded by a smaller
+    /// row, [`Fs::recorded_caller`]). Else a hold on what the row adds, to drop once it is
+    /// stored.
+    pub(super) fn process_row_fits(&self, caller: &Caller) -> Option<QuotaHold<'_>> {
         let free = QuotaHold { fs: self, bytes: 0 };
         let Some(limit) = self.quota().and_then(|q| q.bytes) else {
             return Some(free);

@@ -7,6 +7,7 @@
 //! one by one, and one record at most every [`UNRECORDED_EVERY`] says how many there
 //! were, by which writers, and the last one's path, errno and reason.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,10 @@ pub const UNRECORDED_EVERY: Duration = Duration::from_secs(60);
 
 /// At most this many writers are named in a count's record; the rest are "others".
 const WRITERS_NAMED: usize = 8;
+
+/// What the row of a process that deleted at the quota keeps of its arguments
+/// ([`Fs::recorded_caller`]).
+pub const ARGUMENTS_NOT_KEPT: &str = "(arguments not kept: the pad was at its quota)";
 
 /// How a refusal is recorded ([`Fs::refusal_room`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +106,22 @@ fn time(ns: i64) -> String {
 }
 
 impl Fs {
+    /// `caller` as a change the quota never refuses (a deletion) records it: whole, unless
+    /// the quota binds it and its process's new row would not fit
+    /// ([`Fs::process_row_fits`]); then without its arguments ([`ARGUMENTS_NOT_KEPT`]) and
+    /// with its executable's path cut to 256 bytes (a row of a few hundred bytes: its
+    /// writer, uid, pid and namespaces as always).
+    pub(super) fn recorded_caller<'a>(&self, caller: &'a Caller) -> Cow<'a, Caller> {
+        if self.process_row_fits(caller).is_some() {
+            return Cow::Borrowed(caller);
+        }
+        Cow::Owned(Caller {
+            argv: vec![ARGUMENTS_NOT_KEPT.into()],
+            exe: crate::text::cut(caller.exe.clone(), 256),
+            ..caller.clone()
+        })
+    }
+
     /// How a refusal of `caller` that would keep `content` bytes is recorded under the
     /// pad's quota: whole when the quota does not bind the caller (no `quota.bytes`, root
     /// or the user who mounted) or its record and content fit; without its content when

@@ -79,15 +79,33 @@ impl Fs {
     /// After [`Fs::mark_read`] of `ino`, with no lock held: writes the last read to the
     /// store when it changed, and tells MANIFEST.
     /// A read of a caller the pad's quota binds is not written while the pad is at its
-    /// quota and the read would add its process's row ([`Fs::quota_allows_read`]).
+    /// quota and the read would add its process's row ([`Fs::process_row_fits`]); the
+    /// file's mark then says nothing was stored, so the next reader's read is (before, the
+    /// agent's unwritten read kept root's read a second later from the store, attack
+    /// round of session 34).
     pub(super) fn store_read(&self, ino: u64, caller: &Caller, r: StoredRead) {
-        if r.store
-            && let Some(_hold) = self.quota_allows_read(caller)
-            && let Err(e) = self
-                .store
-                .note_read(r.file_id, r.id, r.number, caller, r.time_ns)
-        {
-            log::warn!("noting a read of inode {ino}: {e}");
+        if r.store {
+            match self.process_row_fits(caller) {
+                Some(_hold) => {
+                    if let Err(e) = self
+                        .store
+                        .note_read(r.file_id, r.id, r.number, caller, r.time_ns)
+                    {
+                        log::warn!("noting a read of inode {ino}: {e}");
+                    }
+                }
+                None => {
+                    let mut tree = self.tree.write();
+                    if let Some(m) = tree
+                        .nodes
+                        .get_mut(&ino)
+                        .and_then(|n| n.last_read.as_mut())
+                        .filter(|m| m.stored_ns == r.time_ns)
+                    {
+                        m.stored_ns = 0;
+                    }
+                }
+            }
         }
         self.views.changed(&[ino]);
     }
