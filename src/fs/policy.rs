@@ -974,7 +974,8 @@ impl Fs {
         if self.usage()?.is_none() {
             return Ok(free);
         }
-        // A new process's row, which the change would insert ([`crate::store::Store::process_record_cost`]).
+        // A new process's row, which the change would insert
+        // ([`crate::store::Store::process_record_cost`]).
         let adds = adds.saturating_add(self.store.process_record_cost(caller));
         let (holds, held) = {
             let mut count = self.usage.lock();

@@ -78,6 +78,7 @@ impl Fs {
 
     /// After [`Fs::mark_read`] of `ino`, with no lock held: writes the last read to the
     /// store when it changed, and tells MANIFEST.
+    ///
     /// A read of a caller the pad's quota binds is not written while the pad is at its
     /// quota and the read would add its process's row ([`Fs::process_row_fits`]); the
     /// file's mark then says nothing was stored, so the next reader's read is (before, the
