@@ -46,8 +46,23 @@ fn agent_setfattr(m: &Mount, name: &str, value: &str) -> std::process::Output {
 
 /// `python3 -c SCRIPT` in the mount of `m`, as the agent (uid 1000).
 fn agent_python(m: &Mount, script: &str) -> std::process::Output {
-    as_agent()
-        .args(["/usr/bin/python3", "-c", script])
+    agent_python_with(m, script, &[], None)
+}
+
+/// [`agent_python`] with more arguments (`sys.argv[1:]`, kept in its process's row) and,
+/// when given, `SCRATCHFS_WRITER` set to `tag`.
+fn agent_python_with(
+    m: &Mount,
+    script: &str,
+    args: &[String],
+    tag: Option<&str>,
+) -> std::process::Output {
+    let mut c = as_agent();
+    if let Some(tag) = tag {
+        c.env("SCRATCHFS_WRITER", tag);
+    }
+    c.args(["/usr/bin/python3", "-c", script])
+        .args(args)
         .current_dir(&m.mnt)
         .output()
         .unwrap()
@@ -1164,12 +1179,7 @@ os.remove("big")
 print(json.dumps(out))
 "#;
     // 800 KB of arguments, which each process's row would keep whole.
-    let o = as_agent()
-        .args(["/usr/bin/python3", "-c", script])
-        .args(std::iter::repeat_n("x".repeat(100_000), 8))
-        .current_dir(&m.mnt)
-        .output()
-        .unwrap();
+    let o = agent_python_with(&m, script, &vec!["x".repeat(100_000); 8], None);
     assert!(o.status.success(), "{o:?}");
     let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(out["json"]["EINVAL"], 2, "{out}");
@@ -1472,22 +1482,18 @@ fn new_processes_count_against_the_quota_and_reads_at_it_add_no_rows() {
     let fill = format!("open('fill', 'wb').write(b'x' * {})", free - 3_000);
     let o = agent_python(&m, &fill);
     assert!(o.status.success(), "{o:?}");
-    let long = "a".repeat(4_000);
+    let long = vec!["a".repeat(4_000)];
     let write = "open('w.md', 'w').write('changed')";
     // A process with short arguments may commit.
     let o = agent_python(&m, write);
     assert!(o.status.success(), "{o:?}");
     // One whose row is 4 KB: its commit of 13 bytes would pass the quota.
-    let o = as_agent()
-        .args([
-            "/usr/bin/python3",
-            "-c",
-            "with open('w.md', 'w') as f: f.write('changed again')",
-            &long,
-        ])
-        .current_dir(&m.mnt)
-        .output()
-        .unwrap();
+    let o = agent_python_with(
+        &m,
+        "with open('w.md', 'w') as f: f.write('changed again')",
+        &long,
+        None,
+    );
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("Disk quota exceeded"),
         "a new process with 4 KB of arguments committed at 3 KB from the quota: {o:?}"
@@ -1495,16 +1501,7 @@ fn new_processes_count_against_the_quota_and_reads_at_it_add_no_rows() {
     // 30 readers with 4 KB of arguments, each of another file (a file's last read is
     // written at most once a second for the same version).
     for i in 10..40 {
-        let o = as_agent()
-            .args([
-                "/usr/bin/python3",
-                "-c",
-                &format!("open('r{i}.md').read()"),
-                &long,
-            ])
-            .current_dir(&m.mnt)
-            .output()
-            .unwrap();
+        let o = agent_python_with(&m, &format!("open('r{i}.md').read()"), &long, None);
         assert!(o.status.success(), "{o:?}");
     }
     // The agent's read, not written at the quota, does not keep root's read right after
@@ -1520,17 +1517,12 @@ fn new_processes_count_against_the_quota_and_reads_at_it_add_no_rows() {
     // Deletions never fail; a new process with 4 KB of arguments and a 100 KB
     // SCRATCHFS_WRITER deleting at the quota is recorded by a smaller row.
     for i in 0..10 {
-        let o = as_agent()
-            .env("SCRATCHFS_WRITER", "W".repeat(100_000))
-            .args([
-                "/usr/bin/python3",
-                "-c",
-                &format!("import os; os.unlink('e{i}')"),
-                &long,
-            ])
-            .current_dir(&m.mnt)
-            .output()
-            .unwrap();
+        let o = agent_python_with(
+            &m,
+            &format!("import os; os.unlink('e{i}')"),
+            &long,
+            Some(&"W".repeat(100_000)),
+        );
         assert!(o.status.success(), "{o:?}");
     }
     let slim = m.sql(
@@ -1567,19 +1559,11 @@ fn many_writer_names_of_the_agent_keep_roots_version_named() {
     m.sh_ok("head -c 2000 /dev/zero | tr '\\0' r > f.txt && chmod 666 f.txt");
     for round in 0..2 {
         for i in 1..=17 {
-            let o = as_agent()
-                .env("SCRATCHFS_WRITER", format!("w{i}"))
-                .args([
-                    "/usr/bin/python3",
-                    "-c",
-                    &format!(
-                        "import os\nfd = os.open('f.txt', os.O_WRONLY)\nos.pwrite(fd, b'x', {})\nos.close(fd)",
-                        round * 17 + i
-                    ),
-                ])
-                .current_dir(&m.mnt)
-                .output()
-                .unwrap();
+            let script = format!(
+                "import os\nfd = os.open('f.txt', os.O_WRONLY)\nos.pwrite(fd, b'x', {})\nos.close(fd)",
+                round * 17 + i
+            );
+            let o = agent_python_with(&m, &script, &[], Some(&format!("w{i}")));
             assert!(o.status.success(), "{o:?}");
         }
     }

@@ -648,10 +648,10 @@ impl Fs {
     /// Adds to `inputs` version `k`, whose bytes a commit keeps, and the earlier versions
     /// of its lineage `k` was made from, the newest of each other writer's (a writer: a
     /// name and a uid; [`crate::store::History::lineage_inputs`], at most
-    /// [`KEPT_WRITERS`]): a partial
-    /// overwrite of a partial overwrite still names the writer of the bytes both kept, so
-    /// `why` leads to it and the policy keeps it (Known open of session 33: after two
-    /// one-byte overwrites by the agent, `keep: {versions: 1}` forgot root's version).
+    /// [`KEPT_WRITERS`]): a partial overwrite of a partial overwrite still names the
+    /// writer of the bytes both kept, so `why` leads to it and the policy keeps it (Known
+    /// open of session 33: after two one-byte overwrites by the agent, `keep: {versions:
+    /// 1}` forgot root's version).
     /// Bounded by the writers, not by the chain's length: each version names at most one
     /// version of each other writer, other users' (uids other than `caller_uid`) first.
     fn name_kept(&self, inputs: &mut Vec<crate::store::Input>, k: i64, caller_uid: u32) {
